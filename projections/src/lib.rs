@@ -1,0 +1,28 @@
+//! navd's pure domain: what an event is, how a portfolio's daily net value is
+//! folded from its transactions and closing prices, and the statistics of the
+//! resulting curve.
+//!
+//! Nothing in this crate does I/O or knows about async runtimes, databases or
+//! brokers; the service (`navd`) feeds it events and stores what it returns.
+//! Money is exact (`rust_decimal`) everywhere; only the statistics, which the
+//! contract reports as JSON numbers, are computed in `f64` from exact returns.
+//!
+//! The contract implemented here is the product specification: events in
+//! SPEC §2 ([`event`], [`types`]), valuation in SPEC §3 ([`fold`]), statistics
+//! in SPEC §4 ([`stats`]), rounding of reported values in SPEC §3
+//! ([`decimal`]).
+
+pub mod decimal;
+pub mod event;
+pub mod fold;
+pub mod stats;
+pub mod types;
+
+pub use decimal::{round_money, round_ratio, ArithmeticError};
+pub use event::{parse_price, parse_transaction, EventError};
+pub use fold::{
+    fold, positions_from, resume, DayState, FoldError, FoldOutput, Folder, Inconsistency,
+    Position, PriceBook,
+};
+pub use stats::{statistics, Calendar, Statistics, StatsQuery};
+pub use types::{ClosePrice, DailyRecord, PortfolioId, Side, Status, Symbol, Transaction};

@@ -46,5 +46,7 @@ pub fn mul(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
 /// Division by zero is an error too; callers that define x/0 (SPEC §3's
 /// daily return) check the denominator first.
 pub fn div(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
-    a.checked_div(b).ok_or(ArithmeticError { operation: "divide" })
+    a.checked_div(b).ok_or(ArithmeticError {
+        operation: "divide",
+    })
 }

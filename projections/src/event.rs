@@ -4,8 +4,37 @@
 //! text, exactly, never through a binary float. At most 10 decimal places,
 //! magnitude below 10^12. Every refusal names the field and the reason, and
 //! that text becomes the dead letter's reason.
+//!
+//! Choices where SPEC §2 is silent (also in the project docs):
+//! - Number text is `-?digits[.digits][(e|E)[+|-]digits]`, the JSON number
+//!   grammar with leading zeros allowed inside strings; no spaces, no `+`
+//!   sign, no `NaN`/`Infinity`. Exponents are applied exactly.
+//! - "At most 10 decimal places" is a rule on the *value*: trailing zeros do
+//!   not count (`"1.500000000000000"` is 1.5 and accepted; `1e-11` is not).
+//!   Parsed numbers are returned normalized (`"10.00"` → `10`).
+//! - `null` for any field means the field is absent: a default for the
+//!   optional ones, [`EventError::Missing`] for the required ones.
+//! - Unknown fields are accepted and ignored, so producers can add fields
+//!   without breaking consumers; a known field given twice is refused (the
+//!   two values would be ambiguous).
+//! - `type` is case-sensitive (`buy` / `sell`); `event_id` must be the
+//!   hyphenated 36-character UUID form (any hex case).
+//! - `schema_version` must be the number `1` or the string `"1"`; anything
+//!   else, `1.0` included, is [`EventError::UnsupportedVersion`]. A price
+//!   event may carry it too, with the same rule.
+//! - Dates are exactly `YYYY-MM-DD`; `occurred_at` is RFC 3339 with an
+//!   offset, converted to UTC.
 
-use crate::types::{ClosePrice, Transaction};
+use std::borrow::Cow;
+use std::fmt;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use rust_decimal::Decimal;
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+use crate::types::{ClosePrice, FieldError, PortfolioId, Side, Symbol, Transaction};
 
 /// Why a payload is not a valid event. `Display` is the operator-facing reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,15 +53,700 @@ pub enum EventError {
     UnsupportedVersion(String),
 }
 
+impl From<FieldError> for EventError {
+    fn from(e: FieldError) -> Self {
+        EventError::Invalid {
+            field: e.field,
+            reason: e.reason,
+        }
+    }
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> EventError {
+    EventError::Invalid {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// Largest number of decimal places a number may have (SPEC §2.1).
+const MAX_DP: i64 = 10;
+/// Numbers must be below 10^12 in magnitude: at most 12 integer digits.
+const MAX_INT_DIGITS: i64 = 12;
+
+const TRANSACTION_FIELDS: &[&str] = &[
+    "event_id",
+    "type",
+    "portfolio_id",
+    "symbol",
+    "quantity",
+    "price",
+    "fee",
+    "trade_date",
+    "occurred_at",
+    "schema_version",
+];
+const PRICE_FIELDS: &[&str] = &["symbol", "date", "close", "schema_version"];
+
 /// Parses a transaction payload (SPEC §2.1). The returned transaction has
 /// `seq = 0`; the caller assigns the log position.
 pub fn parse_transaction(payload: &[u8]) -> Result<Transaction, EventError> {
-    let _ = payload;
-    todo!()
+    let text = json_text(payload)?;
+    let obj = Object::parse(text, TRANSACTION_FIELDS)?;
+    check_version(&obj)?;
+
+    let event_id = parse_uuid("event_id", &obj.string("event_id")?)?;
+    let side = match obj.string("type")?.as_ref() {
+        "buy" => Side::Buy,
+        "sell" => Side::Sell,
+        other => return Err(EventError::UnknownType(other.to_string())),
+    };
+    let portfolio_id = PortfolioId::parse(&obj.string("portfolio_id")?)?;
+    let symbol = Symbol::parse(&obj.string("symbol")?)?;
+    let quantity = obj.number("quantity")?;
+    if quantity <= Decimal::ZERO {
+        return Err(invalid("quantity", "must be greater than 0"));
+    }
+    let price = obj.number("price")?;
+    if price < Decimal::ZERO {
+        return Err(invalid("price", "must not be negative"));
+    }
+    let fee = match obj.get("fee") {
+        None => Decimal::ZERO,
+        Some(raw) => parse_number("fee", raw)?,
+    };
+    if fee < Decimal::ZERO {
+        return Err(invalid("fee", "must not be negative"));
+    }
+    let trade_date = parse_date("trade_date", &obj.string("trade_date")?)?;
+    let occurred_at = match obj.get("occurred_at") {
+        None => None,
+        Some(raw) => Some(parse_instant(
+            "occurred_at",
+            &string_of("occurred_at", raw)?,
+        )?),
+    };
+    Ok(Transaction {
+        event_id,
+        side,
+        portfolio_id,
+        symbol,
+        quantity,
+        price,
+        fee,
+        trade_date,
+        occurred_at,
+        seq: 0,
+    })
 }
 
 /// Parses a closing-price payload (SPEC §2.2).
 pub fn parse_price(payload: &[u8]) -> Result<ClosePrice, EventError> {
-    let _ = payload;
-    todo!()
+    let text = json_text(payload)?;
+    let obj = Object::parse(text, PRICE_FIELDS)?;
+    check_version(&obj)?;
+    let symbol = Symbol::parse(&obj.string("symbol")?)?;
+    let date = parse_date("date", &obj.string("date")?)?;
+    let close = obj.number("close")?;
+    if close <= Decimal::ZERO {
+        return Err(invalid("close", "must be greater than 0"));
+    }
+    Ok(ClosePrice {
+        symbol,
+        date,
+        close,
+    })
+}
+
+/// The payload as one JSON object's text (validated JSON, no trailing data).
+fn json_text(payload: &[u8]) -> Result<&str, EventError> {
+    let text = std::str::from_utf8(payload)
+        .map_err(|e| EventError::NotJson(format!("invalid UTF-8: {e}")))?;
+    let raw: &RawValue =
+        serde_json::from_str(text).map_err(|e| EventError::NotJson(e.to_string()))?;
+    if !raw.get().starts_with('{') {
+        return Err(EventError::NotObject);
+    }
+    Ok(raw.get())
+}
+
+/// The known fields of an object, each as its raw JSON text. `null` values
+/// are dropped (null = absent), unknown fields ignored.
+struct Object<'a> {
+    fields: Vec<(&'static str, &'a RawValue)>,
+}
+
+impl<'a> Object<'a> {
+    fn parse(text: &'a str, known: &'static [&'static str]) -> Result<Self, EventError> {
+        let entries: Entries<'a> =
+            serde_json::from_str(text).map_err(|e| EventError::NotJson(e.to_string()))?;
+        let mut fields: Vec<(&'static str, &'a RawValue)> = Vec::with_capacity(known.len());
+        for (key, value) in entries.0 {
+            let Some(name) = known.iter().copied().find(|k| *k == key.as_ref()) else {
+                continue;
+            };
+            if fields.iter().any(|(k, _)| *k == name) {
+                return Err(invalid(name, "given more than once"));
+            }
+            if value.get() != "null" {
+                fields.push((name, value));
+            }
+        }
+        Ok(Self { fields })
+    }
+
+    fn get(&self, name: &'static str) -> Option<&'a RawValue> {
+        self.fields
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| *v)
+    }
+
+    fn required(&self, name: &'static str) -> Result<&'a RawValue, EventError> {
+        self.get(name).ok_or(EventError::Missing(name))
+    }
+
+    fn string(&self, name: &'static str) -> Result<Cow<'a, str>, EventError> {
+        string_of(name, self.required(name)?)
+    }
+
+    fn number(&self, name: &'static str) -> Result<Decimal, EventError> {
+        parse_number(name, self.required(name)?)
+    }
+}
+
+/// Object entries in document order, values unparsed.
+struct Entries<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+/// A map key, borrowed from the payload unless it contains escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Entries<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Entries<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries<'de>, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
+                    out.push((k.0, v));
+                }
+                Ok(Entries(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// The decoded text of a JSON string value.
+fn string_of<'a>(field: &'static str, raw: &'a RawValue) -> Result<Cow<'a, str>, EventError> {
+    let text = raw.get();
+    if !text.starts_with('"') {
+        return Err(invalid(field, "must be a string"));
+    }
+    let inner = &text[1..text.len() - 1];
+    if !inner.contains('\\') {
+        return Ok(Cow::Borrowed(inner));
+    }
+    serde_json::from_str::<String>(text)
+        .map(Cow::Owned)
+        .map_err(|e| invalid(field, e.to_string()))
+}
+
+fn check_version(obj: &Object<'_>) -> Result<(), EventError> {
+    match obj.get("schema_version").map(RawValue::get) {
+        None | Some("1") | Some("\"1\"") => Ok(()),
+        Some(other) => Err(EventError::UnsupportedVersion(other.to_string())),
+    }
+}
+
+fn parse_uuid(field: &'static str, s: &str) -> Result<Uuid, EventError> {
+    if s.len() != 36 {
+        return Err(invalid(
+            field,
+            "must be a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)",
+        ));
+    }
+    Uuid::try_parse(s).map_err(|e| invalid(field, format!("must be a UUID: {e}")))
+}
+
+/// `YYYY-MM-DD`, exactly ten characters, a real calendar day.
+fn parse_date(field: &'static str, s: &str) -> Result<NaiveDate, EventError> {
+    let b = s.as_bytes();
+    let shape_ok = b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        });
+    if !shape_ok {
+        return Err(invalid(field, "must be a date YYYY-MM-DD"));
+    }
+    let n = |r: std::ops::Range<usize>| s[r].parse::<u32>().expect("digits");
+    NaiveDate::from_ymd_opt(n(0..4) as i32, n(5..7), n(8..10))
+        .ok_or_else(|| invalid(field, format!("{s} is not a calendar day")))
+}
+
+fn parse_instant(field: &'static str, s: &str) -> Result<DateTime<Utc>, EventError> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| invalid(field, format!("must be an RFC 3339 instant: {e}")))
+}
+
+/// A number field: a JSON number or a string holding one, read exactly.
+fn parse_number(field: &'static str, raw: &RawValue) -> Result<Decimal, EventError> {
+    let text = raw.get();
+    let literal: Cow<'_, str> = match text.as_bytes().first() {
+        Some(b'"') => string_of(field, raw)?,
+        Some(b'-' | b'0'..=b'9') => Cow::Borrowed(text),
+        _ => return Err(invalid(field, "must be a number or a string holding one")),
+    };
+    parse_decimal(&literal).map_err(|reason| invalid(field, reason))
+}
+
+/// Exact decimal from `-?digits[.digits][(e|E)[+-]digits]`, within the
+/// bounds of SPEC §2 (≤ 10 decimal places, |x| < 10^12). Returns the
+/// normalized value.
+pub(crate) fn parse_decimal(s: &str) -> Result<Decimal, String> {
+    const SHAPE: &str = "not a decimal number";
+    let b = s.as_bytes();
+    let mut i = 0;
+    let negative = b.first() == Some(&b'-');
+    if negative {
+        i += 1;
+    }
+    let int_start = i;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    let int_digits = &s[int_start..i];
+    if int_digits.is_empty() {
+        return Err(SHAPE.into());
+    }
+    let mut frac_digits = "";
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        frac_digits = &s[start..i];
+        if frac_digits.is_empty() {
+            return Err(SHAPE.into());
+        }
+    }
+    // The exponent saturates: beyond ±10^15 every outcome (zero, too many
+    // decimal places, too large) is already decided.
+    let mut exp: i64 = 0;
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        i += 1;
+        let exp_negative = match b.get(i) {
+            Some(b'-') => {
+                i += 1;
+                true
+            }
+            Some(b'+') => {
+                i += 1;
+                false
+            }
+            _ => false,
+        };
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            exp = (exp * 10 + i64::from(b[i] - b'0')).min(1_000_000_000_000_000);
+            i += 1;
+        }
+        if i == start {
+            return Err(SHAPE.into());
+        }
+        if exp_negative {
+            exp = -exp;
+        }
+    }
+    if i != b.len() {
+        return Err(SHAPE.into());
+    }
+
+    // value = digits × 10^(exp − frac_len), digits = int ++ frac with leading
+    // and trailing zeros stripped (trailing ones move into the exponent).
+    let all = || int_digits.bytes().chain(frac_digits.bytes());
+    let total = int_digits.len() + frac_digits.len();
+    let leading = all().take_while(|c| *c == b'0').count();
+    if leading == total {
+        return Ok(Decimal::ZERO);
+    }
+    let trailing = all().rev().take_while(|c| *c == b'0').count();
+    let significant = total - leading - trailing;
+    let exp10 = exp - frac_digits.len() as i64 + trailing as i64;
+    if -exp10 > MAX_DP {
+        return Err(format!("more than {MAX_DP} decimal places"));
+    }
+    if significant as i64 + exp10 > MAX_INT_DIGITS {
+        return Err("magnitude must be below 10^12".into());
+    }
+    // Now at most 22 significant digits and 0 ≤ scale ≤ 10: fits an i128
+    // and a Decimal exactly.
+    let mut mantissa: i128 = 0;
+    for c in all().skip(leading).take(significant) {
+        mantissa = mantissa * 10 + i128::from(c - b'0');
+    }
+    let scale = if exp10 < 0 {
+        (-exp10) as u32
+    } else {
+        mantissa *= 10i128.pow(exp10 as u32);
+        0
+    };
+    if negative {
+        mantissa = -mantissa;
+    }
+    Ok(Decimal::from_i128_with_scale(mantissa, scale))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    fn d(s: &str) -> Decimal {
+        Decimal::from_str(s).unwrap()
+    }
+
+    const TX: &str = r#"{
+      "event_id": "5b0c1c9e-2f0a-4a0e-9a43-1f3e8f1f2a01",
+      "type": "buy",
+      "portfolio_id": "p-1001",
+      "symbol": "AAPL",
+      "quantity": "10",
+      "price": "187.23",
+      "fee": "1.50",
+      "trade_date": "2024-03-01",
+      "occurred_at": "2024-03-01T14:30:00Z",
+      "schema_version": 1
+    }"#;
+
+    /// The spec's example with `field` replaced by the raw JSON `value`
+    /// (or removed when `value` is None).
+    fn tx_with(field: &str, value: Option<&str>) -> String {
+        let mut v: serde_json::Map<String, serde_json::Value> = serde_json::from_str(TX).unwrap();
+        v.remove(field);
+        let mut text = serde_json::to_string(&v).unwrap();
+        if let Some(value) = value {
+            text.pop();
+            text.push_str(&format!(",\"{field}\":{value}}}"));
+        }
+        text
+    }
+
+    fn tx_err(field: &str, value: Option<&str>) -> EventError {
+        parse_transaction(tx_with(field, value).as_bytes()).unwrap_err()
+    }
+
+    fn assert_invalid(e: EventError, field: &str) {
+        match e {
+            EventError::Invalid { field: f, .. } => assert_eq!(f, field),
+            other => panic!("expected invalid {field}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_the_spec_example() {
+        let t = parse_transaction(TX.as_bytes()).unwrap();
+        assert_eq!(
+            t.event_id.to_string(),
+            "5b0c1c9e-2f0a-4a0e-9a43-1f3e8f1f2a01"
+        );
+        assert_eq!(t.side, Side::Buy);
+        assert_eq!(t.portfolio_id.as_str(), "p-1001");
+        assert_eq!(t.symbol.as_str(), "AAPL");
+        assert_eq!(t.quantity, d("10"));
+        assert_eq!(t.price, d("187.23"));
+        assert_eq!(t.fee, d("1.5"));
+        assert_eq!(t.trade_date, NaiveDate::from_ymd_opt(2024, 3, 1).unwrap());
+        assert_eq!(
+            t.occurred_at.unwrap().to_rfc3339(),
+            "2024-03-01T14:30:00+00:00"
+        );
+        assert_eq!(t.seq, 0);
+    }
+
+    #[test]
+    fn numbers_as_json_numbers_are_exact() {
+        let t = parse_transaction(
+            tx_with("price", Some("0.1"))
+                .replace(r#""fee":"1.50""#, r#""fee":0.2"#)
+                .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(t.price + t.fee, d("0.3"));
+        assert_eq!(t.price.to_string(), "0.1");
+        let t = parse_transaction(tx_with("quantity", Some("1234567890123.123456789")).as_bytes())
+            .unwrap_err();
+        assert_invalid(t, "quantity");
+        let t = parse_transaction(tx_with("quantity", Some("99999999999.9999999999")).as_bytes())
+            .unwrap();
+        assert_eq!(t.quantity, d("99999999999.9999999999"));
+    }
+
+    #[test]
+    fn numbers_as_strings_are_exact() {
+        let t = parse_transaction(tx_with("price", Some(r#""0.1""#)).as_bytes()).unwrap();
+        let u = parse_transaction(tx_with("price", Some(r#""0.2""#)).as_bytes()).unwrap();
+        assert_eq!(t.price + u.price, d("0.3"));
+    }
+
+    #[test]
+    fn exponents_and_trailing_zeros() {
+        assert_eq!(parse_decimal("1e3").unwrap(), d("1000"));
+        assert_eq!(parse_decimal("1.5E-3").unwrap(), d("0.0015"));
+        assert_eq!(parse_decimal("1.50000000000000").unwrap(), d("1.5"));
+        assert_eq!(parse_decimal("0.00000000000000e5").unwrap(), Decimal::ZERO);
+        assert_eq!(parse_decimal("-0").unwrap(), Decimal::ZERO);
+        assert_eq!(parse_decimal("007").unwrap(), d("7"));
+        assert_eq!(parse_decimal("12345e-10").unwrap(), d("0.0000012345"));
+        assert!(parse_decimal("12345e-14").is_err());
+        assert_eq!(
+            parse_decimal("999999999999.9999999999").unwrap(),
+            d("999999999999.9999999999")
+        );
+        assert!(parse_decimal("-999999999999.99999999990").is_ok());
+        assert!(parse_decimal("1e-11").is_err());
+        assert!(parse_decimal("1e12").is_err());
+        assert!(parse_decimal("1e99999999999999999999").is_err());
+        assert!(parse_decimal("1e-99999999999999999999").is_err());
+        assert_eq!(
+            parse_decimal("0e99999999999999999999").unwrap(),
+            Decimal::ZERO
+        );
+        for bad in [
+            "", "-", "+1", " 1", "1 ", "1.", ".5", "1e", "1e+", "NaN", "1,5", "0x10",
+        ] {
+            assert!(parse_decimal(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn rejects_not_json_and_not_objects() {
+        assert!(matches!(
+            parse_transaction(b"{nope"),
+            Err(EventError::NotJson(_))
+        ));
+        assert!(matches!(
+            parse_transaction(b""),
+            Err(EventError::NotJson(_))
+        ));
+        assert!(matches!(
+            parse_transaction(b"\xff\xfe"),
+            Err(EventError::NotJson(_))
+        ));
+        assert!(matches!(
+            parse_transaction(b"{} x"),
+            Err(EventError::NotJson(_))
+        ));
+        assert_eq!(parse_transaction(b"[1,2]"), Err(EventError::NotObject));
+        assert_eq!(parse_price(b"\"AAPL\""), Err(EventError::NotObject));
+    }
+
+    #[test]
+    fn rejects_missing_fields() {
+        for f in [
+            "event_id",
+            "type",
+            "portfolio_id",
+            "symbol",
+            "quantity",
+            "price",
+            "trade_date",
+        ] {
+            assert_eq!(tx_err(f, None), EventError::Missing(f), "{f}");
+            assert_eq!(tx_err(f, Some("null")), EventError::Missing(f), "{f}");
+        }
+    }
+
+    #[test]
+    fn optional_fields_default() {
+        let t = parse_transaction(tx_with("fee", None).as_bytes()).unwrap();
+        assert_eq!(t.fee, Decimal::ZERO);
+        let t = parse_transaction(tx_with("fee", Some("null")).as_bytes()).unwrap();
+        assert_eq!(t.fee, Decimal::ZERO);
+        let t = parse_transaction(tx_with("occurred_at", None).as_bytes()).unwrap();
+        assert_eq!(t.occurred_at, None);
+        let t = parse_transaction(tx_with("schema_version", None).as_bytes()).unwrap();
+        assert_eq!(t.side, Side::Buy);
+        let t = parse_transaction(tx_with("schema_version", Some(r#""1""#)).as_bytes()).unwrap();
+        assert_eq!(t.side, Side::Buy);
+    }
+
+    #[test]
+    fn rejects_bad_quantities_prices_and_fees() {
+        assert_invalid(tx_err("quantity", Some(r#""-1""#)), "quantity");
+        assert_invalid(tx_err("quantity", Some("-1")), "quantity");
+        assert_invalid(tx_err("quantity", Some(r#""0""#)), "quantity");
+        assert_invalid(tx_err("quantity", Some("0.0")), "quantity");
+        assert_invalid(tx_err("quantity", Some("true")), "quantity");
+        assert_invalid(tx_err("quantity", Some(r#""ten""#)), "quantity");
+        assert_invalid(tx_err("price", Some(r#""-0.01""#)), "price");
+        assert_invalid(tx_err("fee", Some("-1")), "fee");
+        // Too many decimals, too large, as strings and as numbers.
+        assert_invalid(tx_err("quantity", Some(r#""1.00000000001""#)), "quantity");
+        assert_invalid(tx_err("price", Some("0.00000000001")), "price");
+        assert_invalid(tx_err("price", Some(r#""1000000000000""#)), "price");
+        assert_invalid(tx_err("price", Some("1000000000000")), "price");
+        assert_invalid(tx_err("price", Some("1e12")), "price");
+        assert_invalid(tx_err("fee", Some("-1000000000000")), "fee");
+        // Zero price is allowed.
+        let t = parse_transaction(tx_with("price", Some("0")).as_bytes()).unwrap();
+        assert_eq!(t.price, Decimal::ZERO);
+        let msg = tx_err("quantity", Some("1.00000000001")).to_string();
+        assert!(
+            msg.contains("quantity") && msg.contains("decimal places"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn rejects_unknown_type_and_version() {
+        assert_eq!(
+            tx_err("type", Some(r#""short""#)),
+            EventError::UnknownType("short".into())
+        );
+        assert_eq!(
+            tx_err("type", Some(r#""BUY""#)),
+            EventError::UnknownType("BUY".into())
+        );
+        assert_invalid(tx_err("type", Some("1")), "type");
+        assert_eq!(
+            tx_err("schema_version", Some("2")),
+            EventError::UnsupportedVersion("2".into())
+        );
+        assert_eq!(
+            tx_err("schema_version", Some("1.5")),
+            EventError::UnsupportedVersion("1.5".into())
+        );
+        assert_eq!(
+            tx_err("schema_version", Some("1.0")),
+            EventError::UnsupportedVersion("1.0".into())
+        );
+        assert!(matches!(
+            tx_err("schema_version", Some(r#""v1""#)),
+            EventError::UnsupportedVersion(_)
+        ));
+    }
+
+    #[test]
+    fn rejects_bad_dates_ids_and_instants() {
+        for bad in [
+            r#""2024-3-1""#,
+            r#""2024-02-30""#,
+            r#""20240301""#,
+            r#""2024-03-01T00:00:00Z""#,
+            r#"" 2024-03-01""#,
+            "20240301",
+        ] {
+            assert_invalid(tx_err("trade_date", Some(bad)), "trade_date");
+        }
+        for bad in [r#""""#, r#""-p""#, r#""p 1""#, r#""p/1""#, "7"] {
+            assert_invalid(tx_err("portfolio_id", Some(bad)), "portfolio_id");
+        }
+        let long = format!("\"{}\"", "a".repeat(65));
+        assert_invalid(tx_err("portfolio_id", Some(&long)), "portfolio_id");
+        let long = format!("\"{}\"", "a".repeat(33));
+        assert_invalid(tx_err("symbol", Some(&long)), "symbol");
+        assert_invalid(tx_err("symbol", Some(r#""A$""#)), "symbol");
+        for bad in [
+            r#""not-a-uuid""#,
+            r#""5b0c1c9e2f0a4a0e9a431f3e8f1f2a01""#,
+            r#""5b0c1c9e-2f0a-4a0e-9a43-1f3e8f1f2a0g""#,
+        ] {
+            assert_invalid(tx_err("event_id", Some(bad)), "event_id");
+        }
+        assert_invalid(tx_err("occurred_at", Some(r#""yesterday""#)), "occurred_at");
+        assert_invalid(
+            tx_err("occurred_at", Some(r#""2024-03-01T14:30:00""#)),
+            "occurred_at",
+        );
+        let t = parse_transaction(
+            tx_with("occurred_at", Some(r#""2024-03-01T16:30:00+02:00""#)).as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(
+            t.occurred_at.unwrap().to_rfc3339(),
+            "2024-03-01T14:30:00+00:00"
+        );
+    }
+
+    #[test]
+    fn unknown_fields_ignored_duplicates_refused() {
+        let t = parse_transaction(tx_with("note", Some(r#"{"any": [1, 2.5e400]}"#)).as_bytes());
+        assert!(t.is_ok());
+        let dup = TX.replace(r#""fee": "1.50","#, r#""fee": "1.50", "fee": "2","#);
+        assert_invalid(parse_transaction(dup.as_bytes()).unwrap_err(), "fee");
+    }
+
+    #[test]
+    fn escaped_strings_are_decoded() {
+        let t = parse_transaction(tx_with("symbol", Some(r#""\u0041APL""#)).as_bytes()).unwrap();
+        assert_eq!(t.symbol.as_str(), "AAPL");
+        let esc = TX.replace(r#""symbol""#, r#""sym\u0062ol""#);
+        assert_eq!(
+            parse_transaction(esc.as_bytes()).unwrap().symbol.as_str(),
+            "AAPL"
+        );
+    }
+
+    #[test]
+    fn prices() {
+        let p = parse_price(br#"{ "symbol": "AAPL", "date": "2024-03-01", "close": "189.10" }"#)
+            .unwrap();
+        assert_eq!(p.symbol.as_str(), "AAPL");
+        assert_eq!(p.close, d("189.1"));
+        let p =
+            parse_price(br#"{ "symbol": "AAPL", "date": "2024-03-01", "close": 189.10 }"#).unwrap();
+        assert_eq!(p.close, d("189.1"));
+        let e = |s: &str| parse_price(s.as_bytes()).unwrap_err();
+        assert_invalid(
+            e(r#"{"symbol":"A","date":"2024-03-01","close":"0"}"#),
+            "close",
+        );
+        assert_invalid(
+            e(r#"{"symbol":"A","date":"2024-03-01","close":-1}"#),
+            "close",
+        );
+        assert_invalid(e(r#"{"symbol":"A","date":"2024-3-01","close":1}"#), "date");
+        assert_invalid(
+            e(r#"{"symbol":"A","date":"2024-03-01","close":1e-11}"#),
+            "close",
+        );
+        assert_eq!(
+            e(r#"{"symbol":"A","date":"2024-03-01"}"#),
+            EventError::Missing("close")
+        );
+        assert_eq!(
+            e(r#"{"symbol":"A","date":"2024-03-01","close":1,"schema_version":2}"#),
+            EventError::UnsupportedVersion("2".into())
+        );
+    }
 }

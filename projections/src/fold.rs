@@ -11,15 +11,16 @@
 //!
 //! Resuming from any day's state gives exactly the records of the full fold.
 
-use std::collections::BTreeMap;
+use std::collections::{btree_map, BTreeMap};
+use std::ops::Bound;
 
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::decimal::ArithmeticError;
-use crate::types::{ClosePrice, DailyRecord, Symbol, Transaction};
+use crate::decimal::{self as dec, ArithmeticError};
+use crate::types::{ClosePrice, DailyRecord, Side, Symbol, Transaction};
 
 /// An open position.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,7 +76,10 @@ impl PriceBook {
         Self::default()
     }
     pub fn insert(&mut self, symbol: Symbol, date: NaiveDate, close: Decimal) {
-        self.by_symbol.entry(symbol).or_default().insert(date, close);
+        self.by_symbol
+            .entry(symbol)
+            .or_default()
+            .insert(date, close);
     }
     pub fn from_prices<'a>(prices: impl IntoIterator<Item = &'a ClosePrice>) -> Self {
         let mut book = Self::new();
@@ -133,16 +137,157 @@ pub struct FoldOutput {
 }
 
 /// Folds one day at a time from a starting state.
+///
+/// Besides the public [`DayState`], the folder keeps a valuation cache: one
+/// slot per open position (same order as `state.positions`) with its
+/// quantity and a forward cursor into the symbol's closes, so valuing a day
+/// costs O(open positions) with no map look-ups. Days on which nothing can
+/// have changed (no transaction, no new close of a held symbol) reuse the
+/// previous market value and total cost instead of recomputing them; that is
+/// exactly the value a recomputation would give, since its inputs are equal.
 pub struct Folder<'a> {
     state: DayState,
     prices: &'a PriceBook,
+    /// Mirrors `state.positions`, sorted by symbol.
+    slots: Vec<Slot<'a>>,
+    /// Σ cost of the open positions (summed in symbol order); None until
+    /// first computed, which may overflow and so happens inside `step`.
+    total_cost: Option<Decimal>,
+    /// Whether `state.market_value` was computed by this folder from the
+    /// current prices. False after `new`: a caller-supplied state is not
+    /// trusted to match the price book, so the first day always revalues.
+    valued: bool,
+}
+
+/// Valuation cache of one open position.
+struct Slot<'a> {
+    symbol: Symbol,
+    qty: Decimal,
+    last_trade_price: Decimal,
+    /// The latest close dated ≤ the folder's day, if any.
+    close: Option<Decimal>,
+    /// The next close after the folder's day.
+    next: Option<(&'a NaiveDate, &'a Decimal)>,
+    rest: btree_map::Range<'a, NaiveDate, Decimal>,
+}
+
+impl<'a> Slot<'a> {
+    fn new(symbol: Symbol, pos: &Position, prices: &'a PriceBook, day: NaiveDate) -> Self {
+        let (close, mut rest) = match prices.by_symbol.get(&symbol) {
+            Some(closes) => (
+                closes.range(..=day).next_back().map(|(_, c)| *c),
+                closes.range((Bound::Excluded(day), Bound::Unbounded)),
+            ),
+            None => (None, btree_map::Range::default()),
+        };
+        let next = rest.next();
+        Slot {
+            symbol,
+            qty: pos.qty,
+            last_trade_price: pos.last_trade_price,
+            close,
+            next,
+            rest,
+        }
+    }
+
+    /// Moves the cursor to `day`; true when the price changed.
+    #[inline]
+    fn advance(&mut self, day: NaiveDate) -> bool {
+        let mut moved = false;
+        while let Some((d, c)) = self.next {
+            if *d > day {
+                break;
+            }
+            self.close = Some(*c);
+            self.next = self.rest.next();
+            moved = true;
+        }
+        moved
+    }
+
+    #[inline]
+    fn price(&self) -> Decimal {
+        self.close.unwrap_or(self.last_trade_price)
+    }
+}
+
+/// In and Out of one day (SPEC §3 step 1).
+#[derive(Default)]
+struct Flows {
+    inflow: Decimal,
+    outflow: Decimal,
+}
+
+/// Applies one transaction to a position (None = not held). `Ok(Err(detail))`
+/// is an oversell; the position is then untouched.
+fn apply(
+    pos: &mut Option<Position>,
+    tx: &Transaction,
+    flows: &mut Flows,
+) -> Result<Result<(), String>, ArithmeticError> {
+    match tx.side {
+        Side::Buy => {
+            let amount = dec::add(dec::mul(tx.quantity, tx.price)?, tx.fee)?;
+            let p = pos.get_or_insert(Position {
+                qty: Decimal::ZERO,
+                cost: Decimal::ZERO,
+                last_trade_price: tx.price,
+            });
+            p.qty = dec::add(p.qty, tx.quantity)?;
+            p.cost = dec::add(p.cost, amount)?;
+            p.last_trade_price = tx.price;
+            flows.inflow = dec::add(flows.inflow, amount)?;
+        }
+        Side::Sell => {
+            let held = pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
+            if tx.quantity > held {
+                return Ok(Err(format!(
+                    "sell of {} {} exceeds the {} held",
+                    tx.quantity.normalize(),
+                    tx.symbol,
+                    held.normalize()
+                )));
+            }
+            let p = pos.as_mut().expect("held > 0");
+            let proceeds = dec::sub(dec::mul(tx.quantity, tx.price)?, tx.fee)?;
+            let qty = dec::sub(p.qty, tx.quantity)?;
+            if qty.is_zero() {
+                *pos = None;
+            } else {
+                let released = dec::div(dec::mul(p.cost, tx.quantity)?, p.qty)?;
+                p.cost = dec::sub(p.cost, released)?;
+                p.qty = qty;
+                p.last_trade_price = tx.price;
+            }
+            flows.outflow = dec::add(flows.outflow, proceeds)?;
+        }
+    }
+    Ok(Ok(()))
+}
+
+fn next_day(d: NaiveDate) -> Result<NaiveDate, FoldError> {
+    d.succ_opt().ok_or(FoldError::Overflow {
+        day: d,
+        source: ArithmeticError {
+            operation: "next day",
+        },
+    })
 }
 
 impl<'a> Folder<'a> {
     pub fn new(start: DayState, prices: &'a PriceBook) -> Self {
+        let slots = start
+            .positions
+            .iter()
+            .map(|(s, p)| Slot::new(s.clone(), p, prices, start.date))
+            .collect();
         Self {
             state: start,
             prices,
+            slots,
+            total_cost: None,
+            valued: false,
         }
     }
 
@@ -153,13 +298,210 @@ impl<'a> Folder<'a> {
         &mut self,
         day_transactions: &[&Transaction],
     ) -> Result<Result<DailyRecord, Inconsistency>, FoldError> {
-        let _ = day_transactions;
-        todo!()
+        let day = next_day(self.state.date)?;
+        debug_assert!(day_transactions.iter().all(|t| t.trade_date == day));
+        let overflow = |source| FoldError::Overflow { day, source };
+
+        // 1. The day's transactions, on copies of the touched positions so
+        //    that an oversell leaves the state as it was.
+        let mut flows = Flows::default();
+        let mut touched: Vec<(&Symbol, Option<Position>)> = Vec::new();
+        for tx in day_transactions {
+            let i = match touched.binary_search_by(|(s, _)| (*s).cmp(&tx.symbol)) {
+                Ok(i) => i,
+                Err(i) => {
+                    let current = self.state.positions.get(&tx.symbol).cloned();
+                    touched.insert(i, (&tx.symbol, current));
+                    i
+                }
+            };
+            if let Err(detail) = apply(&mut touched[i].1, tx, &mut flows).map_err(overflow)? {
+                return Ok(Err(Inconsistency {
+                    day,
+                    event_id: tx.event_id,
+                    detail,
+                }));
+            }
+        }
+        let cum_in = dec::add(self.state.cum_in, flows.inflow).map_err(overflow)?;
+        let cum_out = dec::add(self.state.cum_out, flows.outflow).map_err(overflow)?;
+
+        // Commit the touched positions to the state and the slots.
+        for (symbol, pos) in touched {
+            let at = self.slots.binary_search_by(|s| s.symbol.cmp(symbol));
+            match (pos, at) {
+                (Some(p), Ok(i)) => {
+                    let slot = &mut self.slots[i];
+                    slot.qty = p.qty;
+                    slot.last_trade_price = p.last_trade_price;
+                    *self.state.positions.get_mut(symbol).expect("mirrored") = p;
+                }
+                (Some(p), Err(i)) => {
+                    // Cursor placed at `day` itself: the advance below then
+                    // has nothing to do for this slot.
+                    let slot = Slot::new(symbol.clone(), &p, self.prices, day);
+                    self.slots.insert(i, slot);
+                    self.state.positions.insert(symbol.clone(), p);
+                }
+                (None, Ok(i)) => {
+                    self.slots.remove(i);
+                    self.state.positions.remove(symbol);
+                }
+                (None, Err(_)) => {}
+            }
+        }
+        let has_transactions = !day_transactions.is_empty();
+        let total_cost = match self.total_cost {
+            Some(c) if !has_transactions => c,
+            _ => self
+                .state
+                .positions
+                .values()
+                .try_fold(Decimal::ZERO, |acc, p| dec::add(acc, p.cost))
+                .map_err(overflow)?,
+        };
+
+        // 2. Prices of the day, 3. market value.
+        let mut repriced = false;
+        for slot in &mut self.slots {
+            repriced |= slot.advance(day);
+        }
+        let prev_value = self.state.market_value;
+        let value = if repriced || has_transactions || !self.valued {
+            let mut v = Decimal::ZERO;
+            for slot in &self.slots {
+                v = dec::add(v, dec::mul(slot.qty, slot.price()).map_err(overflow)?)
+                    .map_err(overflow)?;
+            }
+            v
+        } else {
+            prev_value
+        };
+
+        let numerator = dec::add(value, flows.outflow).map_err(overflow)?;
+        let denominator = dec::add(prev_value, flows.inflow).map_err(overflow)?;
+        // r = 0 when the denominator is 0 (SPEC §3), and also when the ratio
+        // is exactly 1, which spares the division and the multiplication on
+        // the many days where nothing moves.
+        let (daily_return, nav) = if denominator.is_zero() || numerator == denominator {
+            (Decimal::ZERO, self.state.nav)
+        } else {
+            let r = dec::sub(
+                dec::div(numerator, denominator).map_err(overflow)?,
+                Decimal::ONE,
+            )
+            .map_err(overflow)?;
+            let growth = dec::add(Decimal::ONE, r).map_err(overflow)?;
+            (r, dec::mul(self.state.nav, growth).map_err(overflow)?)
+        };
+        let net_flow = dec::sub(flows.inflow, flows.outflow).map_err(overflow)?;
+        let profit =
+            dec::sub(dec::add(value, cum_out).map_err(overflow)?, cum_in).map_err(overflow)?;
+        let return_rate = dec::sub(nav, Decimal::ONE).map_err(overflow)?;
+
+        self.state.date = day;
+        self.state.market_value = value;
+        self.state.nav = nav;
+        self.state.cum_in = cum_in;
+        self.state.cum_out = cum_out;
+        self.total_cost = Some(total_cost);
+        self.valued = true;
+
+        Ok(Ok(DailyRecord {
+            date: day,
+            market_value: value,
+            cost: total_cost,
+            net_flow,
+            daily_return,
+            net_value: nav,
+            return_rate,
+            profit,
+        }))
     }
 
     pub fn state(&self) -> &DayState {
         &self.state
     }
+}
+
+/// Transactions dated ≤ `as_of`, in fold order.
+fn in_fold_order(transactions: &[Transaction], as_of: NaiveDate) -> Vec<&Transaction> {
+    // Keys computed once: `effective_time` is not free and a sort compares
+    // each element many times.
+    let mut keyed: Vec<_> = transactions
+        .iter()
+        .filter(|t| t.trade_date <= as_of)
+        .map(|t| (t.fold_key(), t))
+        .collect();
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.into_iter().map(|(_, t)| t).collect()
+}
+
+/// Folds `sorted` (all dated after `start.date`) from `start` through
+/// `as_of`, keeping the records when `keep` is set.
+fn run(
+    start: &DayState,
+    sorted: &[&Transaction],
+    prices: &PriceBook,
+    as_of: NaiveDate,
+    keep: bool,
+) -> Result<FoldOutput, FoldError> {
+    let mut out = FoldOutput {
+        records: Vec::new(),
+        end_state: None,
+        prev_state: None,
+        inconsistency: None,
+    };
+    if as_of <= start.date {
+        return Ok(out);
+    }
+    if keep {
+        let days = (as_of - start.date).num_days();
+        out.records.reserve(usize::try_from(days).unwrap_or(0));
+    }
+    let mut folder = Folder::new(start.clone(), prices);
+    let mut i = 0;
+    loop {
+        let day = next_day(folder.state.date)?;
+        let j = i + sorted[i..]
+            .iter()
+            .take_while(|t| t.trade_date == day)
+            .count();
+        // The state before the last day is what callers store; clone it
+        // only then rather than every day.
+        let before = (day == as_of).then(|| folder.state.clone());
+        match folder.step(&sorted[i..j])? {
+            Ok(record) => {
+                if keep {
+                    out.records.push(record);
+                }
+            }
+            Err(inconsistency) => {
+                out.inconsistency = Some(inconsistency);
+                break;
+            }
+        }
+        if day == as_of {
+            out.prev_state = before;
+            break;
+        }
+        i = j;
+    }
+    let last = folder.state.date;
+    if last > start.date {
+        if out.inconsistency.is_some() {
+            // Stopped early: the state before the last record's day was not
+            // kept, fold again up to it (the rare, error path).
+            out.prev_state = Some(match last.pred_opt() {
+                Some(d) if d > start.date => run(start, sorted, prices, d, false)?
+                    .end_state
+                    .expect("folded at least one day"),
+                _ => start.clone(),
+            });
+        }
+        out.end_state = Some(folder.state);
+    }
+    Ok(out)
 }
 
 /// Full history: D0 is the earliest trade date; records run from D0 to
@@ -170,8 +512,22 @@ pub fn fold(
     prices: &PriceBook,
     as_of: NaiveDate,
 ) -> Result<FoldOutput, FoldError> {
-    let _ = (transactions, prices, as_of);
-    todo!()
+    let sorted = in_fold_order(transactions, as_of);
+    let Some(first) = sorted.first() else {
+        return Ok(FoldOutput {
+            records: Vec::new(),
+            end_state: None,
+            prev_state: None,
+            inconsistency: None,
+        });
+    };
+    run(
+        &DayState::initial(first.trade_date),
+        &sorted,
+        prices,
+        as_of,
+        true,
+    )
 }
 
 /// Resumes from `state` (end of day `state.date`) with the transactions dated
@@ -183,8 +539,19 @@ pub fn resume(
     prices: &PriceBook,
     as_of: NaiveDate,
 ) -> Result<FoldOutput, FoldError> {
-    let _ = (state, transactions, prices, as_of);
-    todo!()
+    if let Some(t) = transactions
+        .iter()
+        .filter(|t| t.trade_date <= state.date)
+        .min_by_key(|t| t.fold_key())
+    {
+        return Err(FoldError::BeforeState {
+            event_id: t.event_id,
+            trade_date: t.trade_date,
+            state_day: state.date,
+        });
+    }
+    let sorted = in_fold_order(transactions, as_of);
+    run(state, &sorted, prices, as_of, true)
 }
 
 /// Positions after folding `transactions` (all dated ≤ some day, any order),
@@ -193,6 +560,29 @@ pub fn resume(
 pub fn positions_from(
     transactions: &[Transaction],
 ) -> Result<Result<BTreeMap<Symbol, Position>, Inconsistency>, FoldError> {
-    let _ = transactions;
-    todo!()
+    let sorted = in_fold_order(transactions, NaiveDate::MAX);
+    let mut positions: BTreeMap<Symbol, Position> = BTreeMap::new();
+    let mut flows = Flows::default();
+    for tx in sorted {
+        let overflow = |source| FoldError::Overflow {
+            day: tx.trade_date,
+            source,
+        };
+        let mut pos = positions.remove(&tx.symbol);
+        // Flows are irrelevant here; keep them from growing without bound.
+        flows.inflow = Decimal::ZERO;
+        flows.outflow = Decimal::ZERO;
+        let applied = apply(&mut pos, tx, &mut flows).map_err(overflow)?;
+        if let Some(p) = pos {
+            positions.insert(tx.symbol.clone(), p);
+        }
+        if let Err(detail) = applied {
+            return Ok(Err(Inconsistency {
+                day: tx.trade_date,
+                event_id: tx.event_id,
+                detail,
+            }));
+        }
+    }
+    Ok(Ok(positions))
 }

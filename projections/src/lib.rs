@@ -21,8 +21,8 @@ pub mod types;
 pub use decimal::{round_money, round_ratio, ArithmeticError};
 pub use event::{parse_price, parse_transaction, EventError};
 pub use fold::{
-    fold, positions_from, resume, DayState, FoldError, FoldOutput, Folder, Inconsistency,
-    Position, PriceBook,
+    fold, positions_from, resume, DayState, FoldError, FoldOutput, Folder, Inconsistency, Position,
+    PriceBook,
 };
 pub use stats::{statistics, Calendar, Statistics, StatsQuery};
 pub use types::{ClosePrice, DailyRecord, PortfolioId, Side, Status, Symbol, Transaction};

@@ -1,1 +1,5 @@
-fn main() {}
+//! The `navd` binary: see `navd --help`.
+
+fn main() -> std::process::ExitCode {
+    navd::cli::run()
+}

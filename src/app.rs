@@ -1,0 +1,183 @@
+//! Wiring of a running service: database pool and migrations, the refresh
+//! worker, the Kafka consumer, the HTTP server, and graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use crate::config::{AuthConfig, Config};
+use crate::http::{self, AppState, Authenticator, Health};
+use crate::store;
+
+/// Binds `addr` and serves the API until `stop` is cancelled.
+pub async fn start_http(
+    state: AppState,
+    addr: SocketAddr,
+    request_timeout: Duration,
+    stop: CancellationToken,
+) -> Result<(SocketAddr, JoinHandle<std::io::Result<()>>)> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the HTTP listener on {addr}"))?;
+    let local = listener.local_addr()?;
+    let app = http::router(state, request_timeout);
+    let handle = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await
+    });
+    Ok((local, handle))
+}
+
+/// Says loudly that authentication is off.
+pub fn announce_auth(auth: &AuthConfig, addr: SocketAddr) {
+    if matches!(auth, AuthConfig::None) {
+        let scope = if addr.ip().is_loopback() {
+            "loopback only"
+        } else {
+            "REACHABLE FROM THE NETWORK"
+        };
+        tracing::warn!(
+            "AUTHENTICATION IS DISABLED (NAVD_AUTH=none): every caller is an administrator; listening on {addr} ({scope})"
+        );
+    }
+}
+
+/// Cancels `stop` on SIGTERM or Ctrl-C.
+pub fn cancel_on_signal(stop: CancellationToken) {
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let term = std::future::pending::<()>();
+        tokio::select! {
+            _ = ctrl_c => tracing::info!("Ctrl-C: shutting down"),
+            _ = term => tracing::info!("SIGTERM: shutting down"),
+        }
+        stop.cancel();
+    });
+}
+
+/// The parts of a running service that tests and the demo hold on to.
+pub struct Service {
+    pub addr: SocketAddr,
+    pub pool: PgPool,
+    pub stop: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+    http: JoinHandle<std::io::Result<()>>,
+}
+
+impl Service {
+    /// Starts worker, consumer (when Kafka is configured) and HTTP on an
+    /// already migrated pool.
+    pub async fn start(config: &Config, pool: PgPool, stop: CancellationToken) -> Result<Service> {
+        let health = Arc::new(Health::default());
+        let wake = Arc::new(Notify::new());
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(crate::worker::run(
+            pool.clone(),
+            config.clock,
+            wake.clone(),
+            Duration::from_secs(1),
+            stop.clone(),
+        )));
+        if let Some(k) = &config.kafka {
+            let consumer = crate::consumer::Consumer::new(
+                k.clone(),
+                pool.clone(),
+                config.clock,
+                health.clone(),
+                wake.clone(),
+            )?;
+            let stop = stop.clone();
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = consumer.run(stop.clone()).await {
+                    tracing::error!(error = %format!("{e:#}"), "consumer stopped");
+                    stop.cancel();
+                }
+            }));
+        }
+        let state = AppState {
+            pool: pool.clone(),
+            clock: config.clock,
+            auth: Authenticator::new(&config.auth)?,
+            health,
+        };
+        let (addr, http) = start_http(
+            state,
+            config.http_addr,
+            Duration::from_millis(config.request_timeout_ms),
+            stop.clone(),
+        )
+        .await?;
+        announce_auth(&config.auth, addr);
+        tracing::info!(%addr, "navd listening");
+        Ok(Service {
+            addr,
+            pool,
+            stop,
+            tasks,
+            http,
+        })
+    }
+
+    /// Waits for every part to finish after `stop` was cancelled.
+    pub async fn join(self) -> Result<()> {
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        self.http.await??;
+        Ok(())
+    }
+}
+
+/// `navd serve`.
+pub async fn serve(config: Config) -> Result<()> {
+    let url = config
+        .database_url
+        .clone()
+        .context("DATABASE_URL is required for `navd serve`")?;
+    if config.kafka.is_none() {
+        anyhow::bail!("NAVD_KAFKA_BROKERS is required for `navd serve`");
+    }
+    let pool = store::connect(&url, config.db_max_connections).await?;
+    store::migrate(&pool).await?;
+    let stop = CancellationToken::new();
+    cancel_on_signal(stop.clone());
+    let service = Service::start(&config, pool, stop).await?;
+    service.join().await?;
+    tracing::info!("navd stopped");
+    Ok(())
+}
+
+/// `navd migrate`.
+pub async fn migrate(config: Config) -> Result<()> {
+    let url = config
+        .database_url
+        .context("DATABASE_URL is required for `navd migrate`")?;
+    let pool = store::connect(&url, 2).await?;
+    store::migrate(&pool).await?;
+    tracing::info!("migrations applied");
+    Ok(())
+}
+
+/// Today's clock of a config, for tools.
+pub fn clock(config: &Config) -> Clock {
+    config.clock
+}

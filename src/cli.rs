@@ -1,0 +1,78 @@
+//! The command line: `serve`, `migrate`, `demo`.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+
+#[derive(Parser)]
+#[command(
+    name = "navd",
+    version,
+    about = "Daily NAV history: Kafka in, PostgreSQL projection, HTTP out"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the Kafka consumer, the refresh worker and the HTTP API.
+    Serve,
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Run the whole pipeline locally on a generated sample book: private
+    /// PostgreSQL, in-process broker, real consumer, API on loopback.
+    Demo {
+        /// Listen address of the API (loopback only).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: std::net::SocketAddr,
+    },
+}
+
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::Demo { addr } = cli.command {
+        crate::telemetry::init(crate::config::LogFormat::Pretty);
+        let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+        return match rt.block_on(crate::demo::run(Some(addr))) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("navd demo: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("navd: configuration error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    crate::telemetry::init(config.log_format);
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("navd: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Serve => crate::app::serve(config).await,
+            Command::Migrate => crate::app::migrate(config).await,
+            Command::Demo { .. } => unreachable!("handled above"),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "navd failed");
+            eprintln!("navd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,544 @@
+//! Kafka ingestion: reads the transaction and price topics and stores each
+//! event exactly once (SPEC §2.3).
+//!
+//! Effectively-once by construction: a batch's events, its dead letters and
+//! the next offset of every partition it touched are written in one
+//! PostgreSQL transaction. PostgreSQL's `consumer_offsets` is the truth: on
+//! assignment (eager or cooperative) the rebalance callback positions each
+//! partition at its stored offset, and inside the batch transaction messages
+//! below the stored offset are skipped under a row lock, so a redelivery, a
+//! crash between the database commit and the Kafka commit, or two consumers
+//! briefly owning one partition during a rebalance never count an event
+//! twice. Offsets committed to Kafka only mirror the stored ones for lag
+//! monitoring.
+//!
+//! The consumer never folds: it marks the affected portfolios pending and
+//! wakes the refresh worker ([`crate::worker`]), so a long recompute cannot
+//! hold up polling past `max.poll.interval.ms`.
+//!
+//! A bad event becomes a dead letter in the same transaction; a transient
+//! failure (database or broker down) is retried with backoff and never turns
+//! into a dead letter or a skipped offset.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use futures::StreamExt;
+use projections::{parse_price, parse_transaction};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer as _, ConsumerContext, RebalanceProtocol, StreamConsumer,
+};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Message, OwnedMessage};
+use rdkafka::statistics::Statistics;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::ClientContext;
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{Connection, PgConnection, PgPool, Row};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use crate::config::KafkaConfig;
+use crate::http::{ConsumerHealth, Health};
+use crate::store::{self, DeadLetter, IngestBatch, Source};
+
+pub struct Consumer {
+    cfg: KafkaConfig,
+    pool: PgPool,
+    health: Arc<Health>,
+    wake: Arc<Notify>,
+}
+
+/// librdkafka callbacks: rebalance from stored offsets, statistics, errors.
+struct Ctx {
+    group: String,
+    pg: PgConnectOptions,
+    health: Arc<Health>,
+}
+
+impl Ctx {
+    fn set_health(&self, f: impl FnOnce(&mut ConsumerHealth)) {
+        let mut g = self.health.consumer.lock().unwrap();
+        f(g.get_or_insert_with(ConsumerHealth::default));
+    }
+
+    /// Stored next offsets of `parts`. Runs on a helper thread with its own
+    /// runtime and connection because librdkafka calls us synchronously from
+    /// inside the consumer's poll. `None` when the database cannot be read.
+    fn stored_offsets(&self, parts: &[(String, i32)]) -> Option<HashMap<(String, i32), i64>> {
+        for attempt in 0..5 {
+            let pg = self.pg.clone();
+            let group = self.group.clone();
+            let parts = parts.to_vec();
+            let got = std::thread::spawn(move || -> Result<HashMap<(String, i32), i64>> {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                rt.block_on(async move {
+                    let mut conn = tokio::time::timeout(
+                        Duration::from_secs(3),
+                        PgConnection::connect_with(&pg),
+                    )
+                    .await
+                    .context("timed out")??;
+                    let (topics, partitions): (Vec<String>, Vec<i32>) = parts.into_iter().unzip();
+                    let rows = sqlx::query(
+                        "SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
+                           JOIN UNNEST($2::text[], $3::int4[]) AS u(topic, partition)
+                             ON o.topic = u.topic AND o.partition = u.partition
+                          WHERE o.group_id = $1",
+                    )
+                    .bind(&group)
+                    .bind(&topics)
+                    .bind(&partitions)
+                    .fetch_all(&mut conn)
+                    .await?;
+                    let _ = conn.close().await;
+                    Ok(rows
+                        .into_iter()
+                        .map(|r| {
+                            (
+                                (r.get::<String, _>(0), r.get::<i32, _>(1)),
+                                r.get::<i64, _>(2),
+                            )
+                        })
+                        .collect())
+                })
+            })
+            .join();
+            match got {
+                Ok(Ok(map)) => return Some(map),
+                Ok(Err(e)) => {
+                    tracing::warn!(attempt, error = %format!("{e:#}"), "reading stored offsets failed")
+                }
+                Err(_) => tracing::warn!(attempt, "offset reader thread panicked"),
+            }
+            std::thread::sleep(Duration::from_millis(200 << attempt));
+        }
+        None
+    }
+}
+
+impl ClientContext for Ctx {
+    fn stats(&self, stats: Statistics) {
+        for (topic, t) in &stats.topics {
+            for (p, part) in &t.partitions {
+                if *p >= 0 && part.consumer_lag >= 0 {
+                    metrics::gauge!("navd_consumer_lag", "topic" => topic.clone(), "partition" => p.to_string())
+                        .set(part.consumer_lag as f64);
+                }
+            }
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::warn!(%error, reason, "kafka client error");
+        self.set_health(|h| h.last_error = Some(format!("kafka: {reason}")));
+    }
+}
+
+impl ConsumerContext for Ctx {
+    fn rebalance(
+        &self,
+        base: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        let cooperative = matches!(base.rebalance_protocol(), RebalanceProtocol::Cooperative);
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                let parts: Vec<(String, i32)> = tpl
+                    .elements()
+                    .iter()
+                    .map(|e| (e.topic().to_string(), e.partition()))
+                    .collect();
+                match self.stored_offsets(&parts) {
+                    Some(stored) => {
+                        for (t, p) in &parts {
+                            // No stored offset: nothing of this partition was
+                            // ever stored, so start at its beginning.
+                            let off = stored.get(&(t.clone(), *p)).map_or(Offset::Beginning, |o| Offset::Offset(*o));
+                            let _ = tpl.set_partition_offset(t, *p, off);
+                        }
+                    }
+                    // Fall back to the committed mirror, which never runs
+                    // ahead of the database; the in-transaction check skips
+                    // whatever was already stored.
+                    None => tracing::error!("database unreachable during rebalance; starting from Kafka's committed offsets"),
+                }
+                let r = if cooperative {
+                    base.incremental_assign(tpl)
+                } else {
+                    base.assign(tpl)
+                };
+                if let Err(e) = r {
+                    tracing::error!(error = %e, "assign failed");
+                }
+                tracing::info!(partitions = ?parts, "partitions assigned");
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                let r = if cooperative {
+                    base.incremental_unassign(tpl)
+                } else {
+                    base.unassign()
+                };
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "unassign failed");
+                }
+                tracing::info!(count = tpl.count(), "partitions revoked");
+            }
+            other => {
+                tracing::error!(error = ?other, "rebalance error");
+                let _ = base.unassign();
+            }
+        }
+        let assigned = base.assignment().map(|a| a.count()).unwrap_or(0);
+        self.set_health(|h| h.assigned_partitions = assigned);
+    }
+}
+
+/// What became of one batch.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct BatchOutcome {
+    pub report: store::IngestReport,
+    /// Messages below the stored offset (already counted before).
+    pub skipped: usize,
+    /// Next offset per partition after the batch.
+    pub next_offsets: BTreeMap<(String, i32), i64>,
+}
+
+impl Consumer {
+    pub fn new(
+        cfg: KafkaConfig,
+        pool: PgPool,
+        _clock: Clock,
+        health: Arc<Health>,
+        wake: Arc<Notify>,
+    ) -> Result<Self> {
+        Ok(Consumer {
+            cfg,
+            pool,
+            health,
+            wake,
+        })
+    }
+
+    fn client(&self) -> Result<StreamConsumer<Ctx>> {
+        let ctx = Ctx {
+            group: self.cfg.group.clone(),
+            pg: (*self.pool.connect_options()).clone(),
+            health: self.health.clone(),
+        };
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", &self.cfg.brokers)
+            .set("group.id", &self.cfg.group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("partition.assignment.strategy", "cooperative-sticky")
+            .set("session.timeout.ms", "10000")
+            .set("heartbeat.interval.ms", "1000")
+            .set("max.poll.interval.ms", "300000")
+            .set("statistics.interval.ms", "5000")
+            .set("fetch.wait.max.ms", "50")
+            .set("client.id", format!("navd-{}", std::process::id()));
+        for (k, v) in &self.cfg.properties {
+            config.set(k, v);
+        }
+        let consumer: StreamConsumer<Ctx> = config
+            .create_with_context(ctx)
+            .context("creating the Kafka consumer")?;
+        consumer
+            .subscribe(&[&self.cfg.transactions_topic, &self.cfg.prices_topic])
+            .context("subscribing to the topics")?;
+        Ok(consumer)
+    }
+
+    /// Consumes until `stop`; then finishes the batch in flight, commits and
+    /// leaves the group.
+    pub async fn run(self, stop: CancellationToken) -> Result<()> {
+        let consumer = self.client()?;
+        {
+            let mut g = self.health.consumer.lock().unwrap();
+            g.get_or_insert_with(ConsumerHealth::default);
+        }
+        tracing::info!(brokers = %self.cfg.brokers, group = %self.cfg.group, "consumer started");
+        let mut stream = consumer.stream();
+        let max = self.cfg.batch_max.max(1);
+        let wait = Duration::from_millis(self.cfg.batch_wait_ms);
+        loop {
+            let first = tokio::select! {
+                _ = stop.cancelled() => break,
+                m = stream.next() => m,
+            };
+            let mut msgs: Vec<OwnedMessage> = Vec::new();
+            match first {
+                None => break,
+                Some(Ok(m)) => msgs.push(m.detach()),
+                Some(Err(e)) => {
+                    self.kafka_trouble(&e);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            }
+            let deadline = tokio::time::Instant::now() + wait;
+            while msgs.len() < max {
+                match tokio::time::timeout_at(deadline, stream.next()).await {
+                    Ok(Some(Ok(m))) => msgs.push(m.detach()),
+                    Ok(Some(Err(e))) => {
+                        self.kafka_trouble(&e);
+                        break;
+                    }
+                    _ => break,
+                }
+            }
+            let Some(outcome) = self.store_with_retry(&msgs, &stop).await else {
+                break; // stopped while the database was down: nothing committed
+            };
+            self.mirror(&consumer, &outcome.next_offsets, CommitMode::Async);
+        }
+        // Final mirror of what the database holds for our partitions.
+        if let Ok(assigned) = consumer.assignment() {
+            let parts: Vec<(String, i32)> = assigned
+                .elements()
+                .iter()
+                .map(|e| (e.topic().to_string(), e.partition()))
+                .collect();
+            if let Ok(stored) = self.read_offsets(&parts).await {
+                self.mirror(&consumer, &stored, CommitMode::Sync);
+            }
+        }
+        consumer.unsubscribe();
+        drop(stream);
+        drop(consumer); // closes the consumer: leaves the group
+        tracing::info!("consumer stopped");
+        Ok(())
+    }
+
+    fn kafka_trouble(&self, e: &KafkaError) {
+        tracing::warn!(error = %e, "kafka error; librdkafka reconnects by itself");
+        let mut g = self.health.consumer.lock().unwrap();
+        g.get_or_insert_with(ConsumerHealth::default).last_error = Some(format!("kafka: {e}"));
+    }
+
+    async fn read_offsets(
+        &self,
+        parts: &[(String, i32)],
+    ) -> sqlx::Result<BTreeMap<(String, i32), i64>> {
+        let (topics, partitions): (Vec<String>, Vec<i32>) = parts.iter().cloned().unzip();
+        let rows = sqlx::query(
+            "SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
+               JOIN UNNEST($2::text[], $3::int4[]) AS u(topic, partition)
+                 ON o.topic = u.topic AND o.partition = u.partition
+              WHERE o.group_id = $1",
+        )
+        .bind(&self.cfg.group)
+        .bind(&topics)
+        .bind(&partitions)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| ((r.get(0), r.get(1)), r.get(2)))
+            .collect())
+    }
+
+    fn mirror(
+        &self,
+        consumer: &StreamConsumer<Ctx>,
+        offsets: &BTreeMap<(String, i32), i64>,
+        mode: CommitMode,
+    ) {
+        if offsets.is_empty() {
+            return;
+        }
+        let mut tpl = TopicPartitionList::new();
+        for ((t, p), o) in offsets {
+            let _ = tpl.add_partition_offset(t, *p, Offset::Offset(*o));
+        }
+        if let Err(e) = consumer.commit(&tpl, mode) {
+            tracing::debug!(error = %e, "mirroring offsets to Kafka failed (monitoring only)");
+        }
+    }
+
+    /// Stores a batch, retrying transient failures with backoff until it
+    /// succeeds; `None` if `stop` fires while retrying.
+    async fn store_with_retry(
+        &self,
+        msgs: &[OwnedMessage],
+        stop: &CancellationToken,
+    ) -> Option<BatchOutcome> {
+        let mut delay = Duration::from_millis(100);
+        loop {
+            let started = Instant::now();
+            match store_batch(&self.pool, &self.cfg, msgs).await {
+                Ok(outcome) => {
+                    metrics::histogram!("navd_batch_seconds")
+                        .record(started.elapsed().as_secs_f64());
+                    {
+                        let mut g = self.health.consumer.lock().unwrap();
+                        g.get_or_insert_with(ConsumerHealth::default).last_error = None;
+                    }
+                    if !outcome.report.affected.is_empty() {
+                        self.wake.notify_one();
+                    }
+                    return Some(outcome);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), retry_in = ?delay, "storing a batch failed; retrying");
+                    {
+                        let mut g = self.health.consumer.lock().unwrap();
+                        g.get_or_insert_with(ConsumerHealth::default).last_error =
+                            Some(format!("database: {e}"));
+                    }
+                    tokio::select! {
+                        _ = stop.cancelled() => return None,
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+}
+
+/// Parses a message into the batch, or into a dead letter.
+fn parse_into(batch: &mut IngestBatch, cfg: &KafkaConfig, m: &OwnedMessage) {
+    let source = Source {
+        topic: m.topic().to_string(),
+        partition: m.partition(),
+        offset: m.offset(),
+        key: m.key().map(<[u8]>::to_vec),
+        payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+    };
+    let dead = |reason: String| DeadLetter {
+        source: source.clone(),
+        reason,
+    };
+    if m.payload().is_none() {
+        batch
+            .dead_letters
+            .push(dead("empty message (no payload)".into()));
+        return;
+    }
+    if m.topic() == cfg.transactions_topic {
+        match parse_transaction(&source.payload) {
+            Ok(t) => batch.transactions.push((t, source)),
+            Err(e) => batch.dead_letters.push(dead(e.to_string())),
+        }
+    } else if m.topic() == cfg.prices_topic {
+        match parse_price(&source.payload) {
+            Ok(p) => batch.prices.push((p, source)),
+            Err(e) => batch.dead_letters.push(dead(e.to_string())),
+        }
+    } else {
+        batch
+            .dead_letters
+            .push(dead(format!("unexpected topic {}", m.topic())));
+    }
+}
+
+/// One batch in one database transaction: skip what the stored offsets say
+/// is done, store the rest, advance the offsets.
+pub async fn store_batch(
+    pool: &PgPool,
+    cfg: &KafkaConfig,
+    msgs: &[OwnedMessage],
+) -> Result<BatchOutcome> {
+    let mut last: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for m in msgs {
+        let e = last
+            .entry((m.topic().to_string(), m.partition()))
+            .or_insert(m.offset());
+        *e = (*e).max(m.offset());
+    }
+    let (topics, partitions): (Vec<String>, Vec<i32>) = last.keys().cloned().unzip();
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO consumer_offsets (group_id, topic, partition, next_offset)
+         SELECT $1, t, p, 0 FROM UNNEST($2::text[], $3::int4[]) AS u(t, p)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&cfg.group)
+    .bind(&topics)
+    .bind(&partitions)
+    .execute(&mut *tx)
+    .await?;
+    // The row locks fence concurrent owners of a partition.
+    let rows = sqlx::query(
+        "SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
+           JOIN UNNEST($2::text[], $3::int4[]) AS u(topic, partition)
+             ON o.topic = u.topic AND o.partition = u.partition
+          WHERE o.group_id = $1
+          ORDER BY o.topic, o.partition
+          FOR UPDATE OF o",
+    )
+    .bind(&cfg.group)
+    .bind(&topics)
+    .bind(&partitions)
+    .fetch_all(&mut *tx)
+    .await?;
+    let stored: HashMap<(String, i32), i64> = rows
+        .into_iter()
+        .map(|r| ((r.get(0), r.get(1)), r.get(2)))
+        .collect();
+    let mut batch = IngestBatch::default();
+    let mut skipped = 0;
+    let mut per_topic: HashMap<&str, u64> = HashMap::new();
+    for m in msgs {
+        let next = stored
+            .get(&(m.topic().to_string(), m.partition()))
+            .copied()
+            .unwrap_or(0);
+        if m.offset() < next {
+            skipped += 1;
+            continue;
+        }
+        *per_topic.entry(m.topic()).or_default() += 1;
+        parse_into(&mut batch, cfg, m);
+    }
+    let dead_by_topic: Vec<String> = batch
+        .dead_letters
+        .iter()
+        .map(|d| d.source.topic.clone())
+        .collect();
+    let report = store::ingest(&mut tx, batch).await?;
+    let mut next_offsets = BTreeMap::new();
+    let (mut t2, mut p2, mut o2) = (vec![], vec![], vec![]);
+    for ((t, p), o) in &last {
+        let next = (*o + 1).max(stored.get(&(t.clone(), *p)).copied().unwrap_or(0));
+        t2.push(t.clone());
+        p2.push(*p);
+        o2.push(next);
+        next_offsets.insert((t.clone(), *p), next);
+    }
+    sqlx::query(
+        "UPDATE consumer_offsets o SET next_offset = u.n, updated_at = now()
+           FROM UNNEST($2::text[], $3::int4[], $4::int8[]) AS u(t, p, n)
+          WHERE o.group_id = $1 AND o.topic = u.t AND o.partition = u.p",
+    )
+    .bind(&cfg.group)
+    .bind(&t2)
+    .bind(&p2)
+    .bind(&o2)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    for (topic, n) in per_topic {
+        metrics::counter!("navd_events_consumed_total", "topic" => topic.to_string()).increment(n);
+    }
+    for topic in dead_by_topic {
+        metrics::counter!("navd_dead_letters_total", "topic" => topic).increment(1);
+    }
+    Ok(BatchOutcome {
+        report,
+        skipped,
+        next_offsets,
+    })
+}

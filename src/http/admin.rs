@@ -1,0 +1,101 @@
+//! Operator endpoints (scope `nav:admin`): the dead-letter list.
+
+use axum::extract::{RawQuery, State};
+use axum::Json;
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::auth::SCOPE_ADMIN;
+use super::error::ApiError;
+use super::{params, AppState, Caller};
+use crate::store;
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct DeadLetterView {
+    pub id: i64,
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_encoding: Option<&'static str>,
+    pub payload: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_encoding: Option<&'static str>,
+    pub reason: String,
+    pub received_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct DeadLetterPage {
+    pub dead_letters: Vec<DeadLetterView>,
+    /// Cursor for the next page; null on the last page.
+    pub next: Option<String>,
+}
+
+/// Text when the bytes are UTF-8, else base64 with an encoding marker.
+fn text_or_base64(bytes: &[u8]) -> (String, Option<&'static str>) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => (s.to_string(), None),
+        Err(_) => (
+            base64::engine::general_purpose::STANDARD.encode(bytes),
+            Some("base64"),
+        ),
+    }
+}
+
+pub async fn dead_letters(
+    State(s): State<AppState>,
+    caller: Caller,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<DeadLetterPage>, ApiError> {
+    caller.require(SCOPE_ADMIN)?;
+    let q = params::query(raw.as_deref(), &["limit", "after"])?;
+    let limit = match q.get("limit") {
+        None => 100,
+        Some(v) => match v.parse::<i64>() {
+            Ok(n) if (1..=1000).contains(&n) => n,
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "`limit` must be an integer from 1 to 1000, got `{v}`"
+                )))
+            }
+        },
+    };
+    let after = match q.get("after") {
+        None => 0,
+        Some(v) => v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "`after` is not a cursor from a previous page: `{v}`"
+            ))
+        })?,
+    };
+    let rows = store::dead_letters_page(&s.pool, after, limit).await?;
+    let next = (rows.len() as i64 == limit)
+        .then(|| rows.last().map(|r| r.id.to_string()))
+        .flatten();
+    let dead_letters = rows
+        .into_iter()
+        .map(|r| {
+            let (payload, payload_encoding) = text_or_base64(&r.payload);
+            let (key, key_encoding) = match r.key.as_deref().map(text_or_base64) {
+                Some((k, e)) => (Some(k), e),
+                None => (None, None),
+            };
+            DeadLetterView {
+                id: r.id,
+                topic: r.topic,
+                partition: r.partition,
+                offset: r.offset,
+                key,
+                key_encoding,
+                payload,
+                payload_encoding,
+                reason: r.reason,
+                received_at: r.received_at,
+            }
+        })
+        .collect();
+    Ok(Json(DeadLetterPage { dead_letters, next }))
+}

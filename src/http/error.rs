@@ -1,0 +1,179 @@
+//! The one error type of the HTTP API and its RFC 9457 problem+json form.
+//!
+//! Every failure a handler can meet maps to one variant, and each variant to
+//! one status. Internal details (SQL errors, fold errors) are logged with a
+//! correlation id and never put in a response.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    /// Unknown portfolio or one the caller may not see: one answer for both.
+    #[error("not found")]
+    NotFound,
+    #[error("{0}")]
+    RouteNotFound(String),
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    #[error("{0}")]
+    Conflict(String),
+    #[error("request body larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// Database unreachable or saturated: retry later.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+/// An RFC 9457 problem document.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Problem {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+}
+
+/// Seconds a client should wait after a 503.
+pub const RETRY_AFTER_SECS: u32 = 5;
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound | ApiError::RouteNotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn slug(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "bad-request",
+            ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::NotFound => "portfolio-not-found",
+            ApiError::RouteNotFound(_) => "not-found",
+            ApiError::MethodNotAllowed => "method-not-allowed",
+            ApiError::Conflict(_) => "inconsistent-history",
+            ApiError::PayloadTooLarge(_) => "payload-too-large",
+            ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
+            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    pub fn problem(&self) -> Problem {
+        let status = self.status();
+        let detail = match self {
+            ApiError::NotFound => "no such portfolio".to_string(),
+            ApiError::Internal(_) => {
+                "the server failed to handle the request; it has been logged".to_string()
+            }
+            other => other.to_string(),
+        };
+        Problem {
+            kind: format!("urn:navd:problem:{}", self.slug()),
+            title: status.canonical_reason().unwrap_or("Error").to_string(),
+            status: status.as_u16(),
+            detail,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let ApiError::Internal(e) = &self {
+            tracing::error!(error = format!("{e:#}"), "request failed");
+        }
+        let status = self.status();
+        let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
+        let mut resp = (status, body).into_response();
+        let h = resp.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        match &self {
+            ApiError::Unavailable(_) => {
+                h.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            ApiError::Unauthorized(_) => {
+                h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            _ => {}
+        }
+        resp
+    }
+}
+
+/// Database failures: unreachable or exhausted is 503, anything else 500.
+impl From<sqlx::Error> for ApiError {
+    fn from(e: sqlx::Error) -> Self {
+        if is_unavailable(&e) {
+            tracing::warn!(error = %e, "database unavailable");
+            ApiError::Unavailable("the database is unavailable; retry later".into())
+        } else {
+            ApiError::Internal(e.into())
+        }
+    }
+}
+
+pub fn is_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            // admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections
+            matches!(
+                db.code().as_deref(),
+                Some("57P01" | "57P02" | "57P03" | "53300")
+            )
+        }
+        _ => false,
+    }
+}
+
+impl From<crate::projector::ProjectorError> for ApiError {
+    fn from(e: crate::projector::ProjectorError) -> Self {
+        match e {
+            crate::projector::ProjectorError::Db(d) => d.into(),
+            other => ApiError::Internal(other.into()),
+        }
+    }
+}
+
+impl From<crate::projector::OpError> for ApiError {
+    fn from(e: crate::projector::OpError) -> Self {
+        use crate::projector::OpError;
+        match e {
+            OpError::NotFound => ApiError::NotFound,
+            OpError::Inconsistent(i) => ApiError::Conflict(format!(
+                "the history is inconsistent from {}: event {}: {}",
+                i.day, i.event_id, i.detail
+            )),
+            OpError::Failed(e) => e.into(),
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! The HTTP API (SPEC §5): routes, shared state, and the layers every
+//! request passes through (body limit, timeout, panic catcher, tracing).
+//!
+//! Anything that goes wrong becomes an [`ApiError`], rendered as
+//! problem+json; axum's own rejections are mapped into it too, so clients
+//! never see a plain-text error.
+
+pub mod admin;
+pub mod auth;
+pub mod error;
+pub mod nav;
+pub mod params;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{DefaultBodyLimit, FromRef, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{BoxError, Json, Router};
+use sqlx::PgPool;
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::clock::Clock;
+pub use auth::{Authenticator, Caller};
+pub use error::ApiError;
+
+/// Largest accepted request body (SPEC §5).
+pub const BODY_LIMIT: usize = 64 * 1024;
+
+/// Health of the parts `/readyz` reports on, shared with the consumer.
+#[derive(Debug, Default)]
+pub struct Health {
+    /// Set when a consumer runs; `None` when this process has none.
+    pub consumer: std::sync::Mutex<Option<ConsumerHealth>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerHealth {
+    pub assigned_partitions: usize,
+    pub last_error: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    pub clock: Clock,
+    pub auth: Authenticator,
+    pub health: Arc<Health>,
+}
+
+impl FromRef<AppState> for Authenticator {
+    fn from_ref(s: &AppState) -> Self {
+        s.auth.clone()
+    }
+}
+
+pub fn router(state: AppState, request_timeout: Duration) -> Router {
+    let api = Router::new()
+        .route("/portfolio/{id}/nav-history", get(nav::get_history))
+        .route("/portfolio/{id}/nav-history/backfill", post(nav::backfill))
+        .route(
+            "/portfolio/{id}/nav-history/calculate",
+            post(nav::calculate),
+        )
+        .route("/admin/dead-letters", get(admin::dead_letters));
+    Router::new()
+        .nest("/api/v1", api)
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .fallback(|| async { ApiError::RouteNotFound("no such resource".into()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(
+            ServiceBuilder::new()
+                .layer(CatchPanicLayer::custom(|_| {
+                    ApiError::Internal(anyhow::anyhow!("handler panicked")).into_response()
+                }))
+                .layer(TraceLayer::new_for_http())
+                .layer(HandleErrorLayer::new(|e: BoxError| async move {
+                    if e.is::<tower::timeout::error::Elapsed>() {
+                        ApiError::Unavailable("the request timed out; retry later".into())
+                    } else {
+                        ApiError::Internal(anyhow::anyhow!("{e}"))
+                    }
+                }))
+                .timeout(request_timeout),
+        )
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(state)
+}
+
+/// Ready when the database answers and the consumer (if any) is healthy.
+async fn readyz(State(s): State<AppState>) -> Response {
+    let db = sqlx::query_scalar::<_, i32>("SELECT 1")
+        .fetch_one(&s.pool)
+        .await
+        .map(|_| "ok".to_string())
+        .unwrap_or_else(|e| format!("unreachable: {e}"));
+    let consumer = s.health.consumer.lock().unwrap().clone();
+    let consumer_state = match &consumer {
+        None => "not running in this process".to_string(),
+        Some(c) if c.last_error.is_some() => {
+            format!("failing: {}", c.last_error.as_deref().unwrap_or(""))
+        }
+        Some(c) => format!("ok ({} partitions assigned)", c.assigned_partitions),
+    };
+    let ready = db == "ok" && consumer.as_ref().is_none_or(|c| c.last_error.is_none());
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        code,
+        Json(serde_json::json!({ "ready": ready, "database": db, "consumer": consumer_state })),
+    )
+        .into_response()
+}

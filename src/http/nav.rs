@@ -1,0 +1,242 @@
+//! The NAV operations: read a curve with its statistics, backfill a range,
+//! calculate today (SPEC §5).
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::HeaderMap;
+use axum::Json;
+use chrono::NaiveDate;
+use projections::{Calendar, Statistics, StatsQuery};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use super::auth::{SCOPE_READ, SCOPE_WRITE};
+use super::error::ApiError;
+use super::{params, AppState, Caller};
+use crate::projector::{self, PortfolioStatus};
+use crate::store::{self, HistoryRow};
+
+/// One day of the curve; every decimal is a string (SPEC §5).
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct Point {
+    pub date: NaiveDate,
+    pub net_value: String,
+    pub return_rate: String,
+    pub daily_return: String,
+    pub market_value: String,
+    pub cost: String,
+    pub net_flow: String,
+    pub profit: String,
+}
+
+impl From<&HistoryRow> for Point {
+    fn from(r: &HistoryRow) -> Self {
+        // Stored values are already rounded; rounding again fixes the scale
+        // of the text whatever the column returned.
+        let r = r.record.rounded();
+        Point {
+            date: r.date,
+            net_value: r.net_value.to_string(),
+            return_rate: r.return_rate.to_string(),
+            daily_return: r.daily_return.to_string(),
+            market_value: r.market_value.to_string(),
+            cost: r.cost.to_string(),
+            net_flow: r.net_flow.to_string(),
+            profit: r.profit.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct HistoryResponse {
+    pub portfolio_id: String,
+    pub from: Option<NaiveDate>,
+    pub to: Option<NaiveDate>,
+    pub as_of: Option<NaiveDate>,
+    pub status: PortfolioStatus,
+    pub points: Vec<Point>,
+    pub statistics: Statistics,
+}
+
+/// Parsed query of GET nav-history.
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryQuery {
+    pub from: Option<NaiveDate>,
+    pub to: Option<NaiveDate>,
+    pub stats: StatsQuery,
+}
+
+impl HistoryQuery {
+    pub fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
+        let q = params::query(raw, &["from", "to", "calendar", "risk_free"])?;
+        let from = q.get("from").map(|v| params::date("from", v)).transpose()?;
+        let to = q.get("to").map(|v| params::date("to", v)).transpose()?;
+        params::range(from, to)?;
+        let calendar = match q.get("calendar").map(String::as_str) {
+            None | Some("trading") => Calendar::Trading,
+            Some("all") => Calendar::All,
+            Some(other) => {
+                return Err(ApiError::BadRequest(format!(
+                    "`calendar` must be `trading` or `all`, got `{other}`"
+                )))
+            }
+        };
+        let risk_free = match q.get("risk_free") {
+            None => 0.0,
+            Some(v) => match v.parse::<f64>() {
+                Ok(rf) if rf.is_finite() && rf > -1.0 && rf < 1.0 => rf,
+                _ => {
+                    return Err(ApiError::BadRequest(format!(
+                        "`risk_free` must be an annual rate between -1 and 1 (exclusive), got `{v}`"
+                    )))
+                }
+            },
+        };
+        Ok(HistoryQuery {
+            from,
+            to,
+            stats: StatsQuery {
+                calendar,
+                risk_free,
+            },
+        })
+    }
+}
+
+pub async fn get_history(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<HistoryResponse>, ApiError> {
+    let id = params::portfolio_id(&id)?;
+    caller.authorize(SCOPE_READ, id.as_str())?;
+    let q = HistoryQuery::parse(raw.as_deref())?;
+    Ok(Json(read_history(&s.pool, id.as_str(), &q).await?))
+}
+
+/// Reads a curve and its statistics from one consistent snapshot.
+pub async fn read_history(
+    pool: &sqlx::PgPool,
+    id: &str,
+    q: &HistoryQuery,
+) -> Result<HistoryResponse, ApiError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *tx)
+        .await?;
+    let p = store::get_portfolio(&mut tx, id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    let rows = store::load_history(&mut tx, id, q.from, q.to).await?;
+    let (w0, w0_date) = match rows.first() {
+        Some(first) => {
+            let day = first.record.date.pred_opt().expect("date in range");
+            let w0 = store::history_row(&mut tx, id, day)
+                .await?
+                .map_or(Decimal::ONE, |r| r.nav_exact);
+            (w0, day)
+        }
+        None => (
+            Decimal::ONE,
+            q.from
+                .unwrap_or(p.first_day)
+                .pred_opt()
+                .expect("date in range"),
+        ),
+    };
+    tx.commit().await?;
+    let series: Vec<(NaiveDate, Decimal)> =
+        rows.iter().map(|r| (r.record.date, r.nav_exact)).collect();
+    let statistics = projections::statistics(w0, w0_date, &series, &q.stats);
+    Ok(HistoryResponse {
+        portfolio_id: id.to_string(),
+        from: q.from.or(rows.first().map(|r| r.record.date)),
+        to: q.to.or(rows.last().map(|r| r.record.date)),
+        as_of: p.last_day,
+        status: PortfolioStatus::of(&p),
+        points: rows.iter().map(Point::from).collect(),
+        statistics,
+    })
+}
+
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackfillBody {
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BackfillResponse {
+    pub portfolio_id: String,
+    pub from: NaiveDate,
+    pub to: NaiveDate,
+    pub days_written: usize,
+    pub transactions_replayed: usize,
+    pub status: PortfolioStatus,
+}
+
+pub async fn backfill(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<BackfillResponse>, ApiError> {
+    let id = params::portfolio_id(&id)?;
+    caller.authorize(SCOPE_WRITE, id.as_str())?;
+    params::query(raw.as_deref(), &[])?;
+    let b: BackfillBody = params::json_body(&headers, body)?.unwrap_or_default();
+    let from = b
+        .from
+        .as_deref()
+        .map(|v| params::date("from", v))
+        .transpose()?;
+    let to = b.to.as_deref().map(|v| params::date("to", v)).transpose()?;
+    params::range(from, to)?;
+    let r = projector::backfill(&s.pool, id.as_str(), from, to, s.clock.today()).await?;
+    Ok(Json(BackfillResponse {
+        portfolio_id: id.to_string(),
+        from: r.from,
+        to: r.to,
+        days_written: r.days_written,
+        transactions_replayed: r.transactions_replayed,
+        status: r.status,
+    }))
+}
+
+#[derive(Debug, Serialize)]
+pub struct CalculateResponse {
+    pub portfolio_id: String,
+    /// Today's record; null when the portfolio's first trade is after today.
+    pub point: Option<Point>,
+    pub status: PortfolioStatus,
+}
+
+pub async fn calculate(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<CalculateResponse>, ApiError> {
+    let id = params::portfolio_id(&id)?;
+    caller.authorize(SCOPE_WRITE, id.as_str())?;
+    params::query(raw.as_deref(), &[])?;
+    // No body is expected; an empty JSON object is tolerated.
+    if let Some(v) = params::json_body::<serde_json::Value>(&headers, body)? {
+        if v.as_object().is_none_or(|o| !o.is_empty()) {
+            return Err(ApiError::BadRequest("calculate takes no body".into()));
+        }
+    }
+    let (row, status) = projector::calculate(&s.pool, id.as_str(), s.clock.today()).await?;
+    Ok(Json(CalculateResponse {
+        portfolio_id: id.to_string(),
+        point: row.as_ref().map(Point::from),
+        status,
+    }))
+}

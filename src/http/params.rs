@@ -1,0 +1,99 @@
+//! Strict parsing of path ids, query strings and JSON bodies.
+//!
+//! Unknown or repeated query parameters are refused rather than ignored: a
+//! misspelt `form=` silently returning the whole history is the kind of
+//! surprise an analyst does not notice. Bodies must be JSON when present.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{header, HeaderMap, StatusCode};
+use chrono::NaiveDate;
+use projections::PortfolioId;
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+use super::BODY_LIMIT;
+
+pub fn portfolio_id(raw: &str) -> Result<PortfolioId, ApiError> {
+    PortfolioId::parse(raw)
+        .map_err(|e| ApiError::BadRequest(format!("invalid portfolio id: {}", e.reason)))
+}
+
+/// Query parameters, each at most once, all among `allowed`.
+pub fn query(raw: Option<&str>, allowed: &[&str]) -> Result<HashMap<String, String>, ApiError> {
+    let mut out = HashMap::new();
+    for (k, v) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        if !allowed.contains(&k.as_ref()) {
+            return Err(ApiError::BadRequest(format!(
+                "unknown query parameter `{k}` (allowed: {})",
+                allowed.join(", ")
+            )));
+        }
+        if out.insert(k.to_string(), v.to_string()).is_some() {
+            return Err(ApiError::BadRequest(format!(
+                "query parameter `{k}` given twice"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+pub fn date(name: &str, v: &str) -> Result<NaiveDate, ApiError> {
+    // chrono accepts some non-canonical forms; insist on YYYY-MM-DD.
+    let ok = v.len() == 10 && v.as_bytes()[4] == b'-' && v.as_bytes()[7] == b'-';
+    ok.then(|| NaiveDate::parse_from_str(v, "%Y-%m-%d").ok())
+        .flatten()
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!("`{name}` must be a date YYYY-MM-DD, got `{v}`"))
+        })
+}
+
+pub fn range(from: Option<NaiveDate>, to: Option<NaiveDate>) -> Result<(), ApiError> {
+    match (from, to) {
+        (Some(f), Some(t)) if f > t => Err(ApiError::BadRequest(format!(
+            "`from` ({f}) is after `to` ({t})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// An optional JSON body: `None` when empty; 415 when not JSON, 413 when
+/// over the limit, 400 when malformed.
+pub fn json_body<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Option<T>, ApiError> {
+    let body = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(BODY_LIMIT)
+        } else {
+            ApiError::BadRequest(format!("could not read the request body: {r}"))
+        }
+    })?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if !(mime == "application/json"
+        || (mime.starts_with("application/") && mime.ends_with("+json")))
+    {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "the body must be application/json, got `{}`",
+            if ct.is_empty() { "no content type" } else { ct }
+        )));
+    }
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
+}

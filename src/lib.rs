@@ -1,0 +1,16 @@
+//! navd: a daily NAV history service. Kafka events in, a PostgreSQL
+//! projection kept by folding them with the `projections` crate, an HTTP API
+//! out. `main.rs` only parses the command line and calls [`cli::run`].
+
+pub mod app;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod consumer;
+pub mod demo;
+pub mod http;
+pub mod pgtemp;
+pub mod projector;
+pub mod store;
+pub mod telemetry;
+pub mod worker;

@@ -1,0 +1,241 @@
+//! A private PostgreSQL server started from the installed server binaries:
+//! `initdb` into a temporary directory, `pg_ctl start` on a free loopback
+//! port, `pg_ctl stop` and removal on drop.
+//!
+//! The demo and the integration tests use it so that neither needs a
+//! database to be set up by hand. PostgreSQL refuses to run as root; when we
+//! are root (CI is), the server runs as the `postgres` system user on a
+//! directory handed to it.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+
+/// How to install the server binaries, for error messages.
+pub const INSTALL_HINT: &str = "PostgreSQL server binaries (initdb, pg_ctl) were not found. \
+Install them, e.g. `sudo apt-get install postgresql` on Debian/Ubuntu or \
+`brew install postgresql` on macOS, or set DATABASE_URL to an existing server.";
+
+/// Settings for the private server.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// `fsync`/`synchronous_commit` on (PostgreSQL's defaults). Tests turn it
+    /// off for speed; the demo and the benchmarks keep it on.
+    pub durable: bool,
+    pub max_connections: u32,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        Self {
+            durable: true,
+            max_connections: 200,
+        }
+    }
+}
+
+/// A running private server. Stopped and deleted when dropped.
+pub struct PgTemp {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    port: u16,
+    run_as: Option<String>,
+    stopped: bool,
+}
+
+impl PgTemp {
+    pub fn start(opts: &PgOptions) -> Result<PgTemp> {
+        let bin = find_bindir().context(INSTALL_HINT)?;
+        let dir = tempfile::Builder::new()
+            .prefix("navd-pg-")
+            .tempdir()
+            .context("creating a temporary directory for PostgreSQL")?;
+        let run_as = if is_root() {
+            Some("postgres".to_string())
+        } else {
+            None
+        };
+        if let Some(user) = &run_as {
+            let status = Command::new("chown")
+                .arg("-R")
+                .arg(format!("{user}:"))
+                .arg(dir.path())
+                .status()
+                .context("chown of the data directory")?;
+            if !status.success() {
+                bail!(
+                    "running as root, PostgreSQL must run as the `{user}` system user, \
+                     but chown to it failed (does the user exist? it comes with the postgresql package)"
+                );
+            }
+        }
+        let data = dir.path().join("data");
+        let mut pg = PgTemp {
+            dir,
+            bin,
+            port: 0,
+            run_as,
+            stopped: true,
+        };
+        pg.run(
+            "initdb",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+            ],
+        )?;
+        // Bind-and-release to find a free port; the window for a race is tiny
+        // and a clash shows up as a clear start failure.
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        pg.port = port;
+        let mut server_opts = format!(
+            "-p {port} -c listen_addresses=127.0.0.1 -k {} -c max_connections={}",
+            pg.dir.path().display(),
+            opts.max_connections
+        );
+        if !opts.durable {
+            server_opts.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
+        }
+        let log = pg.dir.path().join("server.log");
+        pg.run(
+            "pg_ctl",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-o",
+                &server_opts,
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+        )
+        .with_context(|| {
+            format!(
+                "starting PostgreSQL; server log:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        })?;
+        pg.stopped = false;
+        Ok(pg)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// URL of the `postgres` database, superuser, no password.
+    pub fn url(&self) -> String {
+        self.url_for("postgres")
+    }
+
+    pub fn url_for(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    pub fn stop(&mut self) -> Result<()> {
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
+        let data = self.dir.path().join("data");
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-m",
+                "immediate",
+                "-w",
+                "stop",
+            ],
+        )
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) -> Result<()> {
+        let exe = self.bin.join(tool);
+        let mut cmd = match &self.run_as {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.arg("-u").arg(user).arg("--").arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        let out = cmd
+            .args(args)
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("running {}", exe.display()))?;
+        if !out.status.success() {
+            bail!(
+                "{tool} failed ({}): {}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PgTemp {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Finds the directory holding `initdb` and `pg_ctl`: `NAVD_PG_BINDIR`, then
+/// `PATH`, then Debian's and common install locations (newest version first).
+pub fn find_bindir() -> Result<PathBuf> {
+    let has_tools = |d: &Path| d.join("initdb").is_file() && d.join("pg_ctl").is_file();
+    if let Ok(d) = std::env::var("NAVD_PG_BINDIR") {
+        let d = PathBuf::from(d);
+        if has_tools(&d) {
+            return Ok(d);
+        }
+        bail!("NAVD_PG_BINDIR={} holds no initdb/pg_ctl", d.display());
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for d in std::env::split_paths(&path) {
+            if has_tools(&d) {
+                return Ok(d);
+            }
+        }
+    }
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    for root in [
+        "/usr/lib/postgresql",
+        "/usr/local/pgsql",
+        "/opt/homebrew/opt",
+    ] {
+        if let Ok(entries) = std::fs::read_dir(root) {
+            for e in entries.flatten() {
+                candidates.push(e.path().join("bin"));
+            }
+        }
+    }
+    candidates.sort();
+    candidates.reverse();
+    candidates
+        .into_iter()
+        .find(|d| has_tools(d))
+        .ok_or_else(|| anyhow::anyhow!("no initdb/pg_ctl on PATH or in /usr/lib/postgresql/*/bin"))
+}

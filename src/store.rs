@@ -1,0 +1,660 @@
+//! PostgreSQL storage: the event store (transactions, prices), dead letters,
+//! consumer offsets, and reads of the projection.
+//!
+//! Ingestion is idempotent by `event_id` and batched (UNNEST bulk inserts).
+//! It runs inside a caller's transaction, so the consumer can write a batch's
+//! events, its dead letters and the partitions' next offsets atomically. It
+//! never folds: it marks the affected portfolios as pending from the earliest
+//! affected day, and [`crate::projector`] brings them up to date.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use anyhow::Context;
+use chrono::{DateTime, NaiveDate, Utc};
+use projections::{ClosePrice, PortfolioId, Side, Symbol, Transaction};
+use rust_decimal::Decimal;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgConnection, PgPool, Row};
+use uuid::Uuid;
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Connects a pool that fails fast when the database is unreachable, so
+/// requests answer 503 instead of hanging.
+pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
+    let opts: PgConnectOptions = url
+        .parse()
+        .context("DATABASE_URL is not a PostgreSQL URL")?;
+    let pool = PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect_with(opts)
+        .await
+        .context("connecting to PostgreSQL")?;
+    Ok(pool)
+}
+
+/// Like [`connect`] but does not touch the database until first use.
+pub fn connect_lazy(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
+    let opts: PgConnectOptions = url
+        .parse()
+        .context("DATABASE_URL is not a PostgreSQL URL")?;
+    Ok(PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect_lazy_with(opts))
+}
+
+pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
+    MIGRATOR.run(pool).await.context("applying migrations")?;
+    Ok(())
+}
+
+/// Where a message came from: a Kafka position, kept for dead letters and
+/// for the audit trail of stored transactions.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+}
+
+impl Source {
+    /// A synthetic position for events stored without Kafka (tests, tools).
+    pub fn direct(offset: i64, payload: Vec<u8>) -> Self {
+        Self {
+            topic: "direct".into(),
+            partition: 0,
+            offset,
+            key: None,
+            payload,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    pub source: Source,
+    pub reason: String,
+}
+
+/// One batch of parsed events, in log order.
+#[derive(Debug, Default)]
+pub struct IngestBatch {
+    pub transactions: Vec<(Transaction, Source)>,
+    pub prices: Vec<(ClosePrice, Source)>,
+    pub dead_letters: Vec<DeadLetter>,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct IngestReport {
+    pub transactions_stored: usize,
+    pub duplicates_ignored: usize,
+    pub prices_stored: usize,
+    pub dead_letters: usize,
+    /// Portfolios whose projection is now pending.
+    pub affected: Vec<String>,
+}
+
+/// Stores a batch: new transactions (duplicates ignored, reused ids
+/// dead-lettered), prices (later replaces earlier), dead letters; marks the
+/// affected portfolios pending. Runs in the caller's transaction.
+pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result<IngestReport> {
+    let mut report = IngestReport::default();
+    let mut dead = batch.dead_letters;
+
+    // Duplicates inside the batch first, then against the store.
+    let mut fresh: Vec<(Transaction, Source, String)> = Vec::new();
+    let mut seen: HashMap<Uuid, String> = HashMap::new();
+    for (tx, src) in batch.transactions {
+        let fp = tx.fingerprint();
+        match seen.get(&tx.event_id) {
+            Some(prev) if *prev == fp => report.duplicates_ignored += 1,
+            Some(_) => dead.push(DeadLetter {
+                source: src,
+                reason: reused_reason(tx.event_id),
+            }),
+            None => {
+                seen.insert(tx.event_id, fp.clone());
+                fresh.push((tx, src, fp));
+            }
+        }
+    }
+    if !fresh.is_empty() {
+        let ids: Vec<Uuid> = fresh.iter().map(|(t, _, _)| t.event_id).collect();
+        let rows =
+            sqlx::query("SELECT event_id, fingerprint FROM transactions WHERE event_id = ANY($1)")
+                .bind(&ids)
+                .fetch_all(&mut *conn)
+                .await?;
+        let stored: HashMap<Uuid, String> = rows
+            .into_iter()
+            .map(|r| (r.get::<Uuid, _>(0), r.get::<String, _>(1)))
+            .collect();
+        let mut keep = Vec::with_capacity(fresh.len());
+        for (tx, src, fp) in fresh {
+            match stored.get(&tx.event_id) {
+                Some(prev) if *prev == fp => report.duplicates_ignored += 1,
+                Some(_) => dead.push(DeadLetter {
+                    source: src,
+                    reason: reused_reason(tx.event_id),
+                }),
+                None => keep.push((tx, src, fp)),
+            }
+        }
+        fresh = keep;
+    }
+    if !fresh.is_empty() {
+        insert_transactions(conn, &fresh).await?;
+        report.transactions_stored = fresh.len();
+    }
+
+    // Prices: the last of a batch for one (symbol, day) wins, as it would
+    // had they arrived in separate batches.
+    let mut latest: BTreeMap<(String, NaiveDate), Decimal> = BTreeMap::new();
+    for (p, _) in &batch.prices {
+        latest.insert((p.symbol.to_string(), p.date), p.close);
+    }
+    if !latest.is_empty() {
+        let (mut syms, mut days, mut closes) = (vec![], vec![], vec![]);
+        for ((s, d), c) in &latest {
+            syms.push(s.clone());
+            days.push(*d);
+            closes.push(*c);
+        }
+        sqlx::query(
+            "INSERT INTO prices (symbol, day, close)
+             SELECT * FROM UNNEST($1::text[], $2::date[], $3::numeric[])
+             ON CONFLICT (symbol, day) DO UPDATE SET close = EXCLUDED.close, received_at = now()",
+        )
+        .bind(&syms)
+        .bind(&days)
+        .bind(&closes)
+        .execute(&mut *conn)
+        .await?;
+        report.prices_stored = latest.len();
+        // Earliest price day per symbol; every portfolio that ever traded
+        // the symbol recomputes from there (never before its own D0).
+        let mut first: BTreeMap<&str, NaiveDate> = BTreeMap::new();
+        for ((s, d), _) in &latest {
+            first.entry(s.as_str()).or_insert(*d);
+        }
+        let (s2, d2): (Vec<&str>, Vec<NaiveDate>) = first.into_iter().unzip();
+        let rows = sqlx::query(
+            "UPDATE portfolios p
+                SET pending_from = LEAST(COALESCE(p.pending_from, 'infinity'::date), GREATEST(a.day, p.first_day)),
+                    updated_at = now()
+               FROM (SELECT h.portfolio_id, min(u.day) AS day
+                       FROM UNNEST($1::text[], $2::date[]) AS u(symbol, day)
+                       JOIN portfolio_symbols h ON h.symbol = u.symbol
+                      GROUP BY h.portfolio_id) a
+              WHERE p.portfolio_id = a.portfolio_id
+          RETURNING p.portfolio_id",
+        )
+        .bind(&s2)
+        .bind(&d2)
+        .fetch_all(&mut *conn)
+        .await?;
+        report
+            .affected
+            .extend(rows.into_iter().map(|r| r.get::<String, _>(0)));
+    }
+
+    if !fresh.is_empty() {
+        let mut earliest: BTreeMap<&str, NaiveDate> = BTreeMap::new();
+        for (t, _, _) in &fresh {
+            let e = earliest
+                .entry(t.portfolio_id.as_str())
+                .or_insert(t.trade_date);
+            *e = (*e).min(t.trade_date);
+        }
+        let (pids, days): (Vec<&str>, Vec<NaiveDate>) = earliest.into_iter().unzip();
+        let rows = sqlx::query(
+            "INSERT INTO portfolios (portfolio_id, first_day, pending_from)
+             SELECT * , d FROM UNNEST($1::text[], $2::date[]) AS u(p, d)
+             ON CONFLICT (portfolio_id) DO UPDATE
+                SET first_day = LEAST(portfolios.first_day, EXCLUDED.first_day),
+                    pending_from = LEAST(COALESCE(portfolios.pending_from, 'infinity'::date), EXCLUDED.pending_from),
+                    updated_at = now()
+             RETURNING portfolio_id",
+        )
+        .bind(&pids)
+        .bind(&days)
+        .fetch_all(&mut *conn)
+        .await?;
+        report
+            .affected
+            .extend(rows.into_iter().map(|r| r.get::<String, _>(0)));
+    }
+    report.affected.sort();
+    report.affected.dedup();
+
+    if !dead.is_empty() {
+        insert_dead_letters(conn, &dead).await?;
+        report.dead_letters = dead.len();
+    }
+    Ok(report)
+}
+
+fn reused_reason(id: Uuid) -> String {
+    format!("event_id {id} was already used for an event with different content")
+}
+
+async fn insert_transactions(
+    conn: &mut PgConnection,
+    rows: &[(Transaction, Source, String)],
+) -> sqlx::Result<()> {
+    // Log positions are taken in batch order so ties within a day fold in
+    // topic order.
+    let mut seqs: Vec<i64> =
+        sqlx::query_scalar("SELECT nextval('transaction_seq') FROM generate_series(1, $1)")
+            .bind(rows.len() as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+    seqs.sort_unstable();
+    let n = rows.len();
+    let mut pid = Vec::with_capacity(n);
+    let mut eid = Vec::with_capacity(n);
+    let mut side = Vec::with_capacity(n);
+    let mut sym = Vec::with_capacity(n);
+    let mut qty = Vec::with_capacity(n);
+    let mut price = Vec::with_capacity(n);
+    let mut fee = Vec::with_capacity(n);
+    let mut day = Vec::with_capacity(n);
+    let mut at: Vec<Option<DateTime<Utc>>> = Vec::with_capacity(n);
+    let mut fp = Vec::with_capacity(n);
+    let mut topic = Vec::with_capacity(n);
+    let mut part = Vec::with_capacity(n);
+    let mut off = Vec::with_capacity(n);
+    for (t, s, f) in rows {
+        pid.push(t.portfolio_id.as_str());
+        eid.push(t.event_id);
+        side.push(t.side.as_str());
+        sym.push(t.symbol.as_str());
+        qty.push(t.quantity);
+        price.push(t.price);
+        fee.push(t.fee);
+        day.push(t.trade_date);
+        at.push(t.occurred_at);
+        fp.push(f.as_str());
+        topic.push(s.topic.as_str());
+        part.push(s.partition);
+        off.push(s.offset);
+    }
+    sqlx::query(
+        "INSERT INTO transactions (portfolio_id, event_id, seq, side, symbol, quantity, price, fee,
+                                   trade_date, occurred_at, fingerprint, source_topic, source_partition, source_offset)
+         SELECT * FROM UNNEST($1::text[], $2::uuid[], $3::int8[], $4::text[], $5::text[], $6::numeric[],
+                              $7::numeric[], $8::numeric[], $9::date[], $10::timestamptz[], $11::text[],
+                              $12::text[], $13::int4[], $14::int8[])",
+    )
+    .bind(&pid)
+    .bind(&eid)
+    .bind(&seqs)
+    .bind(&side)
+    .bind(&sym)
+    .bind(&qty)
+    .bind(&price)
+    .bind(&fee)
+    .bind(&day)
+    .bind(&at)
+    .bind(&fp)
+    .bind(&topic)
+    .bind(&part)
+    .bind(&off)
+    .execute(&mut *conn)
+    .await?;
+    let mut pairs: HashSet<(&str, &str)> = HashSet::new();
+    for (t, _, _) in rows {
+        pairs.insert((t.portfolio_id.as_str(), t.symbol.as_str()));
+    }
+    let (p2, s2): (Vec<&str>, Vec<&str>) = pairs.into_iter().unzip();
+    sqlx::query(
+        "INSERT INTO portfolio_symbols (portfolio_id, symbol)
+         SELECT * FROM UNNEST($1::text[], $2::text[]) ON CONFLICT DO NOTHING",
+    )
+    .bind(&p2)
+    .bind(&s2)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+pub async fn insert_dead_letters(conn: &mut PgConnection, dead: &[DeadLetter]) -> sqlx::Result<()> {
+    let topic: Vec<&str> = dead.iter().map(|d| d.source.topic.as_str()).collect();
+    let part: Vec<i32> = dead.iter().map(|d| d.source.partition).collect();
+    let off: Vec<i64> = dead.iter().map(|d| d.source.offset).collect();
+    let key: Vec<Option<&[u8]>> = dead.iter().map(|d| d.source.key.as_deref()).collect();
+    let payload: Vec<&[u8]> = dead.iter().map(|d| d.source.payload.as_slice()).collect();
+    let reason: Vec<&str> = dead.iter().map(|d| d.reason.as_str()).collect();
+    // A redelivered bad message keeps its first dead letter.
+    sqlx::query(
+        "INSERT INTO dead_letters (topic, partition, \"offset\", key, payload, reason)
+         SELECT * FROM UNNEST($1::text[], $2::int4[], $3::int8[], $4::bytea[], $5::bytea[], $6::text[])
+         ON CONFLICT (topic, partition, \"offset\") DO NOTHING",
+    )
+    .bind(&topic)
+    .bind(&part)
+    .bind(&off)
+    .bind(&key)
+    .bind(&payload)
+    .bind(&reason)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Loads a portfolio's transactions with `after < trade_date <= through`,
+/// in fold order.
+pub async fn load_transactions(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    after: Option<NaiveDate>,
+    through: NaiveDate,
+) -> anyhow::Result<Vec<Transaction>> {
+    let rows = sqlx::query(
+        "SELECT event_id, side, symbol, quantity, price, fee, trade_date, occurred_at, seq
+           FROM transactions
+          WHERE portfolio_id = $1 AND trade_date > COALESCE($2, '-infinity'::date) AND trade_date <= $3
+          ORDER BY trade_date, seq",
+    )
+    .bind(portfolio_id)
+    .bind(after)
+    .bind(through)
+    .fetch_all(&mut *conn)
+    .await?;
+    let pid = PortfolioId::parse(portfolio_id)?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(Transaction {
+                event_id: r.get(0),
+                side: match r.get::<&str, _>(1) {
+                    "buy" => Side::Buy,
+                    _ => Side::Sell,
+                },
+                portfolio_id: pid.clone(),
+                symbol: Symbol::parse(r.get::<&str, _>(2))?,
+                quantity: r.get(3),
+                price: r.get(4),
+                fee: r.get(5),
+                trade_date: r.get(6),
+                occurred_at: r.get(7),
+                seq: r.get(8),
+            })
+        })
+        .collect()
+}
+
+/// Closes of `symbols` needed to value days `after+1 ..= through`: every
+/// close in that window plus, per symbol, the latest one on or before
+/// `after` (the price carried into the window).
+pub async fn load_prices(
+    conn: &mut PgConnection,
+    symbols: &[String],
+    after: NaiveDate,
+    through: NaiveDate,
+) -> anyhow::Result<projections::PriceBook> {
+    let mut book = projections::PriceBook::new();
+    if symbols.is_empty() {
+        return Ok(book);
+    }
+    let rows = sqlx::query(
+        "SELECT symbol, day, close FROM prices
+          WHERE symbol = ANY($1) AND day > $2 AND day <= $3
+         UNION ALL
+         SELECT * FROM (SELECT DISTINCT ON (symbol) symbol, day, close FROM prices
+                         WHERE symbol = ANY($1) AND day <= $2
+                         ORDER BY symbol, day DESC) carried",
+    )
+    .bind(symbols)
+    .bind(after)
+    .bind(through)
+    .fetch_all(&mut *conn)
+    .await?;
+    for r in rows {
+        book.insert(Symbol::parse(r.get::<&str, _>(0))?, r.get(1), r.get(2));
+    }
+    Ok(book)
+}
+
+/// The stored per-portfolio projection state.
+#[derive(Debug, Clone)]
+pub struct PortfolioRow {
+    pub portfolio_id: String,
+    pub first_day: NaiveDate,
+    pub last_day: Option<NaiveDate>,
+    pub computed_through: Option<NaiveDate>,
+    pub base_state: Option<serde_json::Value>,
+    pub pending_from: Option<NaiveDate>,
+    pub status: String,
+    pub status_since: Option<NaiveDate>,
+    pub status_event_id: Option<Uuid>,
+    pub status_detail: Option<String>,
+}
+
+const PORTFOLIO_COLUMNS: &str = "portfolio_id, first_day, last_day, computed_through, base_state, \
+     pending_from, status, status_since, status_event_id, status_detail";
+
+fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
+    PortfolioRow {
+        portfolio_id: r.get(0),
+        first_day: r.get(1),
+        last_day: r.get(2),
+        computed_through: r.get(3),
+        base_state: r.get(4),
+        pending_from: r.get(5),
+        status: r.get(6),
+        status_since: r.get(7),
+        status_event_id: r.get(8),
+        status_detail: r.get(9),
+    }
+}
+
+pub async fn get_portfolio(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+) -> sqlx::Result<Option<PortfolioRow>> {
+    let sql = format!("SELECT {PORTFOLIO_COLUMNS} FROM portfolios WHERE portfolio_id = $1");
+    Ok(sqlx::query(&sql)
+        .bind(portfolio_id)
+        .fetch_optional(conn)
+        .await?
+        .map(portfolio_from_row))
+}
+
+/// Locks the portfolio's row for the rest of the transaction: the one
+/// projection writer per portfolio.
+pub async fn lock_portfolio(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+) -> sqlx::Result<Option<PortfolioRow>> {
+    let sql =
+        format!("SELECT {PORTFOLIO_COLUMNS} FROM portfolios WHERE portfolio_id = $1 FOR UPDATE");
+    Ok(sqlx::query(&sql)
+        .bind(portfolio_id)
+        .fetch_optional(conn)
+        .await?
+        .map(portfolio_from_row))
+}
+
+/// One stored day of history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryRow {
+    pub record: projections::DailyRecord,
+    pub nav_exact: Decimal,
+    pub market_value_exact: Decimal,
+    pub cum_in: Decimal,
+    pub cum_out: Decimal,
+}
+
+const HISTORY_COLUMNS: &str = "day, market_value, cost, net_flow, daily_return, net_value, \
+     return_rate, profit, nav_exact, market_value_exact, cum_in, cum_out";
+
+fn history_from_row(r: sqlx::postgres::PgRow) -> HistoryRow {
+    HistoryRow {
+        record: projections::DailyRecord {
+            date: r.get(0),
+            market_value: r.get(1),
+            cost: r.get(2),
+            net_flow: r.get(3),
+            daily_return: r.get(4),
+            net_value: r.get(5),
+            return_rate: r.get(6),
+            profit: r.get(7),
+        },
+        nav_exact: r.get(8),
+        market_value_exact: r.get(9),
+        cum_in: r.get(10),
+        cum_out: r.get(11),
+    }
+}
+
+pub async fn load_history(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    from: Option<NaiveDate>,
+    to: Option<NaiveDate>,
+) -> sqlx::Result<Vec<HistoryRow>> {
+    let sql = format!(
+        "SELECT {HISTORY_COLUMNS} FROM portfolio_nav_history
+          WHERE portfolio_id = $1 AND day >= COALESCE($2, '-infinity'::date)
+            AND day <= COALESCE($3, 'infinity'::date)
+          ORDER BY day"
+    );
+    Ok(sqlx::query(&sql)
+        .bind(portfolio_id)
+        .bind(from)
+        .bind(to)
+        .fetch_all(conn)
+        .await?
+        .into_iter()
+        .map(history_from_row)
+        .collect())
+}
+
+pub async fn history_row(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    day: NaiveDate,
+) -> sqlx::Result<Option<HistoryRow>> {
+    let sql = format!(
+        "SELECT {HISTORY_COLUMNS} FROM portfolio_nav_history WHERE portfolio_id = $1 AND day = $2"
+    );
+    Ok(sqlx::query(&sql)
+        .bind(portfolio_id)
+        .bind(day)
+        .fetch_optional(conn)
+        .await?
+        .map(history_from_row))
+}
+
+/// Replaces the history in `[from, to]` with `rows` (which must lie in it).
+pub async fn replace_history(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    from: NaiveDate,
+    to: Option<NaiveDate>,
+    rows: &[HistoryRow],
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "DELETE FROM portfolio_nav_history
+          WHERE portfolio_id = $1 AND day >= $2 AND day <= COALESCE($3, 'infinity'::date)",
+    )
+    .bind(portfolio_id)
+    .bind(from)
+    .bind(to)
+    .execute(&mut *conn)
+    .await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let col = |f: fn(&HistoryRow) -> Decimal| rows.iter().map(f).collect::<Vec<_>>();
+    let days: Vec<NaiveDate> = rows.iter().map(|r| r.record.date).collect();
+    sqlx::query(
+        "INSERT INTO portfolio_nav_history (portfolio_id, day, market_value, cost, net_flow, daily_return,
+                                            net_value, return_rate, profit, nav_exact, market_value_exact,
+                                            cum_in, cum_out)
+         SELECT $1, * FROM UNNEST($2::date[], $3::numeric[], $4::numeric[], $5::numeric[], $6::numeric[],
+                                  $7::numeric[], $8::numeric[], $9::numeric[], $10::numeric[], $11::numeric[],
+                                  $12::numeric[], $13::numeric[])",
+    )
+    .bind(portfolio_id)
+    .bind(&days)
+    .bind(col(|r| r.record.market_value))
+    .bind(col(|r| r.record.cost))
+    .bind(col(|r| r.record.net_flow))
+    .bind(col(|r| r.record.daily_return))
+    .bind(col(|r| r.record.net_value))
+    .bind(col(|r| r.record.return_rate))
+    .bind(col(|r| r.record.profit))
+    .bind(col(|r| r.nav_exact))
+    .bind(col(|r| r.market_value_exact))
+    .bind(col(|r| r.cum_in))
+    .bind(col(|r| r.cum_out))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Portfolios whose projection is behind: pending events, or not yet
+/// computed through `today`. Locked rows (another writer) are skipped.
+pub async fn due_portfolios(
+    conn: &mut PgConnection,
+    today: NaiveDate,
+    limit: i64,
+) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar(
+        "SELECT portfolio_id FROM portfolios
+          WHERE pending_from IS NOT NULL OR computed_through IS NULL OR computed_through < $1
+          ORDER BY portfolio_id
+          LIMIT $2",
+    )
+    .bind(today)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// Dead letters, oldest first, after the cursor `after` (an id).
+pub async fn dead_letters_page(
+    pool: &PgPool,
+    after: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<StoredDeadLetter>> {
+    let rows = sqlx::query(
+        "SELECT id, topic, partition, \"offset\", key, payload, reason, received_at
+           FROM dead_letters WHERE id > $1 ORDER BY id LIMIT $2",
+    )
+    .bind(after)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| StoredDeadLetter {
+            id: r.get(0),
+            topic: r.get(1),
+            partition: r.get(2),
+            offset: r.get(3),
+            key: r.get(4),
+            payload: r.get(5),
+            reason: r.get(6),
+            received_at: r.get(7),
+        })
+        .collect())
+}
+
+#[derive(Debug, Clone)]
+pub struct StoredDeadLetter {
+    pub id: i64,
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+    pub reason: String,
+    pub received_at: DateTime<Utc>,
+}

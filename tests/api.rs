@@ -1,0 +1,584 @@
+//! The HTTP API over a real PostgreSQL: the golden book end to end, the
+//! operations' semantics, and every 4xx/503 of the contract as problem+json.
+
+mod common;
+
+use common::*;
+use navd::clock::Clock;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+const GOLDEN: &str = "golden-1";
+
+fn admin() -> String {
+    token("nav:read nav:write", &["*"])
+}
+
+async fn get_json(app: &TestApp, path: &str, tok: &str) -> (StatusCode, Value) {
+    let r = app
+        .client
+        .get(app.url(path))
+        .bearer_auth(tok)
+        .send()
+        .await
+        .unwrap();
+    let s = r.status();
+    (s, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn post(app: &TestApp, path: &str, tok: &str, body: Option<Value>) -> reqwest::Response {
+    let mut req = app.client.post(app.url(path)).bearer_auth(tok);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    req.send().await.unwrap()
+}
+
+/// Asserts a problem+json response with `status` and returns its body.
+async fn problem(r: reqwest::Response, status: StatusCode) -> Value {
+    assert_eq!(r.status(), status, "status");
+    let ct = r.headers()["content-type"].to_str().unwrap().to_string();
+    assert_eq!(ct, "application/problem+json");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["status"], status.as_u16());
+    for k in ["type", "title", "detail"] {
+        assert!(v[k].is_string(), "problem lacks {k}: {v}");
+    }
+    v
+}
+
+#[tokio::test]
+async fn golden_book_through_backfill_and_calculate() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    let tok = admin();
+
+    let r = post(
+        &app,
+        "/api/v1/portfolio/golden-1/nav-history/backfill",
+        &tok,
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let b: Value = r.json().await.unwrap();
+    assert_eq!(b["from"], "2024-01-02");
+    assert_eq!(b["to"], "2024-01-14", "default range ends yesterday");
+    assert_eq!(b["days_written"], 13);
+    assert_eq!(b["transactions_replayed"], 5);
+    assert_eq!(b["status"]["state"], "ok");
+
+    let r = post(
+        &app,
+        "/api/v1/portfolio/golden-1/nav-history/calculate",
+        &tok,
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let c: Value = r.json().await.unwrap();
+    let today = golden()["expected_records"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(c["point"]["date"], "2024-01-15");
+    assert_eq!(c["point"]["net_value"], today["net_value"]);
+    assert_eq!(c["point"]["profit"], today["profit"]);
+
+    let (s, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &tok).await;
+    assert_eq!(s, 200);
+    assert_eq!(v["as_of"], "2024-01-15");
+    assert_eq!(v["status"]["state"], "ok");
+    assert_golden_points(v["points"].as_array().unwrap());
+
+    for case in golden()["expected_statistics"].as_array().unwrap() {
+        let q = &case["query"];
+        let mut path = format!(
+            "/api/v1/portfolio/{GOLDEN}/nav-history?calendar={}&risk_free={}",
+            q["calendar"].as_str().unwrap(),
+            q["risk_free"]
+        );
+        for k in ["from", "to"] {
+            if let Some(d) = q[k].as_str() {
+                path.push_str(&format!("&{k}={d}"));
+            }
+        }
+        let (s, v) = get_json(&app, &path, &tok).await;
+        assert_eq!(s, 200, "{path}");
+        assert_stats(&v["statistics"], &case["statistics"]);
+    }
+}
+
+#[tokio::test]
+async fn refresh_worker_builds_the_same_history_as_calculate() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    navd::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let by_worker = history_table(&app.pool).await;
+    let (s, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
+    assert_eq!(s, 200);
+    assert_golden_points(v["points"].as_array().unwrap());
+
+    let r = post(
+        &app,
+        "/api/v1/portfolio/golden-1/nav-history/calculate",
+        &admin(),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(history_table(&app.pool).await, by_worker);
+}
+
+#[tokio::test]
+async fn late_events_recompute_to_the_full_fold() {
+    // Deliver the golden book in two halves, the second one "late": trades
+    // dated in the past and a price correction, with the history already
+    // computed in between.
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    let g = golden();
+    let txs = g["transactions"].as_array().unwrap();
+    let prices = g["prices"].as_array().unwrap();
+    let wrong_close = json!({"symbol": "A", "date": "2024-01-09", "close": "90"});
+    ingest(
+        &app.pool,
+        &[txs[0].clone(), txs[1].clone()],
+        &[prices.clone(), vec![wrong_close]].concat(),
+    )
+    .await;
+    navd::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
+    assert_eq!(v["points"].as_array().unwrap().len(), 14);
+
+    // Correct the price (same symbol/day again) and add the other trades.
+    let a_0109 = prices
+        .iter()
+        .find(|p| p["symbol"] == "A" && p["date"] == "2024-01-09")
+        .unwrap();
+    let report = ingest(&app.pool, &txs[2..], std::slice::from_ref(a_0109)).await;
+    assert_eq!(report.affected, vec!["golden-1".to_string()]);
+    let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
+    assert_eq!(v["status"]["state"], "recomputing");
+    assert_eq!(v["status"]["since"], "2024-01-08");
+
+    navd::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
+    assert_eq!(v["status"]["state"], "ok");
+    assert_golden_points(v["points"].as_array().unwrap());
+    let incremental = history_table(&app.pool).await;
+    post(
+        &app,
+        "/api/v1/portfolio/golden-1/nav-history/calculate",
+        &admin(),
+        None,
+    )
+    .await;
+    assert_eq!(
+        history_table(&app.pool).await,
+        incremental,
+        "equals a full rebuild"
+    );
+}
+
+#[tokio::test]
+async fn backfill_twice_leaves_an_identical_table() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    let tok = admin();
+    let path = "/api/v1/portfolio/golden-1/nav-history/backfill";
+    assert_eq!(post(&app, path, &tok, None).await.status(), 200);
+    let first = history_table(&app.pool).await;
+    assert_eq!(first.len(), 13);
+    assert_eq!(post(&app, path, &tok, None).await.status(), 200);
+    assert_eq!(history_table(&app.pool).await, first);
+
+    // A sub-range replaces only its own days.
+    let r = post(
+        &app,
+        path,
+        &tok,
+        Some(json!({"from": "2024-01-05", "to": "2024-01-06"})),
+    )
+    .await;
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["days_written"], 2);
+    assert_eq!(history_table(&app.pool).await, first);
+}
+
+#[tokio::test]
+async fn oversell_makes_the_history_inconsistent_until_fixed() {
+    let app = spawn_app(jwt_auth(), common::day("2024-01-10")).await;
+    let buy = json!({"event_id": "10000000-0000-4000-8000-000000000001", "type": "buy",
+        "portfolio_id": "p-over", "symbol": "X", "quantity": "5", "price": "10", "trade_date": "2024-01-02"});
+    let oversell = json!({"event_id": "10000000-0000-4000-8000-000000000002", "type": "sell",
+        "portfolio_id": "p-over", "symbol": "X", "quantity": "8", "price": "11", "trade_date": "2024-01-05"});
+    ingest(&app.pool, &[buy, oversell], &[]).await;
+    navd::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+
+    let (s, v) = get_json(&app, "/api/v1/portfolio/p-over/nav-history", &admin()).await;
+    assert_eq!(s, 200);
+    assert_eq!(v["status"]["state"], "inconsistent");
+    assert_eq!(v["status"]["since"], "2024-01-05");
+    assert_eq!(
+        v["status"]["event_id"],
+        "10000000-0000-4000-8000-000000000002"
+    );
+    assert_eq!(
+        v["points"].as_array().unwrap().len(),
+        3,
+        "records stop the day before"
+    );
+
+    for op in ["backfill", "calculate"] {
+        let r = post(
+            &app,
+            &format!("/api/v1/portfolio/p-over/nav-history/{op}"),
+            &admin(),
+            None,
+        )
+        .await;
+        let p = problem(r, StatusCode::CONFLICT).await;
+        assert!(p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("10000000-0000-4000-8000-000000000002"));
+    }
+
+    // A late buy before the sell makes the log consistent again.
+    let late = json!({"event_id": "10000000-0000-4000-8000-000000000003", "type": "buy",
+        "portfolio_id": "p-over", "symbol": "X", "quantity": "3", "price": "10", "trade_date": "2024-01-03"});
+    ingest(&app.pool, &[late], &[]).await;
+    navd::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let (_, v) = get_json(&app, "/api/v1/portfolio/p-over/nav-history", &admin()).await;
+    assert_eq!(v["status"]["state"], "ok");
+    assert_eq!(v["points"].as_array().unwrap().len(), 9);
+    assert_eq!(v["points"][8]["market_value"], "0.00000000");
+}
+
+#[tokio::test]
+async fn every_client_error_is_problem_json() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    let tok = admin();
+    let base = "/api/v1/portfolio/golden-1/nav-history";
+    let get = |p: String| {
+        let c = app.client.clone();
+        let url = app.url(&p);
+        let tok = tok.clone();
+        async move { c.get(url).bearer_auth(tok).send().await.unwrap() }
+    };
+    // 400s
+    for q in [
+        "?from=2024-13-01",
+        "?from=20240101",
+        "?from=2024-01-10&to=2024-01-02",
+        "?calendar=weekly",
+        "?risk_free=1.5",
+        "?risk_free=abc",
+        "?form=2024-01-01",
+        "?from=2024-01-01&from=2024-01-02",
+    ] {
+        problem(get(format!("{base}{q}")).await, StatusCode::BAD_REQUEST).await;
+    }
+    problem(
+        get("/api/v1/portfolio/-bad/nav-history".into()).await,
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    problem(
+        get(format!("/api/v1/portfolio/{}/nav-history", "x".repeat(65))).await,
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    let r = post(
+        &app,
+        &format!("{base}/backfill"),
+        &tok,
+        Some(json!({"from": "2024-01-09", "to": "2024-01-03"})),
+    )
+    .await;
+    problem(r, StatusCode::BAD_REQUEST).await;
+    let r = post(
+        &app,
+        &format!("{base}/backfill"),
+        &tok,
+        Some(json!({"since": "2024-01-09"})),
+    )
+    .await;
+    problem(r, StatusCode::BAD_REQUEST).await;
+    let r = app
+        .client
+        .post(app.url(&format!("{base}/backfill")))
+        .bearer_auth(&tok)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    problem(r, StatusCode::BAD_REQUEST).await;
+    // 404: unknown portfolio, unknown route
+    problem(
+        get("/api/v1/portfolio/nobody/nav-history".into()).await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    problem(
+        get("/api/v1/nothing-here".into()).await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    let r = post(
+        &app,
+        "/api/v1/portfolio/nobody/nav-history/backfill",
+        &tok,
+        None,
+    )
+    .await;
+    problem(r, StatusCode::NOT_FOUND).await;
+    // 413 / 415
+    let big = format!(
+        "{{\"from\": \"2024-01-02\", \"pad\": \"{}\"}}",
+        "x".repeat(70 * 1024)
+    );
+    let r = app
+        .client
+        .post(app.url(&format!("{base}/backfill")))
+        .bearer_auth(&tok)
+        .header("content-type", "application/json")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    problem(r, StatusCode::PAYLOAD_TOO_LARGE).await;
+    let r = app
+        .client
+        .post(app.url(&format!("{base}/backfill")))
+        .bearer_auth(&tok)
+        .header("content-type", "text/plain")
+        .body("from=2024-01-02")
+        .send()
+        .await
+        .unwrap();
+    problem(r, StatusCode::UNSUPPORTED_MEDIA_TYPE).await;
+    // 405 is problem+json too
+    let r = app
+        .client
+        .delete(app.url(base))
+        .bearer_auth(&tok)
+        .send()
+        .await
+        .unwrap();
+    problem(r, StatusCode::METHOD_NOT_ALLOWED).await;
+}
+
+#[tokio::test]
+async fn authentication_and_authorization() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    let base = "/api/v1/portfolio/golden-1/nav-history";
+
+    // 401: none, expired, wrong signature, wrong scheme, garbage
+    let r = app.client.get(app.url(base)).send().await.unwrap();
+    assert_eq!(r.headers()["www-authenticate"], "Bearer");
+    problem(r, StatusCode::UNAUTHORIZED).await;
+    for bad in [
+        token_with(SECRET, "nav:read", &["*"], -3600),
+        token_with(
+            "another-secret-another-secret-0000",
+            "nav:read",
+            &["*"],
+            600,
+        ),
+        "not.a.jwt".to_string(),
+    ] {
+        let r = app
+            .client
+            .get(app.url(base))
+            .bearer_auth(bad)
+            .send()
+            .await
+            .unwrap();
+        problem(r, StatusCode::UNAUTHORIZED).await;
+    }
+    let r = app
+        .client
+        .get(app.url(base))
+        .header("authorization", "Basic dXNlcjpwdw==")
+        .send()
+        .await
+        .unwrap();
+    problem(r, StatusCode::UNAUTHORIZED).await;
+
+    // 403: read scope on writes, write scope on admin
+    let reader = token("nav:read", &["golden-1"]);
+    let (s, _) = get_json(&app, base, &reader).await;
+    assert_eq!(s, 200);
+    for op in ["backfill", "calculate"] {
+        problem(
+            post(&app, &format!("{base}/{op}"), &reader, None).await,
+            StatusCode::FORBIDDEN,
+        )
+        .await;
+    }
+    let writer = token("nav:read nav:write", &["*"]);
+    let r = app
+        .client
+        .get(app.url("/api/v1/admin/dead-letters"))
+        .bearer_auth(&writer)
+        .send()
+        .await
+        .unwrap();
+    problem(r, StatusCode::FORBIDDEN).await;
+
+    // 404 for a portfolio outside the token's list, on all three, nothing written
+    let other = token("nav:read nav:write", &["p-other"]);
+    let r = app
+        .client
+        .get(app.url(base))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    let hidden = problem(r, StatusCode::NOT_FOUND).await;
+    let r = app
+        .client
+        .get(app.url("/api/v1/portfolio/nobody/nav-history"))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    let unknown = problem(r, StatusCode::NOT_FOUND).await;
+    assert_eq!(
+        hidden, unknown,
+        "hidden and unknown portfolios look the same"
+    );
+    for op in ["backfill", "calculate"] {
+        problem(
+            post(&app, &format!("{base}/{op}"), &other, None).await,
+            StatusCode::NOT_FOUND,
+        )
+        .await;
+    }
+    assert!(history_table(&app.pool).await.is_empty(), "nothing written");
+
+    // nav:admin sees every portfolio and the operator endpoints
+    let op = token("nav:admin", &[]);
+    let (s, _) = get_json(&app, base, &op).await;
+    assert_eq!(s, 200);
+    let (s, v) = get_json(&app, "/api/v1/admin/dead-letters", &op).await;
+    assert_eq!(s, 200);
+    assert_eq!(v["dead_letters"], json!([]));
+    assert_eq!(v["next"], Value::Null);
+}
+
+#[tokio::test]
+async fn database_down_is_503_with_retry_after() {
+    // A pool pointed at a port where nothing listens.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let pool =
+        navd::store::connect_lazy(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1).unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let state = navd::http::AppState {
+        pool,
+        clock: Clock::fixed(golden_today()),
+        auth: navd::http::Authenticator::new(&jwt_auth()).unwrap(),
+        health: Default::default(),
+    };
+    let (addr, _) = navd::app::start_http(
+        state,
+        "127.0.0.1:0".parse().unwrap(),
+        std::time::Duration::from_secs(10),
+        stop.clone(),
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let r = reqwest::Client::new()
+        .get(format!(
+            "http://{addr}/api/v1/portfolio/golden-1/nav-history"
+        ))
+        .bearer_auth(admin())
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(8),
+        "no hang"
+    );
+    assert_eq!(r.headers()["retry-after"], "5");
+    let p = problem(r, StatusCode::SERVICE_UNAVAILABLE).await;
+    assert!(
+        !p["detail"].as_str().unwrap().contains("127.0.0.1"),
+        "no internals: {p}"
+    );
+    let r = reqwest::Client::new()
+        .get(format!("http://{addr}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn dead_letters_page_through_with_a_cursor() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    let mut tx = app.pool.begin().await.unwrap();
+    let dead: Vec<_> = (0..5)
+        .map(|i| navd::store::DeadLetter {
+            source: navd::store::Source {
+                topic: "nav.transactions".into(),
+                partition: 1,
+                offset: i,
+                key: Some(b"p-1".to_vec()),
+                payload: if i == 4 {
+                    vec![0xff, 0xfe]
+                } else {
+                    format!("bad {i}").into_bytes()
+                },
+            },
+            reason: format!("reason {i}"),
+        })
+        .collect();
+    navd::store::insert_dead_letters(&mut tx, &dead)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let op = token("nav:admin", &[]);
+    let (s, v) = get_json(&app, "/api/v1/admin/dead-letters?limit=3", &op).await;
+    assert_eq!(s, 200);
+    let page = v["dead_letters"].as_array().unwrap();
+    assert_eq!(page.len(), 3);
+    assert_eq!(page[0]["payload"], "bad 0");
+    assert_eq!(page[0]["reason"], "reason 0");
+    let next = v["next"].as_str().unwrap();
+    let (_, v) = get_json(
+        &app,
+        &format!("/api/v1/admin/dead-letters?limit=3&after={next}"),
+        &op,
+    )
+    .await;
+    let page = v["dead_letters"].as_array().unwrap();
+    assert_eq!(page.len(), 2);
+    assert_eq!(page[1]["payload"], "//4=");
+    assert_eq!(page[1]["payload_encoding"], "base64");
+    assert_eq!(v["next"], Value::Null);
+    let (s, _) = get_json(&app, "/api/v1/admin/dead-letters?limit=5000", &op).await;
+    assert_eq!(s, 400);
+}

@@ -1,0 +1,307 @@
+//! Integration-test harness: a real PostgreSQL (a private server started from
+//! the installed binaries, or `DATABASE_URL` when set), a fresh database per
+//! test cloned from a migrated template, the app on port 0, tokens, and the
+//! golden fixture.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use chrono::NaiveDate;
+use navd::clock::Clock;
+use navd::config::{AuthConfig, JwtConfig, JwtKey};
+use navd::http::{AppState, Authenticator, Health};
+use navd::pgtemp::{PgOptions, PgTemp};
+use navd::store::{self, IngestBatch, Source};
+use projections::{parse_price, parse_transaction};
+use serde_json::Value;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+struct Server {
+    admin_url: String,
+    template: String,
+    url_base: String,
+}
+
+static PG: Mutex<Option<PgTemp>> = Mutex::new(None);
+static SERVER: OnceLock<Server> = OnceLock::new();
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn stop_private_server() {
+    if let Ok(mut g) = PG.lock() {
+        g.take();
+    }
+}
+
+fn server() -> &'static Server {
+    SERVER.get_or_init(|| {
+        // Runs on its own thread and runtime: the caller is inside a test's
+        // runtime, which must not be blocked from within.
+        std::thread::spawn(|| {
+            let (admin_url, url_base) = match std::env::var("DATABASE_URL") {
+                Ok(url) if !url.is_empty() => {
+                    let base = url
+                        .rsplit_once('/')
+                        .map(|(b, _)| b.to_string())
+                        .unwrap_or(url.clone());
+                    (url, base)
+                }
+                _ => {
+                    let pg = PgTemp::start(&PgOptions {
+                        durable: false,
+                        max_connections: 300,
+                    })
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "cannot start a private PostgreSQL for the tests: {e:#}\n\n{}",
+                            navd::pgtemp::INSTALL_HINT
+                        )
+                    });
+                    let admin = pg.url();
+                    let base = admin.rsplit_once('/').unwrap().0.to_string();
+                    *PG.lock().unwrap() = Some(pg);
+                    // SAFETY: registering a plain extern "C" fn with atexit.
+                    unsafe { libc::atexit(stop_private_server) };
+                    (admin, base)
+                }
+            };
+            let template = format!("navd_tpl_{}", std::process::id());
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let admin = store::connect(&admin_url, 2)
+                    .await
+                    .expect("connect to PostgreSQL");
+                sqlx::query(&format!("DROP DATABASE IF EXISTS {template}"))
+                    .execute(&admin)
+                    .await
+                    .unwrap();
+                sqlx::query(&format!("CREATE DATABASE {template}"))
+                    .execute(&admin)
+                    .await
+                    .unwrap();
+                let tpl = store::connect(&format!("{url_base}/{template}"), 2)
+                    .await
+                    .unwrap();
+                store::migrate(&tpl).await.expect("migrations apply");
+                tpl.close().await;
+                admin.close().await;
+            });
+            Server {
+                admin_url,
+                template,
+                url_base,
+            }
+        })
+        .join()
+        .expect("test database setup")
+    })
+}
+
+/// A fresh, migrated database of this test's own.
+pub async fn fresh_db() -> (PgPool, String) {
+    let s = server();
+    let name = format!(
+        "navd_t_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    );
+    let admin = store::connect(&s.admin_url, 1).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name} TEMPLATE {}", s.template))
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let url = format!("{}/{name}", s.url_base);
+    (store::connect(&url, 8).await.unwrap(), url)
+}
+
+pub const SECRET: &str = "test-secret-test-secret-test-secret-0123";
+
+pub fn jwt_auth() -> AuthConfig {
+    AuthConfig::Jwt(JwtConfig {
+        key: JwtKey::Hs256(SECRET.as_bytes().to_vec()),
+        issuer: None,
+        audience: None,
+    })
+}
+
+/// A token signed with `secret`, expiring `exp_in` seconds from now.
+pub fn token_with(secret: &str, scope: &str, portfolios: &[&str], exp_in: i64) -> String {
+    let claims = serde_json::json!({
+        "sub": "test",
+        "scope": scope,
+        "portfolios": portfolios,
+        "exp": chrono::Utc::now().timestamp() + exp_in,
+    });
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+    )
+    .unwrap()
+}
+
+pub fn token(scope: &str, portfolios: &[&str]) -> String {
+    token_with(SECRET, scope, portfolios, 600)
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub pool: PgPool,
+    pub db_url: String,
+    pub client: reqwest::Client,
+    pub clock: Clock,
+    stop: CancellationToken,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+/// The HTTP API on 127.0.0.1:0 over a fresh database.
+pub async fn spawn_app(auth: AuthConfig, today: NaiveDate) -> TestApp {
+    let (pool, db_url) = fresh_db().await;
+    let clock = Clock::fixed(today);
+    let stop = CancellationToken::new();
+    let state = AppState {
+        pool: pool.clone(),
+        clock,
+        auth: Authenticator::new(&auth).unwrap(),
+        health: std::sync::Arc::new(Health::default()),
+    };
+    let (addr, _h) = navd::app::start_http(
+        state,
+        "127.0.0.1:0".parse().unwrap(),
+        Duration::from_secs(10),
+        stop.clone(),
+    )
+    .await
+    .unwrap();
+    TestApp {
+        base: format!("http://{addr}"),
+        pool,
+        db_url,
+        client: reqwest::Client::new(),
+        clock,
+        stop,
+    }
+}
+
+pub fn golden() -> Value {
+    serde_json::from_str(include_str!("../../fixtures/golden/small-book.json")).unwrap()
+}
+
+pub fn day(s: &str) -> NaiveDate {
+    NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+}
+
+pub fn golden_today() -> NaiveDate {
+    day(golden()["today"].as_str().unwrap())
+}
+
+/// A batch of raw payloads parsed the way the consumer parses them.
+pub fn batch_of(transactions: &[Value], prices: &[Value]) -> IngestBatch {
+    let mut b = IngestBatch::default();
+    let mut off = 0i64;
+    for t in transactions {
+        let raw = serde_json::to_vec(t).unwrap();
+        let tx = parse_transaction(&raw).expect("valid transaction");
+        b.transactions.push((tx, Source::direct(off, raw)));
+        off += 1;
+    }
+    for p in prices {
+        let raw = serde_json::to_vec(p).unwrap();
+        let price = parse_price(&raw).expect("valid price");
+        b.prices.push((price, Source::direct(off, raw)));
+        off += 1;
+    }
+    b
+}
+
+/// Stores events through the storage layer, in one transaction.
+pub async fn ingest(
+    pool: &PgPool,
+    transactions: &[Value],
+    prices: &[Value],
+) -> store::IngestReport {
+    let mut tx = pool.begin().await.unwrap();
+    let r = store::ingest(&mut tx, batch_of(transactions, prices))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    r
+}
+
+pub async fn ingest_golden(pool: &PgPool) {
+    let g = golden();
+    ingest(
+        pool,
+        g["transactions"].as_array().unwrap(),
+        g["prices"].as_array().unwrap(),
+    )
+    .await;
+}
+
+/// The full projection table, for equality checks.
+pub async fn history_table(pool: &PgPool) -> Vec<(String, NaiveDate, String)> {
+    use sqlx::Row;
+    sqlx::query(
+        "SELECT portfolio_id, day, concat_ws('|', market_value, cost, net_flow, daily_return, net_value,
+                return_rate, profit, nav_exact, market_value_exact, cum_in, cum_out)
+           FROM portfolio_nav_history ORDER BY portfolio_id, day",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2)))
+    .collect()
+}
+
+/// Asserts the points equal the golden records, field by field, as strings.
+pub fn assert_golden_points(points: &[Value]) {
+    let g = golden();
+    let expected = g["expected_records"].as_array().unwrap();
+    assert_eq!(points.len(), expected.len(), "one point per calendar day");
+    for (p, e) in points.iter().zip(expected) {
+        for k in [
+            "date",
+            "market_value",
+            "cost",
+            "net_flow",
+            "profit",
+            "daily_return",
+            "net_value",
+            "return_rate",
+        ] {
+            assert_eq!(p[k], e[k], "{k} on {}", e["date"]);
+        }
+    }
+}
+
+/// Asserts statistics within 1e-9 (numbers) or exactly (dates, nulls).
+pub fn assert_stats(actual: &Value, expected: &Value) {
+    for (k, e) in expected.as_object().unwrap() {
+        let a = &actual[k];
+        match e {
+            Value::Number(n) => {
+                let (a, e) = (a.as_f64().unwrap_or(f64::NAN), n.as_f64().unwrap());
+                assert!((a - e).abs() <= 1e-9, "{k}: {a} vs {e}");
+            }
+            other => assert_eq!(a, other, "{k}"),
+        }
+    }
+}

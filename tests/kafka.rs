@@ -1,0 +1,507 @@
+//! Kafka ingestion against librdkafka's mock cluster, reached over TCP by the
+//! real consumer (in-process, or `navd serve` child processes), with a real
+//! PostgreSQL: arrival order, duplicates, restarts, SIGKILL, two consumers in
+//! one group, dead letters, and a broker outage.
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use navd::app::Service;
+use navd::clock::Clock;
+use navd::config::{AuthConfig, Config, KafkaConfig, LogFormat};
+use rand::{Rng, SeedableRng};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{DefaultProducerContext, FutureProducer, FutureRecord};
+use rdkafka::ClientConfig;
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+const TX: &str = "nav.transactions";
+const PX: &str = "nav.prices";
+
+struct Broker {
+    cluster: MockCluster<'static, DefaultProducerContext>,
+    producer: FutureProducer,
+}
+
+impl Broker {
+    fn new(tx_partitions: i32, price_partitions: i32) -> Broker {
+        let cluster = MockCluster::new(1).expect("mock cluster");
+        cluster.create_topic(TX, tx_partitions, 1).unwrap();
+        cluster.create_topic(PX, price_partitions, 1).unwrap();
+        let producer = ClientConfig::new()
+            .set("bootstrap.servers", cluster.bootstrap_servers())
+            .set("linger.ms", "2")
+            .set("message.timeout.ms", "60000")
+            .create()
+            .unwrap();
+        Broker { cluster, producer }
+    }
+
+    fn servers(&self) -> String {
+        self.cluster.bootstrap_servers()
+    }
+
+    async fn send(&self, topic: &str, key: &str, payload: &[u8]) {
+        self.producer
+            .send(
+                FutureRecord::to(topic).key(key).payload(payload),
+                Duration::from_secs(60),
+            )
+            .await
+            .map_err(|(e, _)| e)
+            .expect("produce");
+    }
+
+    async fn tx(&self, v: &Value) {
+        let key = v["portfolio_id"].as_str().unwrap_or("x").to_string();
+        self.send(TX, &key, &serde_json::to_vec(v).unwrap()).await;
+    }
+
+    async fn price(&self, v: &Value) {
+        let key = v["symbol"].as_str().unwrap().to_string();
+        self.send(PX, &key, &serde_json::to_vec(v).unwrap()).await;
+    }
+}
+
+fn kafka(brokers: &str, group: &str) -> KafkaConfig {
+    KafkaConfig {
+        brokers: brokers.into(),
+        group: group.into(),
+        transactions_topic: TX.into(),
+        prices_topic: PX.into(),
+        batch_max: 500,
+        batch_wait_ms: 10,
+        properties: vec![("session.timeout.ms".into(), "6000".into())],
+    }
+}
+
+async fn start(pool: &PgPool, k: KafkaConfig, today: chrono::NaiveDate) -> Service {
+    let config = Config {
+        database_url: None,
+        kafka: Some(k),
+        http_addr: "127.0.0.1:0".parse().unwrap(),
+        clock: Clock::fixed(today),
+        auth: AuthConfig::None,
+        log_format: LogFormat::Pretty,
+        db_max_connections: 8,
+        request_timeout_ms: 10_000,
+    };
+    Service::start(&config, pool.clone(), CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+async fn stop(s: Service) {
+    s.stop.cancel();
+    tokio::time::timeout(Duration::from_secs(30), s.join())
+        .await
+        .expect("graceful stop in time")
+        .unwrap();
+}
+
+async fn scalar(pool: &PgPool, sql: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>(sql)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Waits until `messages` offsets are stored for `group` and nothing is
+/// pending.
+async fn caught_up(pool: &PgPool, group: &str, messages: i64, timeout: Duration) {
+    navd::demo::wait_caught_up(pool, group, messages, timeout)
+        .await
+        .unwrap();
+}
+
+async fn get_curve(base: &str, id: &str, query: &str) -> Value {
+    reqwest::get(format!("{base}/api/v1/portfolio/{id}/nav-history{query}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn golden_book_in_scrambled_order_across_partitions() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(3, 3);
+    let g = golden();
+    let txs = g["transactions"].as_array().unwrap();
+    // Prices first (newest first), then the trades out of order, the
+    // earliest-dated trade produced last.
+    for p in g["prices"].as_array().unwrap().iter().rev() {
+        b.price(p).await;
+    }
+    for i in [3, 1, 4, 2, 0] {
+        b.tx(&txs[i]).await;
+    }
+    let svc = start(&pool, kafka(&b.servers(), "g1"), golden_today()).await;
+    caught_up(&pool, "g1", 25, Duration::from_secs(60)).await;
+    let base = format!("http://{}", svc.addr);
+    let v = get_curve(&base, "golden-1", "").await;
+    assert_eq!(v["status"]["state"], "ok");
+    assert_golden_points(v["points"].as_array().unwrap());
+    for case in g["expected_statistics"].as_array().unwrap() {
+        let q = &case["query"];
+        let mut query = format!(
+            "?calendar={}&risk_free={}",
+            q["calendar"].as_str().unwrap(),
+            q["risk_free"]
+        );
+        for k in ["from", "to"] {
+            if let Some(d) = q[k].as_str() {
+                query.push_str(&format!("&{k}={d}"));
+            }
+        }
+        let v = get_curve(&base, "golden-1", &query).await;
+        assert_stats(&v["statistics"], &case["statistics"]);
+    }
+    stop(svc).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicates_and_a_restart_mid_stream_count_once() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(2, 2);
+    let g = golden();
+    let txs = g["transactions"].as_array().unwrap();
+    let prices = g["prices"].as_array().unwrap();
+    // First half, every event twice.
+    for p in &prices[..10] {
+        b.price(p).await;
+        b.price(p).await;
+    }
+    for t in &txs[..2] {
+        b.tx(t).await;
+        b.tx(t).await;
+    }
+    let svc = start(&pool, kafka(&b.servers(), "g2"), golden_today()).await;
+    caught_up(&pool, "g2", 24, Duration::from_secs(60)).await;
+    stop(svc).await;
+    // The rest, twice, and the first half once more, to a new consumer.
+    for p in prices.iter().chain(&prices[10..]) {
+        b.price(p).await;
+    }
+    for t in txs.iter().chain(&txs[2..]) {
+        b.tx(t).await;
+    }
+    let svc = start(&pool, kafka(&b.servers(), "g2"), golden_today()).await;
+    caught_up(&pool, "g2", 24 + 30 + 8, Duration::from_secs(60)).await;
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM transactions").await, 5);
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM prices").await, 20);
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM dead_letters").await, 0);
+    let v = get_curve(&format!("http://{}", svc.addr), "golden-1", "").await;
+    assert_golden_points(v["points"].as_array().unwrap());
+    stop(svc).await;
+}
+
+/// Raw bad payloads and the reason each must be dead-lettered with.
+fn bad_events() -> Vec<(Vec<u8>, &'static str)> {
+    let ok = |over: Value| {
+        let mut v = json!({"event_id": "20000000-0000-4000-8000-000000000000", "type": "buy",
+            "portfolio_id": "p-bad", "symbol": "X", "quantity": "1", "price": "10", "trade_date": "2024-01-03"});
+        for (k, x) in over.as_object().unwrap() {
+            if x.is_null() {
+                v.as_object_mut().unwrap().remove(k);
+            } else {
+                v[k] = x.clone();
+            }
+        }
+        serde_json::to_vec(&v).unwrap()
+    };
+    vec![
+        (b"this is not json".to_vec(), "not JSON"),
+        (
+            ok(json!({"event_id": "20000000-0000-4000-8000-000000000001", "symbol": null})),
+            "symbol",
+        ),
+        (
+            ok(json!({"event_id": "20000000-0000-4000-8000-000000000002", "quantity": "-5"})),
+            "quantity",
+        ),
+        (
+            ok(json!({"event_id": "20000000-0000-4000-8000-000000000003", "type": "gift"})),
+            "gift",
+        ),
+        (
+            ok(json!({"event_id": "20000000-0000-4000-8000-000000000004", "schema_version": 2})),
+            "schema_version",
+        ),
+        (
+            ok(
+                json!({"event_id": "20000000-0000-4000-8000-000000000005", "price": "1000000000000"}),
+            ),
+            "price",
+        ),
+        // reuses the id of the valid buy below with other content
+        (
+            ok(json!({"event_id": "20000000-0000-4000-8000-0000000000a1", "quantity": "7"})),
+            "already used",
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_events_become_dead_letters_and_the_rest_counts() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(1, 1);
+    let good = |n: u32, q: &str| {
+        json!({"event_id": format!("20000000-0000-4000-8000-0000000000a{n}"), "type": "buy",
+            "portfolio_id": "p-bad", "symbol": "X", "quantity": q, "price": "10", "trade_date": "2024-01-03"})
+    };
+    b.tx(&good(1, "1")).await;
+    for (raw, _) in bad_events() {
+        b.send(TX, "p-bad", &raw).await;
+    }
+    b.send(
+        PX,
+        "X",
+        b"{\"symbol\": \"X\", \"date\": \"2024-01-03\", \"close\": \"0\"}",
+    )
+    .await;
+    b.price(&json!({"symbol": "X", "date": "2024-01-04", "close": "11"}))
+        .await;
+    b.tx(&good(2, "2")).await;
+    let svc = start(&pool, kafka(&b.servers(), "g3"), day("2024-01-05")).await;
+    caught_up(&pool, "g3", 11, Duration::from_secs(60)).await;
+
+    let page: Value = reqwest::get(format!("http://{}/api/v1/admin/dead-letters", svc.addr))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let dead = page["dead_letters"].as_array().unwrap();
+    let expected = bad_events();
+    assert_eq!(dead.len(), expected.len() + 1, "{page:#}");
+    for (raw, why) in &expected {
+        let text = String::from_utf8_lossy(raw);
+        let d = dead
+            .iter()
+            .find(|d| d["payload"] == text.as_ref())
+            .unwrap_or_else(|| panic!("no dead letter for {text}"));
+        assert_eq!(d["topic"], TX);
+        assert_eq!(d["key"], "p-bad");
+        let reason = d["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(why),
+            "reason `{reason}` should mention `{why}`"
+        );
+    }
+    let price = dead
+        .iter()
+        .find(|d| d["topic"] == PX)
+        .expect("the bad close");
+    assert!(price["reason"].as_str().unwrap().contains("close"));
+
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM transactions").await, 2);
+    let v = get_curve(&format!("http://{}", svc.addr), "p-bad", "").await;
+    let pts = v["points"].as_array().unwrap();
+    assert_eq!(pts.len(), 3);
+    assert_eq!(
+        pts[1]["market_value"], "33.00000000",
+        "3 held at the close of 11"
+    );
+    stop(svc).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_outage_then_recovery_loses_nothing() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(2, 1);
+    let g = golden();
+    let txs = g["transactions"].as_array().unwrap();
+    let prices = g["prices"].as_array().unwrap();
+    for p in prices {
+        b.price(p).await;
+    }
+    b.tx(&txs[0]).await;
+    let svc = start(&pool, kafka(&b.servers(), "g4"), golden_today()).await;
+    caught_up(&pool, "g4", 21, Duration::from_secs(60)).await;
+
+    b.cluster.broker_down(1).unwrap();
+    // Produced while the broker is down: queued by the producer.
+    let sends: Vec<_> = txs[1..].iter().map(|t| b.tx(t)).collect();
+    let all = futures::future::join_all(sends);
+    tokio::pin!(all);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), &mut all)
+            .await
+            .is_err(),
+        "nothing can be produced while the broker is down"
+    );
+    b.cluster.broker_up(1).unwrap();
+    all.await;
+    caught_up(&pool, "g4", 25, Duration::from_secs(90)).await;
+    let v = get_curve(&format!("http://{}", svc.addr), "golden-1", "").await;
+    assert_golden_points(v["points"].as_array().unwrap());
+    stop(svc).await;
+}
+
+// ---- navd serve as child processes -------------------------------------
+
+fn serve_child(db_url: &str, brokers: &str, group: &str, today: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_navd"))
+        .arg("serve")
+        .env("DATABASE_URL", db_url)
+        .env("NAVD_KAFKA_BROKERS", brokers)
+        .env("NAVD_KAFKA_GROUP", group)
+        .env("NAVD_KAFKA_PROPERTIES", "session.timeout.ms=6000")
+        .env("NAVD_BATCH_MAX", "200")
+        .env("NAVD_HTTP_ADDR", "127.0.0.1:0")
+        .env("NAVD_AUTH", "none")
+        .env("NAVD_TODAY", today)
+        .env("NAVD_LOG_FORMAT", "json")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn navd serve")
+}
+
+fn kill9(c: &mut Child) {
+    let _ = c.kill(); // SIGKILL
+    let _ = c.wait();
+}
+
+fn sigterm(c: &mut Child) {
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = c.try_wait() {
+            assert!(
+                status.success(),
+                "navd serve exits 0 on SIGTERM, got {status}"
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill9(c);
+    panic!("navd serve did not stop within 30s of SIGTERM");
+}
+
+/// A stream of thousands of events: a generated book plus every 10th
+/// transaction duplicated.
+fn stream(today: chrono::NaiveDate) -> (Vec<(String, Value)>, Vec<(String, Value)>, usize) {
+    let book = navd::demo::sample_book(7, 12, 10, 240, today);
+    let mut txs = book.transactions.clone();
+    let distinct = txs.len();
+    for (i, t) in book.transactions.iter().enumerate() {
+        if i % 10 == 0 {
+            txs.push(t.clone());
+        }
+    }
+    (txs, book.prices, distinct)
+}
+
+/// The projection must equal a full rebuild from the stored events: refold
+/// every portfolio with `calculate` and compare.
+async fn assert_equals_full_rebuild(pool: &PgPool, today: chrono::NaiveDate) {
+    let before = history_table(pool).await;
+    assert!(!before.is_empty());
+    let ids: Vec<String> = sqlx::query_scalar("SELECT portfolio_id FROM portfolios")
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    for id in ids {
+        let _ = navd::projector::calculate(pool, &id, today).await;
+    }
+    assert_eq!(
+        history_table(pool).await,
+        before,
+        "incremental == full rebuild"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_at_random_points_then_restart() {
+    let (pool, url) = fresh_db().await;
+    let b = Broker::new(4, 2);
+    let today = day("2024-06-28");
+    let (txs, prices, distinct) = stream(today);
+    let total = (txs.len() + prices.len()) as i64;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let waves = 5;
+    let chunk_t = txs.len().div_ceil(waves);
+    let chunk_p = prices.len().div_ceil(waves);
+    for round in 0..waves {
+        for (_, p) in prices.iter().skip(round * chunk_p).take(chunk_p) {
+            b.price(p).await;
+        }
+        for (_, t) in txs.iter().skip(round * chunk_t).take(chunk_t) {
+            b.tx(t).await;
+        }
+        let mut child = serve_child(&url, &b.servers(), "gk", "2024-06-28");
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(300..2500))).await;
+        kill9(&mut child);
+    }
+    let mut child = serve_child(&url, &b.servers(), "gk", "2024-06-28");
+    caught_up(&pool, "gk", total, Duration::from_secs(180)).await;
+    sigterm(&mut child);
+
+    let stored = scalar(&pool, "SELECT count(*) FROM transactions").await;
+    assert_eq!(
+        stored as usize, distinct,
+        "each distinct valid event stored once"
+    );
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM dead_letters").await, 0);
+    let price_keys: HashSet<(String, String)> = prices
+        .iter()
+        .map(|(_, p)| (p["symbol"].to_string(), p["date"].to_string()))
+        .collect();
+    assert_eq!(
+        scalar(&pool, "SELECT count(*) FROM prices").await as usize,
+        price_keys.len()
+    );
+    assert_equals_full_rebuild(&pool, today).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_in_one_group_match_a_single_consumer() {
+    let b = Broker::new(4, 2);
+    let today = day("2024-06-28");
+    let (txs, prices, _) = stream(today);
+    let total = (txs.len() + prices.len()) as i64;
+    let (pool_two, url_two) = fresh_db().await;
+    let mut a = serve_child(&url_two, &b.servers(), "pair", "2024-06-28");
+    let mut c = serve_child(&url_two, &b.servers(), "pair", "2024-06-28");
+    let half = txs.len() / 2;
+    for (_, p) in &prices {
+        b.price(p).await;
+    }
+    for (_, t) in &txs[..half] {
+        b.tx(t).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    sigterm(&mut a); // one stops mid-stream; the other takes over its partitions
+    for (_, t) in &txs[half..] {
+        b.tx(t).await;
+    }
+    caught_up(&pool_two, "pair", total, Duration::from_secs(180)).await;
+    sigterm(&mut c);
+
+    // The same topics read by a single in-process consumer in its own group.
+    let (pool_one, _) = fresh_db().await;
+    let svc = start(&pool_one, kafka(&b.servers(), "single"), today).await;
+    caught_up(&pool_one, "single", total, Duration::from_secs(180)).await;
+    stop(svc).await;
+    assert_eq!(
+        history_table(&pool_two).await,
+        history_table(&pool_one).await
+    );
+    assert_eq!(
+        scalar(&pool_two, "SELECT count(*) FROM transactions").await,
+        scalar(&pool_one, "SELECT count(*) FROM transactions").await
+    );
+}

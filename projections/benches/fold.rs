@@ -1,1 +1,168 @@
-fn main() {}
+//! `fold` group: the performance targets of the NAV fold on a 10-year book
+//! (3,653 days, 50 symbols with a close every weekday, 20,000 transactions):
+//! full fold ≤ 15 ms, resuming the latest day with one new event ≤ 50 µs,
+//! statistics over the whole series ≤ 1 ms (medians).
+
+use std::hint::black_box;
+
+use chrono::{Datelike, Days, NaiveDate};
+use criterion::{criterion_group, criterion_main, Criterion};
+use projections::{
+    fold, resume, statistics, Calendar, PortfolioId, PriceBook, Side, StatsQuery, Symbol,
+    Transaction,
+};
+use rust_decimal::Decimal;
+use uuid::Uuid;
+
+const DAYS: u64 = 3_653;
+const SYMBOLS: usize = 50;
+const TRANSACTIONS: usize = 20_000;
+
+/// SplitMix64: deterministic, dependency-free.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+struct Book {
+    transactions: Vec<Transaction>,
+    prices: PriceBook,
+    first: NaiveDate,
+    last: NaiveDate,
+}
+
+fn book() -> Book {
+    let mut rng = Rng(20_240_301);
+    let first = NaiveDate::from_ymd_opt(2014, 1, 1).unwrap();
+    let last = first + Days::new(DAYS - 1);
+    let symbols: Vec<Symbol> = (0..SYMBOLS)
+        .map(|i| Symbol::parse(&format!("S{i:02}")).unwrap())
+        .collect();
+
+    // Closes: a random walk in cents on every weekday.
+    let mut prices = PriceBook::new();
+    let mut close_cents: Vec<Vec<Option<i64>>> = vec![vec![None; DAYS as usize]; SYMBOLS];
+    for (s, symbol) in symbols.iter().enumerate() {
+        let mut cents: i64 = 5_000 + rng.below(20_000) as i64;
+        for d in 0..DAYS {
+            let day = first + Days::new(d);
+            if day.weekday().number_from_monday() > 5 {
+                continue;
+            }
+            let step = rng.below(41) as i64 - 20; // ±2 %
+            cents = (cents + cents * step / 1_000).max(100);
+            close_cents[s][d as usize] = Some(cents);
+            prices.insert(symbol.clone(), day, Decimal::new(cents, 2));
+        }
+    }
+
+    // Transactions: sorted days, never more sold than held.
+    let mut days: Vec<u64> = (0..TRANSACTIONS).map(|_| rng.below(DAYS)).collect();
+    days[0] = 0;
+    days.sort_unstable();
+    let portfolio = PortfolioId::parse("bench-1").unwrap();
+    let mut held = vec![0i64; SYMBOLS];
+    let mut last_cents: Vec<i64> = vec![10_000; SYMBOLS];
+    let mut transactions = Vec::with_capacity(TRANSACTIONS);
+    let (mut prev_day, mut within_day) = (u64::MAX, 0i64);
+    for (seq, d) in days.into_iter().enumerate() {
+        let s = rng.below(SYMBOLS as u64) as usize;
+        if let Some(c) = close_cents[s][d as usize] {
+            last_cents[s] = c;
+        }
+        let sell = held[s] > 0 && rng.below(100) < 45;
+        let qty = if sell {
+            1 + rng.below(held[s] as u64) as i64
+        } else {
+            1 + rng.below(200) as i64
+        };
+        held[s] += if sell { -qty } else { qty };
+        let day = first + Days::new(d);
+        // Timestamps on odd days, rising within the day, so that the fold
+        // order is the generation order and nothing is ever oversold.
+        if d != prev_day {
+            prev_day = d;
+            within_day = 0;
+        }
+        within_day += 1;
+        let occurred_at = (d % 2 == 1).then(|| {
+            day.and_hms_opt(9, 0, 0).unwrap().and_utc() + chrono::Duration::seconds(37 * within_day)
+        });
+        transactions.push(Transaction {
+            event_id: Uuid::from_u128(seq as u128 + 1),
+            side: if sell { Side::Sell } else { Side::Buy },
+            portfolio_id: portfolio.clone(),
+            symbol: symbols[s].clone(),
+            quantity: Decimal::new(qty, 0),
+            price: Decimal::new(last_cents[s] + rng.below(21) as i64 - 10, 2),
+            fee: Decimal::new(rng.below(500) as i64, 2),
+            trade_date: day,
+            occurred_at,
+            seq: seq as i64,
+        });
+    }
+    Book {
+        transactions,
+        prices,
+        first,
+        last,
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let b = book();
+    let full = fold(&b.transactions, &b.prices, b.last).unwrap();
+    assert!(full.inconsistency.is_none());
+    assert_eq!(full.records.len() as u64, DAYS);
+    assert_eq!(full.records[0].date, b.first);
+
+    // Resuming the latest day: its transactions plus one new buy.
+    let prev = full.prev_state.clone().unwrap();
+    let mut today: Vec<Transaction> = b
+        .transactions
+        .iter()
+        .filter(|t| t.trade_date == b.last)
+        .cloned()
+        .collect();
+    let mut extra = b.transactions[0].clone();
+    extra.event_id = Uuid::from_u128(u128::MAX);
+    extra.side = Side::Buy;
+    extra.trade_date = b.last;
+    extra.occurred_at = None;
+    extra.seq = TRANSACTIONS as i64;
+    today.push(extra);
+    let resumed = resume(&prev, &today, &b.prices, b.last).unwrap();
+    assert_eq!(resumed.records.len(), 1);
+
+    let series: Vec<(NaiveDate, Decimal)> =
+        full.records.iter().map(|r| (r.date, r.net_value)).collect();
+    let w0_date = b.first.pred_opt().unwrap();
+    let query = StatsQuery {
+        calendar: Calendar::Trading,
+        risk_free: 0.02,
+    };
+
+    let mut g = c.benchmark_group("fold");
+    g.bench_function("full_fold", |bench| {
+        bench.iter(|| fold(black_box(&b.transactions), &b.prices, b.last).unwrap())
+    });
+    g.bench_function("resume_one_event_today", |bench| {
+        bench.iter(|| resume(black_box(&prev), black_box(&today), &b.prices, b.last).unwrap())
+    });
+    g.bench_function("statistics_10y", |bench| {
+        bench.iter(|| statistics(Decimal::ONE, w0_date, black_box(&series), &query))
+    });
+    g.finish();
+}
+
+criterion_group!(fold_benches, benches);
+criterion_main!(fold_benches);

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::decimal::{self as dec, ArithmeticError};
+use crate::exact::{ExactSum, Units};
 use crate::types::{ClosePrice, DailyRecord, Side, Symbol, Transaction};
 
 /// An open position.
@@ -139,40 +140,56 @@ pub struct FoldOutput {
 /// Folds one day at a time from a starting state.
 ///
 /// Besides the public [`DayState`], the folder keeps a valuation cache: one
-/// slot per open position (same order as `state.positions`) with its
-/// quantity and a forward cursor into the symbol's closes, so valuing a day
-/// costs O(open positions) with no map look-ups. Days on which nothing can
-/// have changed (no transaction, no new close of a held symbol) reuse the
-/// previous market value and total cost instead of recomputing them; that is
-/// exactly the value a recomputation would give, since its inputs are equal.
+/// slot per open position (same order as `state.positions`) with a forward
+/// cursor into the symbol's closes and the position's current term
+/// qty · price, and exact running sums of those terms and of the costs
+/// ([`ExactSum`]). A day then costs O(positions whose price or quantity
+/// changed) plus one rounding, and because the sums are exact integers the
+/// result does not depend on how they were built: a folder resumed from a
+/// stored state values every day exactly as the full fold did.
+///
+/// `market_value` and `cost` are therefore the exact sums rounded once
+/// (half-even to 28 significant digits), not a chain of roundings; with
+/// event numbers (≤ 10 decimal places) every term is exact.
+///
+/// After a [`FoldError`] the folder is in an unspecified state and must not
+/// be used further.
 pub struct Folder<'a> {
     state: DayState,
     prices: &'a PriceBook,
     /// Mirrors `state.positions`, sorted by symbol.
     slots: Vec<Slot<'a>>,
-    /// Σ cost of the open positions (summed in symbol order); None until
-    /// first computed, which may overflow and so happens inside `step`.
-    total_cost: Option<Decimal>,
-    /// Whether `state.market_value` was computed by this folder from the
-    /// current prices. False after `new`: a caller-supplied state is not
-    /// trusted to match the price book, so the first day always revalues.
-    valued: bool,
+    /// Σ qty · price over the slots, exact.
+    value_sum: ExactSum,
+    /// Σ cost over the positions, exact.
+    cost_sum: ExactSum,
+    /// `cost_sum` rounded, as reported.
+    total_cost: Decimal,
+    /// False until the first step: the sums were built from a caller's
+    /// state and are read (rounded) there once, whatever changed.
+    started: bool,
+    /// An overflow found by `new`, reported by the first step.
+    pending: Option<ArithmeticError>,
 }
 
 /// Valuation cache of one open position.
 struct Slot<'a> {
     symbol: Symbol,
     qty: Decimal,
+    cost: Decimal,
     last_trade_price: Decimal,
     /// The latest close dated ≤ the folder's day, if any.
     close: Option<Decimal>,
     /// The next close after the folder's day.
     next: Option<(&'a NaiveDate, &'a Decimal)>,
     rest: btree_map::Range<'a, NaiveDate, Decimal>,
+    /// qty · price(day), exact.
+    term: Units,
 }
 
 impl<'a> Slot<'a> {
-    fn new(symbol: Symbol, pos: &Position, prices: &'a PriceBook, day: NaiveDate) -> Self {
+    /// The slot of `pos` with its cursor at `day`; `term` still to be set.
+    fn unvalued(symbol: Symbol, pos: &Position, prices: &'a PriceBook, day: NaiveDate) -> Self {
         let (close, mut rest) = match prices.by_symbol.get(&symbol) {
             Some(closes) => (
                 closes.range(..=day).next_back().map(|(_, c)| *c),
@@ -184,10 +201,12 @@ impl<'a> Slot<'a> {
         Slot {
             symbol,
             qty: pos.qty,
+            cost: pos.cost,
             last_trade_price: pos.last_trade_price,
             close,
             next,
             rest,
+            term: Units::default(),
         }
     }
 
@@ -199,16 +218,24 @@ impl<'a> Slot<'a> {
             if *d > day {
                 break;
             }
+            moved |= self.close != Some(*c);
             self.close = Some(*c);
             self.next = self.rest.next();
-            moved = true;
         }
         moved
     }
 
-    #[inline]
-    fn price(&self) -> Decimal {
-        self.close.unwrap_or(self.last_trade_price)
+    /// qty · price (SPEC §3 step 2: the close, else the last trade price).
+    fn value(&self) -> Result<Units, ArithmeticError> {
+        Units::product(self.qty, self.close.unwrap_or(self.last_trade_price))
+    }
+
+    fn position(&self) -> Position {
+        Position {
+            qty: self.qty,
+            cost: self.cost,
+            last_trade_price: self.last_trade_price,
+        }
     }
 }
 
@@ -253,6 +280,7 @@ fn apply(
             let proceeds = dec::sub(dec::mul(tx.quantity, tx.price)?, tx.fee)?;
             let qty = dec::sub(p.qty, tx.quantity)?;
             if qty.is_zero() {
+                // cost[s] = 0 when qty[s] reaches 0: the position is gone.
                 *pos = None;
             } else {
                 let released = dec::div(dec::mul(p.cost, tx.quantity)?, p.qty)?;
@@ -275,19 +303,41 @@ fn next_day(d: NaiveDate) -> Result<NaiveDate, FoldError> {
     })
 }
 
+/// A position touched by the day's transactions: its slot (found or where
+/// it would go) and its new value.
+struct Touched<'t> {
+    symbol: &'t Symbol,
+    slot: Result<usize, usize>,
+    pos: Option<Position>,
+}
+
 impl<'a> Folder<'a> {
     pub fn new(start: DayState, prices: &'a PriceBook) -> Self {
-        let slots = start
-            .positions
-            .iter()
-            .map(|(s, p)| Slot::new(s.clone(), p, prices, start.date))
-            .collect();
+        let mut value_sum = ExactSum::default();
+        let mut cost_sum = ExactSum::default();
+        let mut slots = Vec::with_capacity(start.positions.len());
+        let mut pending = None;
+        for (symbol, pos) in &start.positions {
+            let mut slot = Slot::unvalued(symbol.clone(), pos, prices, start.date);
+            // A position too large to value cannot be folded: the first step
+            // reports it.
+            match slot.value() {
+                Ok(term) => slot.term = term,
+                Err(e) => pending = Some(e),
+            }
+            value_sum.add_units(&slot.term);
+            cost_sum.add(pos.cost);
+            slots.push(slot);
+        }
         Self {
             state: start,
             prices,
             slots,
-            total_cost: None,
-            valued: false,
+            value_sum,
+            cost_sum,
+            total_cost: Decimal::ZERO,
+            started: false,
+            pending,
         }
     }
 
@@ -301,21 +351,33 @@ impl<'a> Folder<'a> {
         let day = next_day(self.state.date)?;
         debug_assert!(day_transactions.iter().all(|t| t.trade_date == day));
         let overflow = |source| FoldError::Overflow { day, source };
+        if let Some(e) = self.pending.take() {
+            return Err(overflow(e));
+        }
 
         // 1. The day's transactions, on copies of the touched positions so
-        //    that an oversell leaves the state as it was.
+        //    that an oversell leaves the state as it was. `touched` is kept
+        //    sorted by symbol.
         let mut flows = Flows::default();
-        let mut touched: Vec<(&Symbol, Option<Position>)> = Vec::new();
+        let mut touched: Vec<Touched<'_>> = Vec::new();
         for tx in day_transactions {
-            let i = match touched.binary_search_by(|(s, _)| (*s).cmp(&tx.symbol)) {
+            let i = match touched.binary_search_by(|t| t.symbol.cmp(&tx.symbol)) {
                 Ok(i) => i,
                 Err(i) => {
-                    let current = self.state.positions.get(&tx.symbol).cloned();
-                    touched.insert(i, (&tx.symbol, current));
+                    let slot = self.slots.binary_search_by(|s| s.symbol.cmp(&tx.symbol));
+                    let pos = slot.ok().map(|j| self.slots[j].position());
+                    touched.insert(
+                        i,
+                        Touched {
+                            symbol: &tx.symbol,
+                            slot,
+                            pos,
+                        },
+                    );
                     i
                 }
             };
-            if let Err(detail) = apply(&mut touched[i].1, tx, &mut flows).map_err(overflow)? {
+            if let Err(detail) = apply(&mut touched[i].pos, tx, &mut flows).map_err(overflow)? {
                 return Ok(Err(Inconsistency {
                     day,
                     event_id: tx.event_id,
@@ -326,54 +388,60 @@ impl<'a> Folder<'a> {
         let cum_in = dec::add(self.state.cum_in, flows.inflow).map_err(overflow)?;
         let cum_out = dec::add(self.state.cum_out, flows.outflow).map_err(overflow)?;
 
-        // Commit the touched positions to the state and the slots.
-        for (symbol, pos) in touched {
-            let at = self.slots.binary_search_by(|s| s.symbol.cmp(symbol));
-            match (pos, at) {
+        // Commit to the state, the slots and the sums. In descending symbol
+        // order, so that inserting or removing a slot does not move the
+        // slots still to be visited.
+        let has_transactions = !day_transactions.is_empty();
+        let mut value_changed = has_transactions || !self.started;
+        for t in touched.into_iter().rev() {
+            match (t.pos, t.slot) {
                 (Some(p), Ok(i)) => {
                     let slot = &mut self.slots[i];
+                    self.cost_sum.sub(slot.cost);
+                    self.cost_sum.add(p.cost);
                     slot.qty = p.qty;
+                    slot.cost = p.cost;
                     slot.last_trade_price = p.last_trade_price;
-                    *self.state.positions.get_mut(symbol).expect("mirrored") = p;
+                    // Revalued below, after the cursor has moved to `day`.
+                    *self.state.positions.get_mut(t.symbol).expect("mirrored") = p;
                 }
                 (Some(p), Err(i)) => {
-                    // Cursor placed at `day` itself: the advance below then
-                    // has nothing to do for this slot.
-                    let slot = Slot::new(symbol.clone(), &p, self.prices, day);
+                    // Placed at `day` itself: already valued at the day's
+                    // price, the advance below has nothing left to do.
+                    let mut slot = Slot::unvalued(t.symbol.clone(), &p, self.prices, day);
+                    slot.term = slot.value().map_err(overflow)?;
+                    self.value_sum.add_units(&slot.term);
+                    self.cost_sum.add(p.cost);
                     self.slots.insert(i, slot);
-                    self.state.positions.insert(symbol.clone(), p);
+                    self.state.positions.insert(t.symbol.clone(), p);
                 }
                 (None, Ok(i)) => {
-                    self.slots.remove(i);
-                    self.state.positions.remove(symbol);
+                    let slot = self.slots.remove(i);
+                    self.value_sum.sub_units(&slot.term);
+                    self.cost_sum.sub(slot.cost);
+                    self.state.positions.remove(t.symbol);
                 }
                 (None, Err(_)) => {}
             }
         }
-        let has_transactions = !day_transactions.is_empty();
-        let total_cost = match self.total_cost {
-            Some(c) if !has_transactions => c,
-            _ => self
-                .state
-                .positions
-                .values()
-                .try_fold(Decimal::ZERO, |acc, p| dec::add(acc, p.cost))
-                .map_err(overflow)?,
-        };
+        if has_transactions || !self.started {
+            self.total_cost = self.cost_sum.to_decimal().map_err(overflow)?;
+        }
 
-        // 2. Prices of the day, 3. market value.
-        let mut repriced = false;
+        // 2. Prices of the day, 3. market value: only the terms whose price
+        //    or quantity moved are recomputed.
         for slot in &mut self.slots {
-            repriced |= slot.advance(day);
+            if slot.advance(day) || has_transactions {
+                let term = slot.value().map_err(overflow)?;
+                self.value_sum.sub_units(&slot.term);
+                self.value_sum.add_units(&term);
+                slot.term = term;
+                value_changed = true;
+            }
         }
         let prev_value = self.state.market_value;
-        let value = if repriced || has_transactions || !self.valued {
-            let mut v = Decimal::ZERO;
-            for slot in &self.slots {
-                v = dec::add(v, dec::mul(slot.qty, slot.price()).map_err(overflow)?)
-                    .map_err(overflow)?;
-            }
-            v
+        let value = if value_changed {
+            self.value_sum.to_decimal().map_err(overflow)?
         } else {
             prev_value
         };
@@ -404,13 +472,12 @@ impl<'a> Folder<'a> {
         self.state.nav = nav;
         self.state.cum_in = cum_in;
         self.state.cum_out = cum_out;
-        self.total_cost = Some(total_cost);
-        self.valued = true;
+        self.started = true;
 
         Ok(Ok(DailyRecord {
             date: day,
             market_value: value,
-            cost: total_cost,
+            cost: self.total_cost,
             net_flow,
             daily_return,
             net_value: nav,

@@ -14,6 +14,7 @@
 
 pub mod decimal;
 pub mod event;
+mod exact;
 pub mod fold;
 pub mod stats;
 pub mod types;

@@ -1,0 +1,421 @@
+//! Exact sums of decimals, rounded once.
+//!
+//! `rust_decimal` keeps at most 28 significant digits, so adding many values
+//! of different scales (moving-average costs come out of a division with 28
+//! digits) rounds at every step, and the result depends on the order and on
+//! how the sum was built. [`ExactSum`] instead accumulates every value
+//! exactly as a 256-bit integer count of 10^-28 units: adding and removing
+//! terms in any order gives the same integer, so a running total updated one
+//! position at a time equals a total computed from scratch, and reading it
+//! rounds only once (half-even to the 96-bit decimal mantissa).
+
+use rust_decimal::Decimal;
+
+use crate::decimal::ArithmeticError;
+
+/// Fixed scale of the accumulator: the largest scale a `Decimal` can have.
+const SCALE: u32 = 28;
+
+const POW10: [u64; 20] = {
+    let mut t = [1u64; 20];
+    let mut i = 1;
+    while i < 20 {
+        t[i] = t[i - 1] * 10;
+        i += 1;
+    }
+    t
+};
+
+const POW10_128: [u128; 29] = {
+    let mut t = [1u128; 29];
+    let mut i = 1;
+    while i < 29 {
+        t[i] = t[i - 1] * 10;
+        i += 1;
+    }
+    t
+};
+
+/// Two's-complement 256-bit integer, little-endian limbs.
+type U256 = [u64; 4];
+
+/// One term of a sum: a value as a count of 10^-28 units, below 2^193 in
+/// magnitude (a value below 2^100, beyond any `Decimal`'s reach).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Units(U256);
+
+impl Units {
+    /// a · b: exact when the scales add up to at most 28 (always so for
+    /// event numbers, which have at most 10 decimal places), otherwise
+    /// rounded half-even to 10^-28. Each term is a function of its factors
+    /// alone, so sums of them stay independent of order.
+    pub(crate) fn product(a: Decimal, b: Decimal) -> Result<Units, ArithmeticError> {
+        let overflow = ArithmeticError {
+            operation: "multiply",
+        };
+        let (ma, mb) = (a.mantissa(), b.mantissa());
+        let negative = (ma < 0) != (mb < 0);
+        let (x, y) = (ma.unsigned_abs(), mb.unsigned_abs());
+        let scale = a.scale() + b.scale();
+        // The common case (event numbers): the mantissa product fits in 128
+        // bits, and one wide multiplication scales it to units.
+        if let (Some(p), true) = (x.checked_mul(y), scale <= SCALE) {
+            let v = mul_u128(p, POW10_128[(SCALE - scale) as usize]);
+            if 256 - leading_zeros(&v) > 193 {
+                return Err(overflow);
+            }
+            return Ok(Units(if negative { negate(v) } else { v }));
+        }
+        // Both below 2^96, so the product is below 2^192.
+        let mut v = mul_u128(x, y);
+        if scale <= SCALE {
+            // Steps of at most 10^18 (< 2^60) from below 2^193 cannot wrap.
+            let mut k = SCALE - scale;
+            while k > 0 {
+                let step = k.min(18);
+                mul_small(&mut v, POW10[step as usize]);
+                k -= step;
+                if 256 - leading_zeros(&v) > 193 {
+                    return Err(overflow);
+                }
+            }
+        } else {
+            v = div_pow10_half_even(v, scale - SCALE);
+        }
+        if 256 - leading_zeros(&v) > 193 {
+            return Err(overflow);
+        }
+        Ok(Units(if negative { negate(v) } else { v }))
+    }
+}
+
+/// A sum of decimals, exact. Terms are below 2^193 in magnitude, so up to
+/// 2^60 of them cannot overflow the 256 bits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ExactSum(U256);
+
+impl ExactSum {
+    pub(crate) fn add(&mut self, d: Decimal) {
+        self.0 = wrapping_add(self.0, units(d));
+    }
+
+    pub(crate) fn sub(&mut self, d: Decimal) {
+        self.0 = wrapping_add(self.0, negate(units(d)));
+    }
+
+    #[inline]
+    pub(crate) fn add_units(&mut self, u: &Units) {
+        self.0 = wrapping_add(self.0, u.0);
+    }
+
+    #[inline]
+    pub(crate) fn sub_units(&mut self, u: &Units) {
+        self.0 = wrapping_add(self.0, negate(u.0));
+    }
+
+    /// The sum as a decimal: exact when it fits in 28 digits, otherwise
+    /// rounded half-even to the mantissa; normalized. Overflows only when
+    /// the integer part needs more than 96 bits.
+    pub(crate) fn to_decimal(&self) -> Result<Decimal, ArithmeticError> {
+        let negative = self.0[3] >> 63 == 1;
+        let mag = if negative { negate(self.0) } else { self.0 };
+        let bits = 256 - leading_zeros(&mag);
+        // Smallest k with round(mag / 10^k) < 2^96; start from a lower bound.
+        let mut k = if bits > 96 {
+            ((bits - 97) as u64 * 30_103 / 100_000) as u32
+        } else {
+            0
+        };
+        let q = loop {
+            let q = div_pow10_half_even(mag, k);
+            if q[2] == 0 && q[3] == 0 && q[1] >> 32 == 0 {
+                break q;
+            }
+            k += 1;
+        };
+        if k > SCALE {
+            return Err(ArithmeticError { operation: "add" });
+        }
+        let d = Decimal::from_parts(
+            q[0] as u32,
+            (q[0] >> 32) as u32,
+            q[1] as u32,
+            negative,
+            SCALE - k,
+        );
+        Ok(d.normalize())
+    }
+}
+
+/// `d` as a count of 10^-28 units.
+fn units(d: Decimal) -> U256 {
+    let m = d.mantissa();
+    let mag = m.unsigned_abs();
+    let mut v: U256 = [mag as u64, (mag >> 64) as u64, 0, 0];
+    let mut k = SCALE - d.scale();
+    while k > 0 {
+        let step = k.min(19);
+        mul_small(&mut v, POW10[step as usize]);
+        k -= step;
+    }
+    if m < 0 {
+        negate(v)
+    } else {
+        v
+    }
+}
+
+/// a · b, full width.
+#[inline]
+fn mul_u128(a: u128, b: u128) -> U256 {
+    let lo = |x: u128| x as u64 as u128;
+    let (a0, a1) = (lo(a), a >> 64);
+    let (b0, b1) = (lo(b), b >> 64);
+    let (p00, p01, p10, p11) = (a0 * b0, a0 * b1, a1 * b0, a1 * b1);
+    let mid = (p00 >> 64) + lo(p01) + lo(p10);
+    let high = (mid >> 64) + (p01 >> 64) + (p10 >> 64) + lo(p11);
+    let top = (high >> 64) + (p11 >> 64);
+    [p00 as u64, mid as u64, high as u64, top as u64]
+}
+
+#[inline]
+fn wrapping_add(a: U256, b: U256) -> U256 {
+    let mut out = [0u64; 4];
+    let mut carry = false;
+    for i in 0..4 {
+        let (s1, c1) = a[i].overflowing_add(b[i]);
+        let (s2, c2) = s1.overflowing_add(u64::from(carry));
+        out[i] = s2;
+        carry = c1 || c2;
+    }
+    out
+}
+
+#[inline]
+fn negate(a: U256) -> U256 {
+    wrapping_add([!a[0], !a[1], !a[2], !a[3]], [1, 0, 0, 0])
+}
+
+#[inline]
+fn leading_zeros(a: &U256) -> u32 {
+    for i in (0..4).rev() {
+        if a[i] != 0 {
+            return (3 - i as u32) * 64 + a[i].leading_zeros();
+        }
+    }
+    256
+}
+
+/// v *= m (the callers never overflow 256 bits).
+fn mul_small(v: &mut U256, m: u64) {
+    let mut carry: u128 = 0;
+    for limb in v.iter_mut() {
+        let p = u128::from(*limb) * u128::from(m) + carry;
+        *limb = p as u64;
+        carry = p >> 64;
+    }
+}
+
+/// v /= d, returning the remainder.
+fn div_small(v: &mut U256, d: u64) -> u64 {
+    let mut rem: u128 = 0;
+    for limb in v.iter_mut().rev() {
+        let cur = (rem << 64) | u128::from(*limb);
+        *limb = (cur / u128::from(d)) as u64;
+        rem = cur % u128::from(d);
+    }
+    rem as u64
+}
+
+fn pow10(k: u32) -> U256 {
+    let mut v: U256 = [1, 0, 0, 0];
+    let mut k = k;
+    while k > 0 {
+        let step = k.min(19);
+        mul_small(&mut v, POW10[step as usize]);
+        k -= step;
+    }
+    v
+}
+
+fn cmp(a: &U256, b: &U256) -> std::cmp::Ordering {
+    for i in (0..4).rev() {
+        match a[i].cmp(&b[i]) {
+            std::cmp::Ordering::Equal => continue,
+            o => return o,
+        }
+    }
+    std::cmp::Ordering::Equal
+}
+
+/// round(mag / 10^k), half to even; mag non-negative and below 2^255.
+fn div_pow10_half_even(mag: U256, k: u32) -> U256 {
+    if k == 0 {
+        return mag;
+    }
+    let mut q = mag;
+    let mut left = k;
+    while left > 0 {
+        let step = left.min(19);
+        div_small(&mut q, POW10[step as usize]);
+        left -= step;
+    }
+    // remainder = mag − q·10^k, compared with half the divisor.
+    let mut back = q;
+    let mut left = k;
+    while left > 0 {
+        let step = left.min(19);
+        mul_small(&mut back, POW10[step as usize]);
+        left -= step;
+    }
+    let rem = wrapping_add(mag, negate(back));
+    let twice = wrapping_add(rem, rem);
+    let round_up = match cmp(&twice, &pow10(k)) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Equal => q[0] & 1 == 1,
+        std::cmp::Ordering::Less => false,
+    };
+    if round_up {
+        q = wrapping_add(q, [1, 0, 0, 0]);
+    }
+    q
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    fn d(s: &str) -> Decimal {
+        Decimal::from_str(s).unwrap()
+    }
+
+    fn sum(xs: &[&str]) -> Decimal {
+        let mut s = ExactSum::default();
+        for x in xs {
+            s.add(d(x));
+        }
+        s.to_decimal().unwrap()
+    }
+
+    #[test]
+    fn exact_when_representable() {
+        assert_eq!(sum(&[]), Decimal::ZERO);
+        assert_eq!(sum(&["1001", "1020.5"]).to_string(), "2021.5");
+        assert_eq!(sum(&["0.1", "0.2"]), d("0.3"));
+        assert_eq!(sum(&["-5", "2.25"]), d("-2.75"));
+        assert_eq!(sum(&["79228162514264337593543950335"]), Decimal::MAX);
+        assert_eq!(
+            sum(&["0.0000000000000000000000000001"]).to_string(),
+            "0.0000000000000000000000000001"
+        );
+    }
+
+    #[test]
+    fn rounds_once_half_even() {
+        // 1/3 with 28 digits, three times: exact sum 0.9999999999999999999999999999.
+        let third = Decimal::ONE / Decimal::from(3);
+        let mut s = ExactSum::default();
+        for _ in 0..3 {
+            s.add(third);
+        }
+        assert_eq!(s.to_decimal().unwrap(), d("0.9999999999999999999999999999"));
+        // 10 + 28-digit fraction needs 30 digits: rounded to the mantissa.
+        assert_eq!(
+            sum(&["10", "0.3333333333333333333333333333"]),
+            d("10.333333333333333333333333333")
+        );
+        // Ties go to even.
+        assert_eq!(
+            sum(&["10000000000000000000000000000", "0.5"]),
+            d("10000000000000000000000000000")
+        );
+        assert_eq!(
+            sum(&["10000000000000000000000000001", "0.5"]),
+            d("10000000000000000000000000002")
+        );
+    }
+
+    #[test]
+    fn order_and_removal_do_not_matter() {
+        let xs = [
+            "1.0000000000000000000000000001",
+            "12345.678901234567890123456789",
+            "7.5",
+            "0.3333333333333333333333333333",
+        ];
+        let mut a = ExactSum::default();
+        for x in xs {
+            a.add(d(x));
+        }
+        let mut b = ExactSum::default();
+        b.add(d("999"));
+        for x in xs.iter().rev() {
+            b.add(d(x));
+        }
+        b.sub(d("999"));
+        assert_eq!(a, b);
+        assert_eq!(a.to_decimal(), b.to_decimal());
+    }
+
+    #[test]
+    fn products() {
+        let p = |a: &str, b: &str| {
+            let mut s = ExactSum::default();
+            s.add_units(&Units::product(d(a), d(b)).unwrap());
+            s.to_decimal().unwrap()
+        };
+        assert_eq!(p("10", "100.5"), d("1005"));
+        assert_eq!(p("-0.5", "3"), d("-1.5"));
+        assert_eq!(
+            p("0.0000000001", "0.0000000001"),
+            d("0.00000000000000000001")
+        );
+        assert_eq!(
+            p("999999999999.9999999999", "999999999999.9999999999"),
+            d("999999999999999999999800")
+        );
+        assert_eq!(p("79228162514264337593543950335", "1"), Decimal::MAX);
+        // Scale 56: rounded to 10^-28, half-even.
+        let tiny = d("0.0000000000000000000000000001");
+        assert_eq!(p("0.0000000000000000000000000001", "0.5"), Decimal::ZERO);
+        assert_eq!(p("0.0000000000000000000000000003", "0.5"), tiny * d("2"));
+        assert_eq!(p("0.0000000000000000000000000005", "0.5"), tiny * d("2"));
+        assert_eq!(p("0.0000000000000000000000000003", "0.3"), tiny);
+        assert!(Units::product(Decimal::MAX, Decimal::MAX).is_err());
+        assert!(Units::product(Decimal::MAX, d("10000")).is_err());
+        assert!(Units::product(Decimal::MAX, d("10")).is_ok());
+        assert!(Units::product(d("1000000000000"), d("1000000000000")).is_ok());
+        // Mantissa product beyond 128 bits: the general path.
+        let a = Decimal::from_i128_with_scale(1 << 80, 14);
+        let b = Decimal::from_i128_with_scale(1 << 50, 14);
+        let mut s = ExactSum::default();
+        s.add_units(&Units::product(a, b).unwrap());
+        let got = s.to_decimal().unwrap();
+        assert!((got - a * b).abs() <= d("0.000000000000001"), "{got}");
+        assert_eq!(got.round_dp(6), d("136112946768.375385"));
+        // Order and removal independence with products.
+        let mut a = ExactSum::default();
+        let t1 = Units::product(d("3.3333333333"), d("1.0000000007")).unwrap();
+        let t2 = Units::product(d("12.5"), d("0.0000000001")).unwrap();
+        a.add_units(&t1);
+        a.add_units(&t2);
+        let mut b = ExactSum::default();
+        b.add_units(&t2);
+        b.add_units(&t1);
+        b.add_units(&t1);
+        b.sub_units(&t1);
+        assert_eq!(a, b);
+        assert_eq!(a.to_decimal().unwrap(), d("3.33333333688333333331"));
+    }
+
+    #[test]
+    fn overflow_is_an_error() {
+        let mut s = ExactSum::default();
+        s.add(Decimal::MAX);
+        s.add(Decimal::MAX);
+        assert!(s.to_decimal().is_err());
+        s.sub(Decimal::MAX);
+        assert_eq!(s.to_decimal().unwrap(), Decimal::MAX);
+    }
+}

@@ -116,7 +116,7 @@ impl ExactSum {
     /// The sum as a decimal: exact when it fits in 28 digits, otherwise
     /// rounded half-even to the mantissa; normalized. Overflows only when
     /// the integer part needs more than 96 bits.
-    pub(crate) fn to_decimal(&self) -> Result<Decimal, ArithmeticError> {
+    pub(crate) fn to_decimal(self) -> Result<Decimal, ArithmeticError> {
         let negative = self.0[3] >> 63 == 1;
         let mag = if negative { negate(self.0) } else { self.0 };
         let bits = 256 - leading_zeros(&mag);

@@ -193,7 +193,7 @@ fn max_drawdown(w0: Decimal, w0_date: NaiveDate, sampled: &[(NaiveDate, Decimal)
             continue;
         }
         let dd = ratio_minus_one(*w, peak.1);
-        if worst.as_ref().map_or(true, |(x, _, _)| dd < *x) {
+        if !matches!(&worst, Some((x, _, _)) if dd >= *x) {
             worst = Some((dd, peak, k));
         }
     }

@@ -10,6 +10,17 @@
 //! - [`Folder`]: one day at a time, for callers that keep states.
 //!
 //! Resuming from any day's state gives exactly the records of the full fold.
+//!
+//! Exactness. Flows, quantities and `profit` are exact decimal arithmetic.
+//! `market_value` and `cost` are sums over positions: they are accumulated
+//! exactly (256-bit integers, see `exact.rs`) and rounded once to
+//! `rust_decimal`'s 28 significant digits, so they do not depend on the
+//! order in which positions were added, which is what makes a resumed fold
+//! equal the full one. Two values are inherently inexact and carry 28
+//! significant digits, unrounded between days: the daily return (a
+//! quotient, and so the NAV), and a moving-average cost after a partial
+//! sell (`cost · q / qty`). Every operation is checked: an overflow is a
+//! [`FoldError::Overflow`].
 
 use std::collections::BTreeMap;
 use std::ops::Bound;

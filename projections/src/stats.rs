@@ -179,24 +179,31 @@ struct Drawdown {
 
 /// Deepest W_k / max_{j≤k} W_j − 1 with W0 included, with its dates.
 fn max_drawdown(w0: Decimal, w0_date: NaiveDate, sampled: &[(NaiveDate, Decimal)]) -> Drawdown {
-    let mut peak = (w0_date, w0);
+    // Within one peak's reign the deepest drawdown is at the lowest W, found
+    // by comparison alone; one division per peak then compares reigns.
     // (drawdown, peak, trough index)
     let mut worst: Option<(Decimal, (NaiveDate, Decimal), usize)> = None;
-    for (k, (d, w)) in sampled.iter().enumerate() {
-        if *w > peak.1 {
-            peak = (*d, *w);
-        }
-        if *w >= peak.1 {
-            continue;
-        }
+    let mut settle = |peak: (NaiveDate, Decimal), low: Option<usize>| {
+        let Some(k) = low else { return };
         if peak.1 <= Decimal::ZERO {
-            continue;
+            return;
         }
-        let dd = ratio_minus_one(*w, peak.1);
+        let dd = ratio_minus_one(sampled[k].1, peak.1);
         if !matches!(&worst, Some((x, _, _)) if dd >= *x) {
             worst = Some((dd, peak, k));
         }
+    };
+    let mut peak = (w0_date, w0);
+    let mut low: Option<usize> = None;
+    for (k, (d, w)) in sampled.iter().enumerate() {
+        if *w > peak.1 {
+            settle(peak, low.take());
+            peak = (*d, *w);
+        } else if *w < peak.1 && !matches!(low, Some(l) if *w >= sampled[l].1) {
+            low = Some(k);
+        }
     }
+    settle(peak, low);
     match worst {
         Some((dd, (peak_date, peak_value), k)) if !dd.is_zero() => Drawdown {
             value: to_f64(dd),
@@ -213,5 +220,131 @@ fn max_drawdown(w0: Decimal, w0_date: NaiveDate, sampled: &[(NaiveDate, Decimal)
             trough: None,
             recovery: None,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    fn day(i: u64) -> NaiveDate {
+        NaiveDate::from_ymd_opt(2024, 1, 1).unwrap() + chrono::Days::new(i)
+    }
+
+    /// The definition, literally: every day's drawdown from the running
+    /// peak (first day at the peak), the first deepest one.
+    fn brute(
+        w0: Decimal,
+        series: &[(NaiveDate, Decimal)],
+    ) -> (f64, Option<(NaiveDate, NaiveDate)>) {
+        let mut peak = (day(0).pred_opt().unwrap(), w0);
+        let mut best: Option<(Decimal, NaiveDate, NaiveDate)> = None;
+        for (d, w) in series {
+            if *w > peak.1 {
+                peak = (*d, *w);
+            }
+            let dd = *w / peak.1 - Decimal::ONE;
+            if dd < Decimal::ZERO && !matches!(&best, Some(b) if dd >= b.0) {
+                best = Some((dd, peak.0, *d));
+            }
+        }
+        match best {
+            Some((dd, p, t)) => (to_f64(dd), Some((p, t))),
+            None => (0.0, None),
+        }
+    }
+
+    #[test]
+    fn drawdown_matches_the_definition() {
+        let mut x: u64 = 7;
+        for case in 0..300 {
+            let n = 1 + case % 40;
+            let mut w = Decimal::ONE;
+            let series: Vec<(NaiveDate, Decimal)> = (0..n)
+                .map(|i| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    // Steps from a small set, so that ties with peaks and
+                    // troughs happen.
+                    let step = [-3i64, -2, -1, 0, 0, 1, 2, 3][(x >> 61) as usize];
+                    w = (w * (Decimal::ONE + Decimal::new(step, 2))).round_dp(6);
+                    (day(i as u64), w)
+                })
+                .collect();
+            let q = StatsQuery {
+                calendar: Calendar::All,
+                risk_free: 0.0,
+            };
+            let s = statistics(Decimal::ONE, day(0).pred_opt().unwrap(), &series, &q);
+            let (dd, dates) = brute(Decimal::ONE, &series);
+            assert_eq!(s.max_drawdown, dd, "case {case}");
+            assert_eq!(
+                s.max_drawdown_peak.zip(s.max_drawdown_trough),
+                dates,
+                "case {case}"
+            );
+        }
+    }
+
+    #[test]
+    fn recovery_and_flat_curves() {
+        let d = |s: &str| Decimal::from_str(s).unwrap();
+        let series = vec![
+            (day(0), d("1.1")),
+            (day(1), d("0.99")),
+            (day(2), d("1.0")),
+            (day(3), d("1.1")),
+            (day(4), d("1.2")),
+        ];
+        let q = StatsQuery {
+            calendar: Calendar::All,
+            risk_free: 0.0,
+        };
+        let s = statistics(Decimal::ONE, day(0).pred_opt().unwrap(), &series, &q);
+        assert!((s.max_drawdown - (0.99 / 1.1 - 1.0)).abs() < 1e-15);
+        assert_eq!(s.max_drawdown_peak, Some(day(0)));
+        assert_eq!(s.max_drawdown_trough, Some(day(1)));
+        assert_eq!(s.max_drawdown_recovery, Some(day(3)));
+        assert!((s.total_return - 0.2).abs() < 1e-15);
+        assert_eq!(s.observations, 5);
+        assert_eq!(s.annual_return, None);
+
+        // Flat: no drawdown, no Sharpe (zero deviation), no Sortino.
+        let flat: Vec<_> = (0..10).map(|i| (day(i), Decimal::ONE)).collect();
+        let s = statistics(Decimal::ONE, day(0).pred_opt().unwrap(), &flat, &q);
+        assert_eq!(s.max_drawdown, 0.0);
+        assert_eq!(s.max_drawdown_peak, None);
+        assert_eq!(s.volatility, Some(0.0));
+        assert_eq!(s.sharpe_ratio, None);
+        assert_eq!(s.sortino_ratio, None);
+        assert_eq!(s.total_return, 0.0);
+
+        // Nothing sampled (a weekend under the trading calendar).
+        let weekend = vec![(day(5), d("1.1")), (day(6), d("1.2"))];
+        let s = statistics(Decimal::ONE, day(4), &weekend, &StatsQuery::default());
+        assert_eq!(s.observations, 0);
+        assert_eq!(s.total_return, 0.0);
+        assert_eq!(s.max_drawdown, 0.0);
+        assert_eq!(
+            (s.volatility, s.sharpe_ratio, s.sortino_ratio),
+            (None, None, None)
+        );
+        assert_eq!((s.annual_return, s.calmar_ratio), (None, None));
+
+        // A full year of returns: annual return and Calmar ratio.
+        let year: Vec<_> = (0..365)
+            .map(|i| {
+                (
+                    day(i),
+                    Decimal::ONE + Decimal::new(if i % 7 == 3 { 0 } else { i as i64 }, 4),
+                )
+            })
+            .collect();
+        let s = statistics(Decimal::ONE, day(0).pred_opt().unwrap(), &year, &q);
+        let total = s.total_return;
+        assert!((s.annual_return.unwrap() - total).abs() < 1e-12);
+        assert!((s.calmar_ratio.unwrap() - total / s.max_drawdown.abs()).abs() < 1e-9);
     }
 }

@@ -49,6 +49,7 @@ impl Units {
     /// event numbers, which have at most 10 decimal places), otherwise
     /// rounded half-even to 10^-28. Each term is a function of its factors
     /// alone, so sums of them stay independent of order.
+    #[inline]
     pub(crate) fn product(a: Decimal, b: Decimal) -> Result<Units, ArithmeticError> {
         let overflow = ArithmeticError {
             operation: "multiply",

@@ -154,7 +154,7 @@ pub struct FoldOutput {
 /// slot per open position (same order as `state.positions`) with a forward
 /// cursor into the symbol's closes and the position's current term
 /// qty · price, and exact running sums of those terms and of the costs
-/// ([`ExactSum`]). A day then costs O(positions whose price or quantity
+/// (`ExactSum`). A day then costs O(positions whose price or quantity
 /// changed) plus one rounding, and because the sums are exact integers the
 /// result does not depend on how they were built: a folder resumed from a
 /// stored state values every day exactly as the full fold did.
@@ -286,6 +286,7 @@ impl Slot {
     }
 
     /// qty · price (SPEC §3 step 2: the close, else the last trade price).
+    #[inline]
     fn value(&self) -> Result<Units, ArithmeticError> {
         Units::product(self.qty, self.close.unwrap_or(self.last_trade_price))
     }

@@ -8,7 +8,7 @@
 //! contract reports as JSON numbers, are computed in `f64` from exact returns.
 //!
 //! The contract implemented here is the product specification: events in
-//! SPEC §2 ([`event`], [`types`]), valuation in SPEC §3 ([`fold`]), statistics
+//! SPEC §2 ([`event`], [`types`]), valuation in SPEC §3 ([`fold`](mod@fold)), statistics
 //! in SPEC §4 ([`stats`]), rounding of reported values in SPEC §3
 //! ([`decimal`]).
 

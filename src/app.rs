@@ -156,10 +156,13 @@ pub async fn serve(config: Config) -> Result<()> {
     if config.kafka.is_none() {
         anyhow::bail!("NAVD_KAFKA_BROKERS is required for `navd serve`");
     }
-    let pool = store::connect(&url, config.db_max_connections).await?;
-    store::migrate(&pool).await?;
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
+    let pool = store::connect(&url, config.db_max_connections).await?;
+    tokio::select! {
+        r = store::migrate(&pool) => r?,
+        _ = stop.cancelled() => anyhow::bail!("stopped while applying migrations"),
+    }
     let service = Service::start(&config, pool, stop).await?;
     service.join().await?;
     tracing::info!("navd stopped");

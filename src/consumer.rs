@@ -247,7 +247,15 @@ impl Consumer {
             .set("max.poll.interval.ms", "300000")
             .set("statistics.interval.ms", "5000")
             .set("fetch.wait.max.ms", "50")
-            .set("client.id", format!("navd-{}", std::process::id()));
+            // Container pids are all 1: the hostname tells replicas apart.
+            .set(
+                "client.id",
+                format!(
+                    "navd-{}-{}",
+                    std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()),
+                    std::process::id()
+                ),
+            );
         for (k, v) in &self.cfg.properties {
             config.set(k, v);
         }
@@ -530,6 +538,11 @@ pub async fn store_batch(
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    if let Some(oldest) = msgs.iter().filter_map(|m| m.timestamp().to_millis()).min() {
+        metrics::histogram!("navd_ingest_lag_seconds")
+            .record((now_ms - oldest).max(0) as f64 / 1e3);
+    }
     for (topic, n) in per_topic {
         metrics::counter!("navd_events_consumed_total", "topic" => topic.to_string()).increment(n);
     }

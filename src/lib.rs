@@ -9,6 +9,7 @@ pub mod config;
 pub mod consumer;
 pub mod demo;
 pub mod http;
+pub mod observability;
 pub mod pgtemp;
 pub mod projector;
 pub mod store;

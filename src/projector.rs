@@ -133,7 +133,8 @@ pub async fn refresh_in(
     };
     let Some(start) = start else {
         sqlx::query(
-            "UPDATE portfolios SET pending_from = NULL, computed_through = $2, updated_at = now()
+            "UPDATE portfolios SET pending_from = NULL, pending_since = NULL, computed_through = $2,
+                    updated_at = now()
               WHERE portfolio_id = $1",
         )
         .bind(portfolio_id)
@@ -176,7 +177,7 @@ pub async fn refresh_in(
     };
     sqlx::query(
         "UPDATE portfolios
-            SET last_day = $2, base_state = $3, computed_through = $4, pending_from = NULL,
+            SET last_day = $2, base_state = $3, computed_through = $4, pending_from = NULL, pending_since = NULL,
                 status = $5, status_since = $6, status_event_id = $7, status_detail = $8,
                 updated_at = now()
           WHERE portfolio_id = $1",
@@ -191,6 +192,10 @@ pub async fn refresh_in(
     .bind(&detail)
     .execute(&mut *conn)
     .await?;
+    if let Some(since) = p.pending_since {
+        let lag = (chrono::Utc::now() - since).num_microseconds().unwrap_or(0) as f64 / 1e6;
+        metrics::histogram!("navd_projection_lag_seconds").record(lag.max(0.0));
+    }
     let row = PortfolioRow {
         last_day,
         pending_from: None,

@@ -186,6 +186,7 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         let rows = sqlx::query(
             "UPDATE portfolios p
                 SET pending_from = LEAST(COALESCE(p.pending_from, 'infinity'::date), GREATEST(a.day, p.first_day)),
+                    pending_since = COALESCE(p.pending_since, now()),
                     updated_at = now()
                FROM (SELECT h.portfolio_id, min(u.day) AS day
                        FROM UNNEST($1::text[], $2::date[]) AS u(symbol, day)
@@ -213,11 +214,12 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         }
         let (pids, days): (Vec<&str>, Vec<NaiveDate>) = earliest.into_iter().unzip();
         let rows = sqlx::query(
-            "INSERT INTO portfolios (portfolio_id, first_day, pending_from)
-             SELECT * , d FROM UNNEST($1::text[], $2::date[]) AS u(p, d)
+            "INSERT INTO portfolios (portfolio_id, first_day, pending_from, pending_since)
+             SELECT p, d, d, now() FROM UNNEST($1::text[], $2::date[]) AS u(p, d)
              ON CONFLICT (portfolio_id) DO UPDATE
                 SET first_day = LEAST(portfolios.first_day, EXCLUDED.first_day),
                     pending_from = LEAST(COALESCE(portfolios.pending_from, 'infinity'::date), EXCLUDED.pending_from),
+                    pending_since = COALESCE(portfolios.pending_since, now()),
                     updated_at = now()
              RETURNING portfolio_id",
         )
@@ -433,10 +435,11 @@ pub struct PortfolioRow {
     pub status_since: Option<NaiveDate>,
     pub status_event_id: Option<Uuid>,
     pub status_detail: Option<String>,
+    pub pending_since: Option<DateTime<Utc>>,
 }
 
 const PORTFOLIO_COLUMNS: &str = "portfolio_id, first_day, last_day, computed_through, base_state, \
-     pending_from, status, status_since, status_event_id, status_detail";
+     pending_from, status, status_since, status_event_id, status_detail, pending_since";
 
 fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
     PortfolioRow {
@@ -450,6 +453,7 @@ fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
         status_since: r.get(7),
         status_event_id: r.get(8),
         status_detail: r.get(9),
+        pending_since: r.get(10),
     }
 }
 

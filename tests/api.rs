@@ -582,3 +582,29 @@ async fn dead_letters_page_through_with_a_cursor() {
     let (s, _) = get_json(&app, "/api/v1/admin/dead-letters?limit=5000", &op).await;
     assert_eq!(s, 400);
 }
+
+#[tokio::test]
+async fn metrics_expose_request_latency_per_route_and_status() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    let (s, _) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
+    assert_eq!(s, 200);
+    let (s, _) = get_json(&app, "/api/v1/portfolio/nobody/nav-history", &admin()).await;
+    assert_eq!(s, 404);
+    let r = app.client.get(app.url("/metrics")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    let text = r.text().await.unwrap();
+    for needle in [
+        "navd_http_request_duration_seconds_bucket{",
+        "route=\"/api/v1/portfolio/{id}/nav-history\"",
+        "status=\"200\"",
+        "status=\"404\"",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+    assert!(!text.contains("golden-1"), "ids never become labels");
+}

@@ -45,6 +45,23 @@ fn text_or_base64(bytes: &[u8]) -> (String, Option<&'static str>) {
     }
 }
 
+/// Dead letters, oldest first, paged with a cursor.
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/dead-letters",
+    tag = "admin",
+    params(
+        ("limit" = Option<i64>, Query, description = "page size, 1 to 1000 (default 100)"),
+        ("after" = Option<String>, Query, description = "cursor from the previous page's `next`"),
+    ),
+    responses(
+        (status = 200, description = "a page of dead letters", body = DeadLetterPage),
+        (status = 400, description = "bad limit or cursor", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "token lacks nav:admin", body = super::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = ["nav:admin"]))
+)]
 pub async fn dead_letters(
     State(s): State<AppState>,
     caller: Caller,

@@ -7,8 +7,10 @@
 
 pub mod admin;
 pub mod auth;
+pub mod chart;
 pub mod error;
 pub mod nav;
+pub mod openapi;
 pub mod params;
 
 use std::sync::Arc;
@@ -60,6 +62,7 @@ impl FromRef<AppState> for Authenticator {
 }
 
 pub fn router(state: AppState, request_timeout: Duration) -> Router {
+    crate::observability::handle();
     let api = Router::new()
         .route("/portfolio/{id}/nav-history", get(nav::get_history))
         .route("/portfolio/{id}/nav-history/backfill", post(nav::backfill))
@@ -67,11 +70,13 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
             "/portfolio/{id}/nav-history/calculate",
             post(nav::calculate),
         )
-        .route("/admin/dead-letters", get(admin::dead_letters));
+        .route("/admin/dead-letters", get(admin::dead_letters))
+        .route("/openapi.json", get(openapi::document));
     Router::new()
         .nest("/api/v1", api)
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(crate::observability::render))
         .fallback(|| async { ApiError::RouteNotFound("no such resource".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(
@@ -80,6 +85,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
                     ApiError::Internal(anyhow::anyhow!("handler panicked")).into_response()
                 }))
                 .layer(TraceLayer::new_for_http())
+                .layer(axum::middleware::from_fn(crate::observability::track))
                 .layer(HandleErrorLayer::new(|e: BoxError| async move {
                     if e.is::<tower::timeout::error::Elapsed>() {
                         ApiError::Unavailable("the request timed out; retry later".into())

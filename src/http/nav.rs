@@ -48,7 +48,7 @@ impl From<&HistoryRow> for Point {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HistoryResponse {
     pub portfolio_id: String,
     pub from: Option<NaiveDate>,
@@ -56,6 +56,7 @@ pub struct HistoryResponse {
     pub as_of: Option<NaiveDate>,
     pub status: PortfolioStatus,
     pub points: Vec<Point>,
+    #[schema(value_type = super::openapi::StatisticsDoc)]
     pub statistics: Statistics,
 }
 
@@ -104,6 +105,22 @@ impl HistoryQuery {
     }
 }
 
+/// The NAV curve of a portfolio over a range, with its statistics.
+#[utoipa::path(
+    get,
+    path = "/api/v1/portfolio/{id}/nav-history",
+    tag = "nav",
+    params(("id" = String, Path, description = "portfolio id"), super::openapi::HistoryParams),
+    responses(
+        (status = 200, description = "the curve", body = HistoryResponse),
+        (status = 400, description = "malformed id, date, range or parameter", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "token lacks nav:read", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "unknown or hidden portfolio", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = ["nav:read"]))
+)]
 pub async fn get_history(
     State(s): State<AppState>,
     caller: Caller,
@@ -168,7 +185,7 @@ pub struct BackfillBody {
     pub to: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BackfillResponse {
     pub portfolio_id: String,
     pub from: NaiveDate,
@@ -178,6 +195,26 @@ pub struct BackfillResponse {
     pub status: PortfolioStatus,
 }
 
+/// Rebuilds a range of records from the stored events.
+#[utoipa::path(
+    post,
+    path = "/api/v1/portfolio/{id}/nav-history/backfill",
+    tag = "nav",
+    params(("id" = String, Path, description = "portfolio id")),
+    request_body(content = Option<BackfillBody>, description = "optional range; default D0 through yesterday", content_type = "application/json"),
+    responses(
+        (status = 200, description = "range rebuilt", body = BackfillResponse),
+        (status = 400, description = "malformed id, date, range or body", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "token lacks nav:write", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "unknown or hidden portfolio", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "the history is inconsistent in the range", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body over 64 KiB", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "body is not JSON", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = ["nav:write"]))
+)]
 pub async fn backfill(
     State(s): State<AppState>,
     caller: Caller,
@@ -208,7 +245,7 @@ pub async fn backfill(
     }))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CalculateResponse {
     pub portfolio_id: String,
     /// Today's record; null when the portfolio's first trade is after today.
@@ -216,6 +253,23 @@ pub struct CalculateResponse {
     pub status: PortfolioStatus,
 }
 
+/// Computes today's record from the whole log and the latest prices.
+#[utoipa::path(
+    post,
+    path = "/api/v1/portfolio/{id}/nav-history/calculate",
+    tag = "nav",
+    params(("id" = String, Path, description = "portfolio id")),
+    responses(
+        (status = 200, description = "today's record", body = CalculateResponse),
+        (status = 400, description = "malformed id or a body", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "token lacks nav:write", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "unknown or hidden portfolio", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "the history is inconsistent", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = ["nav:write"]))
+)]
 pub async fn calculate(
     State(s): State<AppState>,
     caller: Caller,

@@ -1,0 +1,96 @@
+//! The OpenAPI document of the API, generated from the handlers' and types'
+//! annotations (utoipa) so it cannot drift from the code; served at
+//! `/api/v1/openapi.json`.
+
+use axum::Json;
+use chrono::NaiveDate;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
+
+use super::admin::{DeadLetterPage, DeadLetterView};
+use super::error::Problem;
+use super::nav::{BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse, Point};
+use crate::projector::PortfolioStatus;
+
+/// Query parameters of GET nav-history (documentation only; parsing is
+/// strict and lives in `nav::HistoryQuery`).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct HistoryParams {
+    /// First day, inclusive (YYYY-MM-DD).
+    from: Option<NaiveDate>,
+    /// Last day, inclusive (YYYY-MM-DD).
+    to: Option<NaiveDate>,
+    /// `trading` (Mon–Fri, 252 a year; default) or `all` (every day, 365).
+    calendar: Option<String>,
+    /// Annual risk-free rate, −1 < rf < 1 (default 0).
+    risk_free: Option<f64>,
+}
+
+/// Statistics of the curve over the range (SPEC §4); numbers are JSON
+/// numbers, null when undefined.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct StatisticsDoc {
+    max_drawdown: f64,
+    max_drawdown_peak: Option<NaiveDate>,
+    max_drawdown_trough: Option<NaiveDate>,
+    max_drawdown_recovery: Option<NaiveDate>,
+    volatility: Option<f64>,
+    sharpe_ratio: Option<f64>,
+    sortino_ratio: Option<f64>,
+    total_return: f64,
+    annual_return: Option<f64>,
+    calmar_ratio: Option<f64>,
+    observations: u64,
+}
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        let mut http = Http::new(HttpAuthScheme::Bearer);
+        http.bearer_format = Some("JWT".into());
+        components.add_security_scheme("bearer", SecurityScheme::Http(http));
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "navd",
+        description = "Daily NAV history of portfolios: curve, statistics, backfill, calculate, dead letters. \
+                       Decimals are JSON strings; errors are application/problem+json (RFC 9457)."
+    ),
+    paths(
+        super::nav::get_history,
+        super::nav::backfill,
+        super::nav::calculate,
+        super::admin::dead_letters,
+    ),
+    components(schemas(
+        HistoryResponse,
+        Point,
+        PortfolioStatus,
+        StatisticsDoc,
+        BackfillBody,
+        BackfillResponse,
+        CalculateResponse,
+        DeadLetterPage,
+        DeadLetterView,
+        Problem
+    )),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "nav", description = "the NAV curve of a portfolio"),
+        (name = "admin", description = "operator endpoints (nav:admin)")
+    )
+)]
+pub struct ApiDoc;
+
+/// `GET /api/v1/openapi.json` (public: it holds no data).
+pub async fn document() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}

@@ -179,7 +179,7 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         // Earliest price day per symbol; every portfolio that ever traded
         // the symbol recomputes from there (never before its own D0).
         let mut first: BTreeMap<&str, NaiveDate> = BTreeMap::new();
-        for ((s, d), _) in &latest {
+        for (s, d) in latest.keys() {
             first.entry(s.as_str()).or_insert(*d);
         }
         let (s2, d2): (Vec<&str>, Vec<NaiveDate>) = first.into_iter().unzip();

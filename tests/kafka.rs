@@ -393,7 +393,9 @@ fn sigterm(c: &mut Child) {
 
 /// A stream of thousands of events: a generated book plus every 10th
 /// transaction duplicated.
-fn stream(today: chrono::NaiveDate) -> (Vec<(String, Value)>, Vec<(String, Value)>, usize) {
+type Keyed = Vec<(String, Value)>;
+
+fn stream(today: chrono::NaiveDate) -> (Keyed, Keyed, usize) {
     let book = navd::demo::sample_book(7, 12, 10, 240, today);
     let mut txs = book.transactions.clone();
     let distinct = txs.len();

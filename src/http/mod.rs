@@ -70,10 +70,12 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
             "/portfolio/{id}/nav-history/calculate",
             post(nav::calculate),
         )
+        .route("/portfolio/{id}/nav-history.svg", get(chart::svg))
         .route("/admin/dead-letters", get(admin::dead_letters))
         .route("/openapi.json", get(openapi::document));
     Router::new()
         .nest("/api/v1", api)
+        .route("/portfolio/{id}", get(chart::page))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(crate::observability::render))

@@ -1,0 +1,1135 @@
+//! The picture of the curve (SPEC §5 "Also expected": NAV and drawdown for
+//! people who would rather look than read).
+//!
+//! This module owns:
+//! - [`render_svg`]: a pure function drawing the NAV curve (top panel) and its
+//!   drawdown (bottom panel, % below the running peak) with plotters' SVG
+//!   backend into a `String`;
+//! - [`svg`]: `GET /api/v1/portfolio/{id}/nav-history.svg`, the same read as
+//!   the JSON GET (same query, scope, 400/404 rules) answered as
+//!   `image/svg+xml`;
+//! - [`page`]: `GET /portfolio/{id}`, a small self-contained HTML page (no
+//!   JavaScript, no external assets) with a date-range form, the SVG inlined,
+//!   the status and the §4 statistics.
+//!
+//! Both handlers go through [`super::nav::read_history`], so the picture, the
+//! page and the JSON always show the same snapshot and obey the same rules.
+//!
+//! Text is drawn as SVG `<text>` elements naming a generic font family
+//! (`sans-serif`): the viewer's browser picks the font, so no font file or
+//! plotters' `ttf` feature is needed on the server.
+
+use std::fmt::Write as _;
+use std::ops::Range;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use chrono::{Datelike, NaiveDate};
+use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use projections::Statistics;
+
+use super::auth::SCOPE_READ;
+use super::error::ApiError;
+use super::nav::{read_history, HistoryQuery, HistoryResponse};
+use super::{params, AppState, Caller};
+
+/// Size of the picture served and inlined (16:9, readable on a laptop).
+const WIDTH: u32 = 960;
+const HEIGHT: u32 = 540;
+
+/// Bounds on the size given to [`render_svg`]: below them plotters has no
+/// room for labels (and may fail to lay out), above them the SVG is just big.
+const MIN_SIZE: (u32, u32) = (320, 240);
+const MAX_SIZE: (u32, u32) = (4096, 4096);
+
+/// The generic family: resolved by whoever displays the SVG.
+const FONT: &str = "sans-serif";
+
+// A colour-blind-safe pair (blue for the curve, vermilion for losses).
+const NAV_COLOR: RGBColor = RGBColor(0, 114, 178);
+const DD_COLOR: RGBColor = RGBColor(213, 94, 0);
+const GRID_BOLD: RGBColor = RGBColor(205, 205, 205);
+const GRID_LIGHT: RGBColor = RGBColor(238, 238, 238);
+const TEXT_COLOR: RGBColor = RGBColor(40, 40, 40);
+const MUTED: RGBColor = RGBColor(120, 120, 120);
+
+/// Draws the NAV curve and its drawdown as an SVG document.
+///
+/// `points` are (day, net value); they are sorted by day here and non-finite
+/// values are dropped, so the function never panics on odd input. With fewer
+/// than two usable points there is no curve to draw: the result is a valid
+/// SVG of the same size saying so.
+///
+/// The drawdown is `NAV / running max − 1` over the plotted points only, in
+/// percent. The `max_drawdown` statistic also counts the NAV of the day
+/// before the range (SPEC §4), so when a range starts inside a drawdown the
+/// two can differ; the statistic is the reference.
+pub fn render_svg(
+    points: &[(NaiveDate, f64)],
+    width: u32,
+    height: u32,
+    title: &str,
+) -> Result<String, String> {
+    let size = (
+        width.clamp(MIN_SIZE.0, MAX_SIZE.0),
+        height.clamp(MIN_SIZE.1, MAX_SIZE.1),
+    );
+    let mut series: Vec<(NaiveDate, f64)> = points
+        .iter()
+        .copied()
+        .filter(|(_, v)| v.is_finite())
+        .collect();
+    series.sort_by_key(|(d, _)| *d);
+    // Two records for one day cannot both be right; keep the last one given.
+    series.dedup_by(|later, earlier| {
+        if later.0 == earlier.0 {
+            earlier.1 = later.1;
+            true
+        } else {
+            false
+        }
+    });
+
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
+        let result = if series.len() < 2 {
+            draw_no_data(&root, &series, title)
+        } else {
+            draw_chart(&root, &series, title)
+        };
+        result.map_err(|e| format!("could not draw the chart: {e}"))?;
+        root.present()
+            .map_err(|e| format!("could not write the chart: {e}"))?;
+    }
+    Ok(out)
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+type DrawResult = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+
+fn draw_no_data(root: &Area<'_>, series: &[(NaiveDate, f64)], title: &str) -> DrawResult {
+    root.fill(&WHITE)?;
+    let body = root.titled(title, (FONT, 22).into_font().color(&TEXT_COLOR))?;
+    let (w, h) = body.dim_in_pixel();
+    let center = Pos::new(HPos::Center, VPos::Center);
+    let big = (FONT, 20).into_font().color(&MUTED).pos(center);
+    let small = (FONT, 15).into_font().color(&MUTED).pos(center);
+    let (headline, detail) = match series.first() {
+        None => (
+            "No data".to_string(),
+            "there is no record in this range".to_string(),
+        ),
+        Some((d, v)) => (
+            "Not enough data to draw a curve".to_string(),
+            format!("one day only: {d}, net value {v:.6}"),
+        ),
+    };
+    let (cx, cy) = (w as i32 / 2, h as i32 / 2);
+    body.draw(&Text::new(headline, (cx, cy - 14), big))?;
+    body.draw(&Text::new(detail, (cx, cy + 16), small))?;
+    Ok(())
+}
+
+fn draw_chart(root: &Area<'_>, series: &[(NaiveDate, f64)], title: &str) -> DrawResult {
+    root.fill(&WHITE)?;
+    let body = root.titled(title, (FONT, 22).into_font().color(&TEXT_COLOR))?;
+    let (_, h) = body.dim_in_pixel();
+    // The curve is what people came for: give it about 60% of the height.
+    let (top, bottom) = body.split_vertically(h * 3 / 5);
+
+    let first = series[0].0;
+    let last = series[series.len() - 1].0;
+    let x = DateAxis::new(first, last, X_LABELS);
+
+    // Drawdown in percent, and where the deepest one bottoms out.
+    let mut peak = f64::NEG_INFINITY;
+    let mut peak_day = first;
+    let mut worst = (0.0_f64, first, first); // (dd %, peak day, trough day)
+    let drawdown: Vec<(NaiveDate, f64)> = series
+        .iter()
+        .map(|&(d, v)| {
+            if v > peak {
+                peak = v;
+                peak_day = d;
+            }
+            // A non-positive peak only happens with nonsense data; show flat.
+            let dd = if peak > 0.0 {
+                (v / peak - 1.0) * 100.0
+            } else {
+                0.0
+            };
+            if dd < worst.0 {
+                worst = (dd, peak_day, d);
+            }
+            (d, dd)
+        })
+        .collect();
+
+    // ---- top panel: NAV ----
+    let (lo, hi) = series
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &(_, v)| {
+            (lo.min(v), hi.max(v))
+        });
+    // A flat curve still needs a non-empty range; pad 5% so the line does
+    // not sit on the frame.
+    let span = if hi > lo {
+        hi - lo
+    } else {
+        lo.abs().max(1.0) * 0.02
+    };
+    let y_nav = (lo - span * 0.05)..(hi + span * 0.05);
+    let nav_decimals = decimals_for(y_nav.end - y_nav.start);
+
+    let label_font = (FONT, 13).into_font().color(&TEXT_COLOR);
+    let axis_desc = (FONT, 14).into_font().color(&TEXT_COLOR);
+    let caption = (FONT, 16).into_font().color(&TEXT_COLOR);
+
+    let mut nav_chart = ChartBuilder::on(&top)
+        .caption("Net value (NAV)", caption.clone())
+        .margin_left(10)
+        .margin_right(25)
+        .margin_top(5)
+        // No date labels here: the bottom panel carries them, and the
+        // vertical grid lines of both panels line up on the same days.
+        .x_label_area_size(0)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x.clone(), y_nav.clone())?;
+    nav_chart
+        .configure_mesh()
+        .x_labels(X_LABELS)
+        .y_labels(6)
+        .y_desc("NAV")
+        .y_label_formatter(&|v| format!("{v:.nav_decimals$}"))
+        .label_style(label_font.clone())
+        .axis_desc_style(axis_desc.clone())
+        .bold_line_style(GRID_BOLD)
+        .light_line_style(GRID_LIGHT)
+        // A few faint lines between labels help reading; dozens are noise.
+        .max_light_lines(3)
+        .draw()?;
+    // The starting value 1 is the natural reference for a NAV.
+    if y_nav.start < 1.0 && 1.0 < y_nav.end {
+        nav_chart.draw_series(LineSeries::new(
+            [(first, 1.0), (last, 1.0)],
+            MUTED.mix(0.6).stroke_width(1),
+        ))?;
+    }
+    nav_chart.draw_series(LineSeries::new(
+        series.iter().copied(),
+        NAV_COLOR.stroke_width(2),
+    ))?;
+    if worst.0 < 0.0 {
+        let at = |day: NaiveDate| series.iter().find(|(d, _)| *d == day).map(|p| p.1);
+        if let (Some(pv), Some(tv)) = (at(worst.1), at(worst.2)) {
+            nav_chart.draw_series([
+                Circle::new((worst.1, pv), 4, NAV_COLOR.filled()),
+                Circle::new((worst.2, tv), 4, DD_COLOR.filled()),
+            ])?;
+        }
+    }
+
+    // ---- bottom panel: drawdown ----
+    let floor = (worst.0 * 1.1).min(-1.0);
+    let y_dd = floor..(-floor * 0.04);
+    let dd_decimals = if -floor >= 5.0 { 0 } else { 1 };
+    let dd_caption = if worst.0 < 0.0 {
+        format!(
+            "Drawdown (% below the running peak) \u{2014} deepest {:.2}% on {}",
+            worst.0, worst.2
+        )
+    } else {
+        "Drawdown (% below the running peak) \u{2014} none in this range".to_string()
+    };
+    let mut dd_chart = ChartBuilder::on(&bottom)
+        .caption(dd_caption, caption)
+        .margin_left(10)
+        .margin_right(25)
+        .margin_bottom(5)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x.clone(), y_dd)?;
+    dd_chart
+        .configure_mesh()
+        .x_labels(X_LABELS)
+        .y_labels(5)
+        .y_desc("drawdown")
+        .x_label_formatter(&|d| x.label(d))
+        .y_label_formatter(&|v| format!("{v:.dd_decimals$}%"))
+        .label_style(label_font)
+        .axis_desc_style(axis_desc)
+        .bold_line_style(GRID_BOLD)
+        .light_line_style(GRID_LIGHT)
+        // A few faint lines between labels help reading; dozens are noise.
+        .max_light_lines(3)
+        .draw()?;
+    dd_chart.draw_series(
+        AreaSeries::new(drawdown.iter().copied(), 0.0, DD_COLOR.mix(0.25))
+            .border_style(DD_COLOR.stroke_width(1)),
+    )?;
+    Ok(())
+}
+
+/// Decimals that keep neighbouring y labels distinct for a range of `span`
+/// (plotters picks about span/10 as its finest tick step).
+fn decimals_for(span: f64) -> usize {
+    if !(span.is_finite() && span > 0.0) {
+        return 3;
+    }
+    ((-(span / 10.0).log10()).ceil().max(0.0) as usize).min(8)
+}
+
+/// How many date labels the x-axis aims for (10 characters each fit well).
+const X_LABELS: usize = 8;
+
+/// A tick spacing on the date axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Days(u32),
+    Months(u32),
+}
+
+const STEPS: [Step; 14] = [
+    Step::Days(1),
+    Step::Days(2),
+    Step::Days(7),
+    Step::Days(14),
+    Step::Months(1),
+    Step::Months(2),
+    Step::Months(3),
+    Step::Months(6),
+    Step::Months(12),
+    Step::Months(24),
+    Step::Months(60),
+    Step::Months(120),
+    Step::Months(240),
+    Step::Months(600),
+];
+
+/// A date x-axis with ticks on calendar boundaries (Mondays, first of a
+/// month / quarter / year) rather than on plotters' "nice numbers" of days,
+/// which would land on arbitrary dates. Also avoids plotters' `datetime`
+/// feature, which is not enabled.
+#[derive(Debug, Clone)]
+struct DateAxis {
+    start: NaiveDate,
+    end: NaiveDate,
+    /// The spacing of the labelled ticks, which decides the label format.
+    label_step: Step,
+}
+
+impl DateAxis {
+    fn new(start: NaiveDate, end: NaiveDate, labels: usize) -> Self {
+        let label_step = STEPS
+            .iter()
+            .copied()
+            .find(|s| ticks(start, end, *s).len() <= labels)
+            .unwrap_or(Step::Months(600));
+        DateAxis {
+            start,
+            end,
+            label_step,
+        }
+    }
+
+    /// The label of a tick, as precise as the tick spacing needs.
+    fn label(&self, d: &NaiveDate) -> String {
+        match self.label_step {
+            Step::Days(_) => d.format("%Y-%m-%d").to_string(),
+            Step::Months(m) if m % 12 == 0 && d.month() == 1 && d.day() == 1 => {
+                d.format("%Y").to_string()
+            }
+            Step::Months(_) if d.day() == 1 => d.format("%b %Y").to_string(),
+            Step::Months(_) => d.format("%Y-%m-%d").to_string(),
+        }
+    }
+}
+
+/// Calendar-aligned ticks from `start` to `end` (inclusive).
+fn ticks(start: NaiveDate, end: NaiveDate, step: Step) -> Vec<NaiveDate> {
+    let mut out = Vec::new();
+    match step {
+        Step::Days(n) => {
+            let mut d = start;
+            if n >= 7 {
+                // Weekly ticks on Mondays.
+                let back = d.weekday().num_days_from_monday();
+                if back > 0 {
+                    match d.checked_add_days(chrono::Days::new(u64::from(7 - back))) {
+                        Some(monday) => d = monday,
+                        None => return out,
+                    }
+                }
+            }
+            while d <= end {
+                out.push(d);
+                match d.checked_add_days(chrono::Days::new(u64::from(n))) {
+                    Some(next) => d = next,
+                    None => break,
+                }
+            }
+        }
+        Step::Months(n) => {
+            // First day of the first month on the step's grid: months
+            // counted from year 0, so quarters start in Jan/Apr/Jul/Oct and
+            // multi-year steps on years divisible by the step.
+            let index = |d: NaiveDate| i64::from(d.year()) * 12 + i64::from(d.month0());
+            let n64 = i64::from(n);
+            let mut i = index(start);
+            if start.day() != 1 {
+                i += 1;
+            }
+            i = (i + n64 - 1).div_euclid(n64) * n64;
+            let from_index = |i: i64| {
+                let y = i32::try_from(i.div_euclid(12)).ok()?;
+                let m = u32::try_from(i.rem_euclid(12)).ok()? + 1;
+                NaiveDate::from_ymd_opt(y, m, 1)
+            };
+            while let Some(d) = from_index(i) {
+                if d > end {
+                    break;
+                }
+                out.push(d);
+                i += n64;
+            }
+        }
+    }
+    out
+}
+
+impl Ranged for DateAxis {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = NaiveDate;
+
+    fn map(&self, value: &NaiveDate, limit: (i32, i32)) -> i32 {
+        let span = (self.end - self.start).num_days().max(1) as f64;
+        let offset = (*value - self.start).num_days() as f64;
+        limit.0 + (f64::from(limit.1 - limit.0) * offset / span).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<NaiveDate> {
+        let max = hint.max_num_points();
+        if max == 0 {
+            return Vec::new();
+        }
+        // The finest calendar step that fits: the bold (labelled) request
+        // gets `label_step`, the light grid request gets something finer.
+        STEPS
+            .iter()
+            .map(|s| ticks(self.start, self.end, *s))
+            .find(|t| t.len() <= max)
+            .unwrap_or_default()
+    }
+
+    fn range(&self) -> Range<NaiveDate> {
+        self.start..self.end
+    }
+}
+
+impl ValueFormatter<NaiveDate> for DateAxis {
+    fn format_ext(&self, value: &NaiveDate) -> String {
+        self.label(value)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Handlers
+// ---------------------------------------------------------------------------
+
+/// `GET /api/v1/portfolio/{id}/nav-history.svg`: the curve of the JSON GET
+/// as a picture. Same query (`from`, `to`, `calendar`, `risk_free`; the last
+/// two do not change the picture but are accepted so a JSON URL can be
+/// turned into a picture URL by adding `.svg`), scope `nav:read`, and the
+/// same 400/404 answers, since it is the same read.
+pub async fn svg(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let id = params::portfolio_id(&id)?;
+    caller.authorize(SCOPE_READ, id.as_str())?;
+    let q = HistoryQuery::parse(raw.as_deref())?;
+    let h = read_history(&s.pool, id.as_str(), &q).await?;
+    // A few thousand points render in milliseconds: not worth a blocking
+    // thread.
+    let body = chart_of(&h)?;
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                // XML defaults to UTF-8, which is what plotters writes; the
+                // bare type is what clients compare against.
+                HeaderValue::from_static("image/svg+xml"),
+            ),
+            // The curve moves every day and with late events: revalidate.
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+            // An SVG opened directly is a document; it needs nothing.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'"),
+            ),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// `GET /portfolio/{id}`: a human view of the curve (status, statistics,
+/// picture, date-range form). Plain HTML without JavaScript or external
+/// assets, so it works behind any proxy and prints or screenshots as is.
+///
+/// Authorization is that of the JSON GET (scope `nav:read`, 404 for unknown
+/// or hidden portfolios). A browser following a link or submitting the form
+/// cannot add an `Authorization: Bearer` header, so with JWT auth enabled
+/// the page is only reachable through something that adds it (e.g. an
+/// authenticating reverse proxy); the local demo runs with auth off.
+///
+/// A malformed query (say `from` after `to`) answers 400 with the page's
+/// form and the reason, rather than problem+json, so the person can fix it
+/// in place. Errors before that (bad id, 401/403/404) and database errors
+/// stay problem+json like the rest of the API.
+pub async fn page(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let id = params::portfolio_id(&id)?;
+    caller.authorize(SCOPE_READ, id.as_str())?;
+    // An empty form field arrives as `from=`; for the page it means "not
+    // given", while the strict API parser rightly refuses it.
+    let pairs = non_empty_pairs(raw.as_deref());
+    let query = serialize_pairs(&pairs);
+    let form = FormValues::of(&pairs);
+    let q = match HistoryQuery::parse(query.as_deref()) {
+        Ok(q) => q,
+        Err(ApiError::BadRequest(reason)) => {
+            let html = render_page(id.as_str(), &form, query.as_deref(), Err(&reason));
+            return Ok(html_response(StatusCode::BAD_REQUEST, html));
+        }
+        Err(e) => return Err(e),
+    };
+    let h = read_history(&s.pool, id.as_str(), &q).await?;
+    let chart = chart_of(&h)?;
+    let html = render_page(
+        id.as_str(),
+        &form,
+        query.as_deref(),
+        Ok(PageData {
+            history: &h,
+            query: &q,
+            chart: &chart,
+        }),
+    );
+    Ok(html_response(StatusCode::OK, html))
+}
+
+/// The SVG of a read, titled with the portfolio and the range shown.
+fn chart_of(h: &HistoryResponse) -> Result<String, ApiError> {
+    let points = h
+        .points
+        .iter()
+        .map(|p| {
+            p.net_value
+                .parse::<f64>()
+                .map(|v| (p.date, v))
+                .map_err(|e| {
+                    ApiError::Internal(anyhow::anyhow!(
+                        "net_value `{}` of {} is not a number: {e}",
+                        p.net_value,
+                        p.date
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let title = match (h.from, h.to) {
+        (Some(f), Some(t)) => format!("{} \u{2014} NAV {f} to {t}", h.portfolio_id),
+        _ => format!("{} \u{2014} NAV", h.portfolio_id),
+    };
+    render_svg(&points, WIDTH, HEIGHT, &title).map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))
+}
+
+fn html_response(status: StatusCode, html: String) -> Response {
+    (
+        status,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+            // No script anywhere: say so, so an injection could not run one.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(
+                    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; \
+                     form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+                ),
+            ),
+        ],
+        html,
+    )
+        .into_response()
+}
+
+/// The query's pairs without the blank ones, in order.
+fn non_empty_pairs(raw: Option<&str>) -> Vec<(String, String)> {
+    form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+        .filter(|(_, v)| !v.trim().is_empty())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+/// Re-encodes pairs as a query string; `None` when there are none.
+fn serialize_pairs(pairs: &[(String, String)]) -> Option<String> {
+    if pairs.is_empty() {
+        return None;
+    }
+    let mut s = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        s.append_pair(k, v);
+    }
+    Some(s.finish())
+}
+
+/// What the form shows: what the person typed, even when it was refused.
+#[derive(Debug, Default)]
+struct FormValues {
+    from: String,
+    to: String,
+    calendar: String,
+    risk_free: String,
+}
+
+impl FormValues {
+    fn of(pairs: &[(String, String)]) -> Self {
+        let get = |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        FormValues {
+            from: get("from"),
+            to: get("to"),
+            calendar: get("calendar"),
+            risk_free: get("risk_free"),
+        }
+    }
+}
+
+struct PageData<'a> {
+    history: &'a HistoryResponse,
+    query: &'a HistoryQuery,
+    chart: &'a str,
+}
+
+const CSS: &str = "\
+:root{color-scheme:light}\
+*{box-sizing:border-box}\
+body{margin:0;font:15px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#222;background:#f4f5f7}\
+main{max-width:1040px;margin:0 auto;padding:24px 20px 40px}\
+h1{font-size:1.5em;margin:0 0 4px;display:flex;gap:12px;align-items:center;flex-wrap:wrap}\
+.sub{color:#666;margin:0 0 16px}\
+h2{font-size:1.1em;margin:0 0 8px}\
+.badge{font-size:.6em;font-weight:600;padding:2px 10px;border-radius:999px;text-transform:uppercase;letter-spacing:.04em}\
+.ok{background:#e3f4ea;color:#17653a}\
+.recomputing{background:#fff3d6;color:#7a5200}\
+.inconsistent{background:#fde4e1;color:#9b1c11}\
+.card{background:#fff;border:1px solid #e2e4e8;border-radius:8px;padding:16px;margin:0 0 16px}\
+.notice{border-left:4px solid #c9a227}\
+.error{border-left:4px solid #c0392b}\
+form{display:flex;flex-wrap:wrap;gap:12px 16px;align-items:flex-end}\
+label{display:flex;flex-direction:column;font-size:.85em;color:#555;gap:4px}\
+input,select{font:inherit;padding:5px 8px;border:1px solid #c8ccd2;border-radius:5px;background:#fff}\
+button{font:inherit;padding:6px 16px;border:0;border-radius:5px;background:#0072b2;color:#fff;cursor:pointer}\
+.chart svg{display:block;width:100%;height:auto}\
+table{border-collapse:collapse;width:100%}\
+th,td{padding:6px 10px;border-bottom:1px solid #eceef1;text-align:left;vertical-align:top}\
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
+td.note{color:#777;font-size:.88em}\
+tr:last-child th,tr:last-child td{border-bottom:0}\
+a{color:#0063a0}\
+.links{display:flex;gap:18px;flex-wrap:wrap}\
+";
+
+fn render_page(
+    id: &str,
+    form: &FormValues,
+    query: Option<&str>,
+    data: Result<PageData<'_>, &str>,
+) -> String {
+    let id_e = escape_html(id);
+    let suffix = query.map(|q| format!("?{q}")).unwrap_or_default();
+    let json_href = escape_html(&format!("/api/v1/portfolio/{id}/nav-history{suffix}"));
+    let svg_href = escape_html(&format!("/api/v1/portfolio/{id}/nav-history.svg{suffix}"));
+    let page_href = escape_html(&format!("/portfolio/{id}"));
+
+    let mut h = String::with_capacity(64 * 1024);
+    let _ = writeln!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>NAV \u{2014} {id_e}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>"
+    );
+
+    // Heading and status.
+    match &data {
+        Ok(d) => {
+            let st = &d.history.status;
+            let class = match st.state {
+                "ok" | "recomputing" | "inconsistent" => st.state,
+                _ => "recomputing",
+            };
+            let _ = writeln!(
+                h,
+                "<h1>Portfolio {id_e} <span class=\"badge {class}\">{}</span></h1>",
+                escape_html(st.state)
+            );
+            let range = match (d.history.from, d.history.to) {
+                (Some(f), Some(t)) => format!("{f} to {t}"),
+                _ => "no records".to_string(),
+            };
+            let _ = writeln!(
+                h,
+                "<p class=\"sub\">Range shown: {} \u{b7} as of {} \u{b7} {} day(s)</p>",
+                escape_html(&range),
+                opt_date(d.history.as_of),
+                d.history.points.len()
+            );
+            match st.state {
+                "recomputing" => {
+                    let _ = writeln!(
+                        h,
+                        "<div class=\"card notice\">A late event is being folded in: \
+                         records from {} on may still change.</div>",
+                        opt_date(st.since)
+                    );
+                }
+                "inconsistent" => {
+                    let _ = writeln!(
+                        h,
+                        "<div class=\"card error\"><strong>Inconsistent history</strong> \
+                         since {}{}: {}</div>",
+                        opt_date(st.since),
+                        st.event_id
+                            .map(|e| format!(" (event {})", escape_html(&e.to_string())))
+                            .unwrap_or_default(),
+                        st.detail
+                            .as_deref()
+                            .map(escape_html)
+                            .unwrap_or_else(|| "no detail recorded".into())
+                    );
+                }
+                _ => {}
+            }
+        }
+        Err(_) => {
+            let _ = writeln!(h, "<h1>Portfolio {id_e}</h1>");
+        }
+    }
+
+    // The form: a plain GET to this same page.
+    let selected = |v: &str| {
+        if form.calendar == v {
+            " selected"
+        } else {
+            ""
+        }
+    };
+    let _ = writeln!(
+        h,
+        "<div class=\"card\"><form method=\"get\" action=\"{page_href}\">\n\
+         <label>From<input type=\"date\" name=\"from\" value=\"{}\"></label>\n\
+         <label>To<input type=\"date\" name=\"to\" value=\"{}\"></label>\n\
+         <label>Calendar<select name=\"calendar\">\
+         <option value=\"trading\"{}>trading days (252/yr)</option>\
+         <option value=\"all\"{}>all days (365/yr)</option></select></label>\n\
+         <label>Risk-free rate (annual, e.g. 0.02)<input type=\"number\" name=\"risk_free\" \
+         step=\"any\" min=\"-0.9999\" max=\"0.9999\" placeholder=\"0\" value=\"{}\"></label>\n\
+         <button type=\"submit\">Show</button> <a href=\"{page_href}\">reset</a>\n\
+         </form></div>",
+        escape_html(&form.from),
+        escape_html(&form.to),
+        selected("trading"),
+        selected("all"),
+        escape_html(&form.risk_free),
+    );
+
+    match &data {
+        Err(reason) => {
+            let _ = writeln!(
+                h,
+                "<div class=\"card error\"><strong>This range cannot be shown:</strong> {}</div>",
+                escape_html(reason)
+            );
+        }
+        Ok(d) => {
+            // plotters escapes the text it writes, so the SVG can be inlined.
+            let _ = writeln!(h, "<div class=\"card chart\" role=\"img\" aria-label=\"NAV curve and drawdown\">{}</div>", d.chart);
+            write_stats(&mut h, &d.history.statistics, d.query);
+            let _ = writeln!(
+                h,
+                "<div class=\"card links\"><a href=\"{json_href}\">JSON of this range</a>\
+                 <a href=\"{svg_href}\">SVG picture</a></div>"
+            );
+        }
+    }
+    h.push_str("</main>\n</body>\n</html>\n");
+    h
+}
+
+fn write_stats(h: &mut String, s: &Statistics, q: &HistoryQuery) {
+    let not_recovered = s.max_drawdown < 0.0 && s.max_drawdown_recovery.is_none();
+    let rows: [(&str, String, &str); 12] = [
+        (
+            "Total return",
+            pct(s.total_return),
+            "last NAV / NAV before the range \u{2212} 1",
+        ),
+        (
+            "Annual return",
+            opt(s.annual_return, pct),
+            "compounded per year; only with at least a year of returns",
+        ),
+        (
+            "Max drawdown",
+            pct(s.max_drawdown),
+            "deepest fall below a previous peak",
+        ),
+        ("Drawdown peak", opt_date(s.max_drawdown_peak), ""),
+        ("Drawdown trough", opt_date(s.max_drawdown_trough), ""),
+        (
+            "Drawdown recovery",
+            opt_date(s.max_drawdown_recovery),
+            if not_recovered {
+                "not recovered yet"
+            } else {
+                "first day back at the peak"
+            },
+        ),
+        (
+            "Volatility",
+            opt(s.volatility, pct),
+            "annualized standard deviation of returns",
+        ),
+        ("Sharpe ratio", opt(s.sharpe_ratio, ratio), "annualized"),
+        ("Sortino ratio", opt(s.sortino_ratio, ratio), "annualized"),
+        (
+            "Calmar ratio",
+            opt(s.calmar_ratio, ratio),
+            "annual return / |max drawdown|",
+        ),
+        (
+            "Observations",
+            s.observations.to_string(),
+            "number of returns used",
+        ),
+        (
+            "Calendar / risk-free",
+            format!(
+                "{} / {}",
+                match q.stats.calendar {
+                    projections::Calendar::Trading => "trading",
+                    projections::Calendar::All => "all",
+                },
+                pct(q.stats.risk_free)
+            ),
+            match q.stats.calendar {
+                projections::Calendar::Trading => "Mon\u{2013}Fri records, 252 periods a year",
+                projections::Calendar::All => "every record, 365 periods a year",
+            },
+        ),
+    ];
+    h.push_str("<div class=\"card\"><h2>Statistics of the range</h2><table>\n");
+    for (name, value, note) in rows {
+        let _ = writeln!(
+            h,
+            "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"note\">{}</td></tr>",
+            escape_html(name),
+            escape_html(&value),
+            escape_html(note)
+        );
+    }
+    h.push_str("</table></div>\n");
+}
+
+/// Escapes text for HTML element content and quoted attribute values.
+fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const NULL: &str = "\u{2014}";
+
+/// A fixed-decimal number without the confusing "-0.00".
+fn fixed(v: f64, decimals: usize) -> String {
+    if !v.is_finite() {
+        return NULL.to_string();
+    }
+    let s = format!("{v:.decimals$}");
+    match s.strip_prefix('-') {
+        Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => rest.to_string(),
+        _ => s,
+    }
+}
+
+fn pct(v: f64) -> String {
+    if v.is_finite() {
+        format!("{}%", fixed(v * 100.0, 2))
+    } else {
+        NULL.to_string()
+    }
+}
+
+fn ratio(v: f64) -> String {
+    fixed(v, 2)
+}
+
+fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
+    v.map_or_else(|| NULL.to_string(), f)
+}
+
+fn opt_date(d: Option<NaiveDate>) -> String {
+    d.map_or_else(|| NULL.to_string(), |d| d.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+    }
+
+    /// Three years of a deterministic wavy curve with a real drawdown.
+    fn three_years() -> Vec<(NaiveDate, f64)> {
+        let start = day("2021-01-01");
+        (0..(3 * 365))
+            .map(|i| {
+                let t = f64::from(i);
+                let v = 1.0 + t / 2000.0 + 0.08 * (t / 60.0).sin();
+                (start + chrono::Days::new(i as u64), v)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn renders_three_years() {
+        let svg = render_svg(&three_years(), 960, 540, "p-1 <NAV> & co").unwrap();
+        assert!(svg.contains("<svg"), "{svg}");
+        assert!(svg.contains("<polyline") || svg.contains("<path"));
+        assert!(
+            svg.contains("<polygon") || svg.contains("<path"),
+            "area drawn"
+        );
+        // Text is escaped by the backend and uses a generic family.
+        assert!(svg.contains("p-1 &lt;NAV&gt; &amp; co"));
+        assert!(!svg.contains("<NAV>"));
+        assert!(svg.contains("sans-serif"));
+        // Calendar-aligned date labels on the bottom axis.
+        assert!(svg.contains("2022"), "year labels");
+        assert!(svg.contains("Drawdown"));
+        assert!(svg.trim_end().ends_with("</svg>"));
+        dump("chart.svg", &svg);
+    }
+
+    /// `NAVD_CHART_DUMP=dir cargo test --lib chart` writes the picture and
+    /// the page there, to look at them.
+    fn dump(name: &str, body: &str) {
+        if let Some(dir) = std::env::var_os("NAVD_CHART_DUMP") {
+            std::fs::write(std::path::Path::new(&dir).join(name), body).unwrap();
+        }
+    }
+
+    #[test]
+    fn page_shows_status_chart_stats_and_links() {
+        use crate::projector::PortfolioStatus;
+        let series = three_years();
+        let points = series
+            .iter()
+            .map(|(d, v)| super::super::nav::Point {
+                date: *d,
+                net_value: format!("{v:.12}"),
+                return_rate: "0".into(),
+                daily_return: "0".into(),
+                market_value: "0".into(),
+                cost: "0".into(),
+                net_flow: "0".into(),
+                profit: "0".into(),
+            })
+            .collect();
+        let mut status = PortfolioStatus::ok();
+        status.state = "inconsistent";
+        status.since = Some(day("2023-02-01"));
+        status.detail = Some("sell of <XYZ> exceeds the position".into());
+        let history = HistoryResponse {
+            portfolio_id: "p-1001".into(),
+            from: Some(series[0].0),
+            to: Some(series[series.len() - 1].0),
+            as_of: Some(series[series.len() - 1].0),
+            status,
+            points,
+            statistics: Statistics {
+                max_drawdown: -0.1234,
+                max_drawdown_peak: Some(day("2021-03-05")),
+                max_drawdown_trough: Some(day("2021-06-10")),
+                max_drawdown_recovery: None,
+                volatility: Some(0.1567),
+                sharpe_ratio: Some(0.8123),
+                sortino_ratio: None,
+                total_return: 0.55,
+                annual_return: Some(0.157),
+                calmar_ratio: Some(1.27),
+                observations: 782,
+            },
+        };
+        let q = HistoryQuery::parse(Some("from=2021-01-01&calendar=all")).unwrap();
+        let chart = chart_of(&history).unwrap();
+        let form = FormValues::of(&non_empty_pairs(Some("from=2021-01-01&calendar=all")));
+        let html = render_page(
+            "p-1001",
+            &form,
+            Some("from=2021-01-01&calendar=all"),
+            Ok(PageData {
+                history: &history,
+                query: &q,
+                chart: &chart,
+            }),
+        );
+        assert!(html.contains("<svg"));
+        assert!(!html.contains("<script"));
+        assert!(html.contains("sell of &lt;XYZ&gt; exceeds"));
+        assert!(html.contains("-12.34%") && html.contains("15.67%") && html.contains("0.81"));
+        assert!(html.contains("not recovered yet"));
+        assert!(html.contains("<option value=\"all\" selected>"));
+        assert!(html.contains("value=\"2021-01-01\""));
+        assert!(
+            html.contains("/api/v1/portfolio/p-1001/nav-history?from=2021-01-01&amp;calendar=all")
+        );
+        assert!(html
+            .contains("/api/v1/portfolio/p-1001/nav-history.svg?from=2021-01-01&amp;calendar=all"));
+        dump("page.html", &html);
+    }
+
+    #[test]
+    fn no_and_one_point_do_not_panic() {
+        let empty = render_svg(&[], 960, 540, "empty").unwrap();
+        assert!(empty.contains("<svg") && empty.contains("No data"));
+        let one = render_svg(&[(day("2024-03-01"), 0.998)], 960, 540, "one").unwrap();
+        assert!(one.contains("<svg") && one.contains("2024-03-01"));
+        dump("empty.svg", &empty);
+        dump("one.svg", &one);
+        let start = day("2024-02-26");
+        let short: Vec<_> = (0..12u64)
+            .map(|i| {
+                (
+                    start + chrono::Days::new(i),
+                    1.0 - 0.002 * (i as f64 - 5.0).abs(),
+                )
+            })
+            .collect();
+        dump("short.svg", &render_svg(&short, 960, 540, "short").unwrap());
+    }
+
+    #[test]
+    fn odd_inputs_do_not_panic() {
+        // Flat, unsorted, duplicated, non-finite, tiny and huge sizes.
+        let d = day("2024-01-01");
+        let flat = [(d + chrono::Days::new(1), 1.0), (d, 1.0), (d, 1.0)];
+        assert!(render_svg(&flat, 1, 1, "").unwrap().contains("<svg"));
+        let nan = [(d, f64::NAN), (d + chrono::Days::new(1), f64::INFINITY)];
+        assert!(render_svg(&nan, 960, 540, "x").unwrap().contains("No data"));
+        let two = [(d, 1.0), (d + chrono::Days::new(1), 0.5)];
+        assert!(render_svg(&two, 100_000, 100_000, "x")
+            .unwrap()
+            .contains("<svg"));
+        let zero = [(d, 0.0), (d + chrono::Days::new(1), 0.0)];
+        assert!(render_svg(&zero, 960, 540, "x").unwrap().contains("<svg"));
+    }
+
+    #[test]
+    fn escapes_html() {
+        assert_eq!(
+            escape_html(r#"<a href="x">Tom & 'Jerry'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt;"
+        );
+        assert_eq!(escape_html("p-1001"), "p-1001");
+    }
+
+    #[test]
+    fn page_escapes_what_the_person_typed() {
+        let form = FormValues {
+            from: "\"><script>alert(1)</script>".into(),
+            ..FormValues::default()
+        };
+        let html = render_page("p-1", &form, Some("from=x"), Err("`from` <bad>"));
+        assert!(!html.contains("<script"));
+        assert!(html.contains("&lt;script&gt;"));
+        assert!(html.contains("`from` &lt;bad&gt;"));
+    }
+
+    #[test]
+    fn empty_form_fields_are_dropped() {
+        let pairs = non_empty_pairs(Some("from=&to=2024-03-04&calendar=all&risk_free=+"));
+        assert_eq!(
+            serialize_pairs(&pairs).as_deref(),
+            Some("to=2024-03-04&calendar=all")
+        );
+        assert_eq!(serialize_pairs(&non_empty_pairs(Some("from=&to="))), None);
+        assert_eq!(serialize_pairs(&non_empty_pairs(None)), None);
+        // What remains goes through the strict parser unchanged.
+        let q = serialize_pairs(&pairs);
+        assert!(HistoryQuery::parse(q.as_deref()).is_ok());
+        assert!(HistoryQuery::parse(Some("from=&to=")).is_err());
+    }
+
+    #[test]
+    fn human_formatting() {
+        assert_eq!(pct(-0.123456), "-12.35%");
+        assert_eq!(pct(-0.000001), "0.00%");
+        assert_eq!(ratio(1.23456), "1.23");
+        assert_eq!(opt(None, ratio), "\u{2014}");
+        assert_eq!(opt_date(Some(day("2024-03-04"))), "2024-03-04");
+        assert_eq!(opt_date(None), "\u{2014}");
+    }
+
+    #[test]
+    fn date_ticks_are_calendar_aligned() {
+        let a = DateAxis::new(day("2021-01-01"), day("2023-12-31"), X_LABELS);
+        let t = a.key_points(X_LABELS);
+        assert!(!t.is_empty() && t.len() <= X_LABELS);
+        assert!(t.iter().all(|d| d.day() == 1), "{t:?}");
+        let short = DateAxis::new(day("2024-03-01"), day("2024-03-04"), X_LABELS);
+        let t = short.key_points(X_LABELS);
+        assert_eq!(t.first(), Some(&day("2024-03-01")));
+        assert_eq!(short.label(&t[0]), "2024-03-01");
+        assert!(DateAxis::new(day("2024-01-01"), day("2024-01-02"), 3)
+            .key_points(0)
+            .is_empty());
+    }
+}

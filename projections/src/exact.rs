@@ -58,13 +58,20 @@ impl Units {
         let negative = (ma < 0) != (mb < 0);
         let (x, y) = (ma.unsigned_abs(), mb.unsigned_abs());
         let scale = a.scale() + b.scale();
-        // The common case (event numbers): the mantissa product fits in 128
-        // bits, and one wide multiplication scales it to units.
-        if let (Some(p), true) = (x.checked_mul(y), scale <= SCALE) {
-            let v = mul_u128(p, POW10_128[(SCALE - scale) as usize]);
-            if 256 - leading_zeros(&v) > 193 {
-                return Err(overflow);
-            }
+        // The common case (event numbers): both mantissas fit in 64 bits and
+        // the scales in 28. Below 2^64 · 10^28 < 2^158 no check is needed.
+        if x >> 64 == 0 && y >> 64 == 0 && scale <= SCALE {
+            let p = (x as u64 as u128) * (y as u64 as u128);
+            let m = POW10_128[(SCALE - scale) as usize];
+            let v = if p >> 64 == 0 {
+                mul_u64(p as u64, m)
+            } else {
+                let v = mul_u128(p, m);
+                if 256 - leading_zeros(&v) > 193 {
+                    return Err(overflow);
+                }
+                v
+            };
             return Ok(Units(if negative { negate(v) } else { v }));
         }
         // Both below 2^96, so the product is below 2^192.
@@ -119,7 +126,25 @@ impl ExactSum {
     /// the integer part needs more than 96 bits.
     pub(crate) fn to_decimal(self) -> Result<Decimal, ArithmeticError> {
         let negative = self.0[3] >> 63 == 1;
-        let mag = if negative { negate(self.0) } else { self.0 };
+        let mut mag = if negative { negate(self.0) } else { self.0 };
+        let mut scale = SCALE;
+        // The usual sum fits in 128 bits: drop its trailing zeros (exact,
+        // and the normalization the result wants anyway) with cheap
+        // divisions, and it is often done.
+        if mag[2] == 0 && mag[3] == 0 {
+            let (q, s) = strip_zeros(u128::from(mag[1]) << 64 | u128::from(mag[0]), scale);
+            if q >> 96 == 0 {
+                return Ok(Decimal::from_parts(
+                    q as u32,
+                    (q >> 32) as u32,
+                    (q >> 64) as u32,
+                    negative,
+                    s,
+                ));
+            }
+            mag = [q as u64, (q >> 64) as u64, 0, 0];
+            scale = s;
+        }
         let bits = 256 - leading_zeros(&mag);
         // Smallest k with round(mag / 10^k) < 2^96; start from a lower bound.
         let mut k = if bits > 96 {
@@ -134,7 +159,7 @@ impl ExactSum {
             }
             k += 1;
         };
-        if k > SCALE {
+        if k > scale {
             return Err(ArithmeticError { operation: "add" });
         }
         let d = Decimal::from_parts(
@@ -142,10 +167,45 @@ impl ExactSum {
             (q[0] >> 32) as u32,
             q[1] as u32,
             negative,
-            SCALE - k,
+            scale - k,
         );
         Ok(d.normalize())
     }
+}
+
+/// `q · 10^-scale` without its trailing zeros: (mantissa, scale). Large
+/// steps first; 64-bit arithmetic (divisions by constants become
+/// multiplications) as soon as the value fits.
+// `%` rather than `is_multiple_of` (Rust 1.87) to keep the workspace's
+// rust-version.
+#[allow(clippy::manual_is_multiple_of)]
+fn strip_zeros(mut q: u128, mut scale: u32) -> (u128, u32) {
+    if q == 0 {
+        return (0, 0);
+    }
+    while scale >= 16 && q >> 64 != 0 && q % POW10_128[16] == 0 {
+        q /= POW10_128[16];
+        scale -= 16;
+    }
+    if q >> 64 != 0 {
+        for k in [8u32, 4, 2, 1] {
+            let p = POW10_128[k as usize];
+            while scale >= k && q % p == 0 {
+                q /= p;
+                scale -= k;
+            }
+        }
+        return (q, scale);
+    }
+    let mut r = q as u64;
+    for k in [16u32, 8, 4, 2, 1] {
+        let p = POW10[k as usize];
+        while scale >= k && r % p == 0 {
+            r /= p;
+            scale -= k;
+        }
+    }
+    (u128::from(r), scale)
 }
 
 /// `d` as a count of 10^-28 units.
@@ -164,6 +224,14 @@ fn units(d: Decimal) -> U256 {
     } else {
         v
     }
+}
+
+/// a · m for m < 2^127.
+#[inline]
+fn mul_u64(a: u64, m: u128) -> U256 {
+    let lo = u128::from(a) * (m as u64 as u128);
+    let hi = u128::from(a) * (m >> 64) + (lo >> 64);
+    [lo as u64, hi as u64, (hi >> 64) as u64, 0]
 }
 
 /// a · b, full width.
@@ -408,6 +476,31 @@ mod tests {
         b.sub_units(&t1);
         assert_eq!(a, b);
         assert_eq!(a.to_decimal().unwrap(), d("3.33333333688333333331"));
+    }
+
+    #[test]
+    fn normalized_results() {
+        assert_eq!(sum(&["1.50", "2.50"]).to_string(), "4");
+        assert_eq!(sum(&["1.25", "0.05"]).to_string(), "1.3");
+        assert_eq!(
+            sum(&["100000000000000000000"]).to_string(),
+            "100000000000000000000"
+        );
+        assert_eq!(
+            sum(&["0.0000000000000000000000000010"]).to_string(),
+            "0.000000000000000000000000001"
+        );
+        assert_eq!(sum(&["-3.000", "1"]).to_string(), "-2");
+        assert_eq!(sum(&["1234567.8900"]).scale(), 2);
+        // Above 2^64 but below 2^128 units, with and without zeros to drop.
+        assert_eq!(
+            sum(&["12345678901.2345678"]).to_string(),
+            "12345678901.2345678"
+        );
+        assert_eq!(
+            sum(&["1844674407.3709551616"]).to_string(),
+            "1844674407.3709551616"
+        );
     }
 
     #[test]

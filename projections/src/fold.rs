@@ -170,9 +170,9 @@ pub struct Folder<'a> {
     prices: &'a PriceBook,
     /// Mirrors `state.positions`, sorted by symbol.
     slots: Vec<Slot>,
-    /// Closes per symbol in contiguous runs, copied from `prices` once per
-    /// symbol: walking 50 B-trees in step costs more in cache misses and
-    /// node hops than the copy.
+    /// Closes per symbol in contiguous arrays, copied from `prices` once
+    /// per symbol: walking 50 B-trees in step costs more in cache misses
+    /// and node hops than the copy.
     series: Series,
     /// Σ qty · price over the slots, exact.
     value_sum: ExactSum,
@@ -185,6 +185,8 @@ pub struct Folder<'a> {
     started: bool,
     /// The start state's day, where the cached series begin.
     origin: NaiveDate,
+    /// Whether `state.positions` mirrors the slots (see `step_inner`).
+    synced: bool,
     /// An overflow found by `new`, reported by the first step.
     pending: Option<ArithmeticError>,
 }
@@ -227,16 +229,16 @@ struct Slot {
     qty: Decimal,
     cost: Decimal,
     last_trade_price: Decimal,
-    /// The symbol's run in `Series::closes`.
-    start: usize,
-    end: usize,
-    /// Index in `Series::closes` of the first close dated after the
-    /// folder's day (or `end`).
+    /// The symbol's closes: `Series::runs[run]`.
+    run: usize,
+    /// Index in the run of the first close dated after the folder's day.
     cursor: usize,
     /// The latest close dated ≤ the folder's day, if any.
     close: Option<Decimal>,
     /// qty · price(day), exact.
     term: Units,
+    /// Quantity or last trade price changed today: `term` to recompute.
+    dirty: bool,
 }
 
 impl Slot {
@@ -249,8 +251,10 @@ impl Slot {
         origin: NaiveDate,
         day: NaiveDate,
     ) -> Self {
-        let (start, end) = series.run(prices, origin, symbol);
-        let cursor = start + series.closes[start..end].partition_point(|(d, _)| *d <= day);
+        let run = series.run(prices, origin, symbol);
+        let closes = &series.runs[run];
+        let cursor = closes.partition_point(|(d, _)| *d <= day);
+        let close = cursor.checked_sub(1).map(|i| closes[i].1);
         let name = (
             series.names.len(),
             series.names.len() + symbol.as_str().len(),
@@ -262,11 +266,11 @@ impl Slot {
             qty: pos.qty,
             cost: pos.cost,
             last_trade_price: pos.last_trade_price,
-            start,
-            end,
+            run,
             cursor,
-            close: (cursor > start).then(|| series.closes[cursor - 1].1),
+            close,
             term: Units::default(),
+            dirty: false,
         }
     }
 
@@ -275,7 +279,7 @@ impl Slot {
     #[inline]
     fn advance(&mut self, closes: &[(NaiveDate, Decimal)], day: NaiveDate) -> bool {
         let start = self.cursor;
-        while self.cursor < self.end && closes[self.cursor].0 <= day {
+        while self.cursor < closes.len() && closes[self.cursor].0 <= day {
             self.cursor += 1;
         }
         if self.cursor == start {
@@ -306,26 +310,33 @@ impl Slot {
 /// for when the symbol is bought again.
 #[derive(Default)]
 struct Series {
-    closes: Vec<(NaiveDate, Decimal)>,
-    dormant: BTreeMap<Symbol, (usize, usize)>,
+    runs: Vec<Vec<(NaiveDate, Decimal)>>,
+    dormant: BTreeMap<Symbol, usize>,
     /// Symbols of the slots, concatenated.
     names: String,
 }
 
 impl Series {
     /// The run of `symbol`, copied from `prices` on first use.
-    fn run(&mut self, prices: &PriceBook, origin: NaiveDate, symbol: &Symbol) -> (usize, usize) {
+    fn run(&mut self, prices: &PriceBook, origin: NaiveDate, symbol: &Symbol) -> usize {
         if let Some(r) = self.dormant.remove(symbol) {
             return r;
         }
-        let start = self.closes.len();
-        if let Some(all) = prices.by_symbol.get(symbol) {
-            let first = all.range(..=origin).next_back();
-            let later = all.range((Bound::Excluded(origin), Bound::Unbounded));
-            self.closes
-                .extend(first.into_iter().chain(later).map(|(d, c)| (*d, *c)));
-        }
-        (start, self.closes.len())
+        let pair = |(d, c): (&NaiveDate, &Decimal)| (*d, *c);
+        let closes = match prices.by_symbol.get(symbol) {
+            // Every close is later (a fold from D0): a plain, sized copy.
+            Some(all) if all.first_key_value().is_some_and(|(d, _)| *d > origin) => {
+                all.iter().map(pair).collect()
+            }
+            Some(all) => {
+                let first = all.range(..=origin).next_back();
+                let later = all.range((Bound::Excluded(origin), Bound::Unbounded));
+                first.into_iter().chain(later).map(pair).collect()
+            }
+            None => Vec::new(),
+        };
+        self.runs.push(closes);
+        self.runs.len() - 1
     }
 }
 
@@ -431,6 +442,7 @@ impl<'a> Folder<'a> {
             total_cost: Decimal::ZERO,
             started: false,
             origin,
+            synced: true,
             pending,
         }
     }
@@ -442,6 +454,21 @@ impl<'a> Folder<'a> {
         &mut self,
         day_transactions: &[&Transaction],
     ) -> Result<Result<DailyRecord, Inconsistency>, FoldError> {
+        self.step_inner(day_transactions, true)
+    }
+
+    /// [`Folder::step`]; with `keep_positions` false the state's position
+    /// map is left behind (the slots have the positions) until `sync`:
+    /// [`fold`] and [`resume`] only show states at the end, and updating a
+    /// map keyed by strings every day is a tenth of a full fold.
+    fn step_inner(
+        &mut self,
+        day_transactions: &[&Transaction],
+        keep_positions: bool,
+    ) -> Result<Result<DailyRecord, Inconsistency>, FoldError> {
+        if keep_positions {
+            self.sync();
+        }
         let day = next_day(self.state.date)?;
         debug_assert!(day_transactions.iter().all(|t| t.trade_date == day));
         let overflow = |source| FoldError::Overflow { day, source };
@@ -488,6 +515,9 @@ impl<'a> Folder<'a> {
         // order, so that inserting or removing a slot does not move the
         // slots still to be visited.
         let has_transactions = !day_transactions.is_empty();
+        if has_transactions && !keep_positions {
+            self.synced = false;
+        }
         let mut value_changed = has_transactions || !self.started;
         for t in touched.into_iter().rev() {
             match (t.pos, t.slot) {
@@ -499,7 +529,10 @@ impl<'a> Folder<'a> {
                     slot.cost = p.cost;
                     slot.last_trade_price = p.last_trade_price;
                     // Revalued below, after the cursor has moved to `day`.
-                    *self.state.positions.get_mut(t.symbol).expect("mirrored") = p;
+                    slot.dirty = true;
+                    if keep_positions {
+                        *self.state.positions.get_mut(t.symbol).expect("mirrored") = p;
+                    }
                 }
                 (Some(p), Err(i)) => {
                     // Placed at `day` itself: already valued at the day's
@@ -516,16 +549,18 @@ impl<'a> Folder<'a> {
                     self.value_sum.add_units(&slot.term);
                     self.cost_sum.add(p.cost);
                     self.slots.insert(i, slot);
-                    self.state.positions.insert(t.symbol.clone(), p);
+                    if keep_positions {
+                        self.state.positions.insert(t.symbol.clone(), p);
+                    }
                 }
                 (None, Ok(i)) => {
                     let slot = self.slots.remove(i);
                     self.value_sum.sub_units(&slot.term);
                     self.cost_sum.sub(slot.cost);
-                    self.state.positions.remove(t.symbol);
-                    self.series
-                        .dormant
-                        .insert(t.symbol.clone(), (slot.start, slot.end));
+                    if keep_positions {
+                        self.state.positions.remove(t.symbol);
+                    }
+                    self.series.dormant.insert(t.symbol.clone(), slot.run);
                 }
                 (None, Err(_)) => {}
             }
@@ -536,9 +571,10 @@ impl<'a> Folder<'a> {
 
         // 2. Prices of the day, 3. market value: only the terms whose price
         //    or quantity moved are recomputed.
-        let closes = &self.series.closes;
+        let runs = &self.series.runs;
         for slot in &mut self.slots {
-            if slot.advance(closes, day) || has_transactions {
+            // Both, not short-circuited: the cursor must move in any case.
+            if slot.advance(&runs[slot.run], day) | std::mem::take(&mut slot.dirty) {
                 let term = slot.value().map_err(overflow)?;
                 self.value_sum.sub_units(&slot.term);
                 self.value_sum.add_units(&term);
@@ -594,7 +630,26 @@ impl<'a> Folder<'a> {
     }
 
     pub fn state(&self) -> &DayState {
+        debug_assert!(self.synced, "positions left behind by step_inner");
         &self.state
+    }
+
+    /// Brings `state.positions` up to the slots after `step_inner` steps
+    /// that left it behind.
+    fn sync(&mut self) {
+        if self.synced {
+            return;
+        }
+        let names = &self.series.names;
+        self.state.positions = self
+            .slots
+            .iter()
+            .map(|s| {
+                let symbol = Symbol::parse(&names[s.name.0..s.name.1]).expect("a slot's symbol");
+                (symbol, s.position())
+            })
+            .collect();
+        self.synced = true;
     }
 }
 
@@ -634,6 +689,9 @@ fn run(
         out.records.reserve(usize::try_from(days).unwrap_or(0));
     }
     let mut folder = Folder::new(start.clone(), prices);
+    // Over a few days, updating the position map in place is cheaper than
+    // rebuilding it at the end.
+    let keep_positions = (as_of - start.date).num_days() <= 16;
     let mut i = 0;
     loop {
         let day = next_day(folder.state.date)?;
@@ -643,8 +701,11 @@ fn run(
             .count();
         // The state before the last day is what callers store; clone it
         // only then rather than every day.
-        let before = (day == as_of).then(|| folder.state.clone());
-        match folder.step(&sorted[i..j])? {
+        let before = (day == as_of).then(|| {
+            folder.sync();
+            folder.state.clone()
+        });
+        match folder.step_inner(&sorted[i..j], keep_positions)? {
             Ok(record) => {
                 if keep {
                     out.records.push(record);
@@ -673,6 +734,7 @@ fn run(
                 _ => start.clone(),
             });
         }
+        folder.sync();
         out.end_state = Some(folder.state);
     }
     Ok(out)

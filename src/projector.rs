@@ -93,19 +93,45 @@ pub async fn refresh(
     today: NaiveDate,
 ) -> Result<Option<Refreshed>> {
     let mut tx = pool.begin().await?;
-    let out = refresh_in(&mut tx, portfolio_id, today, false).await?;
+    let out = refresh_in(&mut tx, portfolio_id, today, Lock::Wait).await?;
     tx.commit().await?;
     Ok(out)
 }
 
-/// Refreshes inside the caller's transaction; `full` refolds from D0.
+/// Like [`refresh`], but `None` at once when another writer holds the
+/// portfolio (the refresh worker: the portfolio stays due, and waiting
+/// would only queue workers behind each other).
+pub async fn try_refresh(
+    pool: &PgPool,
+    portfolio_id: &str,
+    today: NaiveDate,
+) -> Result<Option<Refreshed>> {
+    let mut tx = pool.begin().await?;
+    let out = refresh_in(&mut tx, portfolio_id, today, Lock::Skip).await?;
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// How a refresh takes the portfolio's row lock, and from where it folds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Wait for the lock; fold from the latest valid state.
+    Wait,
+    /// Give up when the row is locked; fold from the latest valid state.
+    Skip,
+    /// Wait for the lock; refold the whole log from D0.
+    Full,
+}
+
+/// Refreshes inside the caller's transaction.
 pub async fn refresh_in(
     conn: &mut PgConnection,
     portfolio_id: &str,
     today: NaiveDate,
-    full: bool,
+    lock: Lock,
 ) -> Result<Option<Refreshed>> {
-    let Some(p) = store::lock_portfolio(conn, portfolio_id).await? else {
+    let full = lock == Lock::Full;
+    let Some(p) = store::lock_portfolio(conn, portfolio_id, lock == Lock::Skip).await? else {
         return Ok(None);
     };
     if !full && p.pending_from.is_none() && p.computed_through == Some(today) {
@@ -367,7 +393,7 @@ pub async fn backfill(
     today: NaiveDate,
 ) -> std::result::Result<BackfillReport, OpError> {
     let mut tx = pool.begin().await?;
-    let Some(p) = store::lock_portfolio(&mut tx, portfolio_id).await? else {
+    let Some(p) = store::lock_portfolio(&mut tx, portfolio_id, false).await? else {
         return Err(OpError::NotFound);
     };
     let from = from.unwrap_or(p.first_day).max(p.first_day);
@@ -442,7 +468,7 @@ pub async fn calculate(
     today: NaiveDate,
 ) -> std::result::Result<(Option<HistoryRow>, PortfolioStatus), OpError> {
     let mut tx = pool.begin().await?;
-    let out = refresh_in(&mut tx, portfolio_id, today, true)
+    let out = refresh_in(&mut tx, portfolio_id, today, Lock::Full)
         .await?
         .ok_or(OpError::NotFound)?;
     tx.commit().await?;

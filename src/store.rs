@@ -176,55 +176,68 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         .execute(&mut *conn)
         .await?;
         report.prices_stored = latest.len();
-        // Earliest price day per symbol; every portfolio that ever traded
-        // the symbol recomputes from there (never before its own D0).
-        let mut first: BTreeMap<&str, NaiveDate> = BTreeMap::new();
-        for (s, d) in latest.keys() {
-            first.entry(s.as_str()).or_insert(*d);
-        }
-        let (s2, d2): (Vec<&str>, Vec<NaiveDate>) = first.into_iter().unzip();
-        let rows = sqlx::query(
-            "UPDATE portfolios p
-                SET pending_from = LEAST(COALESCE(p.pending_from, 'infinity'::date), GREATEST(a.day, p.first_day)),
-                    pending_since = COALESCE(p.pending_since, now()),
-                    updated_at = now()
-               FROM (SELECT h.portfolio_id, min(u.day) AS day
-                       FROM UNNEST($1::text[], $2::date[]) AS u(symbol, day)
-                       JOIN portfolio_symbols h ON h.symbol = u.symbol
-                      GROUP BY h.portfolio_id) a
-              WHERE p.portfolio_id = a.portfolio_id
-          RETURNING p.portfolio_id",
-        )
-        .bind(&s2)
-        .bind(&d2)
-        .fetch_all(&mut *conn)
-        .await?;
-        report
-            .affected
-            .extend(rows.into_iter().map(|r| r.get::<String, _>(0)));
     }
 
-    if !fresh.is_empty() {
-        let mut earliest: BTreeMap<&str, NaiveDate> = BTreeMap::new();
-        for (t, _, _) in &fresh {
-            let e = earliest
-                .entry(t.portfolio_id.as_str())
-                .or_insert(t.trade_date);
-            *e = (*e).min(t.trade_date);
-        }
-        let (pids, days): (Vec<&str>, Vec<NaiveDate>) = earliest.into_iter().unzip();
-        let rows = sqlx::query(
-            "INSERT INTO portfolios (portfolio_id, first_day, pending_from, pending_since)
-             SELECT p, d, d, now() FROM UNNEST($1::text[], $2::date[]) AS u(p, d)
-             ON CONFLICT (portfolio_id) DO UPDATE
-                SET first_day = LEAST(portfolios.first_day, EXCLUDED.first_day),
-                    pending_from = LEAST(COALESCE(portfolios.pending_from, 'infinity'::date), EXCLUDED.pending_from),
-                    pending_since = COALESCE(portfolios.pending_since, now()),
-                    updated_at = now()
-             RETURNING portfolio_id",
+    // Every portfolio row this batch touches is locked in one pass in id
+    // order, so two consumers (or a consumer and a refresh) never wait on
+    // each other in a cycle.
+    let mut earliest: BTreeMap<&str, NaiveDate> = BTreeMap::new();
+    for (t, _, _) in &fresh {
+        let e = earliest
+            .entry(t.portfolio_id.as_str())
+            .or_insert(t.trade_date);
+        *e = (*e).min(t.trade_date);
+    }
+    // Earliest price day per symbol; every portfolio that ever traded the
+    // symbol recomputes from there (never before its own D0).
+    let mut first: BTreeMap<&str, NaiveDate> = BTreeMap::new();
+    for (s, d) in latest.keys() {
+        first.entry(s.as_str()).or_insert(*d);
+    }
+    if !earliest.is_empty() {
+        let (pids, days): (Vec<&str>, Vec<NaiveDate>) =
+            earliest.iter().map(|(p, d)| (*p, *d)).unzip();
+        sqlx::query(
+            "INSERT INTO portfolios (portfolio_id, first_day)
+             SELECT * FROM UNNEST($1::text[], $2::date[]) ON CONFLICT DO NOTHING",
         )
         .bind(&pids)
         .bind(&days)
+        .execute(&mut *conn)
+        .await?;
+    }
+    let (s2, d2): (Vec<&str>, Vec<NaiveDate>) = first.into_iter().unzip();
+    let (p1, d1): (Vec<&str>, Vec<NaiveDate>) = earliest.into_iter().unzip();
+    if !p1.is_empty() || !s2.is_empty() {
+        let rows = sqlx::query(
+            "WITH affected AS (
+                 SELECT portfolio_id, min(day) AS day FROM (
+                     SELECT * FROM UNNEST($1::text[], $2::date[]) AS t(portfolio_id, day)
+                     UNION ALL
+                     SELECT h.portfolio_id, u.day
+                       FROM UNNEST($3::text[], $4::date[]) AS u(symbol, day)
+                       JOIN portfolio_symbols h ON h.symbol = u.symbol
+                 ) x GROUP BY portfolio_id
+             ),
+             locked AS (
+                 SELECT p.portfolio_id FROM portfolios p JOIN affected a USING (portfolio_id)
+                  ORDER BY p.portfolio_id FOR UPDATE OF p
+             )
+             UPDATE portfolios p
+                SET first_day = LEAST(p.first_day, t.day),
+                    pending_from = LEAST(COALESCE(p.pending_from, 'infinity'::date), GREATEST(a.day, LEAST(p.first_day, t.day))),
+                    pending_since = COALESCE(p.pending_since, now()),
+                    updated_at = now()
+               FROM affected a
+               LEFT JOIN (SELECT * FROM UNNEST($1::text[], $2::date[]) AS t(portfolio_id, day)) t USING (portfolio_id)
+              WHERE p.portfolio_id = a.portfolio_id
+                AND p.portfolio_id IN (SELECT portfolio_id FROM locked)
+          RETURNING p.portfolio_id",
+        )
+        .bind(&p1)
+        .bind(&d1)
+        .bind(&s2)
+        .bind(&d2)
         .fetch_all(&mut *conn)
         .await?;
         report
@@ -470,13 +483,17 @@ pub async fn get_portfolio(
 }
 
 /// Locks the portfolio's row for the rest of the transaction: the one
-/// projection writer per portfolio.
+/// projection writer per portfolio. With `skip_locked`, a row another
+/// writer holds answers `None` at once instead of waiting.
 pub async fn lock_portfolio(
     conn: &mut PgConnection,
     portfolio_id: &str,
+    skip_locked: bool,
 ) -> sqlx::Result<Option<PortfolioRow>> {
-    let sql =
-        format!("SELECT {PORTFOLIO_COLUMNS} FROM portfolios WHERE portfolio_id = $1 FOR UPDATE");
+    let sql = format!(
+        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios WHERE portfolio_id = $1 FOR UPDATE{}",
+        if skip_locked { " SKIP LOCKED" } else { "" }
+    );
     Ok(sqlx::query(&sql)
         .bind(portfolio_id)
         .fetch_optional(conn)

@@ -118,6 +118,7 @@ impl Service {
             clock: config.clock,
             auth: Authenticator::new(&config.auth)?,
             health,
+            wake,
         };
         let (addr, http) = start_http(
             state,

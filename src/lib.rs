@@ -3,6 +3,7 @@
 //! out. `main.rs` only parses the command line and calls [`cli::run`].
 
 pub mod app;
+pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -679,3 +679,14 @@ pub struct StoredDeadLetter {
     pub reason: String,
     pub received_at: DateTime<Utc>,
 }
+
+/// Marks every portfolio for a rebuild from its first day (operator replay).
+pub async fn mark_all_pending(pool: &PgPool) -> sqlx::Result<u64> {
+    Ok(sqlx::query(
+        "UPDATE portfolios SET pending_from = first_day,
+                pending_since = COALESCE(pending_since, now()), updated_at = now()",
+    )
+    .execute(pool)
+    .await?
+    .rows_affected())
+}

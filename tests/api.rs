@@ -499,6 +499,7 @@ async fn database_down_is_503_with_retry_after() {
         clock: Clock::fixed(golden_today()),
         auth: navd::http::Authenticator::new(&jwt_auth()).unwrap(),
         health: Default::default(),
+        wake: Default::default(),
     };
     let (addr, _) = navd::app::start_http(
         state,
@@ -607,4 +608,34 @@ async fn metrics_expose_request_latency_per_route_and_status() {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
     assert!(!text.contains("golden-1"), "ids never become labels");
+}
+
+#[tokio::test]
+async fn operator_replay_rebuilds_every_portfolio() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    navd::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let before = history_table(&app.pool).await;
+    // Scramble the stored projection; the replay must restore it.
+    sqlx::query("UPDATE portfolio_nav_history SET net_value = 0, nav_exact = 0")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+
+    let r = post(&app, "/api/v1/admin/replay", &admin(), None).await;
+    problem(r, StatusCode::FORBIDDEN).await;
+    let r = post(&app, "/api/v1/admin/replay", &token("nav:admin", &[]), None).await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["portfolios"], 1);
+    let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
+    assert_eq!(v["status"]["state"], "recomputing");
+    assert_eq!(v["status"]["since"], "2024-01-02");
+
+    navd::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    assert_eq!(history_table(&app.pool).await, before);
 }

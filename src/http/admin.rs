@@ -116,3 +116,45 @@ pub async fn dead_letters(
         .collect();
     Ok(Json(DeadLetterPage { dead_letters, next }))
 }
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReplayResponse {
+    /// Portfolios marked for a full rebuild from their first day.
+    pub portfolios: u64,
+    /// `recomputing`: the refresh workers rebuild them in the background;
+    /// each portfolio's GET status says when it is done.
+    pub status: &'static str,
+}
+
+/// Rebuilds every portfolio from the stored events: marks all of them
+/// pending from their first day, and the refresh workers refold them.
+#[utoipa::path(
+    post,
+    path = "/api/v1/admin/replay",
+    tag = "admin",
+    responses(
+        (status = 202, description = "every portfolio is being rebuilt", body = ReplayResponse),
+        (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "token lacks nav:admin", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = ["nav:admin"]))
+)]
+pub async fn replay(
+    State(s): State<AppState>,
+    caller: Caller,
+    RawQuery(raw): RawQuery,
+) -> Result<(axum::http::StatusCode, Json<ReplayResponse>), ApiError> {
+    caller.require(SCOPE_ADMIN)?;
+    params::query(raw.as_deref(), &[])?;
+    let n = store::mark_all_pending(&s.pool).await?;
+    s.wake.notify_one();
+    tracing::info!(portfolios = n, "replay requested");
+    Ok((
+        axum::http::StatusCode::ACCEPTED,
+        Json(ReplayResponse {
+            portfolios: n,
+            status: "recomputing",
+        }),
+    ))
+}

@@ -53,6 +53,8 @@ pub struct AppState {
     pub clock: Clock,
     pub auth: Authenticator,
     pub health: Arc<Health>,
+    /// Wakes the refresh worker of this process.
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 impl FromRef<AppState> for Authenticator {
@@ -72,6 +74,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         )
         .route("/portfolio/{id}/nav-history.svg", get(chart::svg))
         .route("/admin/dead-letters", get(admin::dead_letters))
+        .route("/admin/replay", post(admin::replay))
         .route("/openapi.json", get(openapi::document));
     Router::new()
         .nest("/api/v1", api)

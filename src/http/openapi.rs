@@ -7,7 +7,7 @@ use chrono::NaiveDate;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 
-use super::admin::{DeadLetterPage, DeadLetterView};
+use super::admin::{DeadLetterPage, DeadLetterView, ReplayResponse};
 use super::error::Problem;
 use super::nav::{BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse, Point};
 use crate::projector::PortfolioStatus;
@@ -69,6 +69,7 @@ impl Modify for BearerAuth {
         super::nav::backfill,
         super::nav::calculate,
         super::admin::dead_letters,
+        super::admin::replay,
     ),
     components(schemas(
         HistoryResponse,
@@ -80,6 +81,7 @@ impl Modify for BearerAuth {
         CalculateResponse,
         DeadLetterPage,
         DeadLetterView,
+        ReplayResponse,
         Problem
     )),
     modifiers(&BearerAuth),

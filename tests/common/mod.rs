@@ -181,6 +181,7 @@ pub async fn spawn_app(auth: AuthConfig, today: NaiveDate) -> TestApp {
         clock,
         auth: Authenticator::new(&auth).unwrap(),
         health: std::sync::Arc::new(Health::default()),
+        wake: Default::default(),
     };
     let (addr, _h) = navd::app::start_http(
         state,

@@ -1,0 +1,2143 @@
+//! `navd bench`: the performance scenarios of issue 6, run against a real
+//! stack on this machine, with figures printed as a table and written as
+//! JSON (medians and percentiles, core count, scale).
+//!
+//! What runs where, and why:
+//! - a private PostgreSQL ([`PgTemp`]) with its **durable defaults** (fsync
+//!   and synchronous_commit on — checked, the run refuses otherwise): a
+//!   figure bought by turning durability off does not count;
+//! - librdkafka's mock cluster as the broker, inside this process;
+//! - the navd under test as a `navd serve` **child process** (a private copy
+//!   of this executable, so a concurrent `cargo build` cannot swap it
+//!   mid-run), so its peak RSS (`VmHWM`) and CPU time are navd's alone, not
+//!   the broker's or the load generator's;
+//! - deterministic books generated from `--seed`; "today" is pinned
+//!   ([`TODAY`]) so two runs with one seed produce identical events.
+//!
+//! Scenarios (targets from issue 6, for a 2-core machine):
+//! 1. `ingest` — 1,000 portfolios × ~1,000 trades over two years, 200
+//!    symbols with a close every weekday; everything is produced first, then
+//!    the child starts; events/s until every offset is stored, then the time
+//!    until no portfolio is pending. ≥ 50,000 events/s, RSS ≤ 150 MB.
+//! 2. `freshness` — today-dated trades at a steady 2,000 events/s; produce →
+//!    visible latency of a sample. p99 ≤ 500 ms.
+//! 3. `backfill` — one portfolio, 10 years, 50 symbols, 20,000 trades;
+//!    `POST …/backfill` over HTTP. ≤ 150 ms median.
+//! 4. `read` — `GET` of that curve with statistics, 16 connections, by
+//!    `wrk` (external). ≥ 2,000 req/s, p99 ≤ 25 ms.
+//! 5. `replay` — `calculate` (full refold) of every portfolio of scenario
+//!    1, in-process, a few at a time. ≥ 200,000 events/s.
+//! 6. `price-day` — a close dated today for all 200 symbols; time until
+//!    every portfolio holding them is refreshed. ≤ 2 s.
+//!
+//! Every phase also records where the time went: CPU seconds of navd,
+//! PostgreSQL and this process (from `/proc`), WAL written and commits, and
+//! the child's own per-stage histograms from `/metrics` (consumer batch and
+//! refresh times). `--scale` multiplies event counts for a quick smoke run.
+//! Benchmarks are not part of `cargo test`: they print figures, they do not
+//! pass or fail on time.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use chrono::{Datelike, Duration as Days, NaiveDate, Weekday};
+use futures::{StreamExt, TryStreamExt};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{
+    BaseRecord, DefaultProducerContext, DeliveryResult, Producer as _, ProducerContext,
+    ThreadedProducer,
+};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::{ClientConfig, ClientContext};
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::pgtemp::{PgOptions, PgTemp};
+use crate::{projector, store};
+
+/// The pinned "today" (a Tuesday) of every run: books, `NAVD_TODAY` of the
+/// child and the dates of freshness and price-day events derive from it.
+pub const TODAY: &str = "2026-06-30";
+
+const TX_TOPIC: &str = "nav.transactions";
+const PX_TOPIC: &str = "nav.prices";
+const GROUP: &str = "navd-bench";
+/// Partitions of the transaction topic: more than one so the consumer sees
+/// several, as in production.
+const TX_PARTITIONS: i32 = 6;
+const PX_PARTITIONS: i32 = 3;
+
+const FRESHNESS_RATE: u64 = 2_000;
+/// One event in this many is followed to visibility.
+const FRESHNESS_SAMPLE_EVERY: u64 = 10;
+/// How often the visibility poller asks the database.
+const FRESHNESS_POLL: Duration = Duration::from_millis(5);
+const READ_CONNECTIONS: u32 = 16;
+/// `application_name` of the bench's monitoring connections.
+const PROBE_APP: &str = "navd-bench-probe";
+
+/// Options of `navd bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Scenarios to run, comma separated. `freshness`, `replay` and
+    /// `price-day` run on the `ingest` data set, so they ingest it first.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
+    pub scenario: Vec<Scenario>,
+    /// Seed of the generated books.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Multiplies event counts (portfolios and symbols of the ingest book,
+    /// trades of the backfill portfolio); 0.05 is a quick smoke run.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Where the JSON results go.
+    #[arg(long, default_value = "bench-results/bench.json")]
+    pub out: PathBuf,
+    /// Seconds of load for `freshness` and `read` (default 20 and 30).
+    #[arg(long)]
+    pub duration_secs: Option<u64>,
+    /// Timed `POST backfill` runs (after two warm-up runs).
+    #[arg(long, default_value_t = 25)]
+    pub backfill_runs: usize,
+    /// Concurrent `calculate` calls in `replay`.
+    #[arg(long, default_value_t = 4)]
+    pub replay_concurrency: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    All,
+    Ingest,
+    Freshness,
+    Backfill,
+    Read,
+    Replay,
+    PriceDay,
+}
+
+/// `navd bench`.
+pub async fn run(args: BenchArgs) -> Result<()> {
+    anyhow::ensure!(
+        args.scale > 0.0 && args.scale.is_finite(),
+        "--scale must be a positive number"
+    );
+    let want = |s: Scenario| args.scenario.contains(&Scenario::All) || args.scenario.contains(&s);
+    let mut b = Bench::setup(args.clone()).await?;
+    let outcome = async {
+        use Scenario::*;
+        if [Ingest, Freshness, Replay, PriceDay].into_iter().any(want) {
+            b.ingest().await?;
+        }
+        if want(Freshness) {
+            b.freshness().await?;
+        }
+        if want(PriceDay) {
+            b.price_day().await?;
+        }
+        if want(Replay) {
+            b.replay().await?;
+        }
+        if want(Backfill) || want(Read) {
+            b.load_backfill_book().await?;
+        }
+        if want(Backfill) {
+            b.backfill().await?;
+        }
+        if want(Read) {
+            b.read().await?;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    b.finish(outcome).await
+}
+
+// ---------------------------------------------------------------------------
+// The harness: database, broker, child process, probes, results.
+
+struct Bench {
+    args: BenchArgs,
+    today: NaiveDate,
+    cores: usize,
+    pg: PgTemp,
+    /// Monitoring queries of the bench (excluded from the activity samples).
+    pool: PgPool,
+    /// In-process work of `replay` and the stage splits (sampled like navd).
+    work_pool: PgPool,
+    /// Kept alive for the whole run: dropping it stops the broker.
+    _cluster: MockCluster<'static, DefaultProducerContext>,
+    brokers: String,
+    http: reqwest::Client,
+    /// Holds the private copy of the executable.
+    _work: tempfile::TempDir,
+    exe: PathBuf,
+    out_dir: PathBuf,
+    child: Option<NavdChild>,
+    /// Messages produced so far, all topics: the stored offsets must add up
+    /// to this (the mock cluster starts every partition at 0).
+    produced: u64,
+    postmaster: Option<u32>,
+    ingest_book: Option<Book>,
+    results: serde_json::Map<String, Value>,
+    rows: Vec<Row>,
+    started: Instant,
+}
+
+/// One line of the summary table.
+struct Row {
+    scenario: &'static str,
+    figure: String,
+    value: String,
+    target: String,
+    verdict: &'static str,
+    /// Machine-readable value and target for the JSON.
+    json: Value,
+}
+
+impl Bench {
+    async fn setup(args: BenchArgs) -> Result<Bench> {
+        let today: NaiveDate = TODAY.parse().expect("valid constant");
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let out_dir = args
+            .out
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        std::fs::create_dir_all(&out_dir)
+            .with_context(|| format!("creating {}", out_dir.display()))?;
+        let work = tempfile::Builder::new().prefix("navd-bench-").tempdir()?;
+        let exe = work.path().join("navd");
+        std::fs::copy(std::env::current_exe()?, &exe).context("copying the navd executable")?;
+
+        println!(
+            "navd bench: {cores} cores, scale {}, seed {}, today pinned to {today}",
+            args.scale, args.seed
+        );
+        println!("navd bench: starting a private PostgreSQL (durable defaults)...");
+        let pg = tokio::task::spawn_blocking(|| PgTemp::start(&PgOptions::default())).await??;
+        let pool =
+            store::connect(&format!("{}?application_name={PROBE_APP}", pg.url()), 16).await?;
+        let work_pool = store::connect(
+            &format!("{}?application_name=navd-bench-work", pg.url()),
+            16,
+        )
+        .await?;
+        store::migrate(&pool).await?;
+        for setting in ["fsync", "synchronous_commit"] {
+            let v: String = sqlx::query_scalar(&format!("SHOW {setting}"))
+                .fetch_one(&pool)
+                .await?;
+            anyhow::ensure!(
+                v == "on",
+                "PostgreSQL {setting} is {v}: benchmarks need durable settings"
+            );
+        }
+        let cluster = MockCluster::new(1).context("starting the mock cluster")?;
+        cluster.create_topic(TX_TOPIC, TX_PARTITIONS, 1)?;
+        cluster.create_topic(PX_TOPIC, PX_PARTITIONS, 1)?;
+        let brokers = cluster.bootstrap_servers();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()?;
+        let postmaster = find_postmaster(pg.port());
+        let mut b = Bench {
+            args,
+            today,
+            cores,
+            pg,
+            pool,
+            work_pool,
+            _cluster: cluster,
+            brokers,
+            http,
+            _work: work,
+            exe,
+            out_dir,
+            child: None,
+            produced: 0,
+            postmaster,
+            ingest_book: None,
+            results: serde_json::Map::new(),
+            rows: Vec::new(),
+            started: Instant::now(),
+        };
+        b.machine_probe().await?;
+        Ok(b)
+    }
+
+    /// The floor under every durable write: the latency of an empty commit
+    /// that must reach the disk (an xid makes the commit record flush).
+    async fn machine_probe(&mut self) -> Result<()> {
+        let mut lat = Vec::new();
+        let mut conn = self.pool.acquire().await?;
+        for _ in 0..200 {
+            let t = Instant::now();
+            sqlx::query("BEGIN").execute(&mut *conn).await?;
+            sqlx::query("SELECT txid_current()")
+                .execute(&mut *conn)
+                .await?;
+            sqlx::query("COMMIT").execute(&mut *conn).await?;
+            lat.push(ms(t.elapsed()));
+        }
+        let version: String = sqlx::query_scalar("SHOW server_version")
+            .fetch_one(&mut *conn)
+            .await?;
+        let commit = Dist::of(lat);
+        println!(
+            "navd bench: PostgreSQL {version}; durable commit latency p50 {:.2} ms, p99 {:.2} ms",
+            commit.p50, commit.p99
+        );
+        self.results.insert(
+            "machine".into(),
+            json!({
+                "cores": self.cores,
+                "postgresql": version,
+                "fsync": "on",
+                "synchronous_commit": "on",
+                "durable_commit_ms": commit.json(),
+            }),
+        );
+        Ok(())
+    }
+
+    /// Starts `navd serve` on the shared database and broker, unless running.
+    async fn ensure_child(&mut self) -> Result<()> {
+        if self.child.is_some() {
+            return Ok(());
+        }
+        let child = NavdChild::spawn(
+            &self.exe,
+            &self.pg.url(),
+            &self.brokers,
+            self.today,
+            &self.out_dir.join("navd-serve.log"),
+        )?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(r) = self
+                .http
+                .get(format!("{}/healthz", child.base))
+                .send()
+                .await
+            {
+                if r.status().is_success() {
+                    break;
+                }
+            }
+            child.check_alive()?;
+            if Instant::now() > deadline {
+                bail!("navd serve did not answer /healthz within 60 s");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.child = Some(child);
+        Ok(())
+    }
+
+    fn child(&self) -> &NavdChild {
+        self.child.as_ref().expect("child started")
+    }
+
+    async fn offsets_stored(&self) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(sum(next_offset), 0)::int8 FROM consumer_offsets WHERE group_id = $1",
+        )
+        .bind(GROUP)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(n as u64)
+    }
+
+    /// Portfolios not yet folded through today.
+    async fn behind(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT count(*) FROM portfolios
+              WHERE pending_from IS NOT NULL OR computed_through IS DISTINCT FROM $1",
+        )
+        .bind(self.today)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// Waits until every produced message is stored and nothing is pending.
+    async fn wait_caught_up(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let stored = self.offsets_stored().await?;
+            let behind = self.behind().await?;
+            if stored >= self.produced && behind == 0 {
+                return Ok(());
+            }
+            self.child().check_alive()?;
+            if Instant::now() > deadline {
+                bail!(
+                    "not caught up after {timeout:?}: {stored}/{} offsets stored, {behind} portfolios behind",
+                    self.produced
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn metrics(&self) -> String {
+        let Some(c) = &self.child else {
+            return String::new();
+        };
+        match self.http.get(format!("{}/metrics", c.base)).send().await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// A snapshot of the counters that phases are measured between.
+    async fn probe(&self) -> Probe {
+        let (wal_bytes, commits) = sqlx::query_as::<_, (i64, i64)>(
+            "SELECT (SELECT wal_bytes::int8 FROM pg_stat_wal),
+                    (SELECT sum(xact_commit)::int8 FROM pg_stat_database)",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .unwrap_or((0, 0));
+        Probe {
+            activity: Some(WaitSampler::start(self.pool.clone())),
+            at: Instant::now(),
+            navd_cpu: self
+                .child
+                .as_ref()
+                .map_or(0.0, |c| cpu_seconds(c.pid, false)),
+            pg_cpu: self.postmaster.map_or(0.0, pg_cpu_seconds),
+            bench_cpu: cpu_seconds(std::process::id(), false),
+            metrics: self.metrics().await,
+            wal_bytes,
+            commits,
+        }
+    }
+
+    /// Where the time of a phase went: CPU of each process, WAL, commits,
+    /// what the database sessions were doing, and the child's per-stage
+    /// histograms.
+    async fn phase(&self, a: &mut Probe, b: &Probe) -> Value {
+        let activity = match a.activity.take() {
+            Some(s) => s.stop().await,
+            None => Value::Null,
+        };
+        let wall = (b.at - a.at).as_secs_f64();
+        let (navd, pg, bench) = (
+            b.navd_cpu - a.navd_cpu,
+            b.pg_cpu - a.pg_cpu,
+            b.bench_cpu - a.bench_cpu,
+        );
+        let delta = |name: &str, filter: &str| {
+            metric(&b.metrics, name, filter) - metric(&a.metrics, name, filter)
+        };
+        let batches = delta("navd_batch_seconds_count", "");
+        let batch_s = delta("navd_batch_seconds_sum", "");
+        let refreshes = delta("navd_refresh_seconds_count", "");
+        let refresh_s = delta("navd_refresh_seconds_sum", "");
+        let consumed = delta("navd_events_consumed_total", "");
+        json!({
+            "wall_s": round3(wall),
+            "cpu_s": { "navd": round3(navd), "postgresql": round3(pg), "bench_process": round3(bench) },
+            // Share of all cores busy: near 1.0 means CPU-bound machine-wide.
+            "machine_cpu_share": round3((navd + pg + bench) / (wall * self.cores as f64).max(1e-9)),
+            "wal_mb": round3((b.wal_bytes - a.wal_bytes) as f64 / 1e6),
+            "db_sessions": activity,
+            "commits": b.commits - a.commits,
+            "consumer": {
+                "batches": batches,
+                "events": consumed,
+                "events_per_batch": round3(consumed / batches.max(1.0)),
+                "batch_mean_ms": round3(1e3 * batch_s / batches.max(1.0)),
+                // Σ batch time / wall: the share of the phase the (single)
+                // consumer spent storing batches.
+                "busy_share": round3(batch_s / wall.max(1e-9)),
+            },
+            "worker": {
+                "refreshes": refreshes,
+                "refresh_mean_ms": round3(1e3 * refresh_s / refreshes.max(1.0)),
+                // Σ refresh time / wall: refreshes in flight on average
+                // (above 1 when the worker runs several at once).
+                "mean_in_flight": round3(refresh_s / wall.max(1e-9)),
+            },
+        })
+    }
+
+    fn row(
+        &mut self,
+        scenario: &'static str,
+        figure: &str,
+        value: String,
+        target: Option<(String, bool)>,
+        json: Value,
+    ) {
+        let (target, verdict) = match target {
+            Some((t, true)) => (t, "met"),
+            Some((t, false)) => (t, "MISSED"),
+            None => ("—".into(), ""),
+        };
+        self.rows.push(Row {
+            scenario,
+            figure: figure.into(),
+            value,
+            target,
+            verdict,
+            json,
+        });
+    }
+
+    // -----------------------------------------------------------------------
+    // 1. ingest
+
+    async fn ingest(&mut self) -> Result<()> {
+        let spec = BookSpec {
+            tag: 1,
+            portfolio_prefix: "p-",
+            portfolios: scaled(1000, self.args.scale, 2),
+            symbol_prefix: "S",
+            symbols: scaled(200, self.args.scale, 10),
+            universe: 20,
+            trades_per_portfolio: 1000,
+            days: 731,
+        };
+        println!(
+            "\n[ingest] generating {} portfolios × {} trades, {} symbols over {} days...",
+            spec.portfolios, spec.trades_per_portfolio, spec.symbols, spec.days
+        );
+        let book = Book::generate(spec, self.args.seed, self.today);
+        let (trades, closes) = (book.trades.len() as u64, book.close_count() as u64);
+        let t = Instant::now();
+        let brokers = self.brokers.clone();
+        let book = tokio::task::spawn_blocking(move || produce_book(&brokers, &book).map(|_| book))
+            .await??;
+        let produce_s = t.elapsed().as_secs_f64();
+        self.produced += trades + closes;
+        println!(
+            "[ingest] produced {} events ({trades} trades, {closes} closes) in {produce_s:.1} s",
+            trades + closes
+        );
+
+        // The broker's own ceiling: a bare consumer draining the same topics
+        // in this process. If navd came close to it, the broker is the limit.
+        let brokers = self.brokers.clone();
+        let total = self.produced;
+        let drain_s = tokio::task::spawn_blocking(move || drain_topics(&brokers, total)).await??;
+        println!(
+            "[ingest] bare consumer drains the topics at {:.0} events/s (broker ceiling)",
+            total as f64 / drain_s
+        );
+
+        let spawned = Instant::now();
+        self.ensure_child().await?;
+        let ready_s = spawned.elapsed().as_secs_f64();
+        let mut a = self.probe().await;
+        let mut first: Option<(Instant, u64)> = None;
+        let mut series = Vec::new();
+        let mut last_sample = Instant::now() - Duration::from_secs(1);
+        let deadline = Instant::now() + Duration::from_secs(3600);
+        let stored_at = loop {
+            let stored = self.offsets_stored().await?;
+            let now = Instant::now();
+            if stored > 0 && first.is_none() {
+                first = Some((now, stored));
+            }
+            if now - last_sample >= Duration::from_secs(1) {
+                series.push(json!([round3((now - spawned).as_secs_f64()), stored]));
+                last_sample = now;
+            }
+            if stored >= self.produced {
+                break now;
+            }
+            self.child().check_alive()?;
+            if now > deadline {
+                bail!(
+                    "ingest: only {stored}/{} offsets stored after an hour",
+                    self.produced
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let mut b_stored = self.probe().await;
+        let rss_stored = self.child().peak_rss_mb();
+        println!(
+            "[ingest] all offsets stored {:.1} s after spawn; waiting for the projections...",
+            (stored_at - spawned).as_secs_f64()
+        );
+        self.wait_caught_up(Duration::from_secs(3600)).await?;
+        let caught_at = Instant::now();
+        let b = self.probe().await;
+        let rss = self.child().peak_rss_mb();
+
+        let (t_first, n_first) = first.expect("offsets were stored");
+        let sustained =
+            (self.produced - n_first) as f64 / (stored_at - t_first).as_secs_f64().max(1e-3);
+        let end_to_end = self.produced as f64 / (stored_at - spawned).as_secs_f64();
+        let catch_up_s = (caught_at - spawned).as_secs_f64();
+        let dead: i64 = sqlx::query_scalar("SELECT count(*) FROM dead_letters")
+            .fetch_one(&self.pool)
+            .await?;
+        let stored_tx: i64 = sqlx::query_scalar("SELECT count(*) FROM transactions")
+            .fetch_one(&self.pool)
+            .await?;
+        anyhow::ensure!(
+            dead == 0 && stored_tx as u64 == trades,
+            "ingest stored {stored_tx}/{trades} transactions with {dead} dead letters"
+        );
+        println!(
+            "[ingest] {sustained:.0} events/s sustained ({end_to_end:.0} from spawn), caught up {catch_up_s:.1} s after spawn, peak RSS {rss:.1} MB"
+        );
+        self.results.insert(
+            "ingest".into(),
+            json!({
+                "portfolios": book.spec.portfolios,
+                "symbols": book.spec.symbols,
+                "transactions": trades,
+                "closes": closes,
+                "events": trades + closes,
+                "produce_s": round3(produce_s),
+                "broker_ceiling_events_per_s": (total as f64 / drain_s).round(),
+                "child_ready_s": round3(ready_s),
+                "events_per_s_sustained": sustained.round(),
+                "events_per_s_from_spawn": end_to_end.round(),
+                "offsets_stored_s": round3((stored_at - spawned).as_secs_f64()),
+                "caught_up_s": round3(catch_up_s),
+                "peak_rss_mb_while_storing": round3(rss_stored),
+                "peak_rss_mb": round3(rss),
+                "stored_offsets_by_second": series,
+                "phase_storing": self.phase(&mut a, &b_stored).await,
+                "phase_catch_up": self.phase(&mut b_stored, &b).await,
+            }),
+        );
+        self.row(
+            "ingest",
+            "events/s, sustained (offsets stored)",
+            format!("{sustained:.0}"),
+            Some(("≥ 50,000".into(), sustained >= 50_000.0)),
+            json!({"value": sustained.round(), "unit": "events/s", "target": 50_000, "better": "higher"}),
+        );
+        self.row(
+            "ingest",
+            "time to caught up (no portfolio pending)",
+            format!("{catch_up_s:.1} s"),
+            None,
+            json!({"value": round3(catch_up_s), "unit": "s"}),
+        );
+        self.row(
+            "ingest",
+            "peak RSS of navd (VmHWM)",
+            format!("{rss:.1} MB"),
+            Some(("≤ 150 MB".into(), rss <= 150.0)),
+            json!({"value": round3(rss), "unit": "MB", "target": 150, "better": "lower"}),
+        );
+        self.ingest_book = Some(book);
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------
+    // 2. freshness
+
+    async fn freshness(&mut self) -> Result<()> {
+        let secs = self.args.duration_secs.unwrap_or(20);
+        self.wait_caught_up(Duration::from_secs(600)).await?;
+        println!("\n[freshness] {FRESHNESS_RATE} today-dated trades/s for {secs} s...");
+        let book = self.ingest_book.as_ref().expect("ingested");
+        let sender = Sender::new(&self.brokers, 1)?;
+        let outstanding: Arc<Mutex<Vec<(Uuid, Instant)>>> = Arc::default();
+        let done = Arc::new(AtomicBool::new(false));
+        let poller = tokio::spawn(poll_visible(
+            self.pool.clone(),
+            outstanding.clone(),
+            done.clone(),
+        ));
+        self.child().reset_peak_rss();
+        let mut a = self.probe().await;
+        let mut rng = StdRng::seed_from_u64(self.args.seed ^ 0xF7E5);
+        let per_tick = FRESHNESS_RATE / 100;
+        let total = FRESHNESS_RATE * secs;
+        let mut tick = tokio::time::interval(Duration::from_millis(10));
+        // Burst: a late tick is made up at once, so the average rate holds.
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let started = Instant::now();
+        let mut n = 0u64;
+        while n < total {
+            tick.tick().await;
+            for _ in 0..per_tick {
+                let (key, id, payload) = book.today_trade(&mut rng, 3, n);
+                if n % FRESHNESS_SAMPLE_EVERY == 0 {
+                    outstanding.lock().unwrap().push((id, Instant::now()));
+                }
+                sender.send(TX_TOPIC, &key, &payload)?;
+                n += 1;
+            }
+        }
+        let rate = n as f64 / started.elapsed().as_secs_f64();
+        tokio::task::block_in_place(|| sender.flush())?;
+        self.produced += n;
+        done.store(true, Ordering::Relaxed);
+        let (latencies, unseen) = poller.await??;
+        self.wait_caught_up(Duration::from_secs(600)).await?;
+        let b = self.probe().await;
+        let d = Dist::of(latencies);
+        println!(
+            "[freshness] produced at {rate:.0}/s; visible p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} samples, {unseen} unseen)",
+            d.p50, d.p90, d.p99, d.max, d.n
+        );
+        self.results.insert(
+            "freshness".into(),
+            json!({
+                "rate_target": FRESHNESS_RATE,
+                "rate_achieved": rate.round(),
+                "duration_s": secs,
+                "events": n,
+                "sample_every": FRESHNESS_SAMPLE_EVERY,
+                "poll_ms": FRESHNESS_POLL.as_millis() as u64,
+                "visible_ms": d.json(),
+                "unseen_samples": unseen,
+                "peak_rss_mb": round3(self.child().peak_rss_mb()),
+                "phase": self.phase(&mut a, &b).await,
+            }),
+        );
+        self.row(
+            "freshness",
+            "produce → visible p99 (p50 / p90 / max)",
+            format!(
+                "{:.0} ms ({:.0} / {:.0} / {:.0})",
+                d.p99, d.p50, d.p90, d.max
+            ),
+            Some(("p99 ≤ 500 ms".into(), d.p99 <= 500.0 && unseen == 0)),
+            json!({"value": round3(d.p99), "unit": "ms", "target": 500, "better": "lower"}),
+        );
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------
+    // 6. price day
+
+    async fn price_day(&mut self) -> Result<()> {
+        self.wait_caught_up(Duration::from_secs(600)).await?;
+        let book = self.ingest_book.as_ref().expect("ingested");
+        let symbols = book.spec.symbols as i64;
+        let portfolios = book.spec.portfolios as i64;
+        println!(
+            "\n[price-day] a close dated {} for all {symbols} symbols...",
+            self.today
+        );
+        let closes: Vec<(String, Vec<u8>)> = (0..book.spec.symbols)
+            .map(|s| book.today_close(s))
+            .collect();
+        let sender = Sender::new(&self.brokers, 1)?;
+        self.child().reset_peak_rss();
+        let mut a = self.probe().await;
+        let t0 = Instant::now();
+        for (key, payload) in &closes {
+            sender.send(PX_TOPIC, key, payload)?;
+        }
+        tokio::task::block_in_place(|| sender.flush())?;
+        self.produced += closes.len() as u64;
+        let mut stored_at = None;
+        let deadline = t0 + Duration::from_secs(600);
+        // One snapshot for both counts: once the closes are stored, the
+        // portfolios they mark pending are marked in the same transaction.
+        let done_at = loop {
+            let (stored, behind): (i64, i64) = sqlx::query_as(
+                "SELECT (SELECT count(*) FROM prices WHERE day = $1 AND symbol LIKE 'S%'),
+                        (SELECT count(*) FROM portfolios
+                          WHERE pending_from IS NOT NULL OR computed_through IS DISTINCT FROM $1)",
+            )
+            .bind(self.today)
+            .fetch_one(&self.pool)
+            .await?;
+            let now = Instant::now();
+            if stored == symbols {
+                stored_at.get_or_insert(now);
+                if behind == 0 {
+                    break now;
+                }
+            }
+            if now > deadline {
+                bail!("price day: {stored}/{symbols} closes stored, {behind} portfolios behind after 600 s");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let b = self.probe().await;
+        let total_s = (done_at - t0).as_secs_f64();
+        let stored_s = (stored_at.expect("stored") - t0).as_secs_f64();
+        let today_rows: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM portfolio_nav_history WHERE day = $1 AND portfolio_id LIKE 'p-%'",
+        )
+        .bind(self.today)
+        .fetch_one(&self.pool)
+        .await?;
+        anyhow::ensure!(
+            today_rows == portfolios,
+            "price day: {today_rows}/{portfolios} portfolios have a record for today"
+        );
+        println!("[price-day] closes stored after {stored_s:.2} s, every portfolio refreshed after {total_s:.2} s");
+        self.results.insert(
+            "price_day".into(),
+            json!({
+                "symbols": symbols,
+                "portfolios": portfolios,
+                "closes_stored_s": round3(stored_s),
+                "all_refreshed_s": round3(total_s),
+                "peak_rss_mb": round3(self.child().peak_rss_mb()),
+                "phase": self.phase(&mut a, &b).await,
+            }),
+        );
+        self.row(
+            "price-day",
+            "close for every symbol → all today-records updated",
+            format!("{total_s:.2} s"),
+            Some(("≤ 2 s".into(), total_s <= 2.0)),
+            json!({"value": round3(total_s), "unit": "s", "target": 2, "better": "lower"}),
+        );
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------
+    // 5. replay
+
+    async fn replay(&mut self) -> Result<()> {
+        self.wait_caught_up(Duration::from_secs(600)).await?;
+        let ids: Vec<(String, NaiveDate)> = sqlx::query_as(
+            "SELECT portfolio_id, first_day FROM portfolios WHERE portfolio_id LIKE 'p-%' ORDER BY 1",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let events: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM transactions WHERE portfolio_id LIKE 'p-%' AND trade_date <= $1",
+        )
+        .bind(self.today)
+        .fetch_one(&self.pool)
+        .await?;
+        let conc = self.args.replay_concurrency.max(1);
+        println!(
+            "\n[replay] calculate (full refold through today) of {} portfolios, {events} transactions, {conc} at a time...",
+            ids.len()
+        );
+        let today = self.today;
+        let mut a = self.probe().await;
+        let t0 = Instant::now();
+        let per_portfolio: Vec<f64> = futures::stream::iter(ids.clone())
+            .map(|(id, _)| {
+                let pool = self.work_pool.clone();
+                async move {
+                    let t = Instant::now();
+                    projector::calculate(&pool, &id, today)
+                        .await
+                        .map_err(|e| anyhow!("calculate {id}: {e:?}"))?;
+                    anyhow::Ok(ms(t.elapsed()))
+                }
+            })
+            .buffer_unordered(conc)
+            .try_collect()
+            .await?;
+        let wall = t0.elapsed().as_secs_f64();
+        let b = self.probe().await;
+        let rate = events as f64 / wall;
+
+        // The same work without the writes, to split read / fold / write.
+        let t1 = Instant::now();
+        let stages: Vec<[f64; 3]> = futures::stream::iter(ids.clone())
+            .map(|(id, first_day)| {
+                let pool = self.work_pool.clone();
+                async move { read_and_fold(&pool, &id, first_day, today).await }
+            })
+            .buffer_unordered(conc)
+            .try_collect()
+            .await?;
+        let read_fold_wall = t1.elapsed().as_secs_f64();
+        let sum = |i: usize| stages.iter().map(|s| s[i]).sum::<f64>();
+        let total_ms: f64 = per_portfolio.iter().sum();
+        let (tx_ms, px_ms, fold_ms) = (sum(0), sum(1), sum(2));
+        let d = Dist::of(per_portfolio);
+        println!(
+            "[replay] {rate:.0} events/s ({wall:.2} s); per portfolio p50 {:.1} ms; read-only pass {read_fold_wall:.2} s",
+            d.p50
+        );
+        self.results.insert(
+            "replay".into(),
+            json!({
+                "portfolios": ids.len(),
+                "transactions": events,
+                "concurrency": conc,
+                "wall_s": round3(wall),
+                "events_per_s": rate.round(),
+                "per_portfolio_ms": d.json(),
+                // Shares of the summed per-portfolio time of `calculate`:
+                // loading, folding (the same code without the writes), and
+                // the rest — deleting and inserting the history, committing.
+                "stage_share": {
+                    "load_transactions": round3(tx_ms / total_ms),
+                    "load_prices": round3(px_ms / total_ms),
+                    "fold": round3(fold_ms / total_ms),
+                    "write_and_commit": round3(1.0 - (tx_ms + px_ms + fold_ms) / total_ms),
+                },
+                "read_and_fold_only_wall_s": round3(read_fold_wall),
+                "read_and_fold_only_events_per_s": (events as f64 / read_fold_wall).round(),
+                "phase": self.phase(&mut a, &b).await,
+            }),
+        );
+        self.row(
+            "replay",
+            "events/s, calculate of every portfolio",
+            format!("{rate:.0}"),
+            Some(("≥ 200,000".into(), rate >= 200_000.0)),
+            json!({"value": rate.round(), "unit": "events/s", "target": 200_000, "better": "higher"}),
+        );
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------
+    // 3. backfill and 4. read share one 10-year portfolio.
+
+    async fn load_backfill_book(&mut self) -> Result<()> {
+        self.ensure_child().await?;
+        let spec = BookSpec {
+            tag: 2,
+            portfolio_prefix: "bf-",
+            portfolios: 1,
+            symbol_prefix: "B",
+            symbols: 50,
+            universe: 50,
+            trades_per_portfolio: scaled(20_000, self.args.scale, 200),
+            days: 3653,
+        };
+        println!(
+            "\n[backfill] loading one portfolio: {} trades, {} symbols, {} days...",
+            spec.trades_per_portfolio, spec.symbols, spec.days
+        );
+        let book = Book::generate(spec, self.args.seed, self.today);
+        let n = (book.trades.len() + book.close_count()) as u64;
+        let brokers = self.brokers.clone();
+        tokio::task::spawn_blocking(move || produce_book(&brokers, &book)).await??;
+        self.produced += n;
+        self.wait_caught_up(Duration::from_secs(1800)).await
+    }
+
+    fn backfill_id(&self) -> String {
+        format!("bf-{:05}", 0)
+    }
+
+    async fn backfill(&mut self) -> Result<()> {
+        let id = self.backfill_id();
+        let base = self.child().base.clone();
+        let url = format!("{base}/api/v1/portfolio/{id}/nav-history/backfill");
+        let runs = self.args.backfill_runs.max(1);
+        println!("[backfill] {runs} timed runs of POST {url}");
+        let mut last = Value::Null;
+        for _ in 0..2 {
+            last = self.post_json(&url).await?;
+        }
+        let route = "nav-history/backfill\"";
+        let mut a = self.probe().await;
+        let mut lat = Vec::new();
+        for _ in 0..runs {
+            let t = Instant::now();
+            last = self.post_json(&url).await?;
+            lat.push(ms(t.elapsed()));
+        }
+        let b = self.probe().await;
+        let server_ms = 1e3
+            * (metric(&b.metrics, "navd_http_request_duration_seconds_sum", route)
+                - metric(&a.metrics, "navd_http_request_duration_seconds_sum", route))
+            / runs as f64;
+
+        // Where a backfill's time goes, timed in-process with the same code:
+        // load the log and the prices, fold; the rest of the server time is
+        // deleting and inserting the history rows and the durable commit.
+        let first_day: NaiveDate =
+            sqlx::query_scalar("SELECT first_day FROM portfolios WHERE portfolio_id = $1")
+                .bind(&id)
+                .fetch_one(&self.pool)
+                .await?;
+        let to = self.today.pred_opt().expect("date");
+        let mut split = Vec::new();
+        for _ in 0..5 {
+            split.push(read_and_fold(&self.work_pool, &id, first_day, to).await?);
+        }
+        let stage = |i: usize| Dist::of(split.iter().map(|s| s[i]).collect()).p50;
+        let (tx_ms, px_ms, fold_ms) = (stage(0), stage(1), stage(2));
+        let d = Dist::of(lat);
+        println!(
+            "[backfill] median {:.1} ms, p90 {:.1} ms (server {server_ms:.1} ms: load {:.1} + prices {:.1} + fold {:.1} + write/commit ≈ {:.1})",
+            d.p50,
+            d.p90,
+            tx_ms,
+            px_ms,
+            fold_ms,
+            server_ms - tx_ms - px_ms - fold_ms
+        );
+        self.results.insert(
+            "backfill".into(),
+            json!({
+                "portfolio": id,
+                "days_written": last["days_written"],
+                "transactions_replayed": last["transactions_replayed"],
+                "runs": runs,
+                "end_to_end_ms": d.json(),
+                "server_mean_ms": round3(server_ms),
+                "stage_p50_ms": {
+                    "load_transactions": round3(tx_ms),
+                    "load_prices": round3(px_ms),
+                    "fold": round3(fold_ms),
+                    "write_and_commit_estimate": round3(server_ms - tx_ms - px_ms - fold_ms),
+                },
+                "phase": self.phase(&mut a, &b).await,
+            }),
+        );
+        self.row(
+            "backfill",
+            "POST backfill, 10 years: median (p90)",
+            format!("{:.1} ms ({:.1})", d.p50, d.p90),
+            Some(("≤ 150 ms median".into(), d.p50 <= 150.0)),
+            json!({"value": round3(d.p50), "unit": "ms", "target": 150, "better": "lower"}),
+        );
+        Ok(())
+    }
+
+    /// One request's stages without load, timed in-process with the
+    /// handler's own code: the history rows from the database, the whole
+    /// read (rows, W0, statistics, points), and JSON serialisation.
+    async fn read_split(&self, id: &str) -> Result<Value> {
+        let q = crate::http::nav::HistoryQuery::parse(None).map_err(|e| anyhow!("{e:?}"))?;
+        let (mut rows, mut read, mut encode) = (vec![], vec![], vec![]);
+        for _ in 0..10 {
+            let mut conn = self.work_pool.acquire().await?;
+            let t = Instant::now();
+            store::load_history(&mut conn, id, None, None).await?;
+            rows.push(ms(t.elapsed()));
+            drop(conn);
+            let t = Instant::now();
+            let resp = crate::http::nav::read_history(&self.work_pool, id, &q)
+                .await
+                .map_err(|e| anyhow!("{e:?}"))?;
+            read.push(ms(t.elapsed()));
+            let t = Instant::now();
+            serde_json::to_vec(&resp)?;
+            encode.push(ms(t.elapsed()));
+        }
+        Ok(json!({
+            "load_history_rows": round3(Dist::of(rows).p50),
+            "read_history_total": round3(Dist::of(read).p50),
+            "serialize_json": round3(Dist::of(encode).p50),
+        }))
+    }
+
+    async fn post_json(&self, url: &str) -> Result<Value> {
+        let resp = self.http.post(url).send().await?;
+        let status = resp.status();
+        let body = resp.bytes().await?;
+        anyhow::ensure!(
+            status.is_success(),
+            "POST {url}: {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        Ok(serde_json::from_slice(&body)?)
+    }
+
+    async fn read(&mut self) -> Result<()> {
+        let secs = self.args.duration_secs.unwrap_or(30);
+        let id = self.backfill_id();
+        let base = self.child().base.clone();
+        let url = format!("{base}/api/v1/portfolio/{id}/nav-history");
+        let resp = self.http.get(&url).send().await?;
+        anyhow::ensure!(resp.status().is_success(), "GET {url}: {}", resp.status());
+        let body = resp.bytes().await?;
+        let v: Value = serde_json::from_slice(&body)?;
+        let points = v["points"].as_array().map_or(0, Vec::len);
+        anyhow::ensure!(
+            v["statistics"].is_object() && points > 3000,
+            "GET {url}: expected a 10-year curve with statistics, got {points} points"
+        );
+        let Some(wrk) = find_on_path("wrk") else {
+            println!(
+                "\n[read] SKIPPED: `wrk` is not installed. Install it (Debian/Ubuntu: `sudo apt-get install -y wrk`, macOS: `brew install wrk`) and run `navd bench --scenario read` again."
+            );
+            self.results.insert(
+                "read".into(),
+                json!({"skipped": "wrk not installed (apt-get install -y wrk)"}),
+            );
+            self.rows.push(Row {
+                scenario: "read",
+                figure: "GET curve + statistics, 16 connections".into(),
+                value: "skipped: wrk not installed".into(),
+                target: "≥ 2,000 req/s, p99 ≤ 25 ms".into(),
+                verdict: "",
+                json: json!({"skipped": true}),
+            });
+            return Ok(());
+        };
+        println!(
+            "\n[read] wrk: {READ_CONNECTIONS} connections for {secs} s on GET {url} ({points} points, {} kB)",
+            body.len() / 1000
+        );
+        self.child().reset_peak_rss();
+        let mut a = self.probe().await;
+        let out = tokio::process::Command::new(&wrk)
+            .args([
+                "-t2",
+                &format!("-c{READ_CONNECTIONS}"),
+                &format!("-d{secs}s"),
+            ])
+            .args(["--timeout", "10s", "--latency", &url])
+            .output()
+            .await
+            .context("running wrk")?;
+        let b = self.probe().await;
+        let split = self.read_split(&id).await?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        anyhow::ensure!(
+            out.status.success(),
+            "wrk failed: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let w = WrkReport::parse(&text).with_context(|| format!("parsing wrk output:\n{text}"))?;
+        let route = "/api/v1/portfolio/{id}/nav-history\"";
+        let count = metric(
+            &b.metrics,
+            "navd_http_request_duration_seconds_count",
+            route,
+        ) - metric(
+            &a.metrics,
+            "navd_http_request_duration_seconds_count",
+            route,
+        );
+        let server_ms = 1e3
+            * (metric(&b.metrics, "navd_http_request_duration_seconds_sum", route)
+                - metric(&a.metrics, "navd_http_request_duration_seconds_sum", route))
+            / count.max(1.0);
+        println!(
+            "[read] {:.0} req/s; latency p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms; {} errors; server mean {server_ms:.1} ms; unloaded: {split}",
+            w.rps, w.p50, w.p90, w.p99, w.errors
+        );
+        self.results.insert(
+            "read".into(),
+            json!({
+                "url": url,
+                "points": points,
+                "response_bytes": body.len(),
+                "connections": READ_CONNECTIONS,
+                "duration_s": secs,
+                "requests_per_s": w.rps,
+                "latency_ms": {"p50": w.p50, "p75": w.p75, "p90": w.p90, "p99": w.p99},
+                "errors": w.errors,
+                "server_mean_ms": round3(server_ms),
+                "stage_p50_ms_unloaded": split,
+                "peak_rss_mb": round3(self.child().peak_rss_mb()),
+                "phase": self.phase(&mut a, &b).await,
+                "wrk_output": text,
+            }),
+        );
+        let ok = w.rps >= 2000.0 && w.p99 <= 25.0 && w.errors == 0;
+        self.row(
+            "read",
+            "GET 10-year curve + statistics: req/s (p50 / p99)",
+            format!("{:.0} ({:.1} / {:.1} ms)", w.rps, w.p50, w.p99),
+            Some(("≥ 2,000 req/s, p99 ≤ 25 ms".into(), ok)),
+            json!({"value": w.rps, "unit": "req/s", "target": 2000, "better": "higher", "p99_ms": w.p99, "p99_target_ms": 25}),
+        );
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------
+
+    /// Stops the child, then prints the table and writes the JSON — also
+    /// after a failed scenario, with what was measured until then.
+    async fn finish(mut self, outcome: Result<()>) -> Result<()> {
+        if let Some(mut c) = self.child.take() {
+            let cpu = cpu_seconds(c.pid, false);
+            let rss = c.status_kb("VmHWM").map_or(0.0, |kb| kb as f64 / 1024.0);
+            c.stop();
+            self.results.insert(
+                "navd_process".into(),
+                json!({"cpu_s_total": round3(cpu), "peak_rss_mb_since_last_reset": round3(rss)}),
+            );
+        }
+        let passthrough: serde_json::Map<String, Value> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("NAVD_") && !k.contains("JWT") && k != "NAVD_PG_BINDIR")
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
+        let doc = json!({
+            "navd_version": env!("CARGO_PKG_VERSION"),
+            "git": git_describe(),
+            "finished_at": chrono::Utc::now().to_rfc3339(),
+            "command": std::env::args().collect::<Vec<_>>().join(" "),
+            "cores": self.cores,
+            "scale": self.args.scale,
+            "seed": self.args.seed,
+            "today": TODAY,
+            "wall_s": round3(self.started.elapsed().as_secs_f64()),
+            "child_env_passthrough": passthrough,
+            "error": outcome.as_ref().err().map(|e| format!("{e:#}")),
+            "summary": self.rows.iter().map(|r| json!({
+                "scenario": r.scenario, "figure": r.figure, "shown": r.value,
+                "target": r.target, "verdict": r.verdict, "data": r.json,
+            })).collect::<Vec<_>>(),
+            "scenarios": Value::Object(std::mem::take(&mut self.results)),
+        });
+        std::fs::write(&self.args.out, serde_json::to_vec_pretty(&doc)?)
+            .with_context(|| format!("writing {}", self.args.out.display()))?;
+        self.print_table();
+        println!(
+            "\nnavd bench: results in {}, navd log in {}",
+            self.args.out.display(),
+            self.out_dir.join("navd-serve.log").display()
+        );
+        outcome
+    }
+
+    fn print_table(&self) {
+        let header = ["scenario", "figure", "value", "target", ""];
+        let mut widths = header.map(|h| h.chars().count());
+        for r in &self.rows {
+            for (w, s) in widths
+                .iter_mut()
+                .zip([r.scenario, &r.figure, &r.value, &r.target, r.verdict])
+            {
+                *w = (*w).max(s.chars().count());
+            }
+        }
+        let line = |cells: [&str; 5]| {
+            let mut s = String::new();
+            for (c, w) in cells.iter().zip(widths) {
+                s.push_str(c);
+                s.push_str(&" ".repeat(w - c.chars().count() + 2));
+            }
+            println!("{}", s.trim_end());
+        };
+        println!(
+            "\nnavd bench — {} cores, scale {}, seed {}, PostgreSQL durable (fsync, synchronous_commit on)\n",
+            self.cores, self.args.scale, self.args.seed
+        );
+        line(header);
+        for r in &self.rows {
+            line([r.scenario, &r.figure, &r.value, &r.target, r.verdict]);
+        }
+    }
+}
+
+/// Counters at one instant; phases are measured between two. Starts
+/// sampling database activity for the phase that follows it.
+struct Probe {
+    activity: Option<WaitSampler>,
+    at: Instant,
+    navd_cpu: f64,
+    pg_cpu: f64,
+    bench_cpu: f64,
+    metrics: String,
+    wal_bytes: i64,
+    commits: i64,
+}
+
+/// Samples `pg_stat_activity` every 50 ms: what navd's database sessions
+/// are doing — running (`CPU`), waiting on a lock or on the WAL flush, or
+/// idle inside a transaction while navd computes (`ClientRead`). A cheap
+/// profile of the database side without `pg_stat_statements`.
+struct WaitSampler {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<(u64, std::collections::HashMap<String, u64>)>,
+}
+
+impl WaitSampler {
+    fn start(pool: PgPool) -> WaitSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut samples = 0u64;
+            let mut seen = std::collections::HashMap::new();
+            while !flag.load(Ordering::Relaxed) {
+                let rows: Vec<(String, String, String)> = sqlx::query_as(
+                    "SELECT state, COALESCE(wait_event_type || ':' || wait_event, 'CPU'),
+                            left(regexp_replace(query, '\\s+', ' ', 'g'), 70)
+                       FROM pg_stat_activity
+                      WHERE backend_type = 'client backend' AND state <> 'idle'
+                        AND application_name <> $1",
+                )
+                .bind(PROBE_APP)
+                .fetch_all(&pool)
+                .await
+                .unwrap_or_default();
+                samples += 1;
+                for (state, wait, query) in rows {
+                    *seen
+                        .entry(format!("{state} | {wait} | {query}"))
+                        .or_insert(0) += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            (samples, seen)
+        });
+        WaitSampler { stop, task }
+    }
+
+    /// The mean number of sessions in each (state, wait, query) over the
+    /// phase, largest first.
+    async fn stop(self) -> Value {
+        self.stop.store(true, Ordering::Relaxed);
+        let Ok((samples, seen)) = (&mut { self }.task).await else {
+            return Value::Null;
+        };
+        let samples = samples.max(1) as f64;
+        let busy = seen.values().sum::<u64>() as f64 / samples;
+        let mut top: Vec<(String, u64)> = seen.into_iter().collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        json!({
+            "mean_busy_sessions": round3(busy),
+            "top": top.into_iter().take(8).map(|(k, n)| json!([round3(n as f64 / samples), k])).collect::<Vec<_>>(),
+        })
+    }
+}
+
+impl Drop for WaitSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Loads a portfolio's log and prices and folds it through `to` without
+/// writing: milliseconds of [load transactions, load prices, fold].
+async fn read_and_fold(
+    pool: &PgPool,
+    id: &str,
+    first_day: NaiveDate,
+    to: NaiveDate,
+) -> Result<[f64; 3]> {
+    let mut conn = pool.acquire().await?;
+    let t = Instant::now();
+    let txs = store::load_transactions(&mut conn, id, None, to).await?;
+    let t_tx = t.elapsed();
+    let start = projections::DayState::initial(first_day);
+    let mut symbols: Vec<String> = txs.iter().map(|t| t.symbol.to_string()).collect();
+    symbols.sort();
+    symbols.dedup();
+    let t = Instant::now();
+    let book = store::load_prices(&mut conn, &symbols, start.date, to).await?;
+    let t_px = t.elapsed();
+    let t = Instant::now();
+    projector::run_fold(start, &txs, &book, to)?;
+    Ok([ms(t_tx), ms(t_px), ms(t.elapsed())])
+}
+
+/// Follows sampled freshness events until each is visible: its row stored
+/// and its portfolio no longer pending. Conservative: an event counts as
+/// visible only at the first poll that sees it (up to one poll interval plus
+/// a query late), and a portfolio made pending again by a later trade hides
+/// an earlier, already folded one until the next refresh. Returns the
+/// latencies (ms) and how many samples never became visible.
+async fn poll_visible(
+    pool: PgPool,
+    outstanding: Arc<Mutex<Vec<(Uuid, Instant)>>>,
+    done: Arc<AtomicBool>,
+) -> Result<(Vec<f64>, usize)> {
+    let mut latencies = Vec::new();
+    let mut done_at: Option<Instant> = None;
+    loop {
+        tokio::time::sleep(FRESHNESS_POLL).await;
+        let ids: Vec<Uuid> = outstanding
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(id, _)| *id)
+            .collect();
+        if done.load(Ordering::Relaxed) {
+            let at = *done_at.get_or_insert_with(Instant::now);
+            if ids.is_empty() || at.elapsed() > Duration::from_secs(60) {
+                return Ok((latencies, ids.len()));
+            }
+        }
+        if ids.is_empty() {
+            continue;
+        }
+        // The snapshot is taken when the query starts: what it sees was
+        // visible by then.
+        let asked = Instant::now();
+        let seen: HashSet<Uuid> = sqlx::query_scalar(
+            "SELECT t.event_id FROM transactions t JOIN portfolios p USING (portfolio_id)
+              WHERE t.event_id = ANY($1) AND p.pending_from IS NULL",
+        )
+        .bind(&ids)
+        .fetch_all(&pool)
+        .await?
+        .into_iter()
+        .collect();
+        if !seen.is_empty() {
+            outstanding.lock().unwrap().retain(|(id, sent)| {
+                if seen.contains(id) {
+                    latencies.push(ms(asked.saturating_duration_since(*sent)));
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The generated books.
+
+/// What to generate: portfolios trading symbols over `days` calendar days
+/// ending today (trades and closes on weekdays before today).
+#[derive(Debug, Clone)]
+struct BookSpec {
+    /// Event-id namespace, so books never share ids.
+    tag: u32,
+    portfolio_prefix: &'static str,
+    portfolios: usize,
+    symbol_prefix: &'static str,
+    symbols: usize,
+    /// Symbols one portfolio trades: keeps open positions realistic (≤ this).
+    universe: usize,
+    trades_per_portfolio: usize,
+    days: i64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Trade {
+    day: u32,
+    portfolio: u32,
+    symbol: u16,
+    sell: bool,
+    qty: u32,
+    price_cents: u64,
+    /// Rank within the portfolio's day: orders the day by `occurred_at`.
+    nth: u16,
+}
+
+struct Book {
+    spec: BookSpec,
+    today: NaiveDate,
+    weekdays: Vec<NaiveDate>,
+    /// `closes[symbol][weekday]` in cents.
+    closes: Vec<Vec<u64>>,
+    universes: Vec<Vec<u16>>,
+    /// In production order: by day, then portfolio, then generation order.
+    trades: Vec<Trade>,
+}
+
+impl Book {
+    /// Random-walk closes every weekday; per portfolio, trades on random
+    /// weekdays (the first on the first weekday, so every history spans the
+    /// window) that never sell more than is held, in fold order.
+    fn generate(spec: BookSpec, seed: u64, today: NaiveDate) -> Book {
+        let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(spec.tag) << 32));
+        let start = today - Days::days(spec.days - 1);
+        let weekdays: Vec<NaiveDate> = start
+            .iter_days()
+            .take_while(|d| *d < today)
+            .filter(|d| !matches!(d.weekday(), Weekday::Sat | Weekday::Sun))
+            .collect();
+        let closes: Vec<Vec<u64>> = (0..spec.symbols)
+            .map(|_| {
+                let mut px: f64 = rng.gen_range(2_000.0..30_000.0);
+                weekdays
+                    .iter()
+                    .map(|_| {
+                        px *= 1.0 + rng.gen_range(-0.02..0.0205);
+                        px = px.max(100.0);
+                        px.round() as u64
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut universes = Vec::with_capacity(spec.portfolios);
+        let mut trades = Vec::with_capacity(spec.portfolios * spec.trades_per_portfolio);
+        for p in 0..spec.portfolios {
+            let universe: Vec<u16> =
+                rand::seq::index::sample(&mut rng, spec.symbols, spec.universe.min(spec.symbols))
+                    .into_iter()
+                    .map(|i| i as u16)
+                    .collect();
+            let mut days: Vec<u32> = (0..spec.trades_per_portfolio)
+                .map(|_| rng.gen_range(0..weekdays.len()) as u32)
+                .collect();
+            days.sort_unstable();
+            days[0] = 0;
+            let mut held = vec![0u32; universe.len()];
+            let mut prev_day = u32::MAX;
+            let mut nth = 0u16;
+            for day in days {
+                nth = if day == prev_day { nth + 1 } else { 0 };
+                prev_day = day;
+                let holding: Vec<usize> = (0..held.len()).filter(|&u| held[u] > 0).collect();
+                let (u, sell, qty) = if !holding.is_empty() && rng.gen_bool(0.4) {
+                    let u = holding[rng.gen_range(0..holding.len())];
+                    let q = if rng.gen_bool(0.3) {
+                        held[u]
+                    } else {
+                        (held[u] / 2).max(1)
+                    };
+                    held[u] -= q;
+                    (u, true, q)
+                } else {
+                    let u = rng.gen_range(0..universe.len());
+                    let q = rng.gen_range(1..=100);
+                    held[u] += q;
+                    (u, false, q)
+                };
+                let symbol = universe[u];
+                let close = closes[symbol as usize][day as usize] as f64;
+                let price_cents = (close * rng.gen_range(0.995..1.005)).round().max(1.0) as u64;
+                trades.push(Trade {
+                    day,
+                    portfolio: p as u32,
+                    symbol,
+                    sell,
+                    qty,
+                    price_cents,
+                    nth,
+                });
+            }
+            universes.push(universe);
+        }
+        trades.sort_by_key(|t| t.day); // stable: portfolio order kept
+        Book {
+            spec,
+            today,
+            weekdays,
+            closes,
+            universes,
+            trades,
+        }
+    }
+
+    fn close_count(&self) -> usize {
+        self.spec.symbols * self.weekdays.len()
+    }
+
+    fn portfolio(&self, p: u32) -> String {
+        format!("{}{p:05}", self.spec.portfolio_prefix)
+    }
+
+    fn symbol(&self, s: u16) -> String {
+        format!("{}{s:03}", self.spec.symbol_prefix)
+    }
+
+    /// (key, payload) of the `i`-th trade.
+    fn trade_event(&self, i: usize) -> (String, String) {
+        let t = &self.trades[i];
+        let pid = self.portfolio(t.portfolio);
+        let d = self.weekdays[t.day as usize];
+        let json = format!(
+            r#"{{"event_id":"{}","type":"{}","portfolio_id":"{pid}","symbol":"{}","quantity":"{}","price":"{}","fee":"1.00","trade_date":"{d}","occurred_at":"{d}T14:{:02}:{:02}Z"}}"#,
+            event_id(self.spec.tag, i as u64),
+            if t.sell { "sell" } else { "buy" },
+            self.symbol(t.symbol),
+            t.qty,
+            cents(t.price_cents),
+            t.nth / 60,
+            t.nth % 60,
+        );
+        (pid, json)
+    }
+
+    fn close_event(&self, symbol: usize, day: usize) -> (String, String) {
+        let s = self.symbol(symbol as u16);
+        let json = format!(
+            r#"{{"symbol":"{s}","date":"{}","close":"{}"}}"#,
+            self.weekdays[day],
+            cents(self.closes[symbol][day])
+        );
+        (s, json)
+    }
+
+    /// A close dated today, 1% up from the last one.
+    fn today_close(&self, symbol: usize) -> (String, Vec<u8>) {
+        let s = self.symbol(symbol as u16);
+        let last = *self.closes[symbol].last().expect("closes");
+        let json = format!(
+            r#"{{"symbol":"{s}","date":"{}","close":"{}"}}"#,
+            self.today,
+            cents(last + last / 100)
+        );
+        (s, json.into_bytes())
+    }
+
+    /// A small buy dated today in a random portfolio (never an oversell).
+    fn today_trade(&self, rng: &mut StdRng, tag: u32, n: u64) -> (String, Uuid, Vec<u8>) {
+        let p = rng.gen_range(0..self.spec.portfolios);
+        let universe = &self.universes[p];
+        let symbol = universe[rng.gen_range(0..universe.len())];
+        let pid = self.portfolio(p as u32);
+        let id = event_id(tag, n);
+        let price = *self.closes[symbol as usize].last().expect("closes");
+        let json = format!(
+            r#"{{"event_id":"{id}","type":"buy","portfolio_id":"{pid}","symbol":"{}","quantity":"{}","price":"{}","fee":"1.00","trade_date":"{}"}}"#,
+            self.symbol(symbol),
+            rng.gen_range(1..=10),
+            cents(price),
+            self.today,
+        );
+        (pid, id, json.into_bytes())
+    }
+}
+
+fn cents(c: u64) -> String {
+    format!("{}.{:02}", c / 100, c % 100)
+}
+
+/// A deterministic version-4-shaped UUID: the book's tag and a counter.
+fn event_id(tag: u32, n: u64) -> Uuid {
+    let hi = 0xbe0c_0000_0000_4000_u64 | (u64::from(tag) << 16);
+    let lo = 0x8000_0000_0000_0000_u64 | n;
+    Uuid::from_u64_pair(hi, lo)
+}
+
+fn scaled(n: usize, scale: f64, min: usize) -> usize {
+    ((n as f64 * scale).round() as usize).max(min)
+}
+
+/// Produces a book day by day — the day's trades, then its closes — the
+/// order in which a platform would have emitted them.
+fn produce_book(brokers: &str, book: &Book) -> Result<()> {
+    let sender = Sender::new(brokers, 20)?;
+    let mut i = 0;
+    for day in 0..book.weekdays.len() {
+        while i < book.trades.len() && book.trades[i].day as usize == day {
+            let (key, json) = book.trade_event(i);
+            sender.send(TX_TOPIC, &key, json.as_bytes())?;
+            i += 1;
+        }
+        for s in 0..book.spec.symbols {
+            let (key, json) = book.close_event(s, day);
+            sender.send(PX_TOPIC, &key, json.as_bytes())?;
+        }
+    }
+    sender.flush()
+}
+
+// ---------------------------------------------------------------------------
+// Kafka helpers.
+
+/// Counts deliveries, so a lost message fails the run instead of hanging it.
+#[derive(Default)]
+struct Deliveries {
+    failed: AtomicU64,
+}
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if result.is_err() {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A producer that never waits for a delivery per message: the generator
+/// must outrun the consumer it measures.
+struct Sender {
+    producer: ThreadedProducer<Deliveries>,
+}
+
+impl Sender {
+    fn new(brokers: &str, linger_ms: u32) -> Result<Sender> {
+        let producer = ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .set("linger.ms", linger_ms.to_string())
+            .set("enable.idempotence", "true")
+            .set("queue.buffering.max.messages", "1000000")
+            .set("queue.buffering.max.kbytes", "1048576")
+            .set("batch.num.messages", "10000")
+            .set("message.timeout.ms", "300000")
+            .create_with_context(Deliveries::default())
+            .context("creating the bench producer")?;
+        Ok(Sender { producer })
+    }
+
+    fn send(&self, topic: &str, key: &str, payload: &[u8]) -> Result<()> {
+        let mut record = BaseRecord::to(topic).key(key).payload(payload);
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err((e, _)) => bail!("produce to {topic}: {e}"),
+            }
+        }
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.producer
+            .flush(Duration::from_secs(300))
+            .context("flushing the producer")?;
+        let failed = self.producer.context().failed.load(Ordering::Relaxed);
+        anyhow::ensure!(failed == 0, "{failed} messages were not delivered");
+        Ok(())
+    }
+}
+
+/// Seconds a bare consumer in this process takes to read `total` messages
+/// from the start of both topics.
+fn drain_topics(brokers: &str, total: u64) -> Result<f64> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", "navd-bench-drain")
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let mut tpl = TopicPartitionList::new();
+    for (topic, parts) in [(TX_TOPIC, TX_PARTITIONS), (PX_TOPIC, PX_PARTITIONS)] {
+        for p in 0..parts {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)?;
+        }
+    }
+    consumer.assign(&tpl)?;
+    let t = Instant::now();
+    let mut n = 0;
+    while n < total {
+        match consumer.poll(Duration::from_millis(500)) {
+            Some(Ok(_)) => n += 1,
+            Some(Err(e)) => bail!("draining: {e}"),
+            None if t.elapsed() > Duration::from_secs(600) => {
+                bail!("draining: {n}/{total} after 600 s")
+            }
+            None => {}
+        }
+    }
+    Ok(t.elapsed().as_secs_f64())
+}
+
+// ---------------------------------------------------------------------------
+// The child process and /proc.
+
+struct NavdChild {
+    child: Child,
+    pid: u32,
+    base: String,
+    log: PathBuf,
+}
+
+impl NavdChild {
+    /// `navd serve` configured like production except: the bench's database
+    /// and broker, no authentication (loopback), "today" pinned. Other
+    /// `NAVD_*` variables (batch size, pool size, …) are inherited, so a
+    /// tuning can be tried without rebuilding.
+    fn spawn(
+        exe: &Path,
+        db: &str,
+        brokers: &str,
+        today: NaiveDate,
+        log: &Path,
+    ) -> Result<NavdChild> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let out =
+            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let child = Command::new(exe)
+            .arg("serve")
+            .env("DATABASE_URL", db)
+            .env("NAVD_KAFKA_BROKERS", brokers)
+            .env("NAVD_KAFKA_GROUP", GROUP)
+            .env("NAVD_TRANSACTIONS_TOPIC", TX_TOPIC)
+            .env("NAVD_PRICES_TOPIC", PX_TOPIC)
+            .env("NAVD_HTTP_ADDR", format!("127.0.0.1:{port}"))
+            .env("NAVD_AUTH", "none")
+            .env("NAVD_TODAY", today.to_string())
+            .env("NAVD_LOG_FORMAT", "json")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .context("spawning navd serve")?;
+        Ok(NavdChild {
+            pid: child.id(),
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            log: log.to_path_buf(),
+        })
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        let mut status = 0;
+        // SAFETY: waitpid on our own child with WNOHANG only polls it.
+        let r = unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) };
+        if r == self.pid as i32 {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            bail!(
+                "navd serve exited (wait status {status}); last log lines:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        Ok(())
+    }
+
+    fn status_kb(&self, field: &str) -> Option<u64> {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
+        s.lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+
+    /// Peak resident set since start or the last [`Self::reset_peak_rss`].
+    fn peak_rss_mb(&self) -> f64 {
+        self.status_kb("VmHWM")
+            .map_or(f64::NAN, |kb| kb as f64 / 1024.0)
+    }
+
+    /// Resets VmHWM to the current RSS (Linux `clear_refs` 5), so each
+    /// scenario reports its own peak.
+    fn reset_peak_rss(&self) {
+        let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid), "5");
+    }
+
+    /// SIGTERM (a clean shutdown), SIGKILL after 30 s.
+    fn stop(&mut self) {
+        // SAFETY: signalling our own child by pid.
+        unsafe { libc::kill(self.pid as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for NavdChild {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Fields of `/proc/<pid>/stat` after the command name.
+fn proc_stat(pid: u32) -> Option<Vec<u64>> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    Some(
+        rest.split_whitespace()
+            .map(|f| f.parse().unwrap_or(0))
+            .collect(),
+    )
+}
+
+fn ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// User + system CPU seconds of a process (all threads); with `children`,
+/// plus those of its reaped children.
+fn cpu_seconds(pid: u32, children: bool) -> f64 {
+    // After "pid (comm) ": state=0, ppid=1, …, utime=11, stime=12,
+    // cutime=13, cstime=14.
+    let Some(f) = proc_stat(pid) else { return 0.0 };
+    let mut ticks = f[11] + f[12];
+    if children {
+        ticks += f[13] + f[14];
+    }
+    ticks as f64 / ticks_per_second()
+}
+
+/// The postmaster of our private server: the `postgres` process started
+/// with `-p <port>`.
+fn find_postmaster(port: u16) -> Option<u32> {
+    let port = port.to_string();
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        if args.first().is_some_and(|a| a.ends_with(b"postgres"))
+            && args
+                .windows(2)
+                .any(|w| w[0] == b"-p" && w[1] == port.as_bytes())
+        {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// CPU seconds of the whole server: the postmaster with its reaped
+/// children, plus every live backend and auxiliary process.
+fn pg_cpu_seconds(postmaster: u32) -> f64 {
+    let mut total = cpu_seconds(postmaster, true);
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if proc_stat(pid).is_some_and(|f| f.get(1) == Some(&u64::from(postmaster))) {
+                total += cpu_seconds(pid, false);
+            }
+        }
+    }
+    total
+}
+
+fn find_on_path(tool: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+}
+
+fn git_describe() -> Option<String> {
+    let out = Command::new("git")
+        .args(["describe", "--always", "--dirty"])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+// ---------------------------------------------------------------------------
+// Figures.
+
+/// Sum of a Prometheus metric over the series whose labels contain
+/// `label_filter` (empty: all series).
+fn metric(text: &str, name: &str, label_filter: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (n, labels) = series.split_at(series.find('{').unwrap_or(series.len()));
+            (n == name && labels.contains(label_filter)).then(|| value.parse::<f64>().ok())?
+        })
+        .sum()
+}
+
+/// Summary of a sample, in the sample's unit.
+struct Dist {
+    n: usize,
+    mean: f64,
+    p50: f64,
+    p90: f64,
+    p99: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Dist {
+    fn of(mut v: Vec<f64>) -> Dist {
+        v.sort_by(f64::total_cmp);
+        // Nearest rank: the smallest value with at least p% at or below it.
+        let pct = |p: f64| {
+            if v.is_empty() {
+                return f64::NAN;
+            }
+            let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
+            v[rank.min(v.len()) - 1]
+        };
+        Dist {
+            n: v.len(),
+            mean: v.iter().sum::<f64>() / v.len().max(1) as f64,
+            p50: pct(50.0),
+            p90: pct(90.0),
+            p99: pct(99.0),
+            min: v.first().copied().unwrap_or(f64::NAN),
+            max: v.last().copied().unwrap_or(f64::NAN),
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "n": self.n, "mean": round3(self.mean), "p50": round3(self.p50), "p90": round3(self.p90),
+            "p99": round3(self.p99), "min": round3(self.min), "max": round3(self.max),
+        })
+    }
+}
+
+/// What `wrk --latency` printed.
+#[derive(Debug, PartialEq)]
+struct WrkReport {
+    rps: f64,
+    p50: f64,
+    p75: f64,
+    p90: f64,
+    p99: f64,
+    /// Non-2xx responses plus socket errors.
+    errors: u64,
+}
+
+impl WrkReport {
+    fn parse(text: &str) -> Result<WrkReport> {
+        let mut r = WrkReport {
+            rps: f64::NAN,
+            p50: f64::NAN,
+            p75: f64::NAN,
+            p90: f64::NAN,
+            p99: f64::NAN,
+            errors: 0,
+        };
+        for line in text.lines().map(str::trim) {
+            let mut words = line.split_whitespace();
+            match (words.next(), words.next()) {
+                (Some("Requests/sec:"), Some(v)) => r.rps = v.parse()?,
+                (Some("50%"), Some(v)) => r.p50 = wrk_ms(v)?,
+                (Some("75%"), Some(v)) => r.p75 = wrk_ms(v)?,
+                (Some("90%"), Some(v)) => r.p90 = wrk_ms(v)?,
+                (Some("99%"), Some(v)) => r.p99 = wrk_ms(v)?,
+                _ => {}
+            }
+            if let Some(n) = line.strip_prefix("Non-2xx or 3xx responses:") {
+                r.errors += n.trim().parse::<u64>()?;
+            }
+            if let Some(rest) = line.strip_prefix("Socket errors:") {
+                // "connect 0, read 0, write 0, timeout 0"
+                for part in rest.split(',') {
+                    if let Some(n) = part.split_whitespace().nth(1) {
+                        r.errors += n.parse::<u64>()?;
+                    }
+                }
+            }
+        }
+        anyhow::ensure!(
+            r.rps.is_finite() && r.p99.is_finite(),
+            "no Requests/sec or 99% line"
+        );
+        Ok(r)
+    }
+}
+
+/// A wrk duration ("812.00us", "1.23ms", "2.01s", "1.5m") in milliseconds.
+fn wrk_ms(v: &str) -> Result<f64> {
+    let split = v
+        .find(|c: char| c.is_ascii_alphabetic())
+        .ok_or_else(|| anyhow!("no unit in {v}"))?;
+    let (n, unit) = v.split_at(split);
+    let n: f64 = n.parse()?;
+    Ok(match unit {
+        "us" => n / 1e3,
+        "ms" => n,
+        "s" => n * 1e3,
+        "m" => n * 60e3,
+        other => bail!("unknown unit {other} in {v}"),
+    })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_wrk_latency_output() {
+        let out = "Running 30s test @ http://127.0.0.1:1/x
+  2 threads and 16 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency    10.58ms    3.13ms  43.70ms   75.27%
+    Req/Sec   761.24     70.49     0.92k    71.33%
+  Latency Distribution
+     50%  812.00us
+     75%   12.07ms
+     90%   14.23ms
+     99%    1.20s
+  45508 requests in 30.03s, 5.02GB read
+  Socket errors: connect 0, read 1, write 0, timeout 2
+  Non-2xx or 3xx responses: 12
+Requests/sec:   1515.37
+Transfer/sec:    171.26MB
+";
+        let r = WrkReport::parse(out).unwrap();
+        assert_eq!(
+            r,
+            WrkReport {
+                rps: 1515.37,
+                p50: 0.812,
+                p75: 12.07,
+                p90: 14.23,
+                p99: 1200.0,
+                errors: 15
+            }
+        );
+    }
+
+    #[test]
+    fn sums_prometheus_series() {
+        let text = "# TYPE x histogram
+navd_batch_seconds_sum 1.5
+navd_http_request_duration_seconds_sum{route=\"/a/backfill\",method=\"POST\",status=\"200\"} 2
+navd_http_request_duration_seconds_sum{route=\"/a\",method=\"GET\",status=\"200\"} 3
+";
+        assert_eq!(metric(text, "navd_batch_seconds_sum", ""), 1.5);
+        assert_eq!(
+            metric(text, "navd_http_request_duration_seconds_sum", ""),
+            5.0
+        );
+        assert_eq!(
+            metric(text, "navd_http_request_duration_seconds_sum", "/a\""),
+            3.0
+        );
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let d = Dist::of((1..=100).map(f64::from).collect());
+        assert_eq!((d.p50, d.p90, d.p99, d.max), (50.0, 90.0, 99.0, 100.0));
+    }
+
+    /// Every generated history folds without an oversell, and a seed gives
+    /// the same book twice.
+    #[test]
+    fn books_are_deterministic_and_never_oversell() {
+        let spec = BookSpec {
+            tag: 9,
+            portfolio_prefix: "t-",
+            portfolios: 5,
+            symbol_prefix: "T",
+            symbols: 12,
+            universe: 4,
+            trades_per_portfolio: 300,
+            days: 200,
+        };
+        let today: NaiveDate = TODAY.parse().unwrap();
+        let a = Book::generate(spec.clone(), 7, today);
+        let b = Book::generate(spec, 7, today);
+        assert_eq!(a.trade_event(100), b.trade_event(100));
+        let mut held = std::collections::HashMap::new();
+        for i in 0..a.trades.len() {
+            let t = projections::parse_transaction(a.trade_event(i).1.as_bytes()).unwrap();
+            let q = held
+                .entry((t.portfolio_id.to_string(), t.symbol.to_string()))
+                .or_insert(rust_decimal::Decimal::ZERO);
+            if t.side == projections::Side::Sell {
+                assert!(*q >= t.quantity, "oversell at trade {i}");
+                *q -= t.quantity;
+            } else {
+                *q += t.quantity;
+            }
+        }
+        let (_, close) = a.close_event(3, 10);
+        projections::parse_price(close.as_bytes()).unwrap();
+    }
+}

@@ -119,6 +119,9 @@ impl Service {
             auth: Authenticator::new(&config.auth)?,
             health,
             wake,
+            cache: Arc::new(crate::http::cache::ReadCache::new(
+                config.read_cache_mb << 20,
+            )),
         };
         let (addr, http) = start_http(
             state,

@@ -85,6 +85,8 @@ pub struct Config {
     pub log_format: LogFormat,
     pub db_max_connections: u32,
     pub request_timeout_ms: u64,
+    /// Bound of the rendered-response cache of GET nav-history, in MiB.
+    pub read_cache_mb: usize,
 }
 
 impl Config {
@@ -189,6 +191,7 @@ impl Config {
             log_format,
             db_max_connections: parse_num(&get, "NAVD_DB_MAX_CONNECTIONS", 16)?,
             request_timeout_ms: parse_num(&get, "NAVD_REQUEST_TIMEOUT_MS", 10_000)?,
+            read_cache_mb: parse_num(&get, "NAVD_READ_CACHE_MB", 64)?,
         })
     }
 }

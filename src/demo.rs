@@ -282,6 +282,7 @@ pub async fn run(http_addr: Option<std::net::SocketAddr>) -> Result<()> {
         log_format: LogFormat::Pretty,
         db_max_connections: 16,
         request_timeout_ms: 10_000,
+        read_cache_mb: 64,
     };
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());

@@ -449,10 +449,12 @@ pub struct PortfolioRow {
     pub status_event_id: Option<Uuid>,
     pub status_detail: Option<String>,
     pub pending_since: Option<DateTime<Utc>>,
+    /// Bumped by a trigger on every change of the row.
+    pub version: i64,
 }
 
 const PORTFOLIO_COLUMNS: &str = "portfolio_id, first_day, last_day, computed_through, base_state, \
-     pending_from, status, status_since, status_event_id, status_detail, pending_since";
+     pending_from, status, status_since, status_event_id, status_detail, pending_since, version";
 
 fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
     PortfolioRow {
@@ -467,6 +469,7 @@ fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
         status_event_id: r.get(8),
         status_detail: r.get(9),
         pending_since: r.get(10),
+        version: r.get(11),
     }
 }
 
@@ -689,4 +692,12 @@ pub async fn mark_all_pending(pool: &PgPool) -> sqlx::Result<u64> {
     .execute(pool)
     .await?
     .rows_affected())
+}
+
+/// The portfolio's row version, `None` when it does not exist.
+pub async fn portfolio_version(pool: &PgPool, portfolio_id: &str) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar("SELECT version FROM portfolios WHERE portfolio_id = $1")
+        .bind(portfolio_id)
+        .fetch_optional(pool)
+        .await
 }

@@ -500,6 +500,7 @@ async fn database_down_is_503_with_retry_after() {
         auth: navd::http::Authenticator::new(&jwt_auth()).unwrap(),
         health: Default::default(),
         wake: Default::default(),
+        cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(16 << 20)),
     };
     let (addr, _) = navd::app::start_http(
         state,
@@ -638,4 +639,73 @@ async fn operator_replay_rebuilds_every_portfolio() {
         .await
         .unwrap();
     assert_eq!(history_table(&app.pool).await, before);
+}
+
+#[tokio::test]
+async fn cached_curve_revalidates_compresses_and_never_goes_stale() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    navd::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let url = app.url("/api/v1/portfolio/golden-1/nav-history");
+    let first = app
+        .client
+        .get(&url)
+        .bearer_auth(admin())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 200);
+    let etag = first.headers()["etag"].to_str().unwrap().to_string();
+    let body: Value = first.json().await.unwrap();
+
+    // Same version: 304 on revalidation, gzip when asked for.
+    let r = app
+        .client
+        .get(&url)
+        .bearer_auth(admin())
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_MODIFIED);
+    let r = app
+        .client
+        .get(&url)
+        .bearer_auth(admin())
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-encoding"], "gzip");
+    let raw = r.bytes().await.unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&raw[..]), &mut text).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), body);
+
+    // A write of the projection changes the answer at once.
+    let late = json!({"event_id": "30000000-0000-4000-8000-000000000001", "type": "buy",
+        "portfolio_id": "golden-1", "symbol": "B", "quantity": "1", "price": "55", "trade_date": "2024-01-12"});
+    ingest(&app.pool, &[late], &[]).await;
+    let r = app
+        .client
+        .get(&url)
+        .bearer_auth(admin())
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "pending status is news");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["status"]["state"], "recomputing");
+    navd::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
+    assert_eq!(v["status"]["state"], "ok");
+    assert_ne!(
+        v["points"][13]["market_value"],
+        body["points"][13]["market_value"]
+    );
 }

@@ -91,6 +91,7 @@ async fn start(pool: &PgPool, k: KafkaConfig, today: chrono::NaiveDate) -> Servi
         log_format: LogFormat::Pretty,
         db_max_connections: 8,
         request_timeout_ms: 10_000,
+        read_cache_mb: 64,
     };
     Service::start(&config, pool.clone(), CancellationToken::new())
         .await

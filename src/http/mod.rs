@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod cache;
 pub mod chart;
 pub mod error;
 pub mod nav;
@@ -55,6 +56,8 @@ pub struct AppState {
     pub health: Arc<Health>,
     /// Wakes the refresh worker of this process.
     pub wake: Arc<tokio::sync::Notify>,
+    /// Rendered GET nav-history responses.
+    pub cache: Arc<cache::ReadCache>,
 }
 
 impl FromRef<AppState> for Authenticator {

@@ -4,7 +4,8 @@
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::HeaderMap;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::NaiveDate;
 use projections::{Calendar, Statistics, StatsQuery};
@@ -12,6 +13,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::auth::{SCOPE_READ, SCOPE_WRITE};
+use super::cache::Entry;
 use super::error::ApiError;
 use super::{params, AppState, Caller};
 use crate::projector::{self, PortfolioStatus};
@@ -58,6 +60,9 @@ pub struct HistoryResponse {
     pub points: Vec<Point>,
     #[schema(value_type = super::openapi::StatisticsDoc)]
     pub statistics: Statistics,
+    /// The portfolio row version the response was read at (cache validator).
+    #[serde(skip)]
+    pub version: i64,
 }
 
 /// Parsed query of GET nav-history.
@@ -69,6 +74,14 @@ pub struct HistoryQuery {
 }
 
 impl HistoryQuery {
+    /// A canonical text of the query, for cache keys.
+    pub fn cache_key(&self) -> String {
+        format!(
+            "from={:?}&to={:?}&calendar={:?}&rf={}",
+            self.from, self.to, self.stats.calendar, self.stats.risk_free
+        )
+    }
+
     pub fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
         let q = params::query(raw, &["from", "to", "calendar", "risk_free"])?;
         let from = q.get("from").map(|v| params::date("from", v)).transpose()?;
@@ -126,11 +139,61 @@ pub async fn get_history(
     caller: Caller,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<HistoryResponse>, ApiError> {
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let id = params::portfolio_id(&id)?;
     caller.authorize(SCOPE_READ, id.as_str())?;
     let q = HistoryQuery::parse(raw.as_deref())?;
-    Ok(Json(read_history(&s.pool, id.as_str(), &q).await?))
+    let key = format!("{id}?{}", q.cache_key());
+    let version = store::portfolio_version(&s.pool, id.as_str())
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    let entry = match s.cache.get(&key, version) {
+        Some(e) => e,
+        None => {
+            let resp = read_history(&s.pool, id.as_str(), &q).await?;
+            let json = serde_json::to_vec(&resp).map_err(|e| ApiError::Internal(e.into()))?;
+            let e = Entry::new(resp.version, &key, json);
+            s.cache.put(key, e.clone());
+            e
+        }
+    };
+    Ok(cached_response(&headers, &entry))
+}
+
+/// 304 when the client holds the current version, gzip when accepted.
+fn cached_response(headers: &HeaderMap, e: &Entry) -> Response {
+    let mut h = HeaderMap::new();
+    h.insert(
+        header::ETAG,
+        HeaderValue::from_str(&e.etag).expect("ascii etag"),
+    );
+    h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == e.etag || t.trim() == "*"));
+    if matches {
+        return (StatusCode::NOT_MODIFIED, h).into_response();
+    }
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let gzip = headers
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|t| t.trim().split(';').next() == Some("gzip"))
+        });
+    if gzip && !e.gzip.is_empty() {
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        (h, e.gzip.clone()).into_response()
+    } else {
+        (h, e.json.clone()).into_response()
+    }
 }
 
 /// Reads a curve and its statistics from one consistent snapshot.
@@ -175,6 +238,7 @@ pub async fn read_history(
         status: PortfolioStatus::of(&p),
         points: rows.iter().map(Point::from).collect(),
         statistics,
+        version: p.version,
     })
 }
 

@@ -182,6 +182,7 @@ pub async fn spawn_app(auth: AuthConfig, today: NaiveDate) -> TestApp {
         auth: Authenticator::new(&auth).unwrap(),
         health: std::sync::Arc::new(Health::default()),
         wake: Default::default(),
+        cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(16 << 20)),
     };
     let (addr, _h) = navd::app::start_http(
         state,

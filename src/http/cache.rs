@@ -1,0 +1,122 @@
+//! A bounded in-memory cache of rendered GET nav-history responses.
+//!
+//! A 10-year curve is ~1 MB of JSON: rebuilding it per request (3,653 rows
+//! decoded, statistics, serialization) caps reads at a few hundred a second.
+//! Entries are keyed by portfolio and normalized query and validated by the
+//! portfolio's `version`, which a trigger bumps on every change of its row —
+//! and every write of the projection changes it — so a hit costs one
+//! primary-key lookup and is never stale. Each entry keeps a gzip copy,
+//! compressed once, for clients that accept it.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::Write;
+use std::sync::Mutex;
+
+use axum::body::Bytes;
+
+#[derive(Clone)]
+pub struct Entry {
+    pub version: i64,
+    pub etag: String,
+    pub json: Bytes,
+    pub gzip: Bytes,
+}
+
+impl Entry {
+    pub fn new(version: i64, key: &str, json: Vec<u8>) -> Entry {
+        let mut enc = flate2::write::GzEncoder::new(
+            Vec::with_capacity(json.len() / 6),
+            flate2::Compression::fast(),
+        );
+        let gzip = enc
+            .write_all(&json)
+            .and_then(|_| enc.finish())
+            .unwrap_or_default();
+        Entry {
+            version,
+            etag: format!("W/\"{:016x}-{version}\"", fxhash(key)),
+            json: Bytes::from(json),
+            gzip: Bytes::from(gzip),
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.json.len() + self.gzip.len()
+    }
+}
+
+/// FNV-1a: a stable, dependency-free hash for ETags.
+fn fxhash(s: &str) -> u64 {
+    s.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    })
+}
+
+pub struct ReadCache {
+    max_bytes: usize,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    map: HashMap<String, Entry>,
+    order: VecDeque<String>,
+    bytes: usize,
+}
+
+impl ReadCache {
+    pub fn new(max_bytes: usize) -> Self {
+        Self {
+            max_bytes,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// The entry for `key` if it was rendered at `version`.
+    pub fn get(&self, key: &str, version: i64) -> Option<Entry> {
+        let g = self.inner.lock().unwrap();
+        g.map.get(key).filter(|e| e.version == version).cloned()
+    }
+
+    /// Stores an entry, evicting the oldest ones past the size bound.
+    pub fn put(&self, key: String, entry: Entry) {
+        if entry.size() > self.max_bytes {
+            return;
+        }
+        let mut g = self.inner.lock().unwrap();
+        if let Some(old) = g.map.insert(key.clone(), entry) {
+            g.bytes -= old.size();
+        } else {
+            g.order.push_back(key.clone());
+        }
+        g.bytes += g.map[&key].size();
+        while g.bytes > self.max_bytes {
+            let Some(k) = g.order.pop_front() else { break };
+            if let Some(e) = g.map.remove(&k) {
+                g.bytes -= e.size();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_versions_miss_and_the_bound_holds() {
+        let c = ReadCache::new(3_000);
+        c.put("a".into(), Entry::new(1, "a", vec![b'x'; 1000]));
+        assert!(c.get("a", 1).is_some());
+        assert!(c.get("a", 2).is_none(), "another version is a miss");
+        c.put("b".into(), Entry::new(1, "b", vec![b'y'; 1000]));
+        c.put("c".into(), Entry::new(1, "c", vec![b'z'; 1000]));
+        assert!(c.get("a", 1).is_none(), "oldest evicted");
+        assert!(c.get("c", 1).is_some());
+        let e = c.get("c", 1).unwrap();
+        let mut d = flate2::read::GzDecoder::new(&e.gzip[..]);
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut d, &mut out).unwrap();
+        assert_eq!(out, e.json.to_vec());
+    }
+}

@@ -420,9 +420,11 @@ pub async fn load_prices(
         "SELECT symbol, day, close FROM prices
           WHERE symbol = ANY($1) AND day > $2 AND day <= $3
          UNION ALL
-         SELECT * FROM (SELECT DISTINCT ON (symbol) symbol, day, close FROM prices
-                         WHERE symbol = ANY($1) AND day <= $2
-                         ORDER BY symbol, day DESC) carried",
+         -- one index probe per symbol (DISTINCT ON would read every older close)
+         SELECT s.symbol, c.day, c.close FROM UNNEST($1::text[]) AS s(symbol)
+         CROSS JOIN LATERAL (SELECT day, close FROM prices
+                              WHERE symbol = s.symbol AND day <= $2
+                              ORDER BY day DESC LIMIT 1) c",
     )
     .bind(symbols)
     .bind(after)

@@ -220,7 +220,8 @@ pub async fn wait_caught_up(
         .fetch_one(pool)
         .await?;
         let pending: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM portfolios WHERE pending_from IS NOT NULL OR computed_through IS NULL",
+            "SELECT (SELECT count(*) FROM portfolio_marks)
+                  + (SELECT count(*) FROM portfolios WHERE computed_through IS NULL)",
         )
         .fetch_one(pool)
         .await?;

@@ -159,14 +159,15 @@ pub async fn refresh_in(
     };
     let Some(start) = start else {
         sqlx::query(
-            "UPDATE portfolios SET pending_from = NULL, pending_since = NULL, computed_through = $2,
-                    updated_at = now()
+            "UPDATE portfolios SET first_day = $3, computed_through = $2, updated_at = now()
               WHERE portfolio_id = $1",
         )
         .bind(portfolio_id)
         .bind(today)
+        .bind(p.first_day)
         .execute(&mut *conn)
         .await?;
+        store::delete_marks(conn, portfolio_id, &p.mark_ids).await?;
         let mut p = p;
         p.pending_from = None;
         return Ok(Some(Refreshed {
@@ -203,7 +204,7 @@ pub async fn refresh_in(
     };
     sqlx::query(
         "UPDATE portfolios
-            SET last_day = $2, base_state = $3, computed_through = $4, pending_from = NULL, pending_since = NULL,
+            SET last_day = $2, base_state = $3, computed_through = $4, first_day = $9,
                 status = $5, status_since = $6, status_event_id = $7, status_detail = $8,
                 updated_at = now()
           WHERE portfolio_id = $1",
@@ -216,8 +217,10 @@ pub async fn refresh_in(
     .bind(since)
     .bind(event)
     .bind(&detail)
+    .bind(p.first_day)
     .execute(&mut *conn)
     .await?;
+    store::delete_marks(conn, portfolio_id, &p.mark_ids).await?;
     if let Some(since) = p.pending_since {
         let lag = (chrono::Utc::now() - since).num_microseconds().unwrap_or(0) as f64 / 1e6;
         metrics::histogram!("navd_projection_lag_seconds").record(lag.max(0.0));
@@ -421,12 +424,6 @@ pub async fn backfill(
     // now starts after it (or is done when the range reaches the last day).
     let extends = p.last_day.is_none_or(|l| to >= l) && !run.rows.is_empty();
     let last_day = if extends { Some(to) } else { p.last_day };
-    let pending = match p.pending_from {
-        Some(d) if from <= to && d >= from && d <= to => {
-            Some(succ(to)).filter(|n| last_day.is_some_and(|l| *n <= l))
-        }
-        other => other,
-    };
     let base = if extends {
         run.prev_state
             .as_ref()
@@ -438,15 +435,21 @@ pub async fn backfill(
     };
     if from <= to {
         sqlx::query(
-            "UPDATE portfolios SET last_day = $2, base_state = $3, pending_from = $4, updated_at = now()
+            "UPDATE portfolios SET last_day = $2, base_state = $3, first_day = $4, updated_at = now()
               WHERE portfolio_id = $1",
         )
         .bind(portfolio_id)
         .bind(last_day)
         .bind(&base)
-        .bind(pending)
+        .bind(p.first_day)
         .execute(&mut *tx)
         .await?;
+        if p.pending_from.is_some_and(|d| d >= from && d <= to) {
+            store::delete_marks(&mut tx, portfolio_id, &p.mark_ids).await?;
+            if last_day.is_some_and(|l| succ(to) <= l) {
+                store::add_mark(&mut tx, portfolio_id, succ(to)).await?;
+            }
+        }
     }
     let p = store::get_portfolio(&mut tx, portfolio_id)
         .await?

@@ -178,9 +178,8 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         report.prices_stored = latest.len();
     }
 
-    // Every portfolio row this batch touches is locked in one pass in id
-    // order, so two consumers (or a consumer and a refresh) never wait on
-    // each other in a cycle.
+    // Pending recomputes are appended as marks: no portfolio row is
+    // updated here, so ingestion never waits for a refresh holding one.
     let mut earliest: BTreeMap<&str, NaiveDate> = BTreeMap::new();
     for (t, _, _) in &fresh {
         let e = earliest
@@ -189,50 +188,34 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         *e = (*e).min(t.trade_date);
     }
     // Earliest price day per symbol; every portfolio that ever traded the
-    // symbol recomputes from there (never before its own D0).
+    // symbol recomputes from there (the refresh clamps it to D0).
     let mut first: BTreeMap<&str, NaiveDate> = BTreeMap::new();
     for (s, d) in latest.keys() {
         first.entry(s.as_str()).or_insert(*d);
     }
-    if !earliest.is_empty() {
-        let (pids, days): (Vec<&str>, Vec<NaiveDate>) =
-            earliest.iter().map(|(p, d)| (*p, *d)).unzip();
+    let (p1, d1): (Vec<&str>, Vec<NaiveDate>) = earliest.into_iter().unzip();
+    let (s2, d2): (Vec<&str>, Vec<NaiveDate>) = first.into_iter().unzip();
+    if !p1.is_empty() {
         sqlx::query(
             "INSERT INTO portfolios (portfolio_id, first_day)
              SELECT * FROM UNNEST($1::text[], $2::date[]) ON CONFLICT DO NOTHING",
         )
-        .bind(&pids)
-        .bind(&days)
+        .bind(&p1)
+        .bind(&d1)
         .execute(&mut *conn)
         .await?;
     }
-    let (s2, d2): (Vec<&str>, Vec<NaiveDate>) = first.into_iter().unzip();
-    let (p1, d1): (Vec<&str>, Vec<NaiveDate>) = earliest.into_iter().unzip();
     if !p1.is_empty() || !s2.is_empty() {
         let rows = sqlx::query(
-            "WITH affected AS (
-                 SELECT portfolio_id, min(day) AS day FROM (
-                     SELECT * FROM UNNEST($1::text[], $2::date[]) AS t(portfolio_id, day)
-                     UNION ALL
-                     SELECT h.portfolio_id, u.day
-                       FROM UNNEST($3::text[], $4::date[]) AS u(symbol, day)
-                       JOIN portfolio_symbols h ON h.symbol = u.symbol
-                 ) x GROUP BY portfolio_id
-             ),
-             locked AS (
-                 SELECT p.portfolio_id FROM portfolios p JOIN affected a USING (portfolio_id)
-                  ORDER BY p.portfolio_id FOR UPDATE OF p
-             )
-             UPDATE portfolios p
-                SET first_day = LEAST(p.first_day, t.day),
-                    pending_from = LEAST(COALESCE(p.pending_from, 'infinity'::date), GREATEST(a.day, LEAST(p.first_day, t.day))),
-                    pending_since = COALESCE(p.pending_since, now()),
-                    updated_at = now()
-               FROM affected a
-               LEFT JOIN (SELECT * FROM UNNEST($1::text[], $2::date[]) AS t(portfolio_id, day)) t USING (portfolio_id)
-              WHERE p.portfolio_id = a.portfolio_id
-                AND p.portfolio_id IN (SELECT portfolio_id FROM locked)
-          RETURNING p.portfolio_id",
+            "INSERT INTO portfolio_marks (portfolio_id, from_day)
+             SELECT portfolio_id, min(day) FROM (
+                 SELECT * FROM UNNEST($1::text[], $2::date[]) AS t(portfolio_id, day)
+                 UNION ALL
+                 SELECT h.portfolio_id, u.day
+                   FROM UNNEST($3::text[], $4::date[]) AS u(symbol, day)
+                   JOIN portfolio_symbols h ON h.symbol = u.symbol
+             ) x GROUP BY portfolio_id
+             RETURNING portfolio_id",
         )
         .bind(&p1)
         .bind(&d1)
@@ -450,13 +433,22 @@ pub struct PortfolioRow {
     pub status_since: Option<NaiveDate>,
     pub status_event_id: Option<Uuid>,
     pub status_detail: Option<String>,
+    /// When the oldest pending mark was made.
     pub pending_since: Option<DateTime<Utc>>,
     /// Bumped by a trigger on every change of the row.
     pub version: i64,
+    /// The pending marks read with the row; a writer that brings the
+    /// projection up to date deletes exactly these.
+    pub mark_ids: Vec<i64>,
 }
 
-const PORTFOLIO_COLUMNS: &str = "portfolio_id, first_day, last_day, computed_through, base_state, \
-     pending_from, status, status_since, status_event_id, status_detail, pending_since, version";
+const PORTFOLIO_COLUMNS: &str = "p.portfolio_id, p.first_day, p.last_day, p.computed_through, \
+     p.base_state, m.from_day, p.status, p.status_since, p.status_event_id, p.status_detail, \
+     m.since, p.version, m.ids";
+
+/// The marks of `p`, aggregated (a LATERAL join, usable with FOR UPDATE OF p).
+const MARKS_JOIN: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS from_day, min(k.marked_at) AS since, \
+     COALESCE(array_agg(k.id), '{}') AS ids FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id) m ON true";
 
 fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
     PortfolioRow {
@@ -472,6 +464,7 @@ fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
         status_detail: r.get(9),
         pending_since: r.get(10),
         version: r.get(11),
+        mark_ids: r.get(12),
     }
 }
 
@@ -479,7 +472,9 @@ pub async fn get_portfolio(
     conn: &mut PgConnection,
     portfolio_id: &str,
 ) -> sqlx::Result<Option<PortfolioRow>> {
-    let sql = format!("SELECT {PORTFOLIO_COLUMNS} FROM portfolios WHERE portfolio_id = $1");
+    let sql = format!(
+        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {MARKS_JOIN} WHERE p.portfolio_id = $1"
+    );
     Ok(sqlx::query(&sql)
         .bind(portfolio_id)
         .fetch_optional(conn)
@@ -489,21 +484,64 @@ pub async fn get_portfolio(
 
 /// Locks the portfolio's row for the rest of the transaction: the one
 /// projection writer per portfolio. With `skip_locked`, a row another
-/// writer holds answers `None` at once instead of waiting.
+/// writer holds answers `None` at once instead of waiting. The marks are
+/// read after the lock is held, and the first day is lowered to the
+/// earliest stored trade when a late one arrived.
 pub async fn lock_portfolio(
     conn: &mut PgConnection,
     portfolio_id: &str,
     skip_locked: bool,
 ) -> sqlx::Result<Option<PortfolioRow>> {
-    let sql = format!(
-        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios WHERE portfolio_id = $1 FOR UPDATE{}",
+    let locked: Option<i32> = sqlx::query_scalar(&format!(
+        "SELECT 1 FROM portfolios WHERE portfolio_id = $1 FOR UPDATE{}",
         if skip_locked { " SKIP LOCKED" } else { "" }
-    );
-    Ok(sqlx::query(&sql)
+    ))
+    .bind(portfolio_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if locked.is_none() {
+        return Ok(None);
+    }
+    let mut row = get_portfolio(conn, portfolio_id).await?;
+    if let Some(p) = row.as_mut().filter(|p| !p.mark_ids.is_empty()) {
+        let earliest: Option<NaiveDate> =
+            sqlx::query_scalar("SELECT min(trade_date) FROM transactions WHERE portfolio_id = $1")
+                .bind(portfolio_id)
+                .fetch_one(&mut *conn)
+                .await?;
+        p.first_day = earliest.map_or(p.first_day, |d| d.min(p.first_day));
+    }
+    Ok(row)
+}
+
+/// Deletes the marks a writer consumed.
+pub async fn delete_marks(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    ids: &[i64],
+) -> sqlx::Result<()> {
+    if !ids.is_empty() {
+        sqlx::query("DELETE FROM portfolio_marks WHERE portfolio_id = $1 AND id = ANY($2)")
+            .bind(portfolio_id)
+            .bind(ids)
+            .execute(conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Marks a portfolio pending from `day`.
+pub async fn add_mark(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    day: NaiveDate,
+) -> sqlx::Result<()> {
+    sqlx::query("INSERT INTO portfolio_marks (portfolio_id, from_day) VALUES ($1, $2)")
         .bind(portfolio_id)
-        .fetch_optional(conn)
-        .await?
-        .map(portfolio_from_row))
+        .bind(day)
+        .execute(conn)
+        .await?;
+    Ok(())
 }
 
 /// One stored day of history.
@@ -626,17 +664,18 @@ pub async fn replace_history(
 }
 
 /// Portfolios whose projection is behind: pending events, or not yet
-/// computed through `today`. Locked rows (another writer) are skipped.
+/// computed through `today`.
 pub async fn due_portfolios(
     conn: &mut PgConnection,
     today: NaiveDate,
     limit: i64,
 ) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
-        "SELECT portfolio_id FROM portfolios
-          WHERE pending_from IS NOT NULL OR computed_through IS NULL OR computed_through < $1
-          ORDER BY portfolio_id
-          LIMIT $2",
+        "SELECT portfolio_id FROM (
+             SELECT DISTINCT portfolio_id FROM portfolio_marks
+             UNION
+             SELECT portfolio_id FROM portfolios WHERE computed_through IS NULL OR computed_through < $1
+          ) due ORDER BY portfolio_id LIMIT $2",
     )
     .bind(today)
     .bind(limit)
@@ -688,18 +727,26 @@ pub struct StoredDeadLetter {
 /// Marks every portfolio for a rebuild from its first day (operator replay).
 pub async fn mark_all_pending(pool: &PgPool) -> sqlx::Result<u64> {
     Ok(sqlx::query(
-        "UPDATE portfolios SET pending_from = first_day,
-                pending_since = COALESCE(pending_since, now()), updated_at = now()",
+        "INSERT INTO portfolio_marks (portfolio_id, from_day) SELECT portfolio_id, first_day FROM portfolios",
     )
     .execute(pool)
     .await?
     .rows_affected())
 }
 
-/// The portfolio's row version, `None` when it does not exist.
-pub async fn portfolio_version(pool: &PgPool, portfolio_id: &str) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar("SELECT version FROM portfolios WHERE portfolio_id = $1")
-        .bind(portfolio_id)
-        .fetch_optional(pool)
-        .await
+/// What a cached GET response depends on: the portfolio row's version and
+/// the earliest pending day (marks change the status without touching the
+/// row). `None` when the portfolio does not exist.
+pub async fn portfolio_validator(
+    pool: &PgPool,
+    portfolio_id: &str,
+) -> sqlx::Result<Option<(i64, Option<NaiveDate>)>> {
+    let row = sqlx::query(
+        "SELECT p.version, (SELECT min(from_day) FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id)
+           FROM portfolios p WHERE p.portfolio_id = $1",
+    )
+    .bind(portfolio_id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
 }

@@ -16,14 +16,14 @@ use axum::body::Bytes;
 
 #[derive(Clone)]
 pub struct Entry {
-    pub version: i64,
+    pub version: String,
     pub etag: String,
     pub json: Bytes,
     pub gzip: Bytes,
 }
 
 impl Entry {
-    pub fn new(version: i64, key: &str, json: Vec<u8>) -> Entry {
+    pub fn new(version: String, key: &str, json: Vec<u8>) -> Entry {
         let mut enc = flate2::write::GzEncoder::new(
             Vec::with_capacity(json.len() / 6),
             flate2::Compression::fast(),
@@ -33,8 +33,8 @@ impl Entry {
             .and_then(|_| enc.finish())
             .unwrap_or_default();
         Entry {
-            version,
             etag: format!("W/\"{:016x}-{version}\"", fxhash(key)),
+            version,
             json: Bytes::from(json),
             gzip: Bytes::from(gzip),
         }
@@ -73,7 +73,7 @@ impl ReadCache {
     }
 
     /// The entry for `key` if it was rendered at `version`.
-    pub fn get(&self, key: &str, version: i64) -> Option<Entry> {
+    pub fn get(&self, key: &str, version: &str) -> Option<Entry> {
         let g = self.inner.lock().unwrap();
         g.map.get(key).filter(|e| e.version == version).cloned()
     }
@@ -106,14 +106,14 @@ mod tests {
     #[test]
     fn stale_versions_miss_and_the_bound_holds() {
         let c = ReadCache::new(3_000);
-        c.put("a".into(), Entry::new(1, "a", vec![b'x'; 1000]));
-        assert!(c.get("a", 1).is_some());
-        assert!(c.get("a", 2).is_none(), "another version is a miss");
-        c.put("b".into(), Entry::new(1, "b", vec![b'y'; 1000]));
-        c.put("c".into(), Entry::new(1, "c", vec![b'z'; 1000]));
-        assert!(c.get("a", 1).is_none(), "oldest evicted");
-        assert!(c.get("c", 1).is_some());
-        let e = c.get("c", 1).unwrap();
+        c.put("a".into(), Entry::new("1".into(), "a", vec![b'x'; 1000]));
+        assert!(c.get("a", "1").is_some());
+        assert!(c.get("a", "2").is_none(), "another version is a miss");
+        c.put("b".into(), Entry::new("1".into(), "b", vec![b'y'; 1000]));
+        c.put("c".into(), Entry::new("1".into(), "c", vec![b'z'; 1000]));
+        assert!(c.get("a", "1").is_none(), "oldest evicted");
+        assert!(c.get("c", "1").is_some());
+        let e = c.get("c", "1").unwrap();
         let mut d = flate2::read::GzDecoder::new(&e.gzip[..]);
         let mut out = Vec::new();
         std::io::Read::read_to_end(&mut d, &mut out).unwrap();

@@ -994,7 +994,7 @@ mod tests {
             as_of: Some(series[series.len() - 1].0),
             status,
             points,
-            version: 0,
+            validator: String::new(),
             statistics: Statistics {
                 max_drawdown: -0.1234,
                 max_drawdown_peak: Some(day("2021-03-05")),

@@ -60,9 +60,10 @@ pub struct HistoryResponse {
     pub points: Vec<Point>,
     #[schema(value_type = super::openapi::StatisticsDoc)]
     pub statistics: Statistics,
-    /// The portfolio row version the response was read at (cache validator).
+    /// What the response was read at: row version and pending day (the
+    /// cache validator).
     #[serde(skip)]
-    pub version: i64,
+    pub validator: String,
 }
 
 /// Parsed query of GET nav-history.
@@ -145,20 +146,27 @@ pub async fn get_history(
     caller.authorize(SCOPE_READ, id.as_str())?;
     let q = HistoryQuery::parse(raw.as_deref())?;
     let key = format!("{id}?{}", q.cache_key());
-    let version = store::portfolio_version(&s.pool, id.as_str())
+    let (version, pending) = store::portfolio_validator(&s.pool, id.as_str())
         .await?
         .ok_or(ApiError::NotFound)?;
-    let entry = match s.cache.get(&key, version) {
+    let entry = match s.cache.get(&key, &validator(version, pending)) {
         Some(e) => e,
         None => {
             let resp = read_history(&s.pool, id.as_str(), &q).await?;
             let json = serde_json::to_vec(&resp).map_err(|e| ApiError::Internal(e.into()))?;
-            let e = Entry::new(resp.version, &key, json);
+            let e = Entry::new(resp.validator.clone(), &key, json);
             s.cache.put(key, e.clone());
             e
         }
     };
     Ok(cached_response(&headers, &entry))
+}
+
+fn validator(version: i64, pending: Option<NaiveDate>) -> String {
+    match pending {
+        Some(d) => format!("{version}-{d}"),
+        None => version.to_string(),
+    }
 }
 
 /// 304 when the client holds the current version, gzip when accepted.
@@ -238,7 +246,7 @@ pub async fn read_history(
         status: PortfolioStatus::of(&p),
         points: rows.iter().map(Point::from).collect(),
         statistics,
-        version: p.version,
+        validator: validator(p.version, p.pending_from),
     })
 }
 

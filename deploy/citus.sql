@@ -21,10 +21,11 @@
 -- Citus coordinator prepared with this script.
 --
 -- Layout
---   distributed by portfolio_id, co-located (a portfolio's rows in all four
+--   distributed by portfolio_id, co-located (a portfolio's rows in all five
 --   tables live on the same worker, so a portfolio's fold, its row lock and
 --   its writes are single-node work):
---       portfolios, transactions, portfolio_symbols, portfolio_nav_history
+--       portfolios, transactions, portfolio_symbols, portfolio_nav_history,
+--       portfolio_marks
 --   reference table (a full copy on every node, joinable with everything):
 --       prices
 --   local tables on the coordinator:
@@ -94,6 +95,8 @@ SELECT create_distributed_table('portfolio_symbols', 'portfolio_id', colocate_wi
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'portfolio_symbols'::regclass);
 SELECT create_distributed_table('portfolio_nav_history', 'portfolio_id', colocate_with => 'portfolios')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'portfolio_nav_history'::regclass);
+SELECT create_distributed_table('portfolio_marks', 'portfolio_id', colocate_with => 'portfolios')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'portfolio_marks'::regclass);
 
 -- ---------------------------------------------------------------------------
 -- 3. prices: a reference table. Prices are keyed by symbol, not portfolio;
@@ -137,7 +140,7 @@ SELECT truncate_local_data_after_distributing_table('portfolio_symbols');
 SELECT truncate_local_data_after_distributing_table('portfolio_nav_history');
 SELECT truncate_local_data_after_distributing_table('prices');
 
--- Check: four distributed tables in one co-location group, one reference table.
+-- Check: five distributed tables in one co-location group, one reference table.
 SELECT logicalrelid AS table_name,
        CASE partmethod WHEN 'h' THEN 'distributed' WHEN 'n' THEN 'reference' ELSE partmethod::text END AS kind,
        colocationid

@@ -709,3 +709,44 @@ async fn cached_curve_revalidates_compresses_and_never_goes_stale() {
         body["points"][13]["market_value"]
     );
 }
+
+#[tokio::test]
+async fn rs256_tokens_with_issuer_and_audience() {
+    let public = include_bytes!("../fixtures/jwt/test-rs256-public.pem").to_vec();
+    let private = include_bytes!("../fixtures/jwt/test-rs256-private.pem");
+    let auth = navd::config::AuthConfig::Jwt(navd::config::JwtConfig {
+        key: navd::config::JwtKey::Rs256(public),
+        issuer: Some("https://issuer.test".into()),
+        audience: Some("navd".into()),
+    });
+    let app = spawn_app(auth, golden_today()).await;
+    ingest_golden(&app.pool).await;
+    let sign = |iss: &str, aud: &str| {
+        let claims = json!({"scope": "nav:read", "portfolios": ["golden-1"], "iss": iss, "aud": aud,
+            "exp": chrono::Utc::now().timestamp() + 600});
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
+            &claims,
+            &jsonwebtoken::EncodingKey::from_rsa_pem(private).unwrap(),
+        )
+        .unwrap()
+    };
+    let base = "/api/v1/portfolio/golden-1/nav-history";
+    let (s, _) = get_json(&app, base, &sign("https://issuer.test", "navd")).await;
+    assert_eq!(s, 200);
+    for bad in [
+        sign("https://other.test", "navd"),
+        sign("https://issuer.test", "someone-else"),
+        // an HS256 token must not pass where RS256 is configured
+        token("nav:read", &["*"]),
+    ] {
+        let r = app
+            .client
+            .get(app.url(base))
+            .bearer_auth(bad)
+            .send()
+            .await
+            .unwrap();
+        problem(r, StatusCode::UNAUTHORIZED).await;
+    }
+}

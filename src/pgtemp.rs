@@ -43,6 +43,7 @@ pub struct PgTemp {
     port: u16,
     run_as: Option<String>,
     stopped: bool,
+    server_opts: String,
 }
 
 impl PgTemp {
@@ -78,6 +79,7 @@ impl PgTemp {
             port: 0,
             run_as,
             stopped: true,
+            server_opts: String::new(),
         };
         pg.run(
             "initdb",
@@ -105,14 +107,26 @@ impl PgTemp {
         if !opts.durable {
             server_opts.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
         }
-        let log = pg.dir.path().join("server.log");
-        pg.run(
+        pg.server_opts = server_opts;
+        pg.start_again()?;
+        Ok(pg)
+    }
+
+    /// Starts the server again after [`PgTemp::stop`], same data and port
+    /// (outage tests).
+    pub fn start_again(&mut self) -> Result<()> {
+        if !self.stopped {
+            return Ok(());
+        }
+        let data = self.dir.path().join("data");
+        let log = self.dir.path().join("server.log");
+        self.run(
             "pg_ctl",
             &[
                 "-D",
                 data.to_str().unwrap(),
                 "-o",
-                &server_opts,
+                &self.server_opts,
                 "-l",
                 log.to_str().unwrap(),
                 "-w",
@@ -127,8 +141,8 @@ impl PgTemp {
                 std::fs::read_to_string(&log).unwrap_or_default()
             )
         })?;
-        pg.stopped = false;
-        Ok(pg)
+        self.stopped = false;
+        Ok(())
     }
 
     pub fn port(&self) -> u16 {

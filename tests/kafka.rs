@@ -508,3 +508,54 @@ async fn two_processes_in_one_group_match_a_single_consumer() {
         scalar(&pool_one, "SELECT count(*) FROM transactions").await
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_outage_is_retried_never_dead_lettered() {
+    use navd::pgtemp::{PgOptions, PgTemp};
+    // A server of this test's own, to stop and start again.
+    let mut pg = tokio::task::spawn_blocking(|| {
+        PgTemp::start(&PgOptions {
+            durable: false,
+            max_connections: 50,
+        })
+    })
+    .await
+    .unwrap()
+    .expect("private PostgreSQL");
+    let pool = navd::store::connect(&pg.url(), 8).await.unwrap();
+    navd::store::migrate(&pool).await.unwrap();
+    let b = Broker::new(2, 1);
+    let g = golden();
+    let txs = g["transactions"].as_array().unwrap();
+    for p in g["prices"].as_array().unwrap() {
+        b.price(p).await;
+    }
+    b.tx(&txs[0]).await;
+    let svc = start(&pool, kafka(&b.servers(), "g5"), golden_today()).await;
+    caught_up(&pool, "g5", 21, Duration::from_secs(60)).await;
+
+    pg = tokio::task::spawn_blocking(move || {
+        pg.stop().unwrap();
+        pg
+    })
+    .await
+    .unwrap();
+    for t in &txs[1..] {
+        b.tx(t).await;
+    }
+    // The consumer meets the outage and retries.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    pg = tokio::task::spawn_blocking(move || {
+        pg.start_again().unwrap();
+        pg
+    })
+    .await
+    .unwrap();
+    caught_up(&pool, "g5", 25, Duration::from_secs(60)).await;
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM dead_letters").await, 0);
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM transactions").await, 5);
+    let v = get_curve(&format!("http://{}", svc.addr), "golden-1", "").await;
+    assert_golden_points(v["points"].as_array().unwrap());
+    stop(svc).await;
+    drop(pg);
+}

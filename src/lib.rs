@@ -12,6 +12,7 @@ pub mod demo;
 pub mod http;
 pub mod observability;
 pub mod pgtemp;
+pub mod prices;
 pub mod projector;
 pub mod store;
 pub mod telemetry;

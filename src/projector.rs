@@ -20,6 +20,7 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
+use crate::prices::{self, PriceCache};
 use crate::store::{self, HistoryRow, PortfolioRow};
 
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +94,14 @@ pub async fn refresh(
     today: NaiveDate,
 ) -> Result<Option<Refreshed>> {
     let mut tx = pool.begin().await?;
-    let out = refresh_in(&mut tx, portfolio_id, today, Lock::Wait).await?;
+    let out = refresh_in(
+        &mut tx,
+        &prices::cache_for(pool),
+        portfolio_id,
+        today,
+        Lock::Wait,
+    )
+    .await?;
     tx.commit().await?;
     Ok(out)
 }
@@ -107,7 +115,14 @@ pub async fn try_refresh(
     today: NaiveDate,
 ) -> Result<Option<Refreshed>> {
     let mut tx = pool.begin().await?;
-    let out = refresh_in(&mut tx, portfolio_id, today, Lock::Skip).await?;
+    let out = refresh_in(
+        &mut tx,
+        &prices::cache_for(pool),
+        portfolio_id,
+        today,
+        Lock::Skip,
+    )
+    .await?;
     tx.commit().await?;
     Ok(out)
 }
@@ -126,6 +141,7 @@ pub enum Lock {
 /// Refreshes inside the caller's transaction.
 pub async fn refresh_in(
     conn: &mut PgConnection,
+    prices: &PriceCache,
     portfolio_id: &str,
     today: NaiveDate,
     lock: Lock,
@@ -180,7 +196,7 @@ pub async fn refresh_in(
     };
 
     let txs = store::load_transactions(conn, portfolio_id, Some(start.date), today).await?;
-    let book = prices_for(conn, &start, &txs, today).await?;
+    let book = prices_for(conn, prices, &start, &txs, today).await?;
     let run = run_fold(start.clone(), &txs, &book, today)?;
 
     store::replace_history(conn, portfolio_id, succ(start.date), None, &run.rows).await?;
@@ -286,6 +302,7 @@ async fn start_state(
 
 async fn prices_for(
     conn: &mut PgConnection,
+    prices: &PriceCache,
     start: &DayState,
     txs: &[Transaction],
     through: NaiveDate,
@@ -294,7 +311,7 @@ async fn prices_for(
     symbols.extend(txs.iter().map(|t| t.symbol.to_string()));
     symbols.sort();
     symbols.dedup();
-    Ok(store::load_prices(conn, &symbols, start.date, through).await?)
+    Ok(prices.book(conn, &symbols, start.date, through).await?)
 }
 
 /// Records of a fold run, with the exact values stored beside them.
@@ -403,7 +420,7 @@ pub async fn backfill(
     let to = to.unwrap_or(pred(today)).min(today);
     let start = DayState::initial(p.first_day);
     let txs = store::load_transactions(&mut tx, portfolio_id, None, to).await?;
-    let book = prices_for(&mut tx, &start, &txs, to).await?;
+    let book = prices_for(&mut tx, &prices::cache_for(pool), &start, &txs, to).await?;
     let run = run_fold(start, &txs, &book, to).map_err(ProjectorError::from)?;
     if let Some(inc) = run.inconsistency {
         // Record the status the fold found, then refuse.
@@ -471,9 +488,15 @@ pub async fn calculate(
     today: NaiveDate,
 ) -> std::result::Result<(Option<HistoryRow>, PortfolioStatus), OpError> {
     let mut tx = pool.begin().await?;
-    let out = refresh_in(&mut tx, portfolio_id, today, Lock::Full)
-        .await?
-        .ok_or(OpError::NotFound)?;
+    let out = refresh_in(
+        &mut tx,
+        &prices::cache_for(pool),
+        portfolio_id,
+        today,
+        Lock::Full,
+    )
+    .await?
+    .ok_or(OpError::NotFound)?;
     tx.commit().await?;
     if let Some(inc) = out.inconsistency {
         return Err(OpError::Inconsistent(inc));

@@ -176,6 +176,17 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         .execute(&mut *conn)
         .await?;
         report.prices_stored = latest.len();
+        // New versions tell in-memory price caches to reload these series.
+        let mut changed: Vec<&str> = syms.iter().map(String::as_str).collect();
+        changed.dedup();
+        sqlx::query(
+            "INSERT INTO price_versions (symbol, version)
+             SELECT s, nextval('price_version_seq') FROM UNNEST($1::text[]) AS s
+             ON CONFLICT (symbol) DO UPDATE SET version = EXCLUDED.version",
+        )
+        .bind(&changed)
+        .execute(&mut *conn)
+        .await?;
     }
 
     // Pending recomputes are appended as marks: no portfolio row is

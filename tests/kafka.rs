@@ -551,7 +551,7 @@ async fn database_outage_is_retried_never_dead_lettered() {
     })
     .await
     .unwrap();
-    caught_up(&pool, "g5", 25, Duration::from_secs(60)).await;
+    caught_up(&pool, "g5", 25, Duration::from_secs(180)).await;
     assert_eq!(scalar(&pool, "SELECT count(*) FROM dead_letters").await, 0);
     assert_eq!(scalar(&pool, "SELECT count(*) FROM transactions").await, 5);
     let v = get_curve(&format!("http://{}", svc.addr), "golden-1", "").await;

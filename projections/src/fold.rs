@@ -93,6 +93,16 @@ impl PriceBook {
             .or_default()
             .insert(date, close);
     }
+    /// Adds a symbol's closes in one go (replacing any it had); a sorted
+    /// input builds the map in linear time.
+    pub fn insert_series(
+        &mut self,
+        symbol: Symbol,
+        closes: impl IntoIterator<Item = (NaiveDate, Decimal)>,
+    ) {
+        self.by_symbol.insert(symbol, closes.into_iter().collect());
+    }
+
     pub fn from_prices<'a>(prices: impl IntoIterator<Item = &'a ClosePrice>) -> Self {
         let mut book = Self::new();
         for p in prices {

@@ -1,0 +1,167 @@
+//! An in-process cache of closing-price series, shared by every fold of the
+//! process.
+//!
+//! Refolding a portfolio needs the closes of every symbol it holds over the
+//! folded days: 130,000 rows for ten years of 50 symbols, and the same rows
+//! again for the next portfolio holding them. The cache keeps each symbol's
+//! whole series with the version `price_versions` had when it was read; the
+//! ingest gives a symbol a new version (from one sequence) in the same
+//! transaction that writes any of its closes. A fold reads the versions of
+//! its symbols (one indexed query) and reloads only the series that
+//! changed, so the result is the same as reading `prices` directly.
+//!
+//! Reading the version before the rows means a cached series is never older
+//! than its version says: a close written in between is simply reloaded at
+//! the next check. Caches are per database (keyed by the pool's host, port
+//! and database name), so test databases in one process never mix.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use chrono::NaiveDate;
+use projections::{PriceBook, Symbol};
+use rust_decimal::Decimal;
+use sqlx::{PgConnection, PgPool, Row};
+
+/// Closes kept per database at most (~20 bytes each), unless overridden by
+/// `NAVD_PRICE_CACHE_CLOSES`.
+const DEFAULT_MAX_CLOSES: usize = 4_000_000;
+
+struct Series {
+    version: i64,
+    closes: Vec<(NaiveDate, Decimal)>,
+}
+
+pub struct PriceCache {
+    max_closes: usize,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    series: HashMap<String, Arc<Series>>,
+    order: VecDeque<String>,
+    closes: usize,
+}
+
+/// The cache of the database `pool` points at.
+pub fn cache_for(pool: &PgPool) -> Arc<PriceCache> {
+    static CACHES: OnceLock<Mutex<HashMap<String, Arc<PriceCache>>>> = OnceLock::new();
+    let o = pool.connect_options();
+    let key = format!(
+        "{}:{}/{}",
+        o.get_host(),
+        o.get_port(),
+        o.get_database().unwrap_or("")
+    );
+    let max = std::env::var("NAVD_PRICE_CACHE_CLOSES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_MAX_CLOSES);
+    CACHES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .entry(key)
+        .or_insert_with(|| Arc::new(PriceCache::new(max)))
+        .clone()
+}
+
+impl PriceCache {
+    pub fn new(max_closes: usize) -> Self {
+        Self {
+            max_closes,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// The closes of `symbols` needed to value the days `after+1 ..= through`:
+    /// every close in that window and the latest one on or before `after`.
+    pub async fn book(
+        &self,
+        conn: &mut PgConnection,
+        symbols: &[String],
+        after: NaiveDate,
+        through: NaiveDate,
+    ) -> anyhow::Result<PriceBook> {
+        let mut book = PriceBook::new();
+        if symbols.is_empty() {
+            return Ok(book);
+        }
+        let versions: HashMap<String, i64> =
+            sqlx::query("SELECT symbol, version FROM price_versions WHERE symbol = ANY($1)")
+                .bind(symbols)
+                .fetch_all(&mut *conn)
+                .await?
+                .into_iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+        let mut have: HashMap<String, Arc<Series>> = HashMap::new();
+        let mut missing: Vec<String> = Vec::new();
+        {
+            let g = self.inner.lock().unwrap();
+            for (s, v) in &versions {
+                match g.series.get(s) {
+                    Some(series) if series.version == *v => {
+                        have.insert(s.clone(), series.clone());
+                    }
+                    _ => missing.push(s.clone()),
+                }
+            }
+        }
+        if !missing.is_empty() {
+            let rows = sqlx::query(
+                "SELECT symbol, day, close FROM prices WHERE symbol = ANY($1) ORDER BY symbol, day",
+            )
+            .bind(&missing)
+            .fetch_all(&mut *conn)
+            .await?;
+            let mut loaded: HashMap<String, Vec<(NaiveDate, Decimal)>> = HashMap::new();
+            for r in rows {
+                loaded
+                    .entry(r.get::<String, _>(0))
+                    .or_default()
+                    .push((r.get(1), r.get(2)));
+            }
+            for s in missing {
+                let series = Arc::new(Series {
+                    version: versions[&s],
+                    closes: loaded.remove(&s).unwrap_or_default(),
+                });
+                self.put(&s, series.clone());
+                have.insert(s, series);
+            }
+        }
+        for (s, series) in have {
+            let closes = &series.closes;
+            // First close after `after`, and the one carried into the window.
+            let start = closes.partition_point(|(d, _)| *d <= after);
+            let end = closes.partition_point(|(d, _)| *d <= through);
+            let from = start.saturating_sub(1);
+            if from < end {
+                book.insert_series(Symbol::parse(&s)?, closes[from..end].iter().copied());
+            }
+        }
+        Ok(book)
+    }
+
+    fn put(&self, symbol: &str, series: Arc<Series>) {
+        let n = series.closes.len();
+        if n > self.max_closes {
+            return;
+        }
+        let mut g = self.inner.lock().unwrap();
+        if let Some(old) = g.series.insert(symbol.to_string(), series) {
+            g.closes -= old.closes.len();
+        } else {
+            g.order.push_back(symbol.to_string());
+        }
+        g.closes += n;
+        while g.closes > self.max_closes {
+            let Some(k) = g.order.pop_front() else { break };
+            if let Some(old) = g.series.remove(&k) {
+                g.closes -= old.closes.len();
+            }
+        }
+    }
+}

@@ -94,6 +94,7 @@ impl Service {
             pool.clone(),
             config.clock,
             wake.clone(),
+            health.clone(),
             Duration::from_secs(1),
             stop.clone(),
         )));

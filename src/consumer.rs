@@ -210,6 +210,10 @@ pub struct BatchOutcome {
     pub skipped: usize,
     /// Next offset per partition after the batch.
     pub next_offsets: BTreeMap<(String, i32), i64>,
+    /// Partitions whose first message lies past the stored offset: nothing
+    /// was stored and every partition of the batch must be re-read from
+    /// these stored offsets (empty when the batch was stored).
+    pub rewind: BTreeMap<(String, i32), i64>,
 }
 
 impl Consumer {
@@ -278,6 +282,7 @@ impl Consumer {
         }
         tracing::info!(brokers = %self.cfg.brokers, group = %self.cfg.group, "consumer started");
         let mut stream = consumer.stream();
+        let mut accepted_gaps: HashMap<(String, i32), i64> = HashMap::new();
         let max = self.cfg.batch_max.max(1);
         let wait = Duration::from_millis(self.cfg.batch_wait_ms);
         loop {
@@ -306,9 +311,30 @@ impl Consumer {
                     _ => break,
                 }
             }
-            let Some(outcome) = self.store_with_retry(&msgs, &stop).await else {
+            self.health
+                .catching_up
+                .store(msgs.len() >= max, std::sync::atomic::Ordering::Relaxed);
+            let Some(outcome) = self.store_with_retry(&msgs, &accepted_gaps, &stop).await else {
                 break; // stopped while the database was down: nothing committed
             };
+            if !outcome.rewind.is_empty() {
+                tracing::warn!(
+                    offsets = ?outcome.rewind,
+                    "messages past the stored offsets: re-reading from the database's offsets"
+                );
+                for ((t, p), o) in &outcome.rewind {
+                    if let Err(e) =
+                        consumer.seek(t, *p, Offset::Offset(*o), Duration::from_secs(10))
+                    {
+                        tracing::warn!(topic = %t, partition = p, error = %e, "seek failed");
+                    }
+                }
+                accepted_gaps.extend(outcome.rewind);
+                continue;
+            }
+            for k in outcome.next_offsets.keys() {
+                accepted_gaps.remove(k);
+            }
             self.mirror(&consumer, &outcome.next_offsets, CommitMode::Async);
         }
         // Final mirror of what the database holds for our partitions.
@@ -380,12 +406,13 @@ impl Consumer {
     async fn store_with_retry(
         &self,
         msgs: &[OwnedMessage],
+        accepted_gaps: &HashMap<(String, i32), i64>,
         stop: &CancellationToken,
     ) -> Option<BatchOutcome> {
         let mut delay = Duration::from_millis(100);
         loop {
             let started = Instant::now();
-            match store_batch(&self.pool, &self.cfg, msgs).await {
+            match store_batch(&self.pool, &self.cfg, msgs, accepted_gaps).await {
                 Ok(outcome) => {
                     metrics::histogram!("navd_batch_seconds")
                         .record(started.elapsed().as_secs_f64());
@@ -458,6 +485,7 @@ pub async fn store_batch(
     pool: &PgPool,
     cfg: &KafkaConfig,
     msgs: &[OwnedMessage],
+    accepted_gaps: &HashMap<(String, i32), i64>,
 ) -> Result<BatchOutcome> {
     let mut last: BTreeMap<(String, i32), i64> = BTreeMap::new();
     for m in msgs {
@@ -496,6 +524,31 @@ pub async fn store_batch(
         .into_iter()
         .map(|r| ((r.get(0), r.get(1)), r.get(2)))
         .collect();
+    // A first message past the stored offset means the database lost
+    // commits (a failover to a lagging replica, say) or the log moved on
+    // (retention, transaction markers). Re-read from the stored offset once;
+    // a gap that is still there after that is the log's own and is accepted.
+    let mut first: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for m in msgs {
+        first
+            .entry((m.topic().to_string(), m.partition()))
+            .or_insert(m.offset());
+    }
+    let gapped = first.iter().any(|(k, f)| {
+        let next = stored.get(k).copied().unwrap_or(0);
+        *f > next && accepted_gaps.get(k) != Some(&next)
+    });
+    if gapped {
+        drop(tx);
+        let rewind = first
+            .keys()
+            .map(|k| (k.clone(), stored.get(k).copied().unwrap_or(0)))
+            .collect();
+        return Ok(BatchOutcome {
+            rewind,
+            ..Default::default()
+        });
+    }
     let mut batch = IngestBatch::default();
     let mut skipped = 0;
     let mut per_topic: HashMap<&str, u64> = HashMap::new();
@@ -553,5 +606,6 @@ pub async fn store_batch(
         report,
         skipped,
         next_offsets,
+        rewind: BTreeMap::new(),
     })
 }

@@ -674,22 +674,29 @@ pub async fn replace_history(
     Ok(())
 }
 
-/// Portfolios whose projection is behind: pending events, or not yet
-/// computed through `today`.
+/// Portfolios whose projection is behind — pending marks, or not yet
+/// computed through `today` — longest waiting first, so a busy portfolio
+/// cannot starve the others. Marks (and rows) younger than `min_age` do not
+/// count yet.
 pub async fn due_portfolios(
     conn: &mut PgConnection,
     today: NaiveDate,
     limit: i64,
+    min_age: std::time::Duration,
 ) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
         "SELECT portfolio_id FROM (
-             SELECT DISTINCT portfolio_id FROM portfolio_marks
-             UNION
-             SELECT portfolio_id FROM portfolios WHERE computed_through IS NULL OR computed_through < $1
-          ) due ORDER BY portfolio_id LIMIT $2",
+             SELECT portfolio_id, min(marked_at) AS since FROM portfolio_marks GROUP BY portfolio_id
+             HAVING min(marked_at) <= now() - make_interval(secs => $3)
+             UNION ALL
+             SELECT portfolio_id, '-infinity'::timestamptz FROM portfolios
+              WHERE (computed_through IS NULL OR computed_through < $1)
+                AND updated_at <= now() - make_interval(secs => $3)
+          ) due GROUP BY portfolio_id ORDER BY min(since), portfolio_id LIMIT $2",
     )
     .bind(today)
     .bind(limit)
+    .bind(min_age.as_secs_f64())
     .fetch_all(conn)
     .await
 }

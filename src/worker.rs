@@ -2,7 +2,11 @@
 //! to date — pending late events, and the roll-forward to a new "today".
 //!
 //! It runs in every `navd serve` process and refreshes a few portfolios at
-//! a time. The per-portfolio row lock keeps two writers (two workers, or a
+//! a time, longest waiting first. While the consumer works through a
+//! backlog (its batches come back full) every refresh would be redone by the
+//! next batch's marks, so the worker yields: it only takes portfolios
+//! waiting longer than [`BACKLOG_MIN_AGE`], one at a time, and catches up
+//! at full speed once the backlog is gone. The per-portfolio row lock keeps two writers (two workers, or a
 //! worker and an operator's backfill) apart; a worker skips a portfolio
 //! another writer holds — it stays due and is taken on the next pass —
 //! instead of queueing behind it.
@@ -24,11 +28,20 @@ pub async fn run(
     pool: PgPool,
     clock: Clock,
     wake: std::sync::Arc<Notify>,
+    health: std::sync::Arc<crate::http::Health>,
     period: Duration,
     stop: CancellationToken,
 ) {
     loop {
-        match refresh_due(&pool, clock, 500).await {
+        let pace = if health
+            .catching_up
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            Pace::Backlog
+        } else {
+            Pace::Normal
+        };
+        match refresh_due_at(&pool, clock, pace).await {
             Ok(n) if n > 0 => {
                 tracing::debug!(portfolios = n, "refreshed");
                 continue; // more may be due
@@ -48,13 +61,45 @@ pub async fn run(
 /// much as they compute, so a few in flight keep both busy.
 const CONCURRENCY: usize = 4;
 
+/// How stale a portfolio may get while the consumer works through a backlog.
+pub const BACKLOG_MIN_AGE: Duration = Duration::from_secs(30);
+
+/// How hard a pass works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// Everything due, [`CONCURRENCY`] at a time.
+    Normal,
+    /// Only portfolios waiting longer than [`BACKLOG_MIN_AGE`], one at a time.
+    Backlog,
+}
+
 /// One pass: refreshes up to `limit` due portfolios; returns how many were
 /// refreshed (portfolios another writer held are left for the next pass).
 pub async fn refresh_due(pool: &PgPool, clock: Clock, limit: i64) -> anyhow::Result<usize> {
+    refresh_pass(pool, clock, limit, Pace::Normal).await
+}
+
+async fn refresh_due_at(pool: &PgPool, clock: Clock, pace: Pace) -> anyhow::Result<usize> {
+    match pace {
+        Pace::Normal => refresh_pass(pool, clock, 500, pace).await,
+        Pace::Backlog => refresh_pass(pool, clock, 20, pace).await,
+    }
+}
+
+async fn refresh_pass(
+    pool: &PgPool,
+    clock: Clock,
+    limit: i64,
+    pace: Pace,
+) -> anyhow::Result<usize> {
     let today = clock.today();
+    let (min_age, concurrency) = match pace {
+        Pace::Normal => (Duration::ZERO, CONCURRENCY),
+        Pace::Backlog => (BACKLOG_MIN_AGE, 1),
+    };
     let due = {
         let mut conn = pool.acquire().await?;
-        store::due_portfolios(&mut conn, today, limit).await?
+        store::due_portfolios(&mut conn, today, limit, min_age).await?
     };
     let results: Vec<anyhow::Result<bool>> = futures::stream::iter(due)
         .map(|id| async move {
@@ -63,7 +108,7 @@ pub async fn refresh_due(pool: &PgPool, clock: Clock, limit: i64) -> anyhow::Res
             metrics::histogram!("navd_refresh_seconds").record(started.elapsed().as_secs_f64());
             Ok(done)
         })
-        .buffer_unordered(CONCURRENCY)
+        .buffer_unordered(concurrency)
         .collect()
         .await;
     let mut refreshed = 0;
@@ -80,7 +125,7 @@ pub async fn refresh_all(pool: &PgPool, clock: Clock) -> anyhow::Result<()> {
     loop {
         let due = {
             let mut conn = pool.acquire().await?;
-            store::due_portfolios(&mut conn, clock.today(), 1).await?
+            store::due_portfolios(&mut conn, clock.today(), 1, Duration::ZERO).await?
         };
         if due.is_empty() {
             return Ok(());

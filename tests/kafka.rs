@@ -514,8 +514,10 @@ async fn database_outage_is_retried_never_dead_lettered() {
     use navd::pgtemp::{PgOptions, PgTemp};
     // A server of this test's own, to stop and start again.
     let mut pg = tokio::task::spawn_blocking(|| {
+        // Durable: with synchronous_commit off a crash may lose commits,
+        // which is a different story (see the lost-commits test).
         PgTemp::start(&PgOptions {
-            durable: false,
+            durable: true,
             max_connections: 50,
         })
     })
@@ -558,4 +560,41 @@ async fn database_outage_is_retried_never_dead_lettered() {
     assert_golden_points(v["points"].as_array().unwrap());
     stop(svc).await;
     drop(pg);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_lost_by_the_database_are_read_again() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(1, 1);
+    let g = golden();
+    let txs = g["transactions"].as_array().unwrap();
+    for p in g["prices"].as_array().unwrap() {
+        b.price(p).await;
+    }
+    for t in &txs[..3] {
+        b.tx(t).await;
+    }
+    let svc = start(&pool, kafka(&b.servers(), "g6"), golden_today()).await;
+    caught_up(&pool, "g6", 23, Duration::from_secs(60)).await;
+
+    // The database comes back without its last commit (a failover to a
+    // lagging replica): the third trade and its offset are gone.
+    sqlx::query("DELETE FROM transactions WHERE event_id = $1")
+        .bind(uuid::Uuid::parse_str(txs[2]["event_id"].as_str().unwrap()).unwrap())
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE consumer_offsets SET next_offset = 2 WHERE group_id = 'g6' AND topic = $1")
+        .bind(TX)
+        .execute(&pool)
+        .await
+        .unwrap();
+    for t in &txs[3..] {
+        b.tx(t).await;
+    }
+    caught_up(&pool, "g6", 25, Duration::from_secs(60)).await;
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM transactions").await, 5);
+    let v = get_curve(&format!("http://{}", svc.addr), "golden-1", "").await;
+    assert_golden_points(v["points"].as_array().unwrap());
+    stop(svc).await;
 }

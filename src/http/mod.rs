@@ -40,6 +40,9 @@ pub const BODY_LIMIT: usize = 64 * 1024;
 pub struct Health {
     /// Set when a consumer runs; `None` when this process has none.
     pub consumer: std::sync::Mutex<Option<ConsumerHealth>>,
+    /// The consumer's last batch was full: it is working through a backlog,
+    /// and the refresh worker yields the CPU to it (see `worker`).
+    pub catching_up: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Clone, Default)]

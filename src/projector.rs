@@ -94,169 +94,358 @@ pub async fn refresh(
     today: NaiveDate,
 ) -> Result<Option<Refreshed>> {
     let mut tx = pool.begin().await?;
-    let out = refresh_in(
-        &mut tx,
-        &prices::cache_for(pool),
-        portfolio_id,
-        today,
-        Lock::Wait,
-    )
-    .await?;
+    let ids = [portfolio_id.to_string()];
+    let mut out = refresh_in(&mut tx, &prices::cache_for(pool), &ids, today, Lock::Wait).await?;
     tx.commit().await?;
-    Ok(out)
+    Ok(out.pop().map(|(_, r)| r))
 }
 
-/// Like [`refresh`], but `None` at once when another writer holds the
-/// portfolio (the refresh worker: the portfolio stays due, and waiting
-/// would only queue workers behind each other).
-pub async fn try_refresh(
-    pool: &PgPool,
-    portfolio_id: &str,
-    today: NaiveDate,
-) -> Result<Option<Refreshed>> {
+/// Refreshes several portfolios in one database transaction, skipping those
+/// another writer holds (the refresh worker: they stay due). Returns how
+/// many were refreshed.
+pub async fn try_refresh_many(pool: &PgPool, ids: &[String], today: NaiveDate) -> Result<usize> {
     let mut tx = pool.begin().await?;
-    let out = refresh_in(
-        &mut tx,
-        &prices::cache_for(pool),
-        portfolio_id,
-        today,
-        Lock::Skip,
-    )
-    .await?;
+    let out = refresh_in(&mut tx, &prices::cache_for(pool), ids, today, Lock::Skip).await?;
     tx.commit().await?;
-    Ok(out)
+    Ok(out.len())
 }
 
-/// How a refresh takes the portfolio's row lock, and from where it folds.
+/// How a refresh takes the portfolios' row locks, and from where it folds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lock {
-    /// Wait for the lock; fold from the latest valid state.
+    /// Wait for the locks; fold from the latest valid state.
     Wait,
-    /// Give up when the row is locked; fold from the latest valid state.
+    /// Leave out rows another writer holds; fold from the latest valid state.
     Skip,
-    /// Wait for the lock; refold the whole log from D0.
+    /// Wait for the locks; refold the whole log from D0.
     Full,
 }
 
-/// Refreshes inside the caller's transaction.
+/// What one portfolio of a batch refresh needs.
+struct Plan {
+    p: PortfolioRow,
+    /// Where the fold starts; `None` when there is nothing to fold yet.
+    start: Option<Start>,
+}
+
+enum Start {
+    /// From a known state (initial or the stored `base_state`).
+    State(DayState),
+    /// From the state at the end of this day, rebuilt from its stored exact
+    /// values and the positions of the transactions up to it.
+    Rebuild(NaiveDate),
+}
+
+/// Refreshes `ids` inside the caller's transaction with a handful of
+/// statements for all of them; returns each refreshed portfolio's outcome
+/// (portfolios that do not exist, or that another writer holds under
+/// [`Lock::Skip`], are left out).
 pub async fn refresh_in(
     conn: &mut PgConnection,
     prices: &PriceCache,
-    portfolio_id: &str,
+    ids: &[String],
     today: NaiveDate,
     lock: Lock,
-) -> Result<Option<Refreshed>> {
+) -> Result<Vec<(String, Refreshed)>> {
     let full = lock == Lock::Full;
-    let Some(p) = store::lock_portfolio(conn, portfolio_id, lock == Lock::Skip).await? else {
-        return Ok(None);
-    };
-    if !full && p.pending_from.is_none() && p.computed_through == Some(today) {
-        return Ok(Some(Refreshed {
-            status: PortfolioStatus::of(&p),
-            inconsistency: None,
-            last_day: p.last_day,
-            days_written: 0,
-            transactions_replayed: 0,
-        }));
+    let rows = store::lock_portfolios(conn, ids, lock == Lock::Skip).await?;
+    let mut out = Vec::new();
+    let mut plans = Vec::new();
+    for p in rows {
+        if !full && p.mark_ids.is_empty() && p.computed_through == Some(today) {
+            out.push((
+                p.portfolio_id.clone(),
+                Refreshed {
+                    status: PortfolioStatus::of(&p),
+                    inconsistency: None,
+                    last_day: p.last_day,
+                    days_written: 0,
+                    transactions_replayed: 0,
+                },
+            ));
+            continue;
+        }
+        let next = p.last_day.map(succ).unwrap_or(p.first_day);
+        let from = if full {
+            p.first_day
+        } else {
+            p.pending_from
+                .map_or(next, |d| d.min(next))
+                .max(p.first_day)
+        };
+        let start = (from <= today).then(|| start_of(&p, from));
+        plans.push(Plan { p, start });
     }
-    let next = p.last_day.map(succ).unwrap_or(p.first_day);
-    let from = if full {
-        p.first_day
-    } else {
-        p.pending_from
-            .map_or(next, |d| d.min(next))
-            .max(p.first_day)
-    };
 
-    let start = if from > today {
-        None
-    } else {
-        Some(start_state(conn, &p, from).await?)
-    };
-    let Some(start) = start else {
+    // Everything the folds need, fetched once for the whole batch.
+    let rebuild_at: Vec<(String, NaiveDate)> = plans
+        .iter()
+        .filter_map(|pl| match pl.start {
+            Some(Start::Rebuild(d)) => Some((pl.p.portfolio_id.clone(), d)),
+            _ => None,
+        })
+        .collect();
+    let stored = store::history_rows_at(conn, &rebuild_at).await?;
+    let wanted: Vec<(String, Option<NaiveDate>)> = plans
+        .iter()
+        .filter_map(|pl| match &pl.start {
+            Some(Start::State(s)) => Some((pl.p.portfolio_id.clone(), Some(s.date))),
+            Some(Start::Rebuild(_)) => Some((pl.p.portfolio_id.clone(), None)),
+            None => None,
+        })
+        .collect();
+    let mut txs = store::load_transactions_many(conn, &wanted, today).await?;
+
+    // Starting states; a rebuild splits the loaded transactions at its day.
+    let mut starts: Vec<(usize, DayState, Vec<Transaction>)> = Vec::new();
+    for (i, pl) in plans.iter().enumerate() {
+        let mine = txs.remove(&pl.p.portfolio_id).unwrap_or_default();
+        match &pl.start {
+            None => {}
+            Some(Start::State(s)) => starts.push((i, s.clone(), mine)),
+            Some(Start::Rebuild(day)) => {
+                let (before, after): (Vec<Transaction>, Vec<Transaction>) =
+                    mine.into_iter().partition(|t| t.trade_date <= *day);
+                let rebuilt = match stored.get(&pl.p.portfolio_id) {
+                    Some(row) => match projections::positions_from(&before)? {
+                        Ok(positions) => Some(DayState {
+                            date: *day,
+                            positions,
+                            market_value: row.market_value_exact,
+                            nav: row.nav_exact,
+                            cum_in: row.cum_in,
+                            cum_out: row.cum_out,
+                        }),
+                        Err(_) => None,
+                    },
+                    None => None,
+                };
+                match rebuilt {
+                    Some(s) => starts.push((i, s, after)),
+                    None => {
+                        // No usable stored day: fold from D0.
+                        let mut all = before;
+                        all.extend(after);
+                        starts.push((i, DayState::initial(pl.p.first_day), all));
+                    }
+                }
+            }
+        }
+    }
+    let mut symbols: Vec<String> = starts
+        .iter()
+        .flat_map(|(_, s, t)| {
+            s.positions
+                .keys()
+                .map(|k| k.to_string())
+                .chain(t.iter().map(|x| x.symbol.to_string()))
+        })
+        .collect();
+    symbols.sort();
+    symbols.dedup();
+    let earliest = starts.iter().map(|(_, s, _)| s.date).min().unwrap_or(today);
+    let book = prices.book(conn, &symbols, earliest, today).await?;
+
+    // Fold each, then write everything with a few statements.
+    let mut folded: Vec<Option<(NaiveDate, FoldRun, usize)>> =
+        (0..plans.len()).map(|_| None).collect();
+    for (i, start, t) in starts {
+        let date = start.date;
+        let n = t.len();
+        folded[i] = Some((date, run_fold(start, &t, &book, today)?, n));
+    }
+    let after: Vec<(String, NaiveDate)> = plans
+        .iter()
+        .zip(&folded)
+        .filter_map(|(pl, f)| f.as_ref().map(|(d, _, _)| (pl.p.portfolio_id.clone(), *d)))
+        .collect();
+    let rows: Vec<(&str, &HistoryRow)> = plans
+        .iter()
+        .zip(&folded)
+        .filter_map(|(pl, f)| {
+            f.as_ref()
+                .map(|(_, run, _)| (pl.p.portfolio_id.as_str(), run))
+        })
+        .flat_map(|(id, run)| run.rows.iter().map(move |r| (id, r)))
+        .collect();
+    store::replace_history_many(conn, &after, &rows).await?;
+    drop(rows);
+
+    let mut upd = PortfolioUpdates::default();
+    for (pl, f) in plans.into_iter().zip(folded) {
+        let p = pl.p;
+        let (last_day, base_state, inconsistency, days, replayed) = match f {
+            Some((date, run, n)) => {
+                let last_day = run
+                    .rows
+                    .last()
+                    .map(|r| r.record.date)
+                    .or(Some(date).filter(|d| *d >= p.first_day));
+                let base = match (&run.prev_state, run.rows.is_empty()) {
+                    (Some(s), false) => Some(serde_json::to_value(s).map_err(anyhow::Error::from)?),
+                    _ => None,
+                };
+                (last_day, base, run.inconsistency, run.rows.len(), n)
+            }
+            // Nothing to fold before a later day: only the bookkeeping moves.
+            None => (p.last_day, p.base_state.clone(), None, 0, 0),
+        };
+        if let Some(since) = p.pending_since {
+            let lag = (chrono::Utc::now() - since).num_microseconds().unwrap_or(0) as f64 / 1e6;
+            metrics::histogram!("navd_projection_lag_seconds").record(lag.max(0.0));
+        }
+        let (status, since, event, detail) = match &inconsistency {
+            Some(i) => (
+                "inconsistent",
+                Some(i.day),
+                Some(i.event_id),
+                Some(i.detail.clone()),
+            ),
+            None if f_was_folded(days, replayed, &last_day, &p) => ("ok", None, None, None),
+            // Nothing was folded: the history and its status stand.
+            None => (
+                if p.status == "inconsistent" {
+                    "inconsistent"
+                } else {
+                    "ok"
+                },
+                p.status_since,
+                p.status_event_id,
+                p.status_detail.clone(),
+            ),
+        };
+        upd.push(
+            &p,
+            last_day,
+            base_state,
+            today,
+            status,
+            since,
+            event,
+            detail.clone(),
+        );
+        let row = PortfolioRow {
+            last_day,
+            pending_from: None,
+            status: status.to_string(),
+            status_since: since,
+            status_event_id: event,
+            status_detail: detail,
+            ..p
+        };
+        out.push((
+            row.portfolio_id.clone(),
+            Refreshed {
+                status: PortfolioStatus::of(&row),
+                inconsistency,
+                last_day,
+                days_written: days,
+                transactions_replayed: replayed,
+            },
+        ));
+    }
+    upd.apply(conn).await?;
+    Ok(out)
+}
+
+/// Whether a refresh folded anything (a fold that met no inconsistency
+/// clears the status; one with nothing to fold leaves it).
+fn f_was_folded(
+    days: usize,
+    replayed: usize,
+    last_day: &Option<NaiveDate>,
+    p: &PortfolioRow,
+) -> bool {
+    days > 0 || replayed > 0 || *last_day != p.last_day
+}
+
+/// Where a refresh from `from` starts: D0, the stored base state when it is
+/// still valid, or a rebuild at the end of `from`−1.
+fn start_of(p: &PortfolioRow, from: NaiveDate) -> Start {
+    if from <= p.first_day {
+        return Start::State(DayState::initial(p.first_day));
+    }
+    if let Some(base) = &p.base_state {
+        if let Ok(state) = serde_json::from_value::<DayState>(base.clone()) {
+            if state.date < from && state.date >= pred(p.first_day) {
+                return Start::State(state);
+            }
+        }
+    }
+    Start::Rebuild(pred(from))
+}
+
+/// The `portfolios` updates of a batch refresh, applied in one statement,
+/// and the marks it consumed, deleted in another.
+#[derive(Default)]
+struct PortfolioUpdates {
+    id: Vec<String>,
+    first_day: Vec<NaiveDate>,
+    last_day: Vec<Option<NaiveDate>>,
+    base_state: Vec<Option<serde_json::Value>>,
+    computed_through: Vec<NaiveDate>,
+    status: Vec<&'static str>,
+    since: Vec<Option<NaiveDate>>,
+    event: Vec<Option<Uuid>>,
+    detail: Vec<Option<String>>,
+    mark_ids: Vec<i64>,
+}
+
+impl PortfolioUpdates {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        p: &PortfolioRow,
+        last_day: Option<NaiveDate>,
+        base_state: Option<serde_json::Value>,
+        today: NaiveDate,
+        status: &'static str,
+        since: Option<NaiveDate>,
+        event: Option<Uuid>,
+        detail: Option<String>,
+    ) {
+        self.id.push(p.portfolio_id.clone());
+        self.first_day.push(p.first_day);
+        self.last_day.push(last_day);
+        self.base_state.push(base_state);
+        self.computed_through.push(today);
+        self.status.push(status);
+        self.since.push(since);
+        self.event.push(event);
+        self.detail.push(detail);
+        self.mark_ids.extend(&p.mark_ids);
+    }
+
+    async fn apply(self, conn: &mut PgConnection) -> Result<()> {
+        if self.id.is_empty() {
+            return Ok(());
+        }
         sqlx::query(
-            "UPDATE portfolios SET first_day = $3, computed_through = $2, updated_at = now()
-              WHERE portfolio_id = $1",
+            "UPDATE portfolios p
+                SET first_day = u.first_day, last_day = u.last_day, base_state = u.base_state,
+                    computed_through = u.computed_through, status = u.status,
+                    status_since = u.since, status_event_id = u.event, status_detail = u.detail,
+                    updated_at = now()
+               FROM UNNEST($1::text[], $2::date[], $3::date[], $4::jsonb[], $5::date[], $6::text[],
+                           $7::date[], $8::uuid[], $9::text[])
+                    AS u(id, first_day, last_day, base_state, computed_through, status, since, event, detail)
+              WHERE p.portfolio_id = u.id",
         )
-        .bind(portfolio_id)
-        .bind(today)
-        .bind(p.first_day)
+        .bind(&self.id)
+        .bind(&self.first_day)
+        .bind(&self.last_day)
+        .bind(&self.base_state)
+        .bind(&self.computed_through)
+        .bind(&self.status)
+        .bind(&self.since)
+        .bind(&self.event)
+        .bind(&self.detail)
         .execute(&mut *conn)
         .await?;
-        store::delete_marks(conn, portfolio_id, &p.mark_ids).await?;
-        let mut p = p;
-        p.pending_from = None;
-        return Ok(Some(Refreshed {
-            status: PortfolioStatus::of(&p),
-            inconsistency: None,
-            last_day: p.last_day,
-            days_written: 0,
-            transactions_replayed: 0,
-        }));
-    };
-
-    let txs = store::load_transactions(conn, portfolio_id, Some(start.date), today).await?;
-    let book = prices_for(conn, prices, &start, &txs, today).await?;
-    let run = run_fold(start.clone(), &txs, &book, today)?;
-
-    store::replace_history(conn, portfolio_id, succ(start.date), None, &run.rows).await?;
-    let last_day = run
-        .rows
-        .last()
-        .map(|r| r.record.date)
-        .or(Some(start.date).filter(|d| *d >= p.first_day));
-    let base_state = match (&run.prev_state, run.rows.is_empty()) {
-        (Some(s), false) => Some(serde_json::to_value(s).map_err(anyhow::Error::from)?),
-        _ => None,
-    };
-    let (status, since, event, detail) = match &run.inconsistency {
-        Some(i) => (
-            "inconsistent",
-            Some(i.day),
-            Some(i.event_id),
-            Some(i.detail.clone()),
-        ),
-        None => ("ok", None, None, None),
-    };
-    sqlx::query(
-        "UPDATE portfolios
-            SET last_day = $2, base_state = $3, computed_through = $4, first_day = $9,
-                status = $5, status_since = $6, status_event_id = $7, status_detail = $8,
-                updated_at = now()
-          WHERE portfolio_id = $1",
-    )
-    .bind(portfolio_id)
-    .bind(last_day)
-    .bind(&base_state)
-    .bind(today)
-    .bind(status)
-    .bind(since)
-    .bind(event)
-    .bind(&detail)
-    .bind(p.first_day)
-    .execute(&mut *conn)
-    .await?;
-    store::delete_marks(conn, portfolio_id, &p.mark_ids).await?;
-    if let Some(since) = p.pending_since {
-        let lag = (chrono::Utc::now() - since).num_microseconds().unwrap_or(0) as f64 / 1e6;
-        metrics::histogram!("navd_projection_lag_seconds").record(lag.max(0.0));
+        let ids: Vec<&str> = self.id.iter().map(String::as_str).collect();
+        store::delete_marks_many(conn, &ids, &self.mark_ids).await?;
+        Ok(())
     }
-    let row = PortfolioRow {
-        last_day,
-        pending_from: None,
-        status: status.to_string(),
-        status_since: since,
-        status_event_id: event,
-        status_detail: detail,
-        ..p
-    };
-    Ok(Some(Refreshed {
-        status: PortfolioStatus::of(&row),
-        inconsistency: run.inconsistency,
-        last_day,
-        days_written: run.rows.len(),
-        transactions_replayed: txs.len(),
-    }))
 }
 
 fn succ(d: NaiveDate) -> NaiveDate {
@@ -265,39 +454,6 @@ fn succ(d: NaiveDate) -> NaiveDate {
 
 fn pred(d: NaiveDate) -> NaiveDate {
     d.pred_opt().expect("date in range")
-}
-
-/// The state at the end of some day before `from`, as late as is valid.
-async fn start_state(
-    conn: &mut PgConnection,
-    p: &PortfolioRow,
-    from: NaiveDate,
-) -> Result<DayState> {
-    if from <= p.first_day {
-        return Ok(DayState::initial(p.first_day));
-    }
-    if let Some(base) = &p.base_state {
-        if let Ok(state) = serde_json::from_value::<DayState>(base.clone()) {
-            if state.date < from && state.date >= pred(p.first_day) {
-                return Ok(state);
-            }
-        }
-    }
-    let day = pred(from);
-    if let Some(row) = store::history_row(conn, &p.portfolio_id, day).await? {
-        let before = store::load_transactions(conn, &p.portfolio_id, None, day).await?;
-        if let Ok(positions) = projections::positions_from(&before)? {
-            return Ok(DayState {
-                date: day,
-                positions,
-                market_value: row.market_value_exact,
-                nav: row.nav_exact,
-                cum_in: row.cum_in,
-                cum_out: row.cum_out,
-            });
-        }
-    }
-    Ok(DayState::initial(p.first_day))
 }
 
 async fn prices_for(
@@ -488,15 +644,12 @@ pub async fn calculate(
     today: NaiveDate,
 ) -> std::result::Result<(Option<HistoryRow>, PortfolioStatus), OpError> {
     let mut tx = pool.begin().await?;
-    let out = refresh_in(
-        &mut tx,
-        &prices::cache_for(pool),
-        portfolio_id,
-        today,
-        Lock::Full,
-    )
-    .await?
-    .ok_or(OpError::NotFound)?;
+    let ids = [portfolio_id.to_string()];
+    let out = refresh_in(&mut tx, &prices::cache_for(pool), &ids, today, Lock::Full)
+        .await?
+        .pop()
+        .map(|(_, r)| r)
+        .ok_or(OpError::NotFound)?;
     tx.commit().await?;
     if let Some(inc) = out.inconsistency {
         return Err(OpError::Inconsistent(inc));

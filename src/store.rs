@@ -768,3 +768,236 @@ pub async fn portfolio_validator(
     .await?;
     Ok(row.map(|r| (r.get(0), r.get(1))))
 }
+
+// ---- batched forms, for refreshing many portfolios in one transaction ----
+
+/// Locks the rows of `ids` (in id order, so two writers never wait on each
+/// other in a cycle) and reads them with their marks; rows another writer
+/// holds are left out when `skip_locked`.
+pub async fn lock_portfolios(
+    conn: &mut PgConnection,
+    ids: &[String],
+    skip_locked: bool,
+) -> sqlx::Result<Vec<PortfolioRow>> {
+    let locked: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT portfolio_id FROM portfolios WHERE portfolio_id = ANY($1)
+          ORDER BY portfolio_id FOR UPDATE{}",
+        if skip_locked { " SKIP LOCKED" } else { "" }
+    ))
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    if locked.is_empty() {
+        return Ok(vec![]);
+    }
+    let sql = format!(
+        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {MARKS_JOIN}
+          WHERE p.portfolio_id = ANY($1) ORDER BY p.portfolio_id"
+    );
+    let mut rows: Vec<PortfolioRow> = sqlx::query(&sql)
+        .bind(&locked)
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .map(portfolio_from_row)
+        .collect();
+    // A late trade dated before D0 lowers the first day.
+    let marked: Vec<&str> = rows
+        .iter()
+        .filter(|p| !p.mark_ids.is_empty())
+        .map(|p| p.portfolio_id.as_str())
+        .collect();
+    if !marked.is_empty() {
+        let earliest: HashMap<String, NaiveDate> = sqlx::query(
+            "SELECT portfolio_id, min(trade_date) FROM transactions
+              WHERE portfolio_id = ANY($1) GROUP BY portfolio_id",
+        )
+        .bind(&marked)
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+        for p in &mut rows {
+            if let Some(d) = earliest.get(&p.portfolio_id) {
+                p.first_day = p.first_day.min(*d);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// Transactions of several portfolios, each with `after < trade_date <=
+/// through` (`after` None: all), in fold-load order.
+pub async fn load_transactions_many(
+    conn: &mut PgConnection,
+    wanted: &[(String, Option<NaiveDate>)],
+    through: NaiveDate,
+) -> anyhow::Result<HashMap<String, Vec<Transaction>>> {
+    let mut out: HashMap<String, Vec<Transaction>> = HashMap::new();
+    if wanted.is_empty() {
+        return Ok(out);
+    }
+    let pids: Vec<&str> = wanted.iter().map(|(p, _)| p.as_str()).collect();
+    let afters: Vec<Option<NaiveDate>> = wanted.iter().map(|(_, a)| *a).collect();
+    let rows = sqlx::query(
+        "SELECT t.portfolio_id, t.event_id, t.side, t.symbol, t.quantity, t.price, t.fee,
+                t.trade_date, t.occurred_at, t.seq
+           FROM UNNEST($1::text[], $2::date[]) AS u(pid, after)
+           JOIN transactions t ON t.portfolio_id = u.pid
+                              AND t.trade_date > COALESCE(u.after, '-infinity'::date)
+                              AND t.trade_date <= $3
+          ORDER BY t.portfolio_id, t.trade_date, t.seq",
+    )
+    .bind(&pids)
+    .bind(&afters)
+    .bind(through)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut ids: HashMap<String, PortfolioId> = HashMap::new();
+    for r in rows {
+        let pid_text: String = r.get(0);
+        let pid = match ids.get(&pid_text) {
+            Some(p) => p.clone(),
+            None => {
+                let p = PortfolioId::parse(&pid_text)?;
+                ids.insert(pid_text.clone(), p.clone());
+                p
+            }
+        };
+        out.entry(pid_text).or_default().push(Transaction {
+            event_id: r.get(1),
+            side: match r.get::<&str, _>(2) {
+                "buy" => Side::Buy,
+                _ => Side::Sell,
+            },
+            portfolio_id: pid,
+            symbol: Symbol::parse(r.get::<&str, _>(3))?,
+            quantity: r.get(4),
+            price: r.get(5),
+            fee: r.get(6),
+            trade_date: r.get(7),
+            occurred_at: r.get(8),
+            seq: r.get(9),
+        });
+    }
+    Ok(out)
+}
+
+/// The stored rows of (portfolio, day) pairs.
+pub async fn history_rows_at(
+    conn: &mut PgConnection,
+    wanted: &[(String, NaiveDate)],
+) -> sqlx::Result<HashMap<String, HistoryRow>> {
+    if wanted.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let pids: Vec<&str> = wanted.iter().map(|(p, _)| p.as_str()).collect();
+    let days: Vec<NaiveDate> = wanted.iter().map(|(_, d)| *d).collect();
+    let cols = HISTORY_COLUMNS
+        .split(", ")
+        .map(|c| format!("h.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "SELECT h.portfolio_id, {cols}
+           FROM UNNEST($1::text[], $2::date[]) AS u(pid, day)
+           JOIN portfolio_nav_history h ON h.portfolio_id = u.pid AND h.day = u.day"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(&pids)
+        .bind(&days)
+        .fetch_all(conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let pid: String = r.get(0);
+            let row = HistoryRow {
+                record: projections::DailyRecord {
+                    date: r.get(1),
+                    market_value: r.get(2),
+                    cost: r.get(3),
+                    net_flow: r.get(4),
+                    daily_return: r.get(5),
+                    net_value: r.get(6),
+                    return_rate: r.get(7),
+                    profit: r.get(8),
+                },
+                nav_exact: r.get(9),
+                market_value_exact: r.get(10),
+                cum_in: r.get(11),
+                cum_out: r.get(12),
+            };
+            (pid, row)
+        })
+        .collect())
+}
+
+/// Replaces, for each portfolio, every record after its `after` day with
+/// its rows in `rows` (two statements for all of them).
+pub async fn replace_history_many(
+    conn: &mut PgConnection,
+    after: &[(String, NaiveDate)],
+    rows: &[(&str, &HistoryRow)],
+) -> sqlx::Result<()> {
+    if after.is_empty() {
+        return Ok(());
+    }
+    let pids: Vec<&str> = after.iter().map(|(p, _)| p.as_str()).collect();
+    let days: Vec<NaiveDate> = after.iter().map(|(_, d)| *d).collect();
+    sqlx::query(
+        "DELETE FROM portfolio_nav_history h USING UNNEST($1::text[], $2::date[]) AS u(pid, day)
+          WHERE h.portfolio_id = u.pid AND h.day > u.day",
+    )
+    .bind(&pids)
+    .bind(&days)
+    .execute(&mut *conn)
+    .await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let col = |f: fn(&HistoryRow) -> Decimal| rows.iter().map(|(_, r)| f(r)).collect::<Vec<_>>();
+    let pid: Vec<&str> = rows.iter().map(|(p, _)| *p).collect();
+    let day: Vec<NaiveDate> = rows.iter().map(|(_, r)| r.record.date).collect();
+    sqlx::query(
+        "INSERT INTO portfolio_nav_history (portfolio_id, day, market_value, cost, net_flow, daily_return,
+                                            net_value, return_rate, profit, nav_exact, market_value_exact,
+                                            cum_in, cum_out)
+         SELECT * FROM UNNEST($1::text[], $2::date[], $3::numeric[], $4::numeric[], $5::numeric[],
+                              $6::numeric[], $7::numeric[], $8::numeric[], $9::numeric[], $10::numeric[],
+                              $11::numeric[], $12::numeric[], $13::numeric[])",
+    )
+    .bind(&pid)
+    .bind(&day)
+    .bind(col(|r| r.record.market_value))
+    .bind(col(|r| r.record.cost))
+    .bind(col(|r| r.record.net_flow))
+    .bind(col(|r| r.record.daily_return))
+    .bind(col(|r| r.record.net_value))
+    .bind(col(|r| r.record.return_rate))
+    .bind(col(|r| r.record.profit))
+    .bind(col(|r| r.nav_exact))
+    .bind(col(|r| r.market_value_exact))
+    .bind(col(|r| r.cum_in))
+    .bind(col(|r| r.cum_out))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Deletes the marks the writers of `pids` consumed.
+pub async fn delete_marks_many(
+    conn: &mut PgConnection,
+    pids: &[&str],
+    ids: &[i64],
+) -> sqlx::Result<()> {
+    if !ids.is_empty() {
+        sqlx::query("DELETE FROM portfolio_marks WHERE portfolio_id = ANY($1) AND id = ANY($2)")
+            .bind(pids)
+            .bind(ids)
+            .execute(conn)
+            .await?;
+    }
+    Ok(())
+}

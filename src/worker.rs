@@ -1,11 +1,11 @@
 //! The refresh worker: brings every portfolio whose projection is behind up
 //! to date — pending late events, and the roll-forward to a new "today".
 //!
-//! It runs in every `navd serve` process and refreshes a few portfolios at
-//! a time, longest waiting first. While the consumer works through a
+//! It runs in every `navd serve` process and refreshes portfolios in groups
+//! (one database transaction per group), longest waiting first. While the consumer works through a
 //! backlog (its batches come back full) every refresh would be redone by the
 //! next batch's marks, so the worker yields: it only takes portfolios
-//! waiting longer than [`BACKLOG_MIN_AGE`], one at a time, and catches up
+//! waiting longer than [`BACKLOG_MIN_AGE`], one group at a time, and catches up
 //! at full speed once the backlog is gone. The per-portfolio row lock keeps two writers (two workers, or a
 //! worker and an operator's backfill) apart; a worker skips a portfolio
 //! another writer holds — it stays due and is taken on the next pass —
@@ -57,9 +57,12 @@ pub async fn run(
     }
 }
 
-/// Portfolios refreshed at once: refreshes wait on the database about as
-/// much as they compute, so a few in flight keep both busy.
-const CONCURRENCY: usize = 4;
+/// Groups refreshed at once: refreshes wait on the database about as much
+/// as they compute, so two in flight keep both busy.
+const CONCURRENCY: usize = 2;
+
+/// Portfolios refreshed together in one database transaction.
+const GROUP: usize = 32;
 
 /// How stale a portfolio may get while the consumer works through a backlog.
 pub const BACKLOG_MIN_AGE: Duration = Duration::from_secs(30);
@@ -67,9 +70,10 @@ pub const BACKLOG_MIN_AGE: Duration = Duration::from_secs(30);
 /// How hard a pass works.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pace {
-    /// Everything due, [`CONCURRENCY`] at a time.
+    /// Everything due, [`CONCURRENCY`] groups at a time.
     Normal,
-    /// Only portfolios waiting longer than [`BACKLOG_MIN_AGE`], one at a time.
+    /// Only portfolios waiting longer than [`BACKLOG_MIN_AGE`], one group at
+    /// a time.
     Backlog,
 }
 
@@ -101,21 +105,22 @@ async fn refresh_pass(
         let mut conn = pool.acquire().await?;
         store::due_portfolios(&mut conn, today, limit, min_age).await?
     };
-    let results: Vec<anyhow::Result<bool>> = futures::stream::iter(due)
-        .map(|id| async move {
+    // Portfolios are refreshed in groups, one database transaction and a
+    // handful of statements per group, a few groups in flight.
+    let groups: Vec<Vec<String>> = due.chunks(GROUP).map(<[String]>::to_vec).collect();
+    let results: Vec<anyhow::Result<usize>> = futures::stream::iter(groups)
+        .map(|ids| async move {
             let started = std::time::Instant::now();
-            let done = projector::try_refresh(pool, &id, today).await?.is_some();
+            let n = projector::try_refresh_many(pool, &ids, today).await?;
             metrics::histogram!("navd_refresh_seconds").record(started.elapsed().as_secs_f64());
-            Ok(done)
+            Ok(n)
         })
         .buffer_unordered(concurrency)
         .collect()
         .await;
     let mut refreshed = 0;
     for r in results {
-        if r? {
-            refreshed += 1;
-        }
+        refreshed += r?;
     }
     Ok(refreshed)
 }

@@ -18,7 +18,9 @@
 //! 1. `ingest` — 1,000 portfolios × ~1,000 trades over two years, 200
 //!    symbols with a close every weekday; everything is produced first, then
 //!    the child starts; events/s until every offset is stored, then the time
-//!    until no portfolio is pending. ≥ 50,000 events/s, RSS ≤ 150 MB.
+//!    until no portfolio is pending. ≥ 50,000 events/s, RSS ≤ 150 MB. For
+//!    comparison, a second child then reads the same topics into an empty
+//!    database with nothing to fold: the consumer's rate alone.
 //! 2. `freshness` — today-dated trades at a steady 2,000 events/s; produce →
 //!    visible latency of a sample. p99 ≤ 500 ms.
 //! 3. `backfill` — one portfolio, 10 years, 50 symbols, 20,000 trades;
@@ -72,15 +74,19 @@ pub const TODAY: &str = "2026-06-30";
 const TX_TOPIC: &str = "nav.transactions";
 const PX_TOPIC: &str = "nav.prices";
 const GROUP: &str = "navd-bench";
-/// Partitions of the transaction topic: more than one so the consumer sees
-/// several, as in production.
-const TX_PARTITIONS: i32 = 6;
-const PX_PARTITIONS: i32 = 3;
+/// Partitions per unit of `--scale`. librdkafka's mock broker keeps at most
+/// 5 MB and 100,000 messages per partition and silently drops older ones,
+/// so a full-size book needs many partitions (and compressed batches: the
+/// 20,000 trades of the backfill portfolio share one partition). A run
+/// checks afterwards that nothing was dropped.
+const TX_PARTITIONS_PER_SCALE: f64 = 32.0;
+const PX_PARTITIONS: i32 = 8;
 
 const FRESHNESS_RATE: u64 = 2_000;
 /// One event in this many is followed to visibility.
-const FRESHNESS_SAMPLE_EVERY: u64 = 10;
-/// How often the visibility poller asks the database.
+const FRESHNESS_SAMPLE_EVERY: u64 = 20;
+/// How often the visibility poller asks the database (five times less
+/// often while more than 64 samples are outstanding).
 const FRESHNESS_POLL: Duration = Duration::from_millis(5);
 const READ_CONNECTIONS: u32 = 16;
 /// `application_name` of the bench's monitoring connections.
@@ -133,10 +139,13 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     );
     let want = |s: Scenario| args.scenario.contains(&Scenario::All) || args.scenario.contains(&s);
     let mut b = Bench::setup(args.clone()).await?;
-    let outcome = async {
+    let scenarios = async {
         use Scenario::*;
         if [Ingest, Freshness, Replay, PriceDay].into_iter().any(want) {
             b.ingest().await?;
+        }
+        if want(Ingest) {
+            b.ingest_store_only().await?;
         }
         if want(Freshness) {
             b.freshness().await?;
@@ -157,9 +166,29 @@ pub async fn run(args: BenchArgs) -> Result<()> {
             b.read().await?;
         }
         anyhow::Ok(())
-    }
-    .await;
+    };
+    // On Ctrl-C or SIGTERM still stop the child and the database, and keep
+    // what was measured.
+    let outcome = tokio::select! {
+        r = scenarios => r,
+        _ = interrupted() => Err(anyhow!("interrupted")),
+    };
     b.finish(outcome).await
+}
+
+async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -177,6 +206,7 @@ struct Bench {
     /// Kept alive for the whole run: dropping it stops the broker.
     _cluster: MockCluster<'static, DefaultProducerContext>,
     brokers: String,
+    topics: Topics,
     http: reqwest::Client,
     /// Holds the private copy of the executable.
     _work: tempfile::TempDir,
@@ -188,6 +218,8 @@ struct Bench {
     produced: u64,
     postmaster: Option<u32>,
     ingest_book: Option<Book>,
+    /// `git describe --dirty` when the run started (the tree may change).
+    git: Option<String>,
     results: serde_json::Map<String, Value>,
     rows: Vec<Row>,
     started: Instant,
@@ -244,8 +276,12 @@ impl Bench {
             );
         }
         let cluster = MockCluster::new(1).context("starting the mock cluster")?;
-        cluster.create_topic(TX_TOPIC, TX_PARTITIONS, 1)?;
-        cluster.create_topic(PX_TOPIC, PX_PARTITIONS, 1)?;
+        let topics = Topics {
+            tx: ((TX_PARTITIONS_PER_SCALE * args.scale).ceil() as i32).clamp(6, 512),
+            px: PX_PARTITIONS,
+        };
+        cluster.create_topic(TX_TOPIC, topics.tx, 1)?;
+        cluster.create_topic(PX_TOPIC, topics.px, 1)?;
         let brokers = cluster.bootstrap_servers();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(120))
@@ -260,6 +296,7 @@ impl Bench {
             work_pool,
             _cluster: cluster,
             brokers,
+            topics,
             http,
             _work: work,
             exe,
@@ -268,6 +305,7 @@ impl Bench {
             produced: 0,
             postmaster,
             ingest_book: None,
+            git: git_describe(),
             results: serde_json::Map::new(),
             rows: Vec::new(),
             started: Instant::now(),
@@ -320,9 +358,16 @@ impl Bench {
             &self.exe,
             &self.pg.url(),
             &self.brokers,
+            GROUP,
             self.today,
             &self.out_dir.join("navd-serve.log"),
         )?;
+        self.wait_healthy(&child).await?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    async fn wait_healthy(&self, child: &NavdChild) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(r) = self
@@ -332,7 +377,7 @@ impl Bench {
                 .await
             {
                 if r.status().is_success() {
-                    break;
+                    return Ok(());
                 }
             }
             child.check_alive()?;
@@ -341,8 +386,6 @@ impl Bench {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        self.child = Some(child);
-        Ok(())
     }
 
     fn child(&self) -> &NavdChild {
@@ -350,20 +393,15 @@ impl Bench {
     }
 
     async fn offsets_stored(&self) -> Result<u64> {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT COALESCE(sum(next_offset), 0)::int8 FROM consumer_offsets WHERE group_id = $1",
-        )
-        .bind(GROUP)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(n as u64)
+        offsets_stored(&self.pool, GROUP).await
     }
 
     /// Portfolios not yet folded through today.
     async fn behind(&self) -> Result<i64> {
         Ok(sqlx::query_scalar(
             "SELECT count(*) FROM portfolios
-              WHERE pending_from IS NOT NULL OR computed_through IS DISTINCT FROM $1",
+              WHERE computed_through IS DISTINCT FROM $1
+                 OR EXISTS (SELECT 1 FROM portfolio_marks k WHERE k.portfolio_id = portfolios.portfolio_id)",
         )
         .bind(self.today)
         .fetch_one(&self.pool)
@@ -409,6 +447,20 @@ impl Bench {
         .fetch_one(&self.pool)
         .await
         .unwrap_or((0, 0));
+        // The view moved in PostgreSQL 17.
+        let mut checkpoints = 0;
+        for sql in [
+            "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter",
+            "SELECT num_timed + num_requested FROM pg_stat_checkpointer",
+        ] {
+            if let Ok(n) = sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(&self.pool)
+                .await
+            {
+                checkpoints = n;
+                break;
+            }
+        }
         Probe {
             activity: Some(WaitSampler::start(self.pool.clone())),
             at: Instant::now(),
@@ -417,10 +469,13 @@ impl Bench {
                 .as_ref()
                 .map_or(0.0, |c| cpu_seconds(c.pid, false)),
             pg_cpu: self.postmaster.map_or(0.0, pg_cpu_seconds),
-            bench_cpu: cpu_seconds(std::process::id(), false),
+            // With reaped children: `wrk` runs as one.
+            bench_cpu: cpu_seconds(std::process::id(), true),
+            machine_cpu: machine_cpu_seconds(),
             metrics: self.metrics().await,
             wal_bytes,
             commits,
+            checkpoints,
         }
     }
 
@@ -448,12 +503,25 @@ impl Bench {
         let consumed = delta("navd_events_consumed_total", "");
         json!({
             "wall_s": round3(wall),
-            "cpu_s": { "navd": round3(navd), "postgresql": round3(pg), "bench_process": round3(bench) },
+            "cpu_s": {
+                "navd": round3(navd),
+                "postgresql": round3(pg),
+                // Broker, generator, pollers, in-process replay, and `wrk`.
+                "bench_process": round3(bench),
+                // Everything else on the machine (other users' builds and
+                // tests): the noise in this phase's figures.
+                "other_processes": round3(((b.machine_cpu.0 - a.machine_cpu.0) - navd - pg - bench).max(0.0)),
+                // Taken by the hypervisor for other virtual machines.
+                "stolen": round3(b.machine_cpu.1 - a.machine_cpu.1),
+            },
             // Share of all cores busy: near 1.0 means CPU-bound machine-wide.
             "machine_cpu_share": round3((navd + pg + bench) / (wall * self.cores as f64).max(1e-9)),
             "wal_mb": round3((b.wal_bytes - a.wal_bytes) as f64 / 1e6),
             "db_sessions": activity,
             "commits": b.commits - a.commits,
+            // Each one makes the next change of every page log a full page
+            // image: more WAL and CPU for the same work.
+            "checkpoints": b.checkpoints - a.checkpoints,
             "consumer": {
                 "batches": batches,
                 "events": consumed,
@@ -518,8 +586,11 @@ impl Bench {
         let (trades, closes) = (book.trades.len() as u64, book.close_count() as u64);
         let t = Instant::now();
         let brokers = self.brokers.clone();
-        let book = tokio::task::spawn_blocking(move || produce_book(&brokers, &book).map(|_| book))
-            .await??;
+        let topics = self.topics;
+        let book = tokio::task::spawn_blocking(move || {
+            produce_book(&brokers, topics, &book).map(|_| book)
+        })
+        .await??;
         let produce_s = t.elapsed().as_secs_f64();
         self.produced += trades + closes;
         println!(
@@ -531,7 +602,8 @@ impl Bench {
         // in this process. If navd came close to it, the broker is the limit.
         let brokers = self.brokers.clone();
         let total = self.produced;
-        let drain_s = tokio::task::spawn_blocking(move || drain_topics(&brokers, total)).await??;
+        let drain_s =
+            tokio::task::spawn_blocking(move || drain_topics(&brokers, topics, total)).await??;
         println!(
             "[ingest] bare consumer drains the topics at {:.0} events/s (broker ceiling)",
             total as f64 / drain_s
@@ -541,32 +613,9 @@ impl Bench {
         self.ensure_child().await?;
         let ready_s = spawned.elapsed().as_secs_f64();
         let mut a = self.probe().await;
-        let mut first: Option<(Instant, u64)> = None;
-        let mut series = Vec::new();
-        let mut last_sample = Instant::now() - Duration::from_secs(1);
-        let deadline = Instant::now() + Duration::from_secs(3600);
-        let stored_at = loop {
-            let stored = self.offsets_stored().await?;
-            let now = Instant::now();
-            if stored > 0 && first.is_none() {
-                first = Some((now, stored));
-            }
-            if now - last_sample >= Duration::from_secs(1) {
-                series.push(json!([round3((now - spawned).as_secs_f64()), stored]));
-                last_sample = now;
-            }
-            if stored >= self.produced {
-                break now;
-            }
-            self.child().check_alive()?;
-            if now > deadline {
-                bail!(
-                    "ingest: only {stored}/{} offsets stored after an hour",
-                    self.produced
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        let followed =
+            follow_offsets(&self.pool, GROUP, self.produced, self.child(), spawned).await?;
+        let stored_at = followed.done;
         let mut b_stored = self.probe().await;
         let rss_stored = self.child().peak_rss_mb();
         println!(
@@ -578,9 +627,7 @@ impl Bench {
         let b = self.probe().await;
         let rss = self.child().peak_rss_mb();
 
-        let (t_first, n_first) = first.expect("offsets were stored");
-        let sustained =
-            (self.produced - n_first) as f64 / (stored_at - t_first).as_secs_f64().max(1e-3);
+        let sustained = followed.sustained_rate(self.produced);
         let end_to_end = self.produced as f64 / (stored_at - spawned).as_secs_f64();
         let catch_up_s = (caught_at - spawned).as_secs_f64();
         let dead: i64 = sqlx::query_scalar("SELECT count(*) FROM dead_letters")
@@ -613,7 +660,7 @@ impl Bench {
                 "caught_up_s": round3(catch_up_s),
                 "peak_rss_mb_while_storing": round3(rss_stored),
                 "peak_rss_mb": round3(rss),
-                "stored_offsets_by_second": series,
+                "stored_offsets_by_second": followed.series,
                 "phase_storing": self.phase(&mut a, &b_stored).await,
                 "phase_catch_up": self.phase(&mut b_stored, &b).await,
             }),
@@ -640,6 +687,104 @@ impl Bench {
             json!({"value": round3(rss), "unit": "MB", "target": 150, "better": "lower"}),
         );
         self.ingest_book = Some(book);
+        Ok(())
+    }
+
+    /// The consumer alone, for comparison with `ingest`: the same topics read
+    /// by a second `navd serve` (its own group) into an empty database, with
+    /// "today" pinned before the first event, so every refresh finds nothing
+    /// to fold. The gap to the `ingest` rate is what folding during the
+    /// ingest costs the consumer on this machine.
+    async fn ingest_store_only(&mut self) -> Result<()> {
+        const DB: &str = "navd_store_only";
+        const STORE_ONLY_GROUP: &str = "navd-bench-store-only";
+        let book = self.ingest_book.as_ref().expect("ingested");
+        let before = book.weekdays[0].pred_opt().expect("date");
+        // Only the ingest book is on the topics at this point.
+        let expected = self.produced;
+        println!("\n[ingest] the consumer alone: the same topics into an empty database, nothing to fold...");
+        sqlx::query(&format!("CREATE DATABASE {DB}"))
+            .execute(&self.pool)
+            .await?;
+        let url = self.pg.url_for(DB);
+        let pool = store::connect(&format!("{url}?application_name={PROBE_APP}"), 2).await?;
+        let child = NavdChild::spawn(
+            &self.exe,
+            &url,
+            &self.brokers,
+            STORE_ONLY_GROUP,
+            before,
+            &self.out_dir.join("navd-serve-store-only.log"),
+        )?;
+        let spawned = Instant::now();
+        self.wait_healthy(&child).await?;
+        let metrics = |base: String| {
+            let http = self.http.clone();
+            async move {
+                match http.get(format!("{base}/metrics")).send().await {
+                    Ok(r) => r.text().await.unwrap_or_default(),
+                    Err(_) => String::new(),
+                }
+            }
+        };
+        // The database-wide counters and the session sampler of a probe; its
+        // navd figures are the idle main child's and are not used.
+        let mut a = self.probe().await;
+        let (navd0, pg0, all0) = (
+            cpu_seconds(child.pid, false),
+            self.postmaster.map_or(0.0, pg_cpu_seconds),
+            machine_cpu_seconds().0,
+        );
+        let followed = follow_offsets(&pool, STORE_ONLY_GROUP, expected, &child, spawned).await?;
+        let wall = (followed.done - spawned).as_secs_f64();
+        let (navd, pg, all) = (
+            cpu_seconds(child.pid, false) - navd0,
+            self.postmaster.map_or(0.0, pg_cpu_seconds) - pg0,
+            machine_cpu_seconds().0 - all0,
+        );
+        let b = self.probe().await;
+        let activity = match a.activity.take() {
+            Some(sampler) => sampler.stop().await,
+            None => Value::Null,
+        };
+        let text = metrics(child.base.clone()).await;
+        let rss = child.peak_rss_mb();
+        let mut child = child;
+        child.stop();
+        pool.close().await;
+        sqlx::query(&format!("DROP DATABASE {DB} WITH (FORCE)"))
+            .execute(&self.pool)
+            .await?;
+        let rate = followed.sustained_rate(expected);
+        let batches = metric(&text, "navd_batch_seconds_count", "");
+        let batch_ms = 1e3 * metric(&text, "navd_batch_seconds_sum", "") / batches.max(1.0);
+        println!(
+            "[ingest] consumer alone: {rate:.0} events/s sustained, batch mean {batch_ms:.0} ms, peak RSS {rss:.1} MB"
+        );
+        self.results.insert(
+            "ingest_store_only".into(),
+            json!({
+                "events": expected,
+                "today": before,
+                "events_per_s_sustained": rate.round(),
+                "wall_s_from_spawn": round3(wall),
+                "cpu_s": {"navd": round3(navd), "postgresql": round3(pg), "all_processes": round3(all)},
+                "batches": batches,
+                "batch_mean_ms": round3(batch_ms),
+                "refreshes": metric(&text, "navd_refresh_seconds_count", ""),
+                "db_sessions": activity,
+                "wal_mb": round3((b.wal_bytes - a.wal_bytes) as f64 / 1e6),
+                "checkpoints": b.checkpoints - a.checkpoints,
+                "peak_rss_mb": round3(rss),
+            }),
+        );
+        self.row(
+            "ingest",
+            "events/s, consumer alone (nothing to fold)",
+            format!("{rate:.0}"),
+            None,
+            json!({"value": rate.round(), "unit": "events/s"}),
+        );
         Ok(())
     }
 
@@ -681,10 +826,14 @@ impl Bench {
             }
         }
         let rate = n as f64 / started.elapsed().as_secs_f64();
-        tokio::task::block_in_place(|| sender.flush())?;
+        tokio::task::block_in_place(|| {
+            sender
+                .flush()
+                .and_then(|_| sender.check_retained(self.topics))
+        })?;
         self.produced += n;
         done.store(true, Ordering::Relaxed);
-        let (latencies, unseen) = poller.await??;
+        let (latencies, unseen, poller_stats) = poller.await??;
         self.wait_caught_up(Duration::from_secs(600)).await?;
         let b = self.probe().await;
         let d = Dist::of(latencies);
@@ -701,8 +850,10 @@ impl Bench {
                 "events": n,
                 "sample_every": FRESHNESS_SAMPLE_EVERY,
                 "poll_ms": FRESHNESS_POLL.as_millis() as u64,
+                "poll_ms_when_over_64_outstanding": (FRESHNESS_POLL * 5).as_millis() as u64,
                 "visible_ms": d.json(),
                 "unseen_samples": unseen,
+                "poller": poller_stats,
                 "peak_rss_mb": round3(self.child().peak_rss_mb()),
                 "phase": self.phase(&mut a, &b).await,
             }),
@@ -744,6 +895,7 @@ impl Bench {
         }
         tokio::task::block_in_place(|| sender.flush())?;
         self.produced += closes.len() as u64;
+        let closes_sent_s = t0.elapsed().as_secs_f64();
         let mut stored_at = None;
         let deadline = t0 + Duration::from_secs(600);
         // One snapshot for both counts: once the closes are stored, the
@@ -752,7 +904,8 @@ impl Bench {
             let (stored, behind): (i64, i64) = sqlx::query_as(
                 "SELECT (SELECT count(*) FROM prices WHERE day = $1 AND symbol LIKE 'S%'),
                         (SELECT count(*) FROM portfolios
-                          WHERE pending_from IS NOT NULL OR computed_through IS DISTINCT FROM $1)",
+                          WHERE computed_through IS DISTINCT FROM $1
+                 OR EXISTS (SELECT 1 FROM portfolio_marks k WHERE k.portfolio_id = portfolios.portfolio_id))",
             )
             .bind(self.today)
             .fetch_one(&self.pool)
@@ -788,6 +941,7 @@ impl Bench {
             json!({
                 "symbols": symbols,
                 "portfolios": portfolios,
+                "closes_produced_s": round3(closes_sent_s),
                 "closes_stored_s": round3(stored_s),
                 "all_refreshed_s": round3(total_s),
                 "peak_rss_mb": round3(self.child().peak_rss_mb()),
@@ -846,25 +1000,24 @@ impl Bench {
         let b = self.probe().await;
         let rate = events as f64 / wall;
 
-        // The same work without the writes, to split read / fold / write.
-        let t1 = Instant::now();
-        let stages: Vec<[f64; 3]> = futures::stream::iter(ids.clone())
-            .map(|(id, first_day)| {
-                let pool = self.work_pool.clone();
-                async move { read_and_fold(&pool, &id, first_day, today).await }
-            })
-            .buffer_unordered(conc)
-            .try_collect()
-            .await?;
-        let read_fold_wall = t1.elapsed().as_secs_f64();
-        let sum = |i: usize| stages.iter().map(|s| s[i]).sum::<f64>();
-        let total_ms: f64 = per_portfolio.iter().sum();
-        let (tx_ms, px_ms, fold_ms) = (sum(0), sum(1), sum(2));
+        // The pure fold (no I/O) of a sample of the portfolios: the share of
+        // the replay that is the projections crate's arithmetic; the rest is
+        // storage (loading, decoding, writing history, committing).
+        let sample: Vec<(String, NaiveDate)> = ids.iter().take(50).cloned().collect();
+        let mut fold_ms = Vec::new();
+        for (id, first_day) in &sample {
+            fold_ms.push(fold_only_ms(&self.work_pool, id, *first_day, today, 1).await?);
+        }
+        let fold = Dist::of(fold_ms);
+        let fold_total_s = fold.mean * ids.len() as f64 / 1e3;
         let d = Dist::of(per_portfolio);
         println!(
-            "[replay] {rate:.0} events/s ({wall:.2} s); per portfolio p50 {:.1} ms; read-only pass {read_fold_wall:.2} s",
-            d.p50
+            "[replay] {rate:.0} events/s ({wall:.2} s); per portfolio p50 {:.1} ms, of which the pure fold ≈ {:.1} ms",
+            d.p50, fold.mean
         );
+        let phase = self.phase(&mut a, &b).await;
+        let cpu = phase["cpu_s"]["bench_process"].as_f64().unwrap_or(0.0)
+            + phase["cpu_s"]["postgresql"].as_f64().unwrap_or(0.0);
         self.results.insert(
             "replay".into(),
             json!({
@@ -873,19 +1026,14 @@ impl Bench {
                 "concurrency": conc,
                 "wall_s": round3(wall),
                 "events_per_s": rate.round(),
+                // Under `concurrency` at once, so including waits.
                 "per_portfolio_ms": d.json(),
-                // Shares of the summed per-portfolio time of `calculate`:
-                // loading, folding (the same code without the writes), and
-                // the rest — deleting and inserting the history, committing.
-                "stage_share": {
-                    "load_transactions": round3(tx_ms / total_ms),
-                    "load_prices": round3(px_ms / total_ms),
-                    "fold": round3(fold_ms / total_ms),
-                    "write_and_commit": round3(1.0 - (tx_ms + px_ms + fold_ms) / total_ms),
-                },
-                "read_and_fold_only_wall_s": round3(read_fold_wall),
-                "read_and_fold_only_events_per_s": (events as f64 / read_fold_wall).round(),
-                "phase": self.phase(&mut a, &b).await,
+                "pure_fold_ms_per_portfolio": fold.json(),
+                "pure_fold_total_s_estimate": round3(fold_total_s),
+                // The pure fold's share of the CPU the replay used (this
+                // process runs `calculate`, plus PostgreSQL).
+                "pure_fold_share_of_cpu": round3(fold_total_s / cpu.max(1e-9)),
+                "phase": phase,
             }),
         );
         self.row(
@@ -920,7 +1068,8 @@ impl Bench {
         let book = Book::generate(spec, self.args.seed, self.today);
         let n = (book.trades.len() + book.close_count()) as u64;
         let brokers = self.brokers.clone();
-        tokio::task::spawn_blocking(move || produce_book(&brokers, &book)).await??;
+        let topics = self.topics;
+        tokio::task::spawn_blocking(move || produce_book(&brokers, topics, &book)).await??;
         self.produced += n;
         self.wait_caught_up(Duration::from_secs(1800)).await
     }
@@ -953,31 +1102,21 @@ impl Bench {
                 - metric(&a.metrics, "navd_http_request_duration_seconds_sum", route))
             / runs as f64;
 
-        // Where a backfill's time goes, timed in-process with the same code:
-        // load the log and the prices, fold; the rest of the server time is
-        // deleting and inserting the history rows and the durable commit.
+        // The pure fold of the same range on preloaded data: what the
+        // arithmetic costs; the rest of the server time is storage.
         let first_day: NaiveDate =
             sqlx::query_scalar("SELECT first_day FROM portfolios WHERE portfolio_id = $1")
                 .bind(&id)
                 .fetch_one(&self.pool)
                 .await?;
         let to = self.today.pred_opt().expect("date");
-        let mut split = Vec::new();
-        for _ in 0..5 {
-            split.push(read_and_fold(&self.work_pool, &id, first_day, to).await?);
-        }
-        let stage = |i: usize| Dist::of(split.iter().map(|s| s[i]).collect()).p50;
-        let (tx_ms, px_ms, fold_ms) = (stage(0), stage(1), stage(2));
+        let fold_ms = fold_only_ms(&self.work_pool, &id, first_day, to, 5).await?;
         let d = Dist::of(lat);
         println!(
-            "[backfill] median {:.1} ms, p90 {:.1} ms (server {server_ms:.1} ms: load {:.1} + prices {:.1} + fold {:.1} + write/commit ≈ {:.1})",
-            d.p50,
-            d.p90,
-            tx_ms,
-            px_ms,
-            fold_ms,
-            server_ms - tx_ms - px_ms - fold_ms
+            "[backfill] median {:.1} ms, p90 {:.1} ms; server mean {server_ms:.1} ms, of which the pure fold {fold_ms:.1} ms",
+            d.p50, d.p90,
         );
+        let phase = self.phase(&mut a, &b).await;
         self.results.insert(
             "backfill".into(),
             json!({
@@ -987,13 +1126,8 @@ impl Bench {
                 "runs": runs,
                 "end_to_end_ms": d.json(),
                 "server_mean_ms": round3(server_ms),
-                "stage_p50_ms": {
-                    "load_transactions": round3(tx_ms),
-                    "load_prices": round3(px_ms),
-                    "fold": round3(fold_ms),
-                    "write_and_commit_estimate": round3(server_ms - tx_ms - px_ms - fold_ms),
-                },
-                "phase": self.phase(&mut a, &b).await,
+                "pure_fold_ms": round3(fold_ms),
+                "phase": phase,
             }),
         );
         self.row(
@@ -1118,7 +1252,7 @@ impl Bench {
                 - metric(&a.metrics, "navd_http_request_duration_seconds_sum", route))
             / count.max(1.0);
         println!(
-            "[read] {:.0} req/s; latency p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms; {} errors; server mean {server_ms:.1} ms; unloaded: {split}",
+            "[read] {:.0} req/s; latency p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms; {} errors; server mean {server_ms:.1} ms; uncached path, unloaded: {split}",
             w.rps, w.p50, w.p90, w.p99, w.errors
         );
         self.results.insert(
@@ -1133,7 +1267,7 @@ impl Bench {
                 "latency_ms": {"p50": w.p50, "p75": w.p75, "p90": w.p90, "p99": w.p99},
                 "errors": w.errors,
                 "server_mean_ms": round3(server_ms),
-                "stage_p50_ms_unloaded": split,
+                "uncached_stage_p50_ms": split,
                 "peak_rss_mb": round3(self.child().peak_rss_mb()),
                 "phase": self.phase(&mut a, &b).await,
                 "wrk_output": text,
@@ -1170,7 +1304,8 @@ impl Bench {
             .collect();
         let doc = json!({
             "navd_version": env!("CARGO_PKG_VERSION"),
-            "git": git_describe(),
+            "git_at_start": self.git,
+            "partitions": {"transactions": self.topics.tx, "prices": self.topics.px},
             "finished_at": chrono::Utc::now().to_rfc3339(),
             "command": std::env::args().collect::<Vec<_>>().join(" "),
             "cores": self.cores,
@@ -1227,6 +1362,72 @@ impl Bench {
     }
 }
 
+async fn offsets_stored(pool: &PgPool, group: &str) -> Result<u64> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(sum(next_offset), 0)::int8 FROM consumer_offsets WHERE group_id = $1",
+    )
+    .bind(group)
+    .fetch_one(pool)
+    .await?;
+    Ok(n as u64)
+}
+
+/// How the stored offsets of a group grew to the expected total.
+struct Followed {
+    /// The first sample with any offset stored, and that count.
+    first: (Instant, u64),
+    /// When every offset was stored.
+    done: Instant,
+    /// `[seconds since spawn, offsets stored]` about every second.
+    series: Vec<Value>,
+}
+
+impl Followed {
+    /// Events per second from the first stored batch to the last: the
+    /// consumer's own rate, without process start and group join.
+    fn sustained_rate(&self, expected: u64) -> f64 {
+        (expected - self.first.1) as f64 / (self.done - self.first.0).as_secs_f64().max(1e-3)
+    }
+}
+
+/// Polls the offsets `group` stored every 100 ms until they add up to
+/// `expected`.
+async fn follow_offsets(
+    pool: &PgPool,
+    group: &str,
+    expected: u64,
+    child: &NavdChild,
+    spawned: Instant,
+) -> Result<Followed> {
+    let mut first = None;
+    let mut series = Vec::new();
+    let mut last_sample = Instant::now() - Duration::from_secs(1);
+    let deadline = Instant::now() + Duration::from_secs(3600);
+    loop {
+        let stored = offsets_stored(pool, group).await?;
+        let now = Instant::now();
+        if stored > 0 && first.is_none() {
+            first = Some((now, stored));
+        }
+        if now - last_sample >= Duration::from_secs(1) {
+            series.push(json!([round3((now - spawned).as_secs_f64()), stored]));
+            last_sample = now;
+        }
+        if stored >= expected {
+            return Ok(Followed {
+                first: first.unwrap_or((now, stored)),
+                done: now,
+                series,
+            });
+        }
+        child.check_alive()?;
+        if now > deadline {
+            bail!("only {stored}/{expected} offsets stored after an hour");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Counters at one instant; phases are measured between two. Starts
 /// sampling database activity for the phase that follows it.
 struct Probe {
@@ -1235,9 +1436,12 @@ struct Probe {
     navd_cpu: f64,
     pg_cpu: f64,
     bench_cpu: f64,
+    /// Busy and stolen CPU seconds of the whole machine.
+    machine_cpu: (f64, f64),
     metrics: String,
     wal_bytes: i64,
     commits: i64,
+    checkpoints: i64,
 }
 
 /// Samples `pg_stat_activity` every 50 ms: what navd's database sessions
@@ -1283,9 +1487,9 @@ impl WaitSampler {
 
     /// The mean number of sessions in each (state, wait, query) over the
     /// phase, largest first.
-    async fn stop(self) -> Value {
+    async fn stop(mut self) -> Value {
         self.stop.store(true, Ordering::Relaxed);
-        let Ok((samples, seen)) = (&mut { self }.task).await else {
+        let Ok((samples, seen)) = (&mut self.task).await else {
             return Value::Null;
         };
         let samples = samples.max(1) as f64;
@@ -1305,28 +1509,32 @@ impl Drop for WaitSampler {
     }
 }
 
-/// Loads a portfolio's log and prices and folds it through `to` without
-/// writing: milliseconds of [load transactions, load prices, fold].
-async fn read_and_fold(
+/// Median milliseconds of folding a portfolio through `to` on data loaded
+/// beforehand (untimed): the projections crate's arithmetic alone, the
+/// floor under any refresh, backfill or calculate of it whatever the
+/// storage path does.
+async fn fold_only_ms(
     pool: &PgPool,
     id: &str,
     first_day: NaiveDate,
     to: NaiveDate,
-) -> Result<[f64; 3]> {
+    runs: usize,
+) -> Result<f64> {
     let mut conn = pool.acquire().await?;
-    let t = Instant::now();
     let txs = store::load_transactions(&mut conn, id, None, to).await?;
-    let t_tx = t.elapsed();
     let start = projections::DayState::initial(first_day);
     let mut symbols: Vec<String> = txs.iter().map(|t| t.symbol.to_string()).collect();
     symbols.sort();
     symbols.dedup();
-    let t = Instant::now();
     let book = store::load_prices(&mut conn, &symbols, start.date, to).await?;
-    let t_px = t.elapsed();
-    let t = Instant::now();
-    projector::run_fold(start, &txs, &book, to)?;
-    Ok([ms(t_tx), ms(t_px), ms(t.elapsed())])
+    drop(conn);
+    let mut times = Vec::new();
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        projector::run_fold(start.clone(), &txs, &book, to)?;
+        times.push(ms(t.elapsed()));
+    }
+    Ok(Dist::of(times).p50)
 }
 
 /// Follows sampled freshness events until each is visible: its row stored
@@ -1339,11 +1547,14 @@ async fn poll_visible(
     pool: PgPool,
     outstanding: Arc<Mutex<Vec<(Uuid, Instant)>>>,
     done: Arc<AtomicBool>,
-) -> Result<(Vec<f64>, usize)> {
+) -> Result<(Vec<f64>, usize, Value)> {
     let mut latencies = Vec::new();
     let mut done_at: Option<Instant> = None;
+    // The poller's own load on the database, reported beside the figure.
+    let (mut queries, mut query_ms, mut asked_ids) = (0u64, 0.0, 0usize);
+    let mut interval = FRESHNESS_POLL;
     loop {
-        tokio::time::sleep(FRESHNESS_POLL).await;
+        tokio::time::sleep(interval).await;
         let ids: Vec<Uuid> = outstanding
             .lock()
             .unwrap()
@@ -1353,24 +1564,42 @@ async fn poll_visible(
         if done.load(Ordering::Relaxed) {
             let at = *done_at.get_or_insert_with(Instant::now);
             if ids.is_empty() || at.elapsed() > Duration::from_secs(60) {
-                return Ok((latencies, ids.len()));
+                let q = queries.max(1) as f64;
+                let stats = json!({
+                    "queries": queries,
+                    "mean_query_ms": round3(query_ms / q),
+                    "mean_ids_per_query": round3(asked_ids as f64 / q),
+                });
+                return Ok((latencies, ids.len(), stats));
             }
         }
         if ids.is_empty() {
             continue;
         }
+        // Many outstanding samples mean latencies of seconds already: poll
+        // less often then, so the poller's own queries (a lookup per id) do
+        // not take the database's CPU from what is being measured.
+        interval = if ids.len() <= 64 {
+            FRESHNESS_POLL
+        } else {
+            FRESHNESS_POLL * 5
+        };
         // The snapshot is taken when the query starts: what it sees was
         // visible by then.
         let asked = Instant::now();
         let seen: HashSet<Uuid> = sqlx::query_scalar(
             "SELECT t.event_id FROM transactions t JOIN portfolios p USING (portfolio_id)
-              WHERE t.event_id = ANY($1) AND p.pending_from IS NULL",
+              WHERE t.event_id = ANY($1)
+                AND NOT EXISTS (SELECT 1 FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id)",
         )
         .bind(&ids)
         .fetch_all(&pool)
         .await?
         .into_iter()
         .collect();
+        queries += 1;
+        query_ms += ms(asked.elapsed());
+        asked_ids += ids.len();
         if !seen.is_empty() {
             outstanding.lock().unwrap().retain(|(id, sent)| {
                 if seen.contains(id) {
@@ -1600,7 +1829,7 @@ fn scaled(n: usize, scale: f64, min: usize) -> usize {
 
 /// Produces a book day by day — the day's trades, then its closes — the
 /// order in which a platform would have emitted them.
-fn produce_book(brokers: &str, book: &Book) -> Result<()> {
+fn produce_book(brokers: &str, topics: Topics, book: &Book) -> Result<()> {
     let sender = Sender::new(brokers, 20)?;
     let mut i = 0;
     for day in 0..book.weekdays.len() {
@@ -1614,11 +1843,25 @@ fn produce_book(brokers: &str, book: &Book) -> Result<()> {
             sender.send(PX_TOPIC, &key, json.as_bytes())?;
         }
     }
-    sender.flush()
+    sender.flush()?;
+    sender.check_retained(topics)
 }
 
 // ---------------------------------------------------------------------------
 // Kafka helpers.
+
+/// Partition counts of the two topics.
+#[derive(Debug, Clone, Copy)]
+struct Topics {
+    tx: i32,
+    px: i32,
+}
+
+impl Topics {
+    fn each(self) -> [(&'static str, i32); 2] {
+        [(TX_TOPIC, self.tx), (PX_TOPIC, self.px)]
+    }
+}
 
 /// Counts deliveries, so a lost message fails the run instead of hanging it.
 #[derive(Default)]
@@ -1652,6 +1895,9 @@ impl Sender {
             .set("queue.buffering.max.messages", "1000000")
             .set("queue.buffering.max.kbytes", "1048576")
             .set("batch.num.messages", "10000")
+            // The mock broker's 5 MB per partition counts stored (compressed)
+            // batches; lz4 is what a production producer would use anyway.
+            .set("compression.type", "lz4")
             .set("message.timeout.ms", "300000")
             .create_with_context(Deliveries::default())
             .context("creating the bench producer")?;
@@ -1680,18 +1926,37 @@ impl Sender {
         anyhow::ensure!(failed == 0, "{failed} messages were not delivered");
         Ok(())
     }
+
+    /// Fails when the mock broker dropped messages (its per-partition cap):
+    /// the figures of a run with missing events would be wrong.
+    fn check_retained(&self, topics: Topics) -> Result<()> {
+        for (topic, parts) in topics.each() {
+            for p in 0..parts {
+                let (low, _) =
+                    self.producer
+                        .client()
+                        .fetch_watermarks(topic, p, Duration::from_secs(10))?;
+                anyhow::ensure!(
+                    low == 0,
+                    "the mock broker dropped the first {low} messages of {topic}/{p} \
+                     (it keeps ≤ 5 MB per partition); run with a smaller --scale"
+                );
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Seconds a bare consumer in this process takes to read `total` messages
 /// from the start of both topics.
-fn drain_topics(brokers: &str, total: u64) -> Result<f64> {
+fn drain_topics(brokers: &str, topics: Topics, total: u64) -> Result<f64> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("group.id", "navd-bench-drain")
         .set("enable.auto.commit", "false")
         .create()?;
     let mut tpl = TopicPartitionList::new();
-    for (topic, parts) in [(TX_TOPIC, TX_PARTITIONS), (PX_TOPIC, PX_PARTITIONS)] {
+    for (topic, parts) in topics.each() {
         for p in 0..parts {
             tpl.add_partition_offset(topic, p, Offset::Beginning)?;
         }
@@ -1731,6 +1996,7 @@ impl NavdChild {
         exe: &Path,
         db: &str,
         brokers: &str,
+        group: &str,
         today: NaiveDate,
         log: &Path,
     ) -> Result<NavdChild> {
@@ -1743,7 +2009,7 @@ impl NavdChild {
             .arg("serve")
             .env("DATABASE_URL", db)
             .env("NAVD_KAFKA_BROKERS", brokers)
-            .env("NAVD_KAFKA_GROUP", GROUP)
+            .env("NAVD_KAFKA_GROUP", group)
             .env("NAVD_TRANSACTIONS_TOPIC", TX_TOPIC)
             .env("NAVD_PRICES_TOPIC", PX_TOPIC)
             .env("NAVD_HTTP_ADDR", format!("127.0.0.1:{port}"))
@@ -1856,6 +2122,28 @@ fn cpu_seconds(pid: u32, children: bool) -> f64 {
     ticks as f64 / ticks_per_second()
 }
 
+/// CPU seconds of the machine since boot, all cores (`/proc/stat`): busy
+/// in this system, and stolen by the hypervisor (a virtual machine's
+/// neighbours — noise that no process here accounts for).
+fn machine_cpu_seconds() -> (f64, f64) {
+    let Ok(s) = std::fs::read_to_string("/proc/stat") else {
+        return (0.0, 0.0);
+    };
+    let Some(cpu) = s.lines().find(|l| l.starts_with("cpu ")) else {
+        return (0.0, 0.0);
+    };
+    // user nice system idle iowait irq softirq steal (guest is in user).
+    let f: Vec<u64> = cpu
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    let busy: u64 = [0, 1, 2, 5, 6].iter().filter_map(|&i| f.get(i)).sum();
+    let steal = f.get(7).copied().unwrap_or(0);
+    let t = ticks_per_second();
+    (busy as f64 / t, steal as f64 / t)
+}
+
 /// The postmaster of our private server: the `postgres` process started
 /// with `-p <port>`.
 fn find_postmaster(port: u16) -> Option<u32> {
@@ -1902,15 +2190,28 @@ fn find_on_path(tool: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// `git describe --always --dirty`, and with `--dirty` the files changed:
+/// the figures belong to exactly that tree.
 fn git_describe() -> Option<String> {
-    let out = Command::new("git")
-        .args(["describe", "--always", "--dirty"])
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let run = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let described = run(&["describe", "--always", "--dirty"])?;
+    if !described.ends_with("-dirty") {
+        return Some(described);
+    }
+    let changed = run(&["diff", "--name-only", "HEAD"]).unwrap_or_default();
+    Some(format!(
+        "{described} ({})",
+        changed.lines().collect::<Vec<_>>().join(", ")
+    ))
 }
 
 // ---------------------------------------------------------------------------

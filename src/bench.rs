@@ -1299,7 +1299,11 @@ impl Bench {
             );
         }
         let passthrough: serde_json::Map<String, Value> = std::env::vars()
-            .filter(|(k, _)| k.starts_with("NAVD_") && !k.contains("JWT") && k != "NAVD_PG_BINDIR")
+            .filter(|(k, _)| {
+                (k.starts_with("NAVD_") || k.starts_with("MALLOC_") || k == "RUST_LOG")
+                    && !k.contains("JWT")
+                    && k != "NAVD_PG_BINDIR"
+            })
             .map(|(k, v)| (k, Value::String(v)))
             .collect();
         let doc = json!({

@@ -215,6 +215,17 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         .bind(&d1)
         .execute(&mut *conn)
         .await?;
+        // A trade dated before D0 moves D0. Only such (rare) rows are
+        // updated, so this does not wait for refreshes holding the others.
+        sqlx::query(
+            "UPDATE portfolios p SET first_day = u.d
+               FROM UNNEST($1::text[], $2::date[]) AS u(id, d)
+              WHERE p.portfolio_id = u.id AND p.first_day > u.d",
+        )
+        .bind(&p1)
+        .bind(&d1)
+        .execute(&mut *conn)
+        .await?;
     }
     if !p1.is_empty() || !s2.is_empty() {
         let rows = sqlx::query(
@@ -496,8 +507,7 @@ pub async fn get_portfolio(
 /// Locks the portfolio's row for the rest of the transaction: the one
 /// projection writer per portfolio. With `skip_locked`, a row another
 /// writer holds answers `None` at once instead of waiting. The marks are
-/// read after the lock is held, and the first day is lowered to the
-/// earliest stored trade when a late one arrived.
+/// read after the lock is held.
 pub async fn lock_portfolio(
     conn: &mut PgConnection,
     portfolio_id: &str,
@@ -513,15 +523,7 @@ pub async fn lock_portfolio(
     if locked.is_none() {
         return Ok(None);
     }
-    let mut row = get_portfolio(conn, portfolio_id).await?;
-    if let Some(p) = row.as_mut().filter(|p| !p.mark_ids.is_empty()) {
-        let earliest: Option<NaiveDate> =
-            sqlx::query_scalar("SELECT min(trade_date) FROM transactions WHERE portfolio_id = $1")
-                .bind(portfolio_id)
-                .fetch_one(&mut *conn)
-                .await?;
-        p.first_day = earliest.map_or(p.first_day, |d| d.min(p.first_day));
-    }
+    let row = get_portfolio(conn, portfolio_id).await?;
     Ok(row)
 }
 
@@ -794,36 +796,13 @@ pub async fn lock_portfolios(
         "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {MARKS_JOIN}
           WHERE p.portfolio_id = ANY($1) ORDER BY p.portfolio_id"
     );
-    let mut rows: Vec<PortfolioRow> = sqlx::query(&sql)
+    let rows: Vec<PortfolioRow> = sqlx::query(&sql)
         .bind(&locked)
         .fetch_all(&mut *conn)
         .await?
         .into_iter()
         .map(portfolio_from_row)
         .collect();
-    // A late trade dated before D0 lowers the first day.
-    let marked: Vec<&str> = rows
-        .iter()
-        .filter(|p| !p.mark_ids.is_empty())
-        .map(|p| p.portfolio_id.as_str())
-        .collect();
-    if !marked.is_empty() {
-        let earliest: HashMap<String, NaiveDate> = sqlx::query(
-            "SELECT portfolio_id, min(trade_date) FROM transactions
-              WHERE portfolio_id = ANY($1) GROUP BY portfolio_id",
-        )
-        .bind(&marked)
-        .fetch_all(&mut *conn)
-        .await?
-        .into_iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
-        for p in &mut rows {
-            if let Some(d) = earliest.get(&p.portfolio_id) {
-                p.first_day = p.first_day.min(*d);
-            }
-        }
-    }
     Ok(rows)
 }
 

@@ -750,3 +750,29 @@ async fn rs256_tokens_with_issuer_and_audience() {
         problem(r, StatusCode::UNAUTHORIZED).await;
     }
 }
+
+#[tokio::test]
+async fn a_late_trade_before_the_first_day_moves_the_first_day() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    let g = golden();
+    let txs = g["transactions"].as_array().unwrap();
+    // Everything but the first buy; B's buy on 2024-01-04 becomes D0.
+    ingest(&app.pool, &txs[1..], g["prices"].as_array().unwrap()).await;
+    navd::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
+    assert_eq!(v["points"][0]["date"], "2024-01-04");
+    assert_eq!(
+        v["status"]["state"], "inconsistent",
+        "sells A it does not hold yet"
+    );
+
+    ingest(&app.pool, &txs[..1], &[]).await;
+    navd::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
+    assert_eq!(v["status"]["state"], "ok");
+    assert_golden_points(v["points"].as_array().unwrap());
+}

@@ -375,37 +375,11 @@ pub async fn load_transactions(
     after: Option<NaiveDate>,
     through: NaiveDate,
 ) -> anyhow::Result<Vec<Transaction>> {
-    let rows = sqlx::query(
-        "SELECT event_id, side, symbol, quantity, price, fee, trade_date, occurred_at, seq
-           FROM transactions
-          WHERE portfolio_id = $1 AND trade_date > COALESCE($2, '-infinity'::date) AND trade_date <= $3
-          ORDER BY trade_date, seq",
-    )
-    .bind(portfolio_id)
-    .bind(after)
-    .bind(through)
-    .fetch_all(&mut *conn)
-    .await?;
-    let pid = PortfolioId::parse(portfolio_id)?;
-    rows.into_iter()
-        .map(|r| {
-            Ok(Transaction {
-                event_id: r.get(0),
-                side: match r.get::<&str, _>(1) {
-                    "buy" => Side::Buy,
-                    _ => Side::Sell,
-                },
-                portfolio_id: pid.clone(),
-                symbol: Symbol::parse(r.get::<&str, _>(2))?,
-                quantity: r.get(3),
-                price: r.get(4),
-                fee: r.get(5),
-                trade_date: r.get(6),
-                occurred_at: r.get(7),
-                seq: r.get(8),
-            })
-        })
-        .collect()
+    let wanted = [(portfolio_id.to_string(), after)];
+    Ok(load_transactions_many(conn, &wanted, through)
+        .await?
+        .remove(portfolio_id)
+        .unwrap_or_default())
 }
 
 /// Closes of `symbols` needed to value days `after+1 ..= through`: every
@@ -645,35 +619,8 @@ pub async fn replace_history(
     .bind(to)
     .execute(&mut *conn)
     .await?;
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let col = |f: fn(&HistoryRow) -> Decimal| rows.iter().map(f).collect::<Vec<_>>();
-    let days: Vec<NaiveDate> = rows.iter().map(|r| r.record.date).collect();
-    sqlx::query(
-        "INSERT INTO portfolio_nav_history (portfolio_id, day, market_value, cost, net_flow, daily_return,
-                                            net_value, return_rate, profit, nav_exact, market_value_exact,
-                                            cum_in, cum_out)
-         SELECT $1, * FROM UNNEST($2::date[], $3::numeric[], $4::numeric[], $5::numeric[], $6::numeric[],
-                                  $7::numeric[], $8::numeric[], $9::numeric[], $10::numeric[], $11::numeric[],
-                                  $12::numeric[], $13::numeric[])",
-    )
-    .bind(portfolio_id)
-    .bind(&days)
-    .bind(col(|r| r.record.market_value))
-    .bind(col(|r| r.record.cost))
-    .bind(col(|r| r.record.net_flow))
-    .bind(col(|r| r.record.daily_return))
-    .bind(col(|r| r.record.net_value))
-    .bind(col(|r| r.record.return_rate))
-    .bind(col(|r| r.record.profit))
-    .bind(col(|r| r.nav_exact))
-    .bind(col(|r| r.market_value_exact))
-    .bind(col(|r| r.cum_in))
-    .bind(col(|r| r.cum_out))
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
+    let rows: Vec<(&str, &HistoryRow)> = rows.iter().map(|r| (portfolio_id, r)).collect();
+    insert_history(conn, &rows).await
 }
 
 /// Portfolios whose projection is behind — pending marks, or not yet
@@ -933,6 +880,27 @@ pub async fn replace_history_many(
     .bind(&days)
     .execute(&mut *conn)
     .await?;
+    insert_history(conn, rows).await
+}
+
+/// Deletes the marks the writers of `pids` consumed.
+pub async fn delete_marks_many(
+    conn: &mut PgConnection,
+    pids: &[&str],
+    ids: &[i64],
+) -> sqlx::Result<()> {
+    if !ids.is_empty() {
+        sqlx::query("DELETE FROM portfolio_marks WHERE portfolio_id = ANY($1) AND id = ANY($2)")
+            .bind(pids)
+            .bind(ids)
+            .execute(conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Inserts history rows of one or many portfolios with one statement.
+async fn insert_history(conn: &mut PgConnection, rows: &[(&str, &HistoryRow)]) -> sqlx::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -962,21 +930,5 @@ pub async fn replace_history_many(
     .bind(col(|r| r.cum_out))
     .execute(&mut *conn)
     .await?;
-    Ok(())
-}
-
-/// Deletes the marks the writers of `pids` consumed.
-pub async fn delete_marks_many(
-    conn: &mut PgConnection,
-    pids: &[&str],
-    ids: &[i64],
-) -> sqlx::Result<()> {
-    if !ids.is_empty() {
-        sqlx::query("DELETE FROM portfolio_marks WHERE portfolio_id = ANY($1) AND id = ANY($2)")
-            .bind(pids)
-            .bind(ids)
-            .execute(conn)
-            .await?;
-    }
     Ok(())
 }

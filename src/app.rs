@@ -79,8 +79,30 @@ pub struct Service {
     pub addr: SocketAddr,
     pub pool: PgPool,
     pub stop: CancellationToken,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Vec<(&'static str, JoinHandle<Result<()>>)>,
     http: JoinHandle<std::io::Result<()>>,
+}
+
+/// Runs `work` as a part of the service: when it ends with an error (or
+/// panics) before `stop`, everything stops, and [`Service::join`] reports
+/// the failure so the process exits non-zero and a supervisor restarts it.
+fn spawn_part(
+    name: &'static str,
+    stop: CancellationToken,
+    work: impl std::future::Future<Output = Result<()>> + Send + 'static,
+) -> (&'static str, JoinHandle<Result<()>>) {
+    let handle = tokio::spawn(async move {
+        let mut r = work.await;
+        if r.is_ok() && !stop.is_cancelled() {
+            r = Err(anyhow::anyhow!("ended before navd was asked to stop"));
+        }
+        if let Err(e) = &r {
+            tracing::error!(part = name, error = %format!("{e:#}"), "a part of navd failed; stopping");
+        }
+        stop.cancel();
+        r
+    });
+    (name, handle)
 }
 
 impl Service {
@@ -90,14 +112,18 @@ impl Service {
         let health = Arc::new(Health::default());
         let wake = Arc::new(Notify::new());
         let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(crate::worker::run(
+        let worker = crate::worker::run(
             pool.clone(),
             config.clock,
             wake.clone(),
             health.clone(),
             Duration::from_secs(1),
             stop.clone(),
-        )));
+        );
+        tasks.push(spawn_part("refresh worker", stop.clone(), async move {
+            worker.await;
+            Ok(())
+        }));
         if let Some(k) = &config.kafka {
             let consumer = crate::consumer::Consumer::new(
                 k.clone(),
@@ -106,13 +132,8 @@ impl Service {
                 health.clone(),
                 wake.clone(),
             )?;
-            let stop = stop.clone();
-            tasks.push(tokio::spawn(async move {
-                if let Err(e) = consumer.run(stop.clone()).await {
-                    tracing::error!(error = %format!("{e:#}"), "consumer stopped");
-                    stop.cancel();
-                }
-            }));
+            let run = consumer.run(stop.clone());
+            tasks.push(spawn_part("consumer", stop.clone(), run));
         }
         let state = AppState {
             pool: pool.clone(),
@@ -142,13 +163,27 @@ impl Service {
         })
     }
 
-    /// Waits for every part to finish after `stop` was cancelled.
+    /// Waits for every part to finish after `stop` was cancelled; the first
+    /// part that failed or panicked is the error.
     pub async fn join(self) -> Result<()> {
-        for t in self.tasks {
-            let _ = t.await;
+        let mut failure: Option<anyhow::Error> = None;
+        for (name, t) in self.tasks {
+            let outcome = match t.await {
+                Ok(r) => r.with_context(|| format!("the {name} failed")),
+                Err(e) => Err(anyhow::anyhow!("the {name} panicked: {e}")),
+            };
+            if let Err(e) = outcome {
+                failure.get_or_insert(e);
+            }
         }
-        self.http.await??;
-        Ok(())
+        let http = match self.http.await {
+            Ok(r) => r.context("the HTTP server failed"),
+            Err(e) => Err(anyhow::anyhow!("the HTTP server panicked: {e}")),
+        };
+        if let Err(e) = http {
+            failure.get_or_insert(e);
+        }
+        failure.map_or(Ok(()), Err)
     }
 }
 

@@ -73,6 +73,8 @@ pub struct KafkaConfig {
     pub batch_wait_ms: u64,
     /// Extra librdkafka properties (`NAVD_KAFKA_PROPERTIES`), applied last.
     pub properties: Vec<(String, String)>,
+    /// What an event must satisfy beyond its shape (`NAVD_EARLIEST_DATE`).
+    pub rules: projections::Rules,
 }
 
 #[derive(Debug, Clone)]
@@ -168,6 +170,13 @@ impl Config {
             .unwrap_or_else(|| "127.0.0.1:8080".into())
             .parse()
             .context("NAVD_HTTP_ADDR is not a socket address like 127.0.0.1:8080")?;
+        let mut rules = projections::Rules::default();
+        if let Some(d) = get("NAVD_EARLIEST_DATE") {
+            rules.earliest = NaiveDate::parse_from_str(&d, "%Y-%m-%d")
+                .ok()
+                .filter(|d| d.format("%Y").to_string().len() == 4)
+                .with_context(|| format!("NAVD_EARLIEST_DATE={d} is not a date YYYY-MM-DD"))?;
+        }
         let kafka = get("NAVD_KAFKA_BROKERS")
             .map(|brokers| -> Result<KafkaConfig> {
                 Ok(KafkaConfig {
@@ -179,6 +188,7 @@ impl Config {
                     batch_max: parse_num(&get, "NAVD_BATCH_MAX", 5000)?,
                     batch_wait_ms: parse_num(&get, "NAVD_BATCH_WAIT_MS", 20)?,
                     properties: parse_properties(get("NAVD_KAFKA_PROPERTIES").as_deref())?,
+                    rules,
                 })
             })
             .transpose()?;
@@ -261,6 +271,18 @@ mod tests {
         assert_eq!(k.prices_topic, "nav.prices");
         assert_eq!(c.http_addr.to_string(), "127.0.0.1:8080");
         assert_eq!(c.clock.timezone(), chrono_tz::UTC);
+        assert_eq!(k.rules.earliest.to_string(), "1900-01-01");
+    }
+
+    #[test]
+    fn earliest_date_is_configurable() {
+        let c = Config::from_map(&map(&[
+            ("NAVD_AUTH", "none"),
+            ("NAVD_KAFKA_BROKERS", "k:9092"),
+            ("NAVD_EARLIEST_DATE", "2000-02-29"),
+        ]))
+        .unwrap();
+        assert_eq!(c.kafka.unwrap().rules.earliest.to_string(), "2000-02-29");
     }
 
     #[test]
@@ -270,6 +292,8 @@ mod tests {
             ("NAVD_AUTH", "basic"),
             ("NAVD_HTTP_ADDR", "nowhere"),
             ("NAVD_LOG_FORMAT", "xml"),
+            ("NAVD_EARLIEST_DATE", "1900-1-1x"),
+            ("NAVD_EARLIEST_DATE", "10000-01-01"),
         ] {
             let mut m = map(&[("NAVD_AUTH", "none")]);
             m.insert(k.into(), v.into());

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
-use projections::{parse_price, parse_transaction};
+use projections::{echo, parse_price_with, parse_transaction_with};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer as _, ConsumerContext, RebalanceProtocol, StreamConsumer,
@@ -52,6 +52,7 @@ pub struct Consumer {
     pool: PgPool,
     health: Arc<Health>,
     wake: Arc<Notify>,
+    noise: crate::log_limit::RateLimit,
 }
 
 /// librdkafka callbacks: rebalance from stored offsets, statistics, errors.
@@ -59,6 +60,7 @@ struct Ctx {
     group: String,
     pg: PgConnectOptions,
     health: Arc<Health>,
+    noise: crate::log_limit::RateLimit,
 }
 
 impl Ctx {
@@ -137,8 +139,35 @@ impl ClientContext for Ctx {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        tracing::warn!(%error, reason, "kafka client error");
-        self.set_health(|h| h.last_error = Some(format!("kafka: {reason}")));
+        if let Some(suppressed) = self.noise.admit(&format!("error:{error}")) {
+            tracing::warn!(
+                %error,
+                reason,
+                suppressed,
+                "kafka client error (librdkafka retries by itself; if it persists, check \
+                 NAVD_KAFKA_BROKERS, the network and the broker)"
+            );
+        }
+        self.set_health(|h| h.broker_error = Some(format!("{error}: {reason}")));
+    }
+
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        use rdkafka::config::RDKafkaLogLevel as L;
+        // librdkafka repeats the same complaint several times a second while
+        // a broker is away: one line per kind per interval says as much.
+        let Some(suppressed) = self.noise.admit(&format!("log:{fac}")) else {
+            return;
+        };
+        match level {
+            L::Emerg | L::Alert | L::Critical | L::Error => {
+                tracing::error!(facility = fac, suppressed, "librdkafka: {log_message}")
+            }
+            L::Warning => tracing::warn!(facility = fac, suppressed, "librdkafka: {log_message}"),
+            L::Notice | L::Info => {
+                tracing::info!(facility = fac, suppressed, "librdkafka: {log_message}")
+            }
+            L::Debug => tracing::debug!(facility = fac, suppressed, "librdkafka: {log_message}"),
+        }
     }
 }
 
@@ -229,6 +258,7 @@ impl Consumer {
             pool,
             health,
             wake,
+            noise: Default::default(),
         })
     }
 
@@ -237,6 +267,7 @@ impl Consumer {
             group: self.cfg.group.clone(),
             pg: (*self.pool.connect_options()).clone(),
             health: self.health.clone(),
+            noise: Default::default(),
         };
         let mut config = ClientConfig::new();
         config
@@ -278,12 +309,18 @@ impl Consumer {
     /// Consumes until `stop`; then finishes the batch in flight, commits and
     /// leaves the group.
     pub async fn run(self, stop: CancellationToken) -> Result<()> {
-        let consumer = self.client()?;
+        let consumer = Arc::new(self.client()?);
         {
             let mut g = self.health.consumer.lock().unwrap();
             g.get_or_insert_with(ConsumerHealth::default);
         }
         tracing::info!(brokers = %self.cfg.brokers, group = %self.cfg.group, "consumer started");
+        let probe = tokio::spawn(probe_broker(
+            consumer.clone(),
+            self.cfg.transactions_topic.clone(),
+            self.health.clone(),
+            stop.child_token(),
+        ));
         let mut stream = consumer.stream();
         let mut accepted_gaps: HashMap<(String, i32), i64> = HashMap::new();
         let max = self.cfg.batch_max.max(1);
@@ -353,15 +390,19 @@ impl Consumer {
         }
         consumer.unsubscribe();
         drop(stream);
-        drop(consumer); // closes the consumer: leaves the group
+        probe.abort();
+        let _ = probe.await;
+        drop(consumer); // the last reference: closes the consumer and leaves the group
         tracing::info!("consumer stopped");
         Ok(())
     }
 
     fn kafka_trouble(&self, e: &KafkaError) {
-        tracing::warn!(error = %e, "kafka error; librdkafka reconnects by itself");
+        if let Some(suppressed) = self.noise.admit(&e.to_string()) {
+            tracing::warn!(error = %e, suppressed, "kafka error; librdkafka reconnects by itself");
+        }
         let mut g = self.health.consumer.lock().unwrap();
-        g.get_or_insert_with(ConsumerHealth::default).last_error = Some(format!("kafka: {e}"));
+        g.get_or_insert_with(ConsumerHealth::default).broker_error = Some(e.to_string());
     }
 
     async fn read_offsets(
@@ -415,7 +456,7 @@ impl Consumer {
         let mut delay = Duration::from_millis(100);
         loop {
             let started = Instant::now();
-            match store_batch(&self.pool, &self.cfg, msgs, accepted_gaps).await {
+            match store_isolating(&self.pool, &self.cfg, msgs, accepted_gaps).await {
                 Ok(outcome) => {
                     metrics::histogram!("navd_batch_seconds")
                         .record(started.elapsed().as_secs_f64());
@@ -429,7 +470,9 @@ impl Consumer {
                     return Some(outcome);
                 }
                 Err(e) => {
-                    tracing::warn!(error = %format!("{e:#}"), retry_in = ?delay, "storing a batch failed; retrying");
+                    if let Some(suppressed) = self.noise.admit("store") {
+                        tracing::warn!(error = %format!("{e:#}"), retry_in = ?delay, suppressed, "storing a batch failed; retrying (is the database reachable?)");
+                    }
                     {
                         let mut g = self.health.consumer.lock().unwrap();
                         g.get_or_insert_with(ConsumerHealth::default).last_error =
@@ -446,8 +489,150 @@ impl Consumer {
     }
 }
 
-/// Parses a message into the batch, or into a dead letter.
-fn parse_into(batch: &mut IngestBatch, cfg: &KafkaConfig, m: &OwnedMessage) {
+/// A message's place in the log.
+type Position = (String, i32, i64);
+
+fn position(m: &OwnedMessage) -> Position {
+    (m.topic().to_string(), m.partition(), m.offset())
+}
+
+/// Whether a failure to store a batch was caused by what the messages hold
+/// (a value the database refuses: SQLSTATE classes 22 data exception, 23
+/// integrity constraint, 54 program limit) rather than by the database
+/// being unreachable or busy. Only such a failure can be pinned on a
+/// message; anything else is retried, however long it lasts, so an outage
+/// never turns good events into dead letters.
+fn refused_content(e: &anyhow::Error) -> Option<String> {
+    let sqlx_error = e.chain().find_map(|c| c.downcast_ref::<sqlx::Error>())?;
+    match sqlx_error {
+        sqlx::Error::Database(db) => {
+            let code = db.code()?;
+            matches!(&code[..2], "22" | "23" | "54").then(|| {
+                format!(
+                    "the database refused to store it: {} (SQLSTATE {code})",
+                    db.message()
+                )
+            })
+        }
+        sqlx::Error::Encode(err) => Some(format!(
+            "the event could not be encoded for the database: {err}"
+        )),
+        _ => None,
+    }
+}
+
+/// Stores `msgs` like [`store_batch`]; when the database refuses the batch
+/// for its content, splits it in halves (each half keeps its partitions'
+/// order, so offsets stay contiguous) until the messages responsible are
+/// alone, and stores each of those as a dead letter with the database's
+/// reason. The others are stored as usual, so no content of a message can
+/// hold up the rest of the log.
+pub async fn store_isolating(
+    pool: &PgPool,
+    cfg: &KafkaConfig,
+    msgs: &[OwnedMessage],
+    accepted_gaps: &HashMap<(String, i32), i64>,
+) -> Result<BatchOutcome> {
+    let mut refused: HashMap<Position, String> = HashMap::new();
+    let mut total = BatchOutcome::default();
+    let mut todo: Vec<std::ops::Range<usize>> = Vec::new();
+    todo.push(0..msgs.len());
+    while let Some(range) = todo.pop() {
+        let part = &msgs[range.clone()];
+        match store_batch(pool, cfg, part, accepted_gaps, &refused).await {
+            Ok(outcome) if !outcome.rewind.is_empty() => return Ok(outcome),
+            Ok(outcome) => total.absorb(outcome),
+            Err(e) => {
+                let Some(reason) = refused_content(&e) else {
+                    return Err(e);
+                };
+                if part.len() == 1 {
+                    let at = position(&part[0]);
+                    if refused.contains_key(&at) {
+                        // Even its dead letter was refused: nothing more
+                        // this process can do but retry (and say so).
+                        return Err(e.context(format!(
+                            "the dead letter of {}/{}@{} was refused too",
+                            at.0, at.1, at.2
+                        )));
+                    }
+                    tracing::warn!(topic = %at.0, partition = at.1, offset = at.2, %reason, "message refused by the database; dead-lettering it");
+                    refused.insert(at, reason);
+                    todo.push(range);
+                } else {
+                    let mid = range.start + part.len() / 2;
+                    // Last in, first out: the first half is stored first.
+                    todo.push(mid..range.end);
+                    todo.push(range.start..mid);
+                }
+            }
+        }
+    }
+    Ok(total)
+}
+
+impl BatchOutcome {
+    fn absorb(&mut self, o: BatchOutcome) {
+        let r = &mut self.report;
+        r.transactions_stored += o.report.transactions_stored;
+        r.duplicates_ignored += o.report.duplicates_ignored;
+        r.prices_stored += o.report.prices_stored;
+        r.dead_letters += o.report.dead_letters;
+        r.affected.extend(o.report.affected);
+        r.affected.sort();
+        r.affected.dedup();
+        self.skipped += o.skipped;
+        for (k, v) in o.next_offsets {
+            let e = self.next_offsets.entry(k).or_insert(v);
+            *e = (*e).max(v);
+        }
+    }
+}
+
+/// Keeps `health` saying whether a broker answers now: a metadata request
+/// every few seconds, so readiness recovers as soon as the broker is back
+/// rather than when the next message happens to arrive.
+async fn probe_broker(
+    consumer: Arc<StreamConsumer<Ctx>>,
+    topic: String,
+    health: Arc<Health>,
+    stop: CancellationToken,
+) {
+    loop {
+        let c = consumer.clone();
+        let t = topic.clone();
+        let answer = tokio::task::spawn_blocking(move || {
+            c.client()
+                .fetch_metadata(Some(&t), Duration::from_secs(3))
+                .map(|_| ())
+        })
+        .await;
+        let broker_error = match answer {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(e) => Some(format!("probe failed: {e}")),
+        };
+        {
+            let mut g = health.consumer.lock().unwrap();
+            g.get_or_insert_with(ConsumerHealth::default).broker_error = broker_error;
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(3)) => {}
+        }
+    }
+}
+
+/// Parses a message into the batch, or into a dead letter: a bad event, a
+/// key that is not the event's own (the key decides the partition, and the
+/// partition's order is the fold's tie-break), or one `refused` by the
+/// database before.
+fn parse_into(
+    batch: &mut IngestBatch,
+    cfg: &KafkaConfig,
+    m: &OwnedMessage,
+    refused: &HashMap<Position, String>,
+) {
     let source = Source {
         topic: m.topic().to_string(),
         partition: m.partition(),
@@ -459,6 +644,10 @@ fn parse_into(batch: &mut IngestBatch, cfg: &KafkaConfig, m: &OwnedMessage) {
         source: source.clone(),
         reason,
     };
+    if let Some(reason) = refused.get(&position(m)) {
+        batch.dead_letters.push(dead(reason.clone()));
+        return;
+    }
     if m.payload().is_none() {
         batch
             .dead_letters
@@ -466,13 +655,19 @@ fn parse_into(batch: &mut IngestBatch, cfg: &KafkaConfig, m: &OwnedMessage) {
         return;
     }
     if m.topic() == cfg.transactions_topic {
-        match parse_transaction(&source.payload) {
-            Ok(t) => batch.transactions.push((t, source)),
+        match parse_transaction_with(&source.payload, &cfg.rules) {
+            Ok(t) => match key_mismatch(m.key(), t.portfolio_id.as_str(), "portfolio_id") {
+                None => batch.transactions.push((t, source)),
+                Some(reason) => batch.dead_letters.push(dead(reason)),
+            },
             Err(e) => batch.dead_letters.push(dead(e.to_string())),
         }
     } else if m.topic() == cfg.prices_topic {
-        match parse_price(&source.payload) {
-            Ok(p) => batch.prices.push((p, source)),
+        match parse_price_with(&source.payload, &cfg.rules) {
+            Ok(p) => match key_mismatch(m.key(), p.symbol.as_str(), "symbol") {
+                None => batch.prices.push((p, source)),
+                Some(reason) => batch.dead_letters.push(dead(reason)),
+            },
             Err(e) => batch.dead_letters.push(dead(e.to_string())),
         }
     } else {
@@ -482,13 +677,30 @@ fn parse_into(batch: &mut IngestBatch, cfg: &KafkaConfig, m: &OwnedMessage) {
     }
 }
 
+/// Why a message's key is not the event's own `field` value, if it is not.
+fn key_mismatch(key: Option<&[u8]>, expected: &str, field: &str) -> Option<String> {
+    match key {
+        Some(k) if k == expected.as_bytes() => None,
+        Some(k) => Some(format!(
+            "message key `{}` is not the event's {field} `{expected}` (the key must be the {field}: \
+             it decides the partition, whose order is the order events of a day are applied in)",
+            echo(&String::from_utf8_lossy(k))
+        )),
+        None => Some(format!(
+            "message has no key (the key must be the event's {field} `{expected}`)"
+        )),
+    }
+}
+
 /// One batch in one database transaction: skip what the stored offsets say
-/// is done, store the rest, advance the offsets.
+/// is done, store the rest, advance the offsets. Messages in `refused`
+/// become dead letters with the reason given.
 pub async fn store_batch(
     pool: &PgPool,
     cfg: &KafkaConfig,
     msgs: &[OwnedMessage],
     accepted_gaps: &HashMap<(String, i32), i64>,
+    refused: &HashMap<Position, String>,
 ) -> Result<BatchOutcome> {
     let mut last: BTreeMap<(String, i32), i64> = BTreeMap::new();
     for m in msgs {
@@ -543,6 +755,7 @@ pub async fn store_batch(
     });
     if gapped {
         drop(tx);
+        tracing::debug!(first = ?first, stored = ?stored, "gap");
         let rewind = first
             .keys()
             .map(|k| (k.clone(), stored.get(k).copied().unwrap_or(0)))
@@ -565,7 +778,7 @@ pub async fn store_batch(
             continue;
         }
         *per_topic.entry(m.topic()).or_default() += 1;
-        parse_into(&mut batch, cfg, m);
+        parse_into(&mut batch, cfg, m, refused);
     }
     let dead_by_topic: Vec<String> = batch
         .dead_letters

@@ -255,6 +255,7 @@ pub async fn run(http_addr: Option<std::net::SocketAddr>) -> Result<()> {
         batch_max: 5000,
         batch_wait_ms: 20,
         properties: vec![],
+        rules: Default::default(),
     };
     cluster.create_topic(&kafka.transactions_topic, 6, 1)?;
     cluster.create_topic(&kafka.prices_topic, 3, 1)?;

@@ -10,6 +10,7 @@ pub mod config;
 pub mod consumer;
 pub mod demo;
 pub mod http;
+pub mod log_limit;
 pub mod observability;
 pub mod pgtemp;
 pub mod prices;

@@ -4,7 +4,8 @@
 //! Metric names (all prefixed `navd_`):
 //! - `http_request_duration_seconds{route,method,status}` histogram;
 //! - `events_consumed_total{topic}`, `dead_letters_total{topic}` counters;
-//! - `consumer_lag{topic,partition}` gauge (from librdkafka statistics);
+//! - `consumer_lag{topic,partition}` gauge (from librdkafka statistics,
+//!   every 5 s; dropped a minute after its partition leaves this process);
 //! - `ingest_lag_seconds` histogram: Kafka message timestamp → batch stored;
 //! - `projection_lag_seconds` histogram: portfolio marked pending → its
 //!   records written;
@@ -27,9 +28,17 @@ pub fn handle() -> &'static PrometheusHandle {
         let buckets = [
             0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
         ];
+        // A gauge nobody sets any more (the lag of a partition revoked from
+        // this process, which another member now reports) is dropped
+        // rather than shown stale forever; live gauges are set every few
+        // seconds.
         let builder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("seconds".into()), &buckets)
-            .expect("non-empty buckets");
+            .expect("non-empty buckets")
+            .idle_timeout(
+                metrics_util::MetricKindMask::GAUGE,
+                Some(std::time::Duration::from_secs(60)),
+            );
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
         // Another recorder may already be installed (a host application);

@@ -298,7 +298,7 @@ pub async fn refresh_in(
             Some(i) => (
                 "inconsistent",
                 Some(i.day),
-                Some(i.event_id),
+                i.event_id,
                 Some(i.detail.clone()),
             ),
             None if f_was_folded(days, replayed, &last_day, &p) => ("ok", None, None, None),

@@ -349,7 +349,13 @@ pub async fn insert_dead_letters(conn: &mut PgConnection, dead: &[DeadLetter]) -
     let off: Vec<i64> = dead.iter().map(|d| d.source.offset).collect();
     let key: Vec<Option<&[u8]>> = dead.iter().map(|d| d.source.key.as_deref()).collect();
     let payload: Vec<&[u8]> = dead.iter().map(|d| d.source.payload.as_slice()).collect();
-    let reason: Vec<&str> = dead.iter().map(|d| d.reason.as_str()).collect();
+    // Reasons quote producers only through `projections::echo`; escaping
+    // again here is the last line, so that no reason can make a batch fail
+    // (PostgreSQL refuses NUL in text outright).
+    let reason: Vec<String> = dead
+        .iter()
+        .map(|d| projections::event::printable(&d.reason, 2000))
+        .collect();
     // A redelivered bad message keeps its first dead letter.
     sqlx::query(
         "INSERT INTO dead_letters (topic, partition, \"offset\", key, payload, reason)

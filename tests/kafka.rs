@@ -78,6 +78,7 @@ fn kafka(brokers: &str, group: &str) -> KafkaConfig {
         batch_max: 500,
         batch_wait_ms: 10,
         properties: vec![("session.timeout.ms".into(), "6000".into())],
+        rules: Default::default(),
     }
 }
 
@@ -597,4 +598,399 @@ async fn commits_lost_by_the_database_are_read_again() {
     let v = get_curve(&format!("http://{}", svc.addr), "golden-1", "").await;
     assert_golden_points(v["points"].as_array().unwrap());
     stop(svc).await;
+}
+
+// ---- poison-proof ingestion ---------------------------------------------
+
+/// Every string field of both topics filled with each control character,
+/// invalid surrogate escapes, invisible characters and ~1 MB of text; raw
+/// (unescaped) control bytes; hostile keys on valid events. None of it may
+/// stop ingestion: each is one dead letter whose reason is printable text,
+/// and every good event around them is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_message_content_stops_ingestion() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(2, 2);
+    let mut n = 0u32;
+    let mut next_id = || {
+        n += 1;
+        format!("30000000-0000-4000-8000-{n:012}")
+    };
+    let good_tx = |id: String, p: &str| {
+        json!({"event_id": id, "type": "buy", "portfolio_id": p, "symbol": "OK",
+               "quantity": "1", "price": "10", "trade_date": "2024-01-02"})
+    };
+    let mut hostile: Vec<String> = (0u32..0x20)
+        .chain([0x7f, 0x80, 0x9f, 0x85])
+        .map(|c| format!("a{}b", char::from_u32(c).unwrap()))
+        .collect();
+    hostile.extend(
+        ["\u{200B}", "\u{202E}", "\u{FEFF}"]
+            .iter()
+            .map(|s| format!("x{s}")),
+    );
+    hostile.push("\0".repeat(100));
+    hostile.push("é".repeat(480 * 1024)); // ~1 MB of UTF-8 text
+    let surrogates = [r#""\ud800""#, r#""\udc00x""#, r#""a\ud800\u0041""#];
+
+    let mut good = 0;
+    let mut bad = 0;
+    let mut sent = 0;
+    let tx_fields = [
+        "event_id",
+        "type",
+        "portfolio_id",
+        "symbol",
+        "quantity",
+        "price",
+        "fee",
+        "trade_date",
+        "occurred_at",
+        "schema_version",
+    ];
+    // The mock broker keeps 5 MB per partition: the service consumes as
+    // the events arrive, and each group of ~1 MB is waited for, so
+    // retention never drops an unread message.
+    let svc = start(&pool, kafka(&b.servers(), "g-poison"), day("2024-01-04")).await;
+    for (i, field) in tx_fields.iter().enumerate() {
+        caught_up(&pool, "g-poison", sent, Duration::from_secs(60)).await;
+        b.tx(&good_tx(next_id(), &format!("p-good-{i}"))).await;
+        good += 1;
+        sent += 1;
+        for text in &hostile {
+            let mut v = good_tx(next_id(), "p-hostile");
+            v[*field] = json!(text);
+            b.send(TX, "p-hostile", &serde_json::to_vec(&v).unwrap())
+                .await;
+            bad += 1;
+            sent += 1;
+        }
+        for s in surrogates {
+            // The field's value is the raw escape, which serde would not write.
+            let mut v = good_tx(next_id(), "p-hostile");
+            v.as_object_mut().unwrap().remove(*field);
+            let mut text = serde_json::to_string(&v).unwrap();
+            text.insert_str(1, &format!("\"{field}\":{s},"));
+            b.send(TX, "p-hostile", text.as_bytes()).await;
+            bad += 1;
+            sent += 1;
+        }
+    }
+    // Raw control bytes inside a string (not valid JSON).
+    for c in [0u8, 1, 0x1b, 0x7f] {
+        let mut raw =
+            br#"{"event_id": "30000000-0000-4000-8000-ffffffffffff", "type": "b"#.to_vec();
+        raw.push(c);
+        raw.extend_from_slice(br#"uy"}"#);
+        b.send(TX, "p-hostile", &raw).await;
+        bad += 1;
+        sent += 1;
+    }
+    // Invalid UTF-8.
+    b.send(TX, "p-hostile", b"{\"type\": \"\xff\xfe\"}").await;
+    bad += 1;
+    sent += 1;
+    // Valid events under hostile keys.
+    for key in ["p-key\0", "\u{1b}[31mred", "p-good-0"] {
+        b.send(
+            TX,
+            key,
+            &serde_json::to_vec(&good_tx(next_id(), "p-keyed")).unwrap(),
+        )
+        .await;
+        bad += 1;
+        sent += 1;
+    }
+    let price_fields = ["symbol", "date", "close", "schema_version"];
+    for field in price_fields {
+        caught_up(&pool, "g-poison", sent, Duration::from_secs(60)).await;
+        for text in &hostile {
+            let mut v = json!({"symbol": "OK", "date": "2024-01-02", "close": "11"});
+            v[field] = json!(text);
+            b.send(PX, "OK", &serde_json::to_vec(&v).unwrap()).await;
+            bad += 1;
+            sent += 1;
+        }
+    }
+    b.price(&json!({"symbol": "OK", "date": "2024-01-03", "close": "12"}))
+        .await;
+    sent += 1;
+    b.tx(&good_tx(next_id(), "p-good-last")).await;
+    good += 1;
+    sent += 1;
+
+    caught_up(&pool, "g-poison", sent, Duration::from_secs(120)).await;
+    let stored: Vec<String> =
+        sqlx::query_scalar("SELECT portfolio_id FROM transactions ORDER BY 1")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let odd: Vec<String> = sqlx::query_scalar(
+        "SELECT reason FROM dead_letters WHERE position('p-good'::bytea in payload) > 0",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(stored.len() as i64, good, "{stored:?} {odd:?}");
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM prices").await, 1);
+    assert_eq!(
+        scalar(&pool, "SELECT count(*) FROM dead_letters").await,
+        bad,
+        "one dead letter per bad message"
+    );
+    let reasons: Vec<String> = sqlx::query_scalar("SELECT reason FROM dead_letters")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    for r in &reasons {
+        assert!(!r.is_empty());
+        assert!(
+            !r.chars().any(char::is_control),
+            "a reason holds a control character: {r:?}"
+        );
+        assert!(
+            r.chars().count() < 1000,
+            "reason too long: {} chars",
+            r.len()
+        );
+    }
+    assert!(
+        reasons.iter().any(|r| r.contains("message key")),
+        "key mismatches are named"
+    );
+    // Everything good folded: the last portfolio's curve is there.
+    let v = get_curve(&format!("http://{}", svc.addr), "p-good-last", "").await;
+    assert_eq!(v["points"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(v["points"][1]["market_value"], "12.00000000");
+    stop(svc).await;
+}
+
+/// When the database itself refuses a message (here: a CHECK constraint
+/// added for the test), the batch is split until that message is alone; it
+/// becomes a dead letter with the database's reason, the rest is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_the_database_refuses_is_isolated() {
+    let (pool, _) = fresh_db().await;
+    sqlx::query("ALTER TABLE transactions ADD CONSTRAINT test_refuse CHECK (symbol <> 'REFUSED')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let b = Broker::new(1, 1);
+    let t = |n: u32, sym: &str, p: &str| {
+        json!({"event_id": format!("40000000-0000-4000-8000-{n:012}"), "type": "buy",
+               "portfolio_id": p, "symbol": sym, "quantity": "1", "price": "10",
+               "trade_date": "2024-01-02"})
+    };
+    let mut sent = 0;
+    for n in 0..40 {
+        let sym = if n == 7 || n == 31 { "REFUSED" } else { "OK" };
+        b.tx(&t(n, sym, &format!("p-{}", n % 5))).await;
+        sent += 1;
+    }
+    b.price(&json!({"symbol": "OK", "date": "2024-01-02", "close": "10"}))
+        .await;
+    sent += 1;
+    let svc = start(&pool, kafka(&b.servers(), "g-refuse"), day("2024-01-03")).await;
+    caught_up(&pool, "g-refuse", sent, Duration::from_secs(60)).await;
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM transactions").await, 38);
+    let reasons: Vec<String> =
+        sqlx::query_scalar("SELECT reason FROM dead_letters ORDER BY \"offset\"")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    for r in &reasons {
+        assert!(r.contains("SQLSTATE 23514"), "{r}");
+        assert!(r.contains("test_refuse"), "{r}");
+    }
+    stop(svc).await;
+}
+
+/// A message whose key is not its own portfolio id (or symbol) is a bad
+/// event: the key decides the partition, and the partition's order breaks
+/// ties within a day.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_must_be_the_events_own() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(1, 1);
+    let t = |n: u32| {
+        json!({"event_id": format!("50000000-0000-4000-8000-{n:012}"), "type": "buy",
+               "portfolio_id": "p-k", "symbol": "K", "quantity": "1", "price": "10",
+               "trade_date": "2024-01-02"})
+    };
+    b.send(TX, "p-other", &serde_json::to_vec(&t(1)).unwrap())
+        .await;
+    b.send(TX, "P-K", &serde_json::to_vec(&t(2)).unwrap()).await;
+    b.producer
+        .send(
+            FutureRecord::<(), _>::to(TX).payload(&serde_json::to_vec(&t(3)).unwrap()),
+            Duration::from_secs(60),
+        )
+        .await
+        .map_err(|(e, _)| e)
+        .unwrap();
+    b.send(
+        PX,
+        "k",
+        br#"{"symbol": "K", "date": "2024-01-02", "close": "11"}"#,
+    )
+    .await;
+    b.tx(&t(4)).await;
+    b.price(&json!({"symbol": "K", "date": "2024-01-02", "close": "12"}))
+        .await;
+    let svc = start(&pool, kafka(&b.servers(), "g-keys"), day("2024-01-03")).await;
+    caught_up(&pool, "g-keys", 6, Duration::from_secs(60)).await;
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM transactions").await, 1);
+    let reasons: Vec<String> =
+        sqlx::query_scalar("SELECT reason FROM dead_letters ORDER BY topic DESC, \"offset\"")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(reasons.len(), 4, "{reasons:?}");
+    assert!(reasons[0].contains("`p-other`") && reasons[0].contains("portfolio_id `p-k`"));
+    assert!(reasons[1].contains("`P-K`"), "keys are case-sensitive");
+    assert!(reasons[2].contains("no key"));
+    assert!(reasons[3].contains("symbol `K`"));
+    let v = get_curve(&format!("http://{}", svc.addr), "p-k", "").await;
+    assert_eq!(v["points"][0]["market_value"], "12.00000000");
+    stop(svc).await;
+}
+
+/// Every date field is bounded below by `NAVD_EARLIEST_DATE`: a trade dated
+/// year 1 must not move a portfolio's first day back two millennia.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dates_before_the_earliest_are_bad_events() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(1, 1);
+    let t = |n: u32, date: &str, at: Option<&str>| {
+        let mut v = json!({"event_id": format!("60000000-0000-4000-8000-{n:012}"), "type": "buy",
+               "portfolio_id": "p-e", "symbol": "E", "quantity": "1", "price": "10",
+               "trade_date": date});
+        if let Some(at) = at {
+            v["occurred_at"] = json!(at);
+        }
+        v
+    };
+    b.tx(&t(1, "2024-01-02", None)).await;
+    b.tx(&t(2, "0001-01-01", None)).await;
+    b.tx(&t(3, "1999-12-31", None)).await;
+    b.tx(&t(4, "2024-01-03", Some("1999-12-31T23:59:59Z")))
+        .await;
+    b.price(&json!({"symbol": "E", "date": "1999-12-31", "close": "1"}))
+        .await;
+    b.price(&json!({"symbol": "E", "date": "2000-01-01", "close": "11"}))
+        .await;
+    let mut k = kafka(&b.servers(), "g-early");
+    k.rules.earliest = day("2000-01-01");
+    let svc = start(&pool, k, day("2024-01-03")).await;
+    caught_up(&pool, "g-early", 6, Duration::from_secs(60)).await;
+    let reasons: Vec<String> =
+        sqlx::query_scalar("SELECT reason FROM dead_letters ORDER BY topic DESC, \"offset\"")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(reasons.len(), 4, "{reasons:?}");
+    for (r, field) in reasons
+        .iter()
+        .zip(["trade_date", "trade_date", "occurred_at", "date"])
+    {
+        assert!(
+            r.contains(field) && r.contains("before the earliest accepted date 2000-01-01"),
+            "{r}"
+        );
+    }
+    let first: chrono::NaiveDate =
+        sqlx::query_scalar("SELECT first_day FROM portfolios WHERE portfolio_id = 'p-e'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(first, day("2024-01-02"));
+    stop(svc).await;
+}
+
+/// Readiness follows the broker as it is now: it fails while the broker is
+/// away (saying which part, not the driver's words) and recovers within
+/// seconds of its return even when no message arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_the_broker_without_traffic() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(1, 1);
+    let svc = start(&pool, kafka(&b.servers(), "g-ready"), day("2024-01-03")).await;
+    let url = format!("http://{}/readyz", svc.addr);
+    let ready = |want: bool| {
+        let url = url.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let r = reqwest::get(&url).await.unwrap();
+                let ok = r.status() == 200;
+                let body: Value = r.json().await.unwrap();
+                if ok == want {
+                    return body;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "readiness never became {want}: {body}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    ready(true).await;
+    b.cluster.broker_down(1).unwrap();
+    let body = ready(false).await;
+    assert_eq!(
+        body["consumer"], "failing: the Kafka broker does not answer",
+        "{body}"
+    );
+    let text = body.to_string();
+    assert!(
+        !text.contains("127.0.0.1") && !text.contains("Local:"),
+        "no internal error text in the public body: {text}"
+    );
+    b.cluster.broker_up(1).unwrap();
+    let started = Instant::now();
+    ready(true).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "ready again {:?} after the broker returned",
+        started.elapsed()
+    );
+    stop(svc).await;
+}
+
+/// A part of `navd serve` that cannot run (a consumer librdkafka refuses to
+/// create) ends the process with a non-zero code, so a supervisor restarts
+/// it, instead of logging "stopped" and exiting 0.
+#[test]
+fn serve_exits_non_zero_when_a_part_fails() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (_pool, url) = rt.block_on(fresh_db());
+    let b = Broker::new(1, 1);
+    let status = Command::new(env!("CARGO_BIN_EXE_navd"))
+        .arg("serve")
+        .env("DATABASE_URL", &url)
+        .env("NAVD_KAFKA_BROKERS", b.servers())
+        .env("NAVD_KAFKA_PROPERTIES", "bogus.property=x")
+        .env("NAVD_HTTP_ADDR", "127.0.0.1:0")
+        .env("NAVD_AUTH", "none")
+        .env("NAVD_LOG_FORMAT", "json")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn navd serve");
+    let mut child = status;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            kill9(&mut child);
+            panic!("navd serve kept running with a consumer that cannot be created");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!status.success(), "exit status {status}");
 }

@@ -23,7 +23,13 @@
 //!   else, `1.0` included, is [`EventError::UnsupportedVersion`]. A price
 //!   event may carry it too, with the same rule.
 //! - Dates are exactly `YYYY-MM-DD`; `occurred_at` is RFC 3339 with an
-//!   offset, converted to UTC.
+//!   offset, converted to UTC. No date (nor `occurred_at`'s day) may lie
+//!   before [`Rules::earliest`] (default 1900-01-01): a buy dated year 1
+//!   would otherwise move a portfolio's first day back two millennia.
+//! - A reason never carries more than a short, escaped excerpt of what the
+//!   producer sent ([`echo`]): control characters, NUL included, are shown
+//!   as escapes and long text is cut, so whatever a message holds, its
+//!   reason is plain printable text that any store accepts.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -36,7 +42,59 @@ use uuid::Uuid;
 
 use crate::types::{ClosePrice, FieldError, PortfolioId, Side, Symbol, Transaction};
 
-/// Why a payload is not a valid event. `Display` is the operator-facing reason.
+/// What the parsers check beyond the shape of an event: deployment-level
+/// bounds (`NAVD_EARLIEST_DATE` in the service).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    /// No date of an event may lie before this day.
+    pub earliest: NaiveDate,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules {
+            earliest: NaiveDate::from_ymd_opt(1900, 1, 1).expect("valid date"),
+        }
+    }
+}
+
+/// Longest excerpt of producer text a reason quotes, in characters.
+pub const ECHO_MAX_CHARS: usize = 40;
+
+/// A producer's text as a reason may quote it: control and other
+/// non-printing characters escaped (`\u{0}`), cut to [`ECHO_MAX_CHARS`]
+/// characters with `…` marking the cut. The result never holds a control
+/// character, so no text column can refuse it.
+pub fn echo(s: &str) -> String {
+    printable(s, ECHO_MAX_CHARS)
+}
+
+/// `s` with control and invisible characters escaped, cut at `max_chars`
+/// characters (`…` marks the cut).
+pub fn printable(s: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i == max_chars {
+            out.push('…');
+            break;
+        }
+        if c.is_control() || is_invisible(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Format characters that print as nothing (bidi overrides, zero-width
+/// spaces): escaped so a reason reads as what it is.
+fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// Why a payload is not a valid event. `Display` is the operator-facing
+/// reason; every piece of producer text in it went through [`echo`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EventError {
     #[error("not JSON: {0}")]
@@ -88,9 +146,14 @@ const TRANSACTION_FIELDS: &[&str] = &[
 ];
 const PRICE_FIELDS: &[&str] = &["symbol", "date", "close", "schema_version"];
 
+/// Parses a transaction payload (SPEC §2.1) under the default [`Rules`].
+pub fn parse_transaction(payload: &[u8]) -> Result<Transaction, EventError> {
+    parse_transaction_with(payload, &Rules::default())
+}
+
 /// Parses a transaction payload (SPEC §2.1). The returned transaction has
 /// `seq = 0`; the caller assigns the log position.
-pub fn parse_transaction(payload: &[u8]) -> Result<Transaction, EventError> {
+pub fn parse_transaction_with(payload: &[u8], rules: &Rules) -> Result<Transaction, EventError> {
     let text = json_text(payload)?;
     let obj = Object::parse(text, TRANSACTION_FIELDS)?;
     check_version(&obj)?;
@@ -99,7 +162,7 @@ pub fn parse_transaction(payload: &[u8]) -> Result<Transaction, EventError> {
     let side = match obj.string("type")?.as_ref() {
         "buy" => Side::Buy,
         "sell" => Side::Sell,
-        other => return Err(EventError::UnknownType(other.to_string())),
+        other => return Err(EventError::UnknownType(echo(other))),
     };
     let portfolio_id = PortfolioId::parse(&obj.string("portfolio_id")?)?;
     let symbol = Symbol::parse(&obj.string("symbol")?)?;
@@ -118,12 +181,13 @@ pub fn parse_transaction(payload: &[u8]) -> Result<Transaction, EventError> {
     if fee < Decimal::ZERO {
         return Err(invalid("fee", "must not be negative"));
     }
-    let trade_date = parse_date("trade_date", &obj.string("trade_date")?)?;
+    let trade_date = parse_date("trade_date", &obj.string("trade_date")?, rules)?;
     let occurred_at = match obj.get("occurred_at") {
         None => None,
         Some(raw) => Some(parse_instant(
             "occurred_at",
             &string_of("occurred_at", raw)?,
+            rules,
         )?),
     };
     Ok(Transaction {
@@ -140,13 +204,18 @@ pub fn parse_transaction(payload: &[u8]) -> Result<Transaction, EventError> {
     })
 }
 
-/// Parses a closing-price payload (SPEC §2.2).
+/// Parses a closing-price payload (SPEC §2.2) under the default [`Rules`].
 pub fn parse_price(payload: &[u8]) -> Result<ClosePrice, EventError> {
+    parse_price_with(payload, &Rules::default())
+}
+
+/// Parses a closing-price payload (SPEC §2.2).
+pub fn parse_price_with(payload: &[u8], rules: &Rules) -> Result<ClosePrice, EventError> {
     let text = json_text(payload)?;
     let obj = Object::parse(text, PRICE_FIELDS)?;
     check_version(&obj)?;
     let symbol = Symbol::parse(&obj.string("symbol")?)?;
-    let date = parse_date("date", &obj.string("date")?)?;
+    let date = parse_date("date", &obj.string("date")?, rules)?;
     let close = obj.number("close")?;
     if close <= Decimal::ZERO {
         return Err(invalid("close", "must be greater than 0"));
@@ -163,7 +232,7 @@ fn json_text(payload: &[u8]) -> Result<&str, EventError> {
     let text = std::str::from_utf8(payload)
         .map_err(|e| EventError::NotJson(format!("invalid UTF-8: {e}")))?;
     let raw: &RawValue =
-        serde_json::from_str(text).map_err(|e| EventError::NotJson(e.to_string()))?;
+        serde_json::from_str(text).map_err(|e| EventError::NotJson(echo_error(&e)))?;
     if !raw.get().starts_with('{') {
         return Err(EventError::NotObject);
     }
@@ -179,7 +248,7 @@ struct Object<'a> {
 impl<'a> Object<'a> {
     fn parse(text: &'a str, known: &'static [&'static str]) -> Result<Self, EventError> {
         let entries: Entries<'a> =
-            serde_json::from_str(text).map_err(|e| EventError::NotJson(e.to_string()))?;
+            serde_json::from_str(text).map_err(|e| EventError::NotJson(echo_error(&e)))?;
         let mut fields: Vec<(&'static str, &'a RawValue)> = Vec::with_capacity(known.len());
         for (key, value) in entries.0 {
             let Some(name) = known.iter().copied().find(|k| *k == key.as_ref()) else {
@@ -275,13 +344,18 @@ fn string_of<'a>(field: &'static str, raw: &'a RawValue) -> Result<Cow<'a, str>,
     }
     serde_json::from_str::<String>(text)
         .map(Cow::Owned)
-        .map_err(|e| invalid(field, e.to_string()))
+        .map_err(|e| invalid(field, echo_error(&e)))
+}
+
+/// A library's error message, which may quote the input, made safe to echo.
+fn echo_error(e: &dyn std::fmt::Display) -> String {
+    printable(&e.to_string(), 200)
 }
 
 fn check_version(obj: &Object<'_>) -> Result<(), EventError> {
     match obj.get("schema_version").map(RawValue::get) {
         None | Some("1") | Some("\"1\"") => Ok(()),
-        Some(other) => Err(EventError::UnsupportedVersion(other.to_string())),
+        Some(other) => Err(EventError::UnsupportedVersion(echo(other))),
     }
 }
 
@@ -292,11 +366,12 @@ fn parse_uuid(field: &'static str, s: &str) -> Result<Uuid, EventError> {
             "must be a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)",
         ));
     }
-    Uuid::try_parse(s).map_err(|e| invalid(field, format!("must be a UUID: {e}")))
+    Uuid::try_parse(s).map_err(|e| invalid(field, format!("must be a UUID: {}", echo_error(&e))))
 }
 
-/// `YYYY-MM-DD`, exactly ten characters, a real calendar day.
-fn parse_date(field: &'static str, s: &str) -> Result<NaiveDate, EventError> {
+/// `YYYY-MM-DD`, exactly ten characters, a real calendar day, not before
+/// the earliest day of `rules`.
+fn parse_date(field: &'static str, s: &str, rules: &Rules) -> Result<NaiveDate, EventError> {
     let b = s.as_bytes();
     let shape_ok = b.len() == 10
         && b.iter().enumerate().all(|(i, c)| match i {
@@ -307,14 +382,36 @@ fn parse_date(field: &'static str, s: &str) -> Result<NaiveDate, EventError> {
         return Err(invalid(field, "must be a date YYYY-MM-DD"));
     }
     let n = |r: std::ops::Range<usize>| s[r].parse::<u32>().expect("digits");
-    NaiveDate::from_ymd_opt(n(0..4) as i32, n(5..7), n(8..10))
-        .ok_or_else(|| invalid(field, format!("{s} is not a calendar day")))
+    let day = NaiveDate::from_ymd_opt(n(0..4) as i32, n(5..7), n(8..10))
+        .ok_or_else(|| invalid(field, format!("{s} is not a calendar day")))?;
+    not_too_early(field, day, rules)?;
+    Ok(day)
 }
 
-fn parse_instant(field: &'static str, s: &str) -> Result<DateTime<Utc>, EventError> {
-    DateTime::parse_from_rfc3339(s)
+fn not_too_early(field: &'static str, day: NaiveDate, rules: &Rules) -> Result<(), EventError> {
+    if day < rules.earliest {
+        return Err(invalid(
+            field,
+            format!(
+                "{day} is before the earliest accepted date {}",
+                rules.earliest
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn parse_instant(field: &'static str, s: &str, rules: &Rules) -> Result<DateTime<Utc>, EventError> {
+    let t = DateTime::parse_from_rfc3339(s)
         .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| invalid(field, format!("must be an RFC 3339 instant: {e}")))
+        .map_err(|e| {
+            invalid(
+                field,
+                format!("must be an RFC 3339 instant: {}", echo_error(&e)),
+            )
+        })?;
+    not_too_early(field, t.date_naive(), rules)?;
+    Ok(t)
 }
 
 /// A number field: a JSON number or a string holding one, read exactly.

@@ -19,8 +19,10 @@
 //! equal the full one. Two values are inherently inexact and carry 28
 //! significant digits, unrounded between days: the daily return (a
 //! quotient, and so the NAV), and a moving-average cost after a partial
-//! sell (`cost · q / qty`). Every operation is checked: an overflow is a
-//! [`FoldError::Overflow`].
+//! sell (`cost · q / qty`). Every operation is checked: an overflow stops
+//! the portfolio's history on its day as an [`Inconsistency`] without an
+//! event, like an oversell, so a caller folding many portfolios is never
+//! stopped by one of them.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -120,12 +122,40 @@ impl PriceBook {
     }
 }
 
-/// A sell of more than is held (SPEC §3): the history stops the day before.
+/// Why a portfolio's history stops the day before `day`: a sell of more
+/// than is held (SPEC §3, `event_id` names it), or values that leave the
+/// exact decimal range on that day (no single event is to blame:
+/// `event_id` is `None`). Either is the portfolio's own state, never an
+/// error of whoever folds it: a late event or price correction that takes
+/// the cause away clears it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Inconsistency {
     pub day: NaiveDate,
-    pub event_id: Uuid,
+    pub event_id: Option<Uuid>,
     pub detail: String,
+}
+
+impl Inconsistency {
+    fn overflow(day: NaiveDate, source: &ArithmeticError) -> Self {
+        Inconsistency {
+            day,
+            event_id: None,
+            detail: format!(
+                "arithmetic overflow on {day} ({source}): the portfolio's values leave the exact decimal range"
+            ),
+        }
+    }
+}
+
+/// An arithmetic overflow is the portfolio's inconsistency, not a failure
+/// of the fold: whoever folds many portfolios goes on with the others.
+fn overflow_stops_history<T>(
+    r: Result<Result<T, Inconsistency>, FoldError>,
+) -> Result<Result<T, Inconsistency>, FoldError> {
+    match r {
+        Err(FoldError::Overflow { day, source }) => Ok(Err(Inconsistency::overflow(day, &source))),
+        other => other,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -476,6 +506,14 @@ impl<'a> Folder<'a> {
         day_transactions: &[&Transaction],
         keep_positions: bool,
     ) -> Result<Result<DailyRecord, Inconsistency>, FoldError> {
+        overflow_stops_history(self.step_checked(day_transactions, keep_positions))
+    }
+
+    fn step_checked(
+        &mut self,
+        day_transactions: &[&Transaction],
+        keep_positions: bool,
+    ) -> Result<Result<DailyRecord, Inconsistency>, FoldError> {
         if keep_positions {
             self.sync();
         }
@@ -513,7 +551,7 @@ impl<'a> Folder<'a> {
             if let Err(detail) = apply(&mut touched[i].pos, tx, &mut flows).map_err(overflow)? {
                 return Ok(Err(Inconsistency {
                     day,
-                    event_id: tx.event_id,
+                    event_id: Some(tx.event_id),
                     detail,
                 }));
             }
@@ -601,20 +639,25 @@ impl<'a> Folder<'a> {
 
         let numerator = dec::add(value, flows.outflow).map_err(overflow)?;
         let denominator = dec::add(prev_value, flows.inflow).map_err(overflow)?;
-        // r = 0 when the denominator is 0 (SPEC §3), and also when the ratio
-        // is exactly 1, which spares the division and the multiplication on
-        // the many days where nothing moves.
-        let (daily_return, nav) = if denominator.is_zero() || numerator == denominator {
-            (Decimal::ZERO, self.state.nav)
-        } else {
-            let r = dec::sub(
-                dec::div(numerator, denominator).map_err(overflow)?,
-                Decimal::ONE,
-            )
-            .map_err(overflow)?;
-            let growth = dec::add(Decimal::ONE, r).map_err(overflow)?;
-            (r, dec::mul(self.state.nav, growth).map_err(overflow)?)
-        };
+        // r = 0 when the denominator is ≤ 0 (no capital at work, or a
+        // negative one that would flip the sign of the return), when nothing
+        // was at work all day (V(d−1) = 0 and V(d) + Out(d) = 0: money spent
+        // while empty is a loss of `profit`, not of the unit value), and
+        // when the ratio is exactly 1, which spares the division and the
+        // multiplication on the many days where nothing moves.
+        let idle = prev_value.is_zero() && numerator.is_zero();
+        let (daily_return, nav) =
+            if denominator <= Decimal::ZERO || idle || numerator == denominator {
+                (Decimal::ZERO, self.state.nav)
+            } else {
+                let r = dec::sub(
+                    dec::div(numerator, denominator).map_err(overflow)?,
+                    Decimal::ONE,
+                )
+                .map_err(overflow)?;
+                let growth = dec::add(Decimal::ONE, r).map_err(overflow)?;
+                (r, dec::mul(self.state.nav, growth).map_err(overflow)?)
+            };
         let net_flow = dec::sub(flows.inflow, flows.outflow).map_err(overflow)?;
         let profit =
             dec::sub(dec::add(value, cum_out).map_err(overflow)?, cum_in).map_err(overflow)?;
@@ -806,6 +849,12 @@ pub fn resume(
 pub fn positions_from(
     transactions: &[Transaction],
 ) -> Result<Result<BTreeMap<Symbol, Position>, Inconsistency>, FoldError> {
+    overflow_stops_history(positions_checked(transactions))
+}
+
+fn positions_checked(
+    transactions: &[Transaction],
+) -> Result<Result<BTreeMap<Symbol, Position>, Inconsistency>, FoldError> {
     let sorted = in_fold_order(transactions, NaiveDate::MAX);
     let mut positions: BTreeMap<Symbol, Position> = BTreeMap::new();
     let mut flows = Flows::default();
@@ -825,7 +874,7 @@ pub fn positions_from(
         if let Err(detail) = applied {
             return Ok(Err(Inconsistency {
                 day: tx.trade_date,
-                event_id: tx.event_id,
+                event_id: Some(tx.event_id),
                 detail,
             }));
         }

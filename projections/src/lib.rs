@@ -19,8 +19,11 @@ pub mod fold;
 pub mod stats;
 pub mod types;
 
-pub use decimal::{round_money, round_ratio, ArithmeticError};
-pub use event::{parse_price, parse_transaction, EventError};
+pub use decimal::{money_text, ratio_text, round_money, round_ratio, ArithmeticError};
+pub use event::{
+    echo, parse_price, parse_price_with, parse_transaction, parse_transaction_with, EventError,
+    Rules,
+};
 pub use fold::{
     fold, positions_from, resume, DayState, FoldError, FoldOutput, Folder, Inconsistency, Position,
     PriceBook,

@@ -169,10 +169,13 @@ impl From<crate::projector::OpError> for ApiError {
         use crate::projector::OpError;
         match e {
             OpError::NotFound => ApiError::NotFound,
-            OpError::Inconsistent(i) => ApiError::Conflict(format!(
-                "the history is inconsistent from {}: event {}: {}",
-                i.day, i.event_id, i.detail
-            )),
+            OpError::Inconsistent(i) => ApiError::Conflict(match i.event_id {
+                Some(event) => format!(
+                    "the history is inconsistent from {}: event {}: {}",
+                    i.day, event, i.detail
+                ),
+                None => format!("the history is inconsistent from {}: {}", i.day, i.detail),
+            }),
             OpError::Failed(e) => e.into(),
         }
     }

@@ -48,7 +48,11 @@ pub struct Health {
 #[derive(Debug, Clone, Default)]
 pub struct ConsumerHealth {
     pub assigned_partitions: usize,
+    /// Why the batch in flight cannot be stored (cleared when it is).
     pub last_error: Option<String>,
+    /// Why the broker did not answer the latest probe or client call
+    /// (cleared by the next answer).
+    pub broker_error: Option<String>,
 }
 
 #[derive(Clone)]
@@ -110,30 +114,70 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .with_state(state)
 }
 
-/// Ready when the database answers and the consumer (if any) is healthy.
+/// Ready when the database answers and the consumer (if any) reaches its
+/// broker and stores its batches. The body says which part fails, never
+/// why: the causes (host names, driver messages) go to the log.
 async fn readyz(State(s): State<AppState>) -> Response {
-    let db = sqlx::query_scalar::<_, i32>("SELECT 1")
+    static NOISE: std::sync::OnceLock<crate::log_limit::RateLimit> = std::sync::OnceLock::new();
+    let noise = NOISE.get_or_init(Default::default);
+    let db_ok = match sqlx::query_scalar::<_, i32>("SELECT 1")
         .fetch_one(&s.pool)
         .await
-        .map(|_| "ok".to_string())
-        .unwrap_or_else(|e| format!("unreachable: {e}"));
-    let consumer = s.health.consumer.lock().unwrap().clone();
-    let consumer_state = match &consumer {
-        None => "not running in this process".to_string(),
-        Some(c) if c.last_error.is_some() => {
-            format!("failing: {}", c.last_error.as_deref().unwrap_or(""))
+    {
+        Ok(_) => true,
+        Err(e) => {
+            if let Some(suppressed) = noise.admit("readyz:db") {
+                tracing::warn!(error = %e, suppressed, "not ready: the database does not answer");
+            }
+            false
         }
-        Some(c) => format!("ok ({} partitions assigned)", c.assigned_partitions),
     };
-    let ready = db == "ok" && consumer.as_ref().is_none_or(|c| c.last_error.is_none());
+    let consumer = s.health.consumer.lock().unwrap().clone();
+    let (consumer_ok, consumer_state) = match &consumer {
+        None => (true, "not running in this process".to_string()),
+        Some(c) if c.broker_error.is_some() => {
+            if let Some(suppressed) = noise.admit("readyz:broker") {
+                tracing::warn!(
+                    error = c.broker_error.as_deref().unwrap_or(""),
+                    suppressed,
+                    "not ready: the Kafka broker does not answer"
+                );
+            }
+            (
+                false,
+                "failing: the Kafka broker does not answer".to_string(),
+            )
+        }
+        Some(c) if c.last_error.is_some() => {
+            if let Some(suppressed) = noise.admit("readyz:store") {
+                tracing::warn!(
+                    error = c.last_error.as_deref().unwrap_or(""),
+                    suppressed,
+                    "not ready: consumed events cannot be stored"
+                );
+            }
+            (
+                false,
+                "failing: consumed events cannot be stored".to_string(),
+            )
+        }
+        Some(c) => (
+            true,
+            format!("ok ({} partitions assigned)", c.assigned_partitions),
+        ),
+    };
+    let ready = db_ok && consumer_ok;
     let code = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
+    let database = if db_ok { "ok" } else { "unreachable" };
     (
         code,
-        Json(serde_json::json!({ "ready": ready, "database": db, "consumer": consumer_state })),
+        Json(
+            serde_json::json!({ "ready": ready, "database": database, "consumer": consumer_state }),
+        ),
     )
         .into_response()
 }

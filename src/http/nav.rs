@@ -34,18 +34,19 @@ pub struct Point {
 
 impl From<&HistoryRow> for Point {
     fn from(r: &HistoryRow) -> Self {
-        // Stored values are already rounded; rounding again fixes the scale
-        // of the text whatever the column returned.
-        let r = r.record.rounded();
+        // Stored values are already rounded; the text is written with the
+        // reported places whatever scale the column returned.
+        use projections::{money_text, ratio_text};
+        let r = &r.record;
         Point {
             date: r.date,
-            net_value: r.net_value.to_string(),
-            return_rate: r.return_rate.to_string(),
-            daily_return: r.daily_return.to_string(),
-            market_value: r.market_value.to_string(),
-            cost: r.cost.to_string(),
-            net_flow: r.net_flow.to_string(),
-            profit: r.profit.to_string(),
+            net_value: ratio_text(r.net_value),
+            return_rate: ratio_text(r.return_rate),
+            daily_return: ratio_text(r.daily_return),
+            market_value: money_text(r.market_value),
+            cost: money_text(r.cost),
+            net_flow: money_text(r.net_flow),
+            profit: money_text(r.profit),
         }
     }
 }

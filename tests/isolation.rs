@@ -1,0 +1,195 @@
+//! A failure to fold one portfolio is that portfolio's own state: values at
+//! the edges of the decimal range in several portfolios of one refresh
+//! group never hold up the others, and the operator endpoints answer 409
+//! problem+json for the failed ones, never 500.
+
+mod common;
+
+use chrono::NaiveDate as Date;
+use common::*;
+use serde_json::{json, Value};
+
+const Q: &str = "999999999999";
+
+fn buy(n: u32, p: &str, sym: &str, q: &str, price: &str, date: &str) -> Value {
+    json!({"event_id": format!("70000000-0000-4000-8000-{n:012}"), "type": "buy",
+           "portfolio_id": p, "symbol": sym, "quantity": q, "price": price, "trade_date": date})
+}
+
+fn sell(n: u32, p: &str, sym: &str, q: &str, price: &str, date: &str) -> Value {
+    let mut v = buy(n, p, sym, q, price, date);
+    v["type"] = json!("sell");
+    v
+}
+
+fn close(sym: &str, date: &str, c: &str) -> Value {
+    json!({"symbol": sym, "date": date, "close": c})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overflowing_portfolio_does_not_hold_up_its_group() {
+    let app = spawn_app(jwt_auth(), day("2024-01-10")).await;
+    let mut txs = Vec::new();
+    let mut n = 0;
+    let mut next = || {
+        n += 1;
+        n
+    };
+    // Two portfolios whose NAV leaps by 10^22 twice (price 1e-10 → 1e12,
+    // sold, bought back at the bottom, and up again): beyond the range.
+    for p in ["p-over-1", "p-over-2"] {
+        let sym = format!("LEAP-{p}");
+        txs.push(buy(next(), p, &sym, Q, "0.0000000001", "2024-01-02"));
+        txs.push(sell(next(), p, &sym, Q, Q, "2024-01-05"));
+        txs.push(buy(next(), p, &sym, Q, "0.0000000001", "2024-01-06"));
+    }
+    // Largest and smallest accepted numbers, within range.
+    txs.push(buy(next(), "p-huge", "HUGE", Q, Q, "2024-01-02"));
+    txs.push(buy(
+        next(),
+        "p-tiny",
+        "TINY",
+        "0.0000000001",
+        "0.0000000001",
+        "2024-01-02",
+    ));
+    // Ordinary portfolios sharing the group.
+    for i in 0..20 {
+        txs.push(buy(
+            next(),
+            &format!("p-ok-{i:02}"),
+            "OK",
+            "3",
+            "10",
+            "2024-01-03",
+        ));
+    }
+    let mut prices = vec![
+        close("OK", "2024-01-04", "11"),
+        close("HUGE", "2024-01-04", Q),
+    ];
+    for p in ["p-over-1", "p-over-2"] {
+        let sym = format!("LEAP-{p}");
+        for (d, c) in [
+            ("2024-01-02", "0.0000000001"),
+            ("2024-01-04", Q),
+            ("2024-01-06", "0.0000000001"),
+            ("2024-01-07", Q),
+        ] {
+            prices.push(close(&sym, d, c));
+        }
+    }
+    ingest(&app.pool, &txs, &prices).await;
+    // One pass takes every portfolio in one group.
+    navd::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+
+    type Row = (String, String, Option<Date>, Option<String>, Option<Date>);
+    let rows: Vec<Row> =
+        sqlx::query_as(
+            "SELECT portfolio_id, status, status_since, status_detail, last_day FROM portfolios ORDER BY 1",
+        )
+        .fetch_all(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 24);
+    for (id, status, since, detail, last) in &rows {
+        if id.starts_with("p-over") {
+            assert_eq!(status, "inconsistent", "{id}");
+            assert_eq!(*since, Some(day("2024-01-07")), "{id}");
+            assert!(
+                detail.as_deref().unwrap().contains("overflow"),
+                "{id}: {detail:?}"
+            );
+            assert_eq!(
+                *last,
+                Some(day("2024-01-06")),
+                "{id}: the days before stand"
+            );
+        } else {
+            assert_eq!(status, "ok", "{id}: {detail:?}");
+            assert_eq!(*last, Some(day("2024-01-10")), "{id} is up to date");
+        }
+    }
+    let ok: Value = app
+        .client
+        .get(app.url("/api/v1/portfolio/p-ok-07/nav-history"))
+        .bearer_auth(token("nav:read", &["*"]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ok["points"][1]["market_value"], "33.00000000");
+    let huge: Value = app
+        .client
+        .get(app.url("/api/v1/portfolio/p-huge/nav-history"))
+        .bearer_auth(token("nav:read", &["*"]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        huge["points"][0]["market_value"],
+        "999999999998000000000001.00000000"
+    );
+
+    // The failed portfolio answers like an inconsistent one.
+    let write = token("nav:write", &["*"]);
+    for op in ["calculate", "backfill"] {
+        let r = app
+            .client
+            .post(app.url(&format!("/api/v1/portfolio/p-over-1/nav-history/{op}")))
+            .bearer_auth(&write)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 409, "{op}");
+        assert_eq!(
+            r.headers()["content-type"],
+            "application/problem+json",
+            "{op}"
+        );
+        let body: Value = r.json().await.unwrap();
+        let detail = body["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("2024-01-07") && detail.contains("overflow"),
+            "{op}: {detail}"
+        );
+    }
+    let get: Value = app
+        .client
+        .get(app.url("/api/v1/portfolio/p-over-2/nav-history"))
+        .bearer_auth(token("nav:read", &["*"]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(get["status"]["state"], "inconsistent");
+    assert_eq!(get["status"]["event_id"], Value::Null);
+    assert_eq!(get["points"].as_array().unwrap().len(), 5);
+
+    // A correction that takes the cause away repairs it.
+    ingest(
+        &app.pool,
+        &[],
+        &[close("LEAP-p-over-1", "2024-01-07", "0.0000000002")],
+    )
+    .await;
+    navd::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let (status, last): (String, Option<chrono::NaiveDate>) =
+        sqlx::query_as("SELECT status, last_day FROM portfolios WHERE portfolio_id = 'p-over-1'")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(status, "ok");
+    assert_eq!(last, Some(day("2024-01-10")));
+}

@@ -15,7 +15,7 @@
 //! The result always equals a full fold of the stored events (tested).
 
 use chrono::NaiveDate;
-use projections::{DayState, FoldError, Folder, Inconsistency, PriceBook, Transaction};
+use projections::{DayState, FoldError, Inconsistency, PriceBook, Transaction};
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
@@ -213,8 +213,8 @@ pub async fn refresh_in(
                             positions,
                             market_value: row.market_value_exact,
                             nav: row.nav_exact,
-                            cum_in: row.cum_in,
-                            cum_out: row.cum_out,
+                            cum_in: row.record.cum_in,
+                            cum_out: row.record.cum_out,
                         }),
                         Err(_) => None,
                     },
@@ -478,52 +478,22 @@ pub struct FoldRun {
     pub inconsistency: Option<Inconsistency>,
 }
 
-/// Folds day by day from `start` through `through` with `txs` (dated after
-/// `start.date`, any order).
+/// Folds from `start` through `through` with `txs` (dated after
+/// `start.date`, any order; later ones are left out) and builds the rows to
+/// store. The day loop is the pure fold's own ([`projections::resume`]):
+/// the worker, `backfill` and `calculate` all run exactly what the
+/// property and golden tests check.
 pub fn run_fold(
     start: DayState,
     txs: &[Transaction],
     book: &PriceBook,
     through: NaiveDate,
 ) -> std::result::Result<FoldRun, FoldError> {
-    let mut sorted: Vec<&Transaction> = txs.iter().filter(|t| t.trade_date <= through).collect();
-    sorted.sort_by_key(|t| t.fold_key());
-    let mut folder = Folder::new(start, book);
-    let mut rows = Vec::new();
-    let mut prev_state = None;
-    let mut inconsistency = None;
-    let mut i = 0;
-    let mut day = succ(folder.state().date);
-    while day <= through {
-        let j = i + sorted[i..]
-            .iter()
-            .take_while(|t| t.trade_date == day)
-            .count();
-        let before = folder.state().clone();
-        match folder.step(&sorted[i..j])? {
-            Ok(rec) => {
-                let st = folder.state();
-                rows.push(HistoryRow {
-                    record: rec.rounded(),
-                    nav_exact: rec.net_value,
-                    market_value_exact: rec.market_value,
-                    cum_in: st.cum_in,
-                    cum_out: st.cum_out,
-                });
-                prev_state = Some(before);
-            }
-            Err(inc) => {
-                inconsistency = Some(inc);
-                break;
-            }
-        }
-        i = j;
-        day = succ(day);
-    }
+    let out = projections::resume(&start, txs, book, through)?;
     Ok(FoldRun {
-        rows,
-        prev_state,
-        inconsistency,
+        rows: out.records.iter().map(HistoryRow::of).collect(),
+        prev_state: out.prev_state,
+        inconsistency: out.inconsistency,
     })
 }
 

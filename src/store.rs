@@ -537,14 +537,25 @@ pub async fn add_mark(
     Ok(())
 }
 
-/// One stored day of history.
+/// One stored day of history: the reported (rounded) record, whose
+/// `cum_in`/`cum_out` are exact, and the exact NAV and market value, which
+/// with them are what a fold resumes from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryRow {
     pub record: projections::DailyRecord,
     pub nav_exact: Decimal,
     pub market_value_exact: Decimal,
-    pub cum_in: Decimal,
-    pub cum_out: Decimal,
+}
+
+impl HistoryRow {
+    /// The row stored for an exact record of the fold.
+    pub fn of(exact: &projections::DailyRecord) -> Self {
+        HistoryRow {
+            record: exact.rounded(),
+            nav_exact: exact.net_value,
+            market_value_exact: exact.market_value,
+        }
+    }
 }
 
 const HISTORY_COLUMNS: &str = "day, market_value, cost, net_flow, daily_return, net_value, \
@@ -561,11 +572,11 @@ fn history_from_row(r: sqlx::postgres::PgRow) -> HistoryRow {
             net_value: r.get(5),
             return_rate: r.get(6),
             profit: r.get(7),
+            cum_in: r.get(10),
+            cum_out: r.get(11),
         },
         nav_exact: r.get(8),
         market_value_exact: r.get(9),
-        cum_in: r.get(10),
-        cum_out: r.get(11),
     }
 }
 
@@ -855,11 +866,11 @@ pub async fn history_rows_at(
                     net_value: r.get(6),
                     return_rate: r.get(7),
                     profit: r.get(8),
+                    cum_in: r.get(11),
+                    cum_out: r.get(12),
                 },
                 nav_exact: r.get(9),
                 market_value_exact: r.get(10),
-                cum_in: r.get(11),
-                cum_out: r.get(12),
             };
             (pid, row)
         })
@@ -932,8 +943,8 @@ async fn insert_history(conn: &mut PgConnection, rows: &[(&str, &HistoryRow)]) -
     .bind(col(|r| r.record.profit))
     .bind(col(|r| r.nav_exact))
     .bind(col(|r| r.market_value_exact))
-    .bind(col(|r| r.cum_in))
-    .bind(col(|r| r.cum_out))
+    .bind(col(|r| r.record.cum_in))
+    .bind(col(|r| r.record.cum_out))
     .execute(&mut *conn)
     .await?;
     Ok(())

@@ -679,6 +679,8 @@ impl<'a> Folder<'a> {
             net_value: nav,
             return_rate,
             profit,
+            cum_in,
+            cum_out,
         }))
     }
 

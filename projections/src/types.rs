@@ -190,10 +190,16 @@ pub struct DailyRecord {
     pub net_value: Decimal,
     pub return_rate: Decimal,
     pub profit: Decimal,
+    /// Σ In and Σ Out over days ≤ `date`: with the market value and the
+    /// NAV, what a caller stores to resume the fold after this day. Never
+    /// reported, so [`DailyRecord::rounded`] leaves them exact.
+    pub cum_in: Decimal,
+    pub cum_out: Decimal,
 }
 
 impl DailyRecord {
-    /// Money half-even to 8 places, ratios half-even to 12 (SPEC §3).
+    /// Reported values rounded: money half-even to 8 places, ratios
+    /// half-even to 12 (SPEC §3).
     pub fn rounded(&self) -> DailyRecord {
         use crate::decimal::{round_money, round_ratio};
         DailyRecord {
@@ -205,6 +211,9 @@ impl DailyRecord {
             net_value: round_ratio(self.net_value),
             return_rate: round_ratio(self.return_rate),
             profit: round_money(self.profit),
+            // Not reported: kept exact for resuming.
+            cum_in: self.cum_in,
+            cum_out: self.cum_out,
         }
     }
 }

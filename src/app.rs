@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::config::{AuthConfig, Config};
 use crate::http::{self, AppState, Authenticator, Health};
-use crate::store;
+use crate::storage;
 
 /// Binds `addr` and serves the API until `stop` is cancelled.
 pub async fn start_http(
@@ -198,9 +198,9 @@ pub async fn serve(config: Config) -> Result<()> {
     }
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
-    let pool = store::connect(&url, config.db_max_connections).await?;
+    let pool = storage::connect(&url, config.db_max_connections).await?;
     tokio::select! {
-        r = store::migrate(&pool) => r?,
+        r = storage::migrate(&pool) => r?,
         _ = stop.cancelled() => anyhow::bail!("stopped while applying migrations"),
     }
     let service = Service::start(&config, pool, stop).await?;
@@ -214,8 +214,8 @@ pub async fn migrate(config: Config) -> Result<()> {
     let url = config
         .database_url
         .context("DATABASE_URL is required for `navd migrate`")?;
-    let pool = store::connect(&url, 2).await?;
-    store::migrate(&pool).await?;
+    let pool = storage::connect(&url, 2).await?;
+    storage::migrate(&pool).await?;
     tracing::info!("migrations applied");
     Ok(())
 }

@@ -65,7 +65,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::pgtemp::{PgOptions, PgTemp};
-use crate::{projector, store};
+use crate::{projector, storage};
 
 /// The pinned "today" (a Tuesday) of every run: books, `NAVD_TODAY` of the
 /// child and the dates of freshness and price-day events derive from it.
@@ -259,13 +259,13 @@ impl Bench {
         println!("navd bench: starting a private PostgreSQL (durable defaults)...");
         let pg = tokio::task::spawn_blocking(|| PgTemp::start(&PgOptions::default())).await??;
         let pool =
-            store::connect(&format!("{}?application_name={PROBE_APP}", pg.url()), 16).await?;
-        let work_pool = store::connect(
+            storage::connect(&format!("{}?application_name={PROBE_APP}", pg.url()), 16).await?;
+        let work_pool = storage::connect(
             &format!("{}?application_name=navd-bench-work", pg.url()),
             16,
         )
         .await?;
-        store::migrate(&pool).await?;
+        storage::migrate(&pool).await?;
         for setting in ["fsync", "synchronous_commit"] {
             let v: String = sqlx::query_scalar(&format!("SHOW {setting}"))
                 .fetch_one(&pool)
@@ -707,7 +707,7 @@ impl Bench {
             .execute(&self.pool)
             .await?;
         let url = self.pg.url_for(DB);
-        let pool = store::connect(&format!("{url}?application_name={PROBE_APP}"), 2).await?;
+        let pool = storage::connect(&format!("{url}?application_name={PROBE_APP}"), 2).await?;
         let child = NavdChild::spawn(
             &self.exe,
             &url,
@@ -1149,7 +1149,7 @@ impl Bench {
         for _ in 0..10 {
             let mut conn = self.work_pool.acquire().await?;
             let t = Instant::now();
-            store::load_history(&mut conn, id, None, None).await?;
+            storage::load_history(&mut conn, id, None, None).await?;
             rows.push(ms(t.elapsed()));
             drop(conn);
             let t = Instant::now();
@@ -1525,12 +1525,12 @@ async fn fold_only_ms(
     runs: usize,
 ) -> Result<f64> {
     let mut conn = pool.acquire().await?;
-    let txs = store::load_transactions(&mut conn, id, None, to).await?;
+    let txs = storage::load_transactions(&mut conn, id, None, to).await?;
     let start = projections::DayState::initial(first_day);
     let mut symbols: Vec<String> = txs.iter().map(|t| t.symbol.to_string()).collect();
     symbols.sort();
     symbols.dedup();
-    let book = store::load_prices(&mut conn, &symbols, start.date, to).await?;
+    let book = storage::load_prices(&mut conn, &symbols, start.date, to).await?;
     drop(conn);
     let mut times = Vec::new();
     for _ in 0..runs.max(1) {

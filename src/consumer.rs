@@ -38,14 +38,14 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{Connection, PgConnection, PgPool, Row};
+use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::config::KafkaConfig;
 use crate::http::{ConsumerHealth, Health};
-use crate::store::{self, DeadLetter, IngestBatch, Source};
+use crate::storage::{self, offsets, DeadLetter, IngestBatch, Source};
 
 pub struct Consumer {
     cfg: KafkaConfig,
@@ -88,28 +88,9 @@ impl Ctx {
                     )
                     .await
                     .context("timed out")??;
-                    let (topics, partitions): (Vec<String>, Vec<i32>) = parts.into_iter().unzip();
-                    let rows = sqlx::query(
-                        "SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
-                           JOIN UNNEST($2::text[], $3::int4[]) AS u(topic, partition)
-                             ON o.topic = u.topic AND o.partition = u.partition
-                          WHERE o.group_id = $1",
-                    )
-                    .bind(&group)
-                    .bind(&topics)
-                    .bind(&partitions)
-                    .fetch_all(&mut conn)
-                    .await?;
+                    let stored = offsets::read(&mut conn, &group, &parts).await?;
                     let _ = conn.close().await;
-                    Ok(rows
-                        .into_iter()
-                        .map(|r| {
-                            (
-                                (r.get::<String, _>(0), r.get::<i32, _>(1)),
-                                r.get::<i64, _>(2),
-                            )
-                        })
-                        .collect())
+                    Ok(stored)
                 })
             })
             .join();
@@ -234,7 +215,7 @@ impl ConsumerContext for Ctx {
 /// What became of one batch.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct BatchOutcome {
-    pub report: store::IngestReport,
+    pub report: storage::IngestReport,
     /// Messages below the stored offset (already counted before).
     pub skipped: usize,
     /// Next offset per partition after the batch.
@@ -409,21 +390,10 @@ impl Consumer {
         &self,
         parts: &[(String, i32)],
     ) -> sqlx::Result<BTreeMap<(String, i32), i64>> {
-        let (topics, partitions): (Vec<String>, Vec<i32>) = parts.iter().cloned().unzip();
-        let rows = sqlx::query(
-            "SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
-               JOIN UNNEST($2::text[], $3::int4[]) AS u(topic, partition)
-                 ON o.topic = u.topic AND o.partition = u.partition
-              WHERE o.group_id = $1",
-        )
-        .bind(&self.cfg.group)
-        .bind(&topics)
-        .bind(&partitions)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
+        let mut conn = self.pool.acquire().await?;
+        Ok(offsets::read(&mut conn, &self.cfg.group, parts)
+            .await?
             .into_iter()
-            .map(|r| ((r.get(0), r.get(1)), r.get(2)))
             .collect())
     }
 
@@ -709,36 +679,9 @@ pub async fn store_batch(
             .or_insert(m.offset());
         *e = (*e).max(m.offset());
     }
-    let (topics, partitions): (Vec<String>, Vec<i32>) = last.keys().cloned().unzip();
+    let parts: Vec<(String, i32)> = last.keys().cloned().collect();
     let mut tx = pool.begin().await?;
-    sqlx::query(
-        "INSERT INTO consumer_offsets (group_id, topic, partition, next_offset)
-         SELECT $1, t, p, 0 FROM UNNEST($2::text[], $3::int4[]) AS u(t, p)
-         ON CONFLICT DO NOTHING",
-    )
-    .bind(&cfg.group)
-    .bind(&topics)
-    .bind(&partitions)
-    .execute(&mut *tx)
-    .await?;
-    // The row locks fence concurrent owners of a partition.
-    let rows = sqlx::query(
-        "SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
-           JOIN UNNEST($2::text[], $3::int4[]) AS u(topic, partition)
-             ON o.topic = u.topic AND o.partition = u.partition
-          WHERE o.group_id = $1
-          ORDER BY o.topic, o.partition
-          FOR UPDATE OF o",
-    )
-    .bind(&cfg.group)
-    .bind(&topics)
-    .bind(&partitions)
-    .fetch_all(&mut *tx)
-    .await?;
-    let stored: HashMap<(String, i32), i64> = rows
-        .into_iter()
-        .map(|r| ((r.get(0), r.get(1)), r.get(2)))
-        .collect();
+    let stored = offsets::lock(&mut tx, &cfg.group, &parts).await?;
     // A first message past the stored offset means the database lost
     // commits (a failover to a lagging replica, say) or the log moved on
     // (retention, transaction markers). Re-read from the stored offset once;
@@ -785,27 +728,12 @@ pub async fn store_batch(
         .iter()
         .map(|d| d.source.topic.clone())
         .collect();
-    let report = store::ingest(&mut tx, batch).await?;
-    let mut next_offsets = BTreeMap::new();
-    let (mut t2, mut p2, mut o2) = (vec![], vec![], vec![]);
-    for ((t, p), o) in &last {
-        let next = (*o + 1).max(stored.get(&(t.clone(), *p)).copied().unwrap_or(0));
-        t2.push(t.clone());
-        p2.push(*p);
-        o2.push(next);
-        next_offsets.insert((t.clone(), *p), next);
-    }
-    sqlx::query(
-        "UPDATE consumer_offsets o SET next_offset = u.n, updated_at = now()
-           FROM UNNEST($2::text[], $3::int4[], $4::int8[]) AS u(t, p, n)
-          WHERE o.group_id = $1 AND o.topic = u.t AND o.partition = u.p",
-    )
-    .bind(&cfg.group)
-    .bind(&t2)
-    .bind(&p2)
-    .bind(&o2)
-    .execute(&mut *tx)
-    .await?;
+    let report = storage::ingest(&mut tx, batch).await?;
+    let next_offsets: BTreeMap<(String, i32), i64> = last
+        .iter()
+        .map(|(k, o)| (k.clone(), (*o + 1).max(stored.get(k).copied().unwrap_or(0))))
+        .collect();
+    offsets::advance(&mut tx, &cfg.group, &next_offsets).await?;
     tx.commit().await?;
     let now_ms = chrono::Utc::now().timestamp_millis();
     if let Some(oldest) = msgs.iter().filter_map(|m| m.timestamp().to_millis()).min() {

@@ -24,7 +24,7 @@ use crate::app::{cancel_on_signal, Service};
 use crate::clock::Clock;
 use crate::config::{AuthConfig, Config, KafkaConfig, LogFormat};
 use crate::pgtemp::{PgOptions, PgTemp};
-use crate::store;
+use crate::storage;
 
 /// A generated sample book: raw events in production order.
 pub struct SampleBook {
@@ -213,18 +213,7 @@ pub async fn wait_caught_up(
 ) -> Result<()> {
     let deadline = std::time::Instant::now() + timeout;
     loop {
-        let consumed: i64 = sqlx::query_scalar(
-            "SELECT COALESCE(sum(next_offset), 0)::int8 FROM consumer_offsets WHERE group_id = $1",
-        )
-        .bind(group)
-        .fetch_one(pool)
-        .await?;
-        let pending: i64 = sqlx::query_scalar(
-            "SELECT (SELECT count(*) FROM portfolio_marks)
-                  + (SELECT count(*) FROM portfolios WHERE computed_through IS NULL)",
-        )
-        .fetch_one(pool)
-        .await?;
+        let (consumed, pending) = crate::storage::offsets::progress(pool, group).await?;
         if consumed >= expected && pending == 0 {
             return Ok(());
         }
@@ -240,8 +229,8 @@ pub async fn run(http_addr: Option<std::net::SocketAddr>) -> Result<()> {
     let today = chrono::Utc::now().date_naive();
     println!("navd demo: starting a private PostgreSQL...");
     let pg = tokio::task::spawn_blocking(|| PgTemp::start(&PgOptions::default())).await??;
-    let pool = store::connect(&pg.url(), 16).await?;
-    store::migrate(&pool).await?;
+    let pool = storage::connect(&pg.url(), 16).await?;
+    storage::migrate(&pool).await?;
 
     println!(
         "navd demo: starting an in-process Kafka-protocol broker (librdkafka mock cluster)..."

@@ -15,6 +15,6 @@ pub mod observability;
 pub mod pgtemp;
 pub mod prices;
 pub mod projector;
-pub mod store;
+pub mod storage;
 pub mod telemetry;
 pub mod worker;

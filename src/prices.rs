@@ -21,7 +21,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use chrono::NaiveDate;
 use projections::{PriceBook, Symbol};
 use rust_decimal::Decimal;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool};
+
+use crate::storage;
 
 /// Closes kept per database at most (~20 bytes each), unless overridden by
 /// `NAVD_PRICE_CACHE_CLOSES`.
@@ -88,14 +90,7 @@ impl PriceCache {
         if symbols.is_empty() {
             return Ok(book);
         }
-        let versions: HashMap<String, i64> =
-            sqlx::query("SELECT symbol, version FROM price_versions WHERE symbol = ANY($1)")
-                .bind(symbols)
-                .fetch_all(&mut *conn)
-                .await?
-                .into_iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect();
+        let versions = storage::prices::versions(conn, symbols).await?;
         let mut have: HashMap<String, Arc<Series>> = HashMap::new();
         let mut missing: Vec<String> = Vec::new();
         {
@@ -110,19 +105,7 @@ impl PriceCache {
             }
         }
         if !missing.is_empty() {
-            let rows = sqlx::query(
-                "SELECT symbol, day, close FROM prices WHERE symbol = ANY($1) ORDER BY symbol, day",
-            )
-            .bind(&missing)
-            .fetch_all(&mut *conn)
-            .await?;
-            let mut loaded: HashMap<String, Vec<(NaiveDate, Decimal)>> = HashMap::new();
-            for r in rows {
-                loaded
-                    .entry(r.get::<String, _>(0))
-                    .or_default()
-                    .push((r.get(1), r.get(2)));
-            }
+            let mut loaded = storage::prices::series(conn, &missing).await?;
             for s in missing {
                 let series = Arc::new(Series {
                     version: versions[&s],

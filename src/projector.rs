@@ -21,7 +21,7 @@ use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::prices::{self, PriceCache};
-use crate::store::{self, HistoryRow, PortfolioRow};
+use crate::storage::{self, HistoryRow, PortfolioRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectorError {
@@ -148,7 +148,7 @@ pub async fn refresh_in(
     lock: Lock,
 ) -> Result<Vec<(String, Refreshed)>> {
     let full = lock == Lock::Full;
-    let rows = store::lock_portfolios(conn, ids, lock == Lock::Skip).await?;
+    let rows = storage::lock_portfolios(conn, ids, lock == Lock::Skip).await?;
     let mut out = Vec::new();
     let mut plans = Vec::new();
     for p in rows {
@@ -185,7 +185,7 @@ pub async fn refresh_in(
             _ => None,
         })
         .collect();
-    let stored = store::history_rows_at(conn, &rebuild_at).await?;
+    let stored = storage::history_rows_at(conn, &rebuild_at).await?;
     let wanted: Vec<(String, Option<NaiveDate>)> = plans
         .iter()
         .filter_map(|pl| match &pl.start {
@@ -194,7 +194,7 @@ pub async fn refresh_in(
             None => None,
         })
         .collect();
-    let mut txs = store::load_transactions_many(conn, &wanted, today).await?;
+    let mut txs = storage::load_transactions_many(conn, &wanted, today).await?;
 
     // Starting states; a rebuild splits the loaded transactions at its day.
     let mut starts: Vec<(usize, DayState, Vec<Transaction>)> = Vec::new();
@@ -268,10 +268,10 @@ pub async fn refresh_in(
         })
         .flat_map(|(id, run)| run.rows.iter().map(move |r| (id, r)))
         .collect();
-    store::replace_history_many(conn, &after, &rows).await?;
+    storage::replace_history_many(conn, &after, &rows).await?;
     drop(rows);
 
-    let mut upd = PortfolioUpdates::default();
+    let mut upd = storage::portfolios::RefreshUpdates::default();
     for (pl, f) in plans.into_iter().zip(folded) {
         let p = pl.p;
         let (last_day, base_state, inconsistency, days, replayed) = match f {
@@ -375,79 +375,6 @@ fn start_of(p: &PortfolioRow, from: NaiveDate) -> Start {
     Start::Rebuild(pred(from))
 }
 
-/// The `portfolios` updates of a batch refresh, applied in one statement,
-/// and the marks it consumed, deleted in another.
-#[derive(Default)]
-struct PortfolioUpdates {
-    id: Vec<String>,
-    first_day: Vec<NaiveDate>,
-    last_day: Vec<Option<NaiveDate>>,
-    base_state: Vec<Option<serde_json::Value>>,
-    computed_through: Vec<NaiveDate>,
-    status: Vec<&'static str>,
-    since: Vec<Option<NaiveDate>>,
-    event: Vec<Option<Uuid>>,
-    detail: Vec<Option<String>>,
-    mark_ids: Vec<i64>,
-}
-
-impl PortfolioUpdates {
-    #[allow(clippy::too_many_arguments)]
-    fn push(
-        &mut self,
-        p: &PortfolioRow,
-        last_day: Option<NaiveDate>,
-        base_state: Option<serde_json::Value>,
-        today: NaiveDate,
-        status: &'static str,
-        since: Option<NaiveDate>,
-        event: Option<Uuid>,
-        detail: Option<String>,
-    ) {
-        self.id.push(p.portfolio_id.clone());
-        self.first_day.push(p.first_day);
-        self.last_day.push(last_day);
-        self.base_state.push(base_state);
-        self.computed_through.push(today);
-        self.status.push(status);
-        self.since.push(since);
-        self.event.push(event);
-        self.detail.push(detail);
-        self.mark_ids.extend(&p.mark_ids);
-    }
-
-    async fn apply(self, conn: &mut PgConnection) -> Result<()> {
-        if self.id.is_empty() {
-            return Ok(());
-        }
-        sqlx::query(
-            "UPDATE portfolios p
-                SET first_day = u.first_day, last_day = u.last_day, base_state = u.base_state,
-                    computed_through = u.computed_through, status = u.status,
-                    status_since = u.since, status_event_id = u.event, status_detail = u.detail,
-                    updated_at = now()
-               FROM UNNEST($1::text[], $2::date[], $3::date[], $4::jsonb[], $5::date[], $6::text[],
-                           $7::date[], $8::uuid[], $9::text[])
-                    AS u(id, first_day, last_day, base_state, computed_through, status, since, event, detail)
-              WHERE p.portfolio_id = u.id",
-        )
-        .bind(&self.id)
-        .bind(&self.first_day)
-        .bind(&self.last_day)
-        .bind(&self.base_state)
-        .bind(&self.computed_through)
-        .bind(&self.status)
-        .bind(&self.since)
-        .bind(&self.event)
-        .bind(&self.detail)
-        .execute(&mut *conn)
-        .await?;
-        let ids: Vec<&str> = self.id.iter().map(String::as_str).collect();
-        store::delete_marks_many(conn, &ids, &self.mark_ids).await?;
-        Ok(())
-    }
-}
-
 fn succ(d: NaiveDate) -> NaiveDate {
     d.succ_opt().expect("date in range")
 }
@@ -539,13 +466,13 @@ pub async fn backfill(
     today: NaiveDate,
 ) -> std::result::Result<BackfillReport, OpError> {
     let mut tx = pool.begin().await?;
-    let Some(p) = store::lock_portfolio(&mut tx, portfolio_id, false).await? else {
+    let Some(p) = storage::lock_portfolio(&mut tx, portfolio_id, false).await? else {
         return Err(OpError::NotFound);
     };
     let from = from.unwrap_or(p.first_day).max(p.first_day);
     let to = to.unwrap_or(pred(today)).min(today);
     let start = DayState::initial(p.first_day);
-    let txs = store::load_transactions(&mut tx, portfolio_id, None, to).await?;
+    let txs = storage::load_transactions(&mut tx, portfolio_id, None, to).await?;
     let book = prices_for(&mut tx, &prices::cache_for(pool), &start, &txs, to).await?;
     let run = run_fold(start, &txs, &book, to).map_err(ProjectorError::from)?;
     if let Some(inc) = run.inconsistency {
@@ -561,7 +488,7 @@ pub async fn backfill(
         .cloned()
         .collect();
     if from <= to {
-        store::replace_history(&mut tx, portfolio_id, from, Some(to), &rows).await?;
+        storage::replace_history(&mut tx, portfolio_id, from, Some(to), &rows).await?;
     }
     // The rebuilt range is fresh: a pending recompute that starts inside it
     // now starts after it (or is done when the range reaches the last day).
@@ -577,24 +504,22 @@ pub async fn backfill(
         p.base_state.clone()
     };
     if from <= to {
-        sqlx::query(
-            "UPDATE portfolios SET last_day = $2, base_state = $3, first_day = $4, updated_at = now()
-              WHERE portfolio_id = $1",
+        storage::portfolios::set_extent(
+            &mut tx,
+            portfolio_id,
+            last_day,
+            base.as_ref(),
+            p.first_day,
         )
-        .bind(portfolio_id)
-        .bind(last_day)
-        .bind(&base)
-        .bind(p.first_day)
-        .execute(&mut *tx)
         .await?;
         if p.pending_from.is_some_and(|d| d >= from && d <= to) {
-            store::delete_marks(&mut tx, portfolio_id, &p.mark_ids).await?;
+            storage::delete_marks(&mut tx, portfolio_id, &p.mark_ids).await?;
             if last_day.is_some_and(|l| succ(to) <= l) {
-                store::add_mark(&mut tx, portfolio_id, succ(to)).await?;
+                storage::add_mark(&mut tx, portfolio_id, succ(to)).await?;
             }
         }
     }
-    let p = store::get_portfolio(&mut tx, portfolio_id)
+    let p = storage::get_portfolio(&mut tx, portfolio_id)
         .await?
         .ok_or(OpError::NotFound)?;
     tx.commit().await?;
@@ -625,6 +550,6 @@ pub async fn calculate(
         return Err(OpError::Inconsistent(inc));
     }
     let mut conn = pool.acquire().await?;
-    let row = store::history_row(&mut conn, portfolio_id, today).await?;
+    let row = storage::history_row(&mut conn, portfolio_id, today).await?;
     Ok((row, out.status))
 }

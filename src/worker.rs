@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::projector;
-use crate::store;
+use crate::storage;
 
 /// Runs refresh passes until cancelled: after each `wake` and at least
 /// every `period`.
@@ -103,7 +103,7 @@ async fn refresh_pass(
     };
     let due = {
         let mut conn = pool.acquire().await?;
-        store::due_portfolios(&mut conn, today, limit, min_age).await?
+        storage::due_portfolios(&mut conn, today, limit, min_age).await?
     };
     // Portfolios are refreshed in groups, one database transaction and a
     // handful of statements per group, a few groups in flight.
@@ -130,7 +130,7 @@ pub async fn refresh_all(pool: &PgPool, clock: Clock) -> anyhow::Result<()> {
     loop {
         let due = {
             let mut conn = pool.acquire().await?;
-            store::due_portfolios(&mut conn, clock.today(), 1, Duration::ZERO).await?
+            storage::due_portfolios(&mut conn, clock.today(), 1, Duration::ZERO).await?
         };
         if due.is_empty() {
             return Ok(());

@@ -492,7 +492,7 @@ async fn database_down_is_503_with_retry_after() {
         .unwrap()
         .port();
     let pool =
-        navd::store::connect_lazy(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1).unwrap();
+        navd::storage::connect_lazy(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1).unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let state = navd::http::AppState {
         pool,
@@ -543,8 +543,8 @@ async fn dead_letters_page_through_with_a_cursor() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
     let mut tx = app.pool.begin().await.unwrap();
     let dead: Vec<_> = (0..5)
-        .map(|i| navd::store::DeadLetter {
-            source: navd::store::Source {
+        .map(|i| navd::storage::DeadLetter {
+            source: navd::storage::Source {
                 topic: "nav.transactions".into(),
                 partition: 1,
                 offset: i,
@@ -558,7 +558,7 @@ async fn dead_letters_page_through_with_a_cursor() {
             reason: format!("reason {i}"),
         })
         .collect();
-    navd::store::insert_dead_letters(&mut tx, &dead)
+    navd::storage::insert_dead_letters(&mut tx, &dead)
         .await
         .unwrap();
     tx.commit().await.unwrap();

@@ -525,8 +525,8 @@ async fn database_outage_is_retried_never_dead_lettered() {
     .await
     .unwrap()
     .expect("private PostgreSQL");
-    let pool = navd::store::connect(&pg.url(), 8).await.unwrap();
-    navd::store::migrate(&pool).await.unwrap();
+    let pool = navd::storage::connect(&pg.url(), 8).await.unwrap();
+    navd::storage::migrate(&pool).await.unwrap();
     let b = Broker::new(2, 1);
     let g = golden();
     let txs = g["transactions"].as_array().unwrap();

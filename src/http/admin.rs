@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::auth::SCOPE_ADMIN;
 use super::error::ApiError;
 use super::{params, AppState, Caller};
-use crate::store;
+use crate::storage;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DeadLetterView {
@@ -88,7 +88,7 @@ pub async fn dead_letters(
             ))
         })?,
     };
-    let rows = store::dead_letters_page(&s.pool, after, limit).await?;
+    let rows = storage::dead_letters_page(&s.pool, after, limit).await?;
     let next = (rows.len() as i64 == limit)
         .then(|| rows.last().map(|r| r.id.to_string()))
         .flatten();
@@ -147,7 +147,7 @@ pub async fn replay(
 ) -> Result<(axum::http::StatusCode, Json<ReplayResponse>), ApiError> {
     caller.require(SCOPE_ADMIN)?;
     params::query(raw.as_deref(), &[])?;
-    let n = store::mark_all_pending(&s.pool).await?;
+    let n = storage::mark_all_pending(&s.pool).await?;
     s.wake.notify_one();
     tracing::info!(portfolios = n, "replay requested");
     Ok((

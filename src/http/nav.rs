@@ -17,7 +17,7 @@ use super::cache::Entry;
 use super::error::ApiError;
 use super::{params, AppState, Caller};
 use crate::projector::{self, PortfolioStatus};
-use crate::store::{self, HistoryRow};
+use crate::storage::{self, HistoryRow};
 
 /// One day of the curve; every decimal is a string (SPEC §5).
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
@@ -147,7 +147,7 @@ pub async fn get_history(
     caller.authorize(SCOPE_READ, id.as_str())?;
     let q = HistoryQuery::parse(raw.as_deref())?;
     let key = format!("{id}?{}", q.cache_key());
-    let (version, pending) = store::portfolio_validator(&s.pool, id.as_str())
+    let (version, pending) = storage::portfolio_validator(&s.pool, id.as_str())
         .await?
         .ok_or(ApiError::NotFound)?;
     let entry = match s.cache.get(&key, &validator(version, pending)) {
@@ -215,14 +215,14 @@ pub async fn read_history(
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
         .await?;
-    let p = store::get_portfolio(&mut tx, id)
+    let p = storage::get_portfolio(&mut tx, id)
         .await?
         .ok_or(ApiError::NotFound)?;
-    let rows = store::load_history(&mut tx, id, q.from, q.to).await?;
+    let rows = storage::load_history(&mut tx, id, q.from, q.to).await?;
     let (w0, w0_date) = match rows.first() {
         Some(first) => {
             let day = first.record.date.pred_opt().expect("date in range");
-            let w0 = store::history_row(&mut tx, id, day)
+            let w0 = storage::history_row(&mut tx, id, day)
                 .await?
                 .map_or(Decimal::ONE, |r| r.nav_exact);
             (w0, day)

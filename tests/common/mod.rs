@@ -13,7 +13,7 @@ use navd::clock::Clock;
 use navd::config::{AuthConfig, JwtConfig, JwtKey};
 use navd::http::{AppState, Authenticator, Health};
 use navd::pgtemp::{PgOptions, PgTemp};
-use navd::store::{self, IngestBatch, Source};
+use navd::storage::{self, IngestBatch, Source};
 use projections::{parse_price, parse_transaction};
 use serde_json::Value;
 use sqlx::PgPool;
@@ -73,7 +73,7 @@ fn server() -> &'static Server {
                 .build()
                 .unwrap();
             rt.block_on(async {
-                let admin = store::connect(&admin_url, 2)
+                let admin = storage::connect(&admin_url, 2)
                     .await
                     .expect("connect to PostgreSQL");
                 sqlx::query(&format!("DROP DATABASE IF EXISTS {template}"))
@@ -84,10 +84,10 @@ fn server() -> &'static Server {
                     .execute(&admin)
                     .await
                     .unwrap();
-                let tpl = store::connect(&format!("{url_base}/{template}"), 2)
+                let tpl = storage::connect(&format!("{url_base}/{template}"), 2)
                     .await
                     .unwrap();
-                store::migrate(&tpl).await.expect("migrations apply");
+                storage::migrate(&tpl).await.expect("migrations apply");
                 tpl.close().await;
                 admin.close().await;
             });
@@ -110,14 +110,14 @@ pub async fn fresh_db() -> (PgPool, String) {
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::SeqCst)
     );
-    let admin = store::connect(&s.admin_url, 1).await.unwrap();
+    let admin = storage::connect(&s.admin_url, 1).await.unwrap();
     sqlx::query(&format!("CREATE DATABASE {name} TEMPLATE {}", s.template))
         .execute(&admin)
         .await
         .unwrap();
     admin.close().await;
     let url = format!("{}/{name}", s.url_base);
-    (store::connect(&url, 8).await.unwrap(), url)
+    (storage::connect(&url, 8).await.unwrap(), url)
 }
 
 pub const SECRET: &str = "test-secret-test-secret-test-secret-0123";
@@ -238,9 +238,9 @@ pub async fn ingest(
     pool: &PgPool,
     transactions: &[Value],
     prices: &[Value],
-) -> store::IngestReport {
+) -> storage::IngestReport {
     let mut tx = pool.begin().await.unwrap();
-    let r = store::ingest(&mut tx, batch_of(transactions, prices))
+    let r = storage::ingest(&mut tx, batch_of(transactions, prices))
         .await
         .unwrap();
     tx.commit().await.unwrap();

@@ -1,0 +1,218 @@
+//! The projection itself (`portfolio_nav_history`): one row per portfolio
+//! and day, reported values beside the exact ones a fold resumes from.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+use sqlx::{PgConnection, Row};
+
+/// One stored day of history: the reported (rounded) record, whose
+/// `cum_in`/`cum_out` are exact, and the exact NAV and market value, which
+/// with them are what a fold resumes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryRow {
+    pub record: projections::DailyRecord,
+    pub nav_exact: Decimal,
+    pub market_value_exact: Decimal,
+}
+
+impl HistoryRow {
+    /// The row stored for an exact record of the fold.
+    pub fn of(exact: &projections::DailyRecord) -> Self {
+        HistoryRow {
+            record: exact.rounded(),
+            nav_exact: exact.net_value,
+            market_value_exact: exact.market_value,
+        }
+    }
+}
+
+const HISTORY_COLUMNS: &str = "day, market_value, cost, net_flow, daily_return, net_value, \
+     return_rate, profit, nav_exact, market_value_exact, cum_in, cum_out";
+
+fn history_from_row(r: sqlx::postgres::PgRow) -> HistoryRow {
+    HistoryRow {
+        record: projections::DailyRecord {
+            date: r.get(0),
+            market_value: r.get(1),
+            cost: r.get(2),
+            net_flow: r.get(3),
+            daily_return: r.get(4),
+            net_value: r.get(5),
+            return_rate: r.get(6),
+            profit: r.get(7),
+            cum_in: r.get(10),
+            cum_out: r.get(11),
+        },
+        nav_exact: r.get(8),
+        market_value_exact: r.get(9),
+    }
+}
+
+pub async fn load_history(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    from: Option<NaiveDate>,
+    to: Option<NaiveDate>,
+) -> sqlx::Result<Vec<HistoryRow>> {
+    let sql = format!(
+        "SELECT {HISTORY_COLUMNS} FROM portfolio_nav_history
+          WHERE portfolio_id = $1 AND day >= COALESCE($2, '-infinity'::date)
+            AND day <= COALESCE($3, 'infinity'::date)
+          ORDER BY day"
+    );
+    Ok(sqlx::query(&sql)
+        .bind(portfolio_id)
+        .bind(from)
+        .bind(to)
+        .fetch_all(conn)
+        .await?
+        .into_iter()
+        .map(history_from_row)
+        .collect())
+}
+
+pub async fn history_row(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    day: NaiveDate,
+) -> sqlx::Result<Option<HistoryRow>> {
+    let sql = format!(
+        "SELECT {HISTORY_COLUMNS} FROM portfolio_nav_history WHERE portfolio_id = $1 AND day = $2"
+    );
+    Ok(sqlx::query(&sql)
+        .bind(portfolio_id)
+        .bind(day)
+        .fetch_optional(conn)
+        .await?
+        .map(history_from_row))
+}
+
+/// Replaces the history in `[from, to]` with `rows` (which must lie in it).
+pub async fn replace_history(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    from: NaiveDate,
+    to: Option<NaiveDate>,
+    rows: &[HistoryRow],
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "DELETE FROM portfolio_nav_history
+          WHERE portfolio_id = $1 AND day >= $2 AND day <= COALESCE($3, 'infinity'::date)",
+    )
+    .bind(portfolio_id)
+    .bind(from)
+    .bind(to)
+    .execute(&mut *conn)
+    .await?;
+    let rows: Vec<(&str, &HistoryRow)> = rows.iter().map(|r| (portfolio_id, r)).collect();
+    insert_history(conn, &rows).await
+}
+
+/// The stored rows of (portfolio, day) pairs.
+pub async fn history_rows_at(
+    conn: &mut PgConnection,
+    wanted: &[(String, NaiveDate)],
+) -> sqlx::Result<HashMap<String, HistoryRow>> {
+    if wanted.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let pids: Vec<&str> = wanted.iter().map(|(p, _)| p.as_str()).collect();
+    let days: Vec<NaiveDate> = wanted.iter().map(|(_, d)| *d).collect();
+    let cols = HISTORY_COLUMNS
+        .split(", ")
+        .map(|c| format!("h.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "SELECT h.portfolio_id, {cols}
+           FROM UNNEST($1::text[], $2::date[]) AS u(pid, day)
+           JOIN portfolio_nav_history h ON h.portfolio_id = u.pid AND h.day = u.day"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(&pids)
+        .bind(&days)
+        .fetch_all(conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let pid: String = r.get(0);
+            let row = HistoryRow {
+                record: projections::DailyRecord {
+                    date: r.get(1),
+                    market_value: r.get(2),
+                    cost: r.get(3),
+                    net_flow: r.get(4),
+                    daily_return: r.get(5),
+                    net_value: r.get(6),
+                    return_rate: r.get(7),
+                    profit: r.get(8),
+                    cum_in: r.get(11),
+                    cum_out: r.get(12),
+                },
+                nav_exact: r.get(9),
+                market_value_exact: r.get(10),
+            };
+            (pid, row)
+        })
+        .collect())
+}
+
+/// Replaces, for each portfolio, every record after its `after` day with
+/// its rows in `rows` (two statements for all of them).
+pub async fn replace_history_many(
+    conn: &mut PgConnection,
+    after: &[(String, NaiveDate)],
+    rows: &[(&str, &HistoryRow)],
+) -> sqlx::Result<()> {
+    if after.is_empty() {
+        return Ok(());
+    }
+    let pids: Vec<&str> = after.iter().map(|(p, _)| p.as_str()).collect();
+    let days: Vec<NaiveDate> = after.iter().map(|(_, d)| *d).collect();
+    sqlx::query(
+        "DELETE FROM portfolio_nav_history h USING UNNEST($1::text[], $2::date[]) AS u(pid, day)
+          WHERE h.portfolio_id = u.pid AND h.day > u.day",
+    )
+    .bind(&pids)
+    .bind(&days)
+    .execute(&mut *conn)
+    .await?;
+    insert_history(conn, rows).await
+}
+
+/// Inserts history rows of one or many portfolios with one statement.
+async fn insert_history(conn: &mut PgConnection, rows: &[(&str, &HistoryRow)]) -> sqlx::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let col = |f: fn(&HistoryRow) -> Decimal| rows.iter().map(|(_, r)| f(r)).collect::<Vec<_>>();
+    let pid: Vec<&str> = rows.iter().map(|(p, _)| *p).collect();
+    let day: Vec<NaiveDate> = rows.iter().map(|(_, r)| r.record.date).collect();
+    sqlx::query(
+        "INSERT INTO portfolio_nav_history (portfolio_id, day, market_value, cost, net_flow, daily_return,
+                                            net_value, return_rate, profit, nav_exact, market_value_exact,
+                                            cum_in, cum_out)
+         SELECT * FROM UNNEST($1::text[], $2::date[], $3::numeric[], $4::numeric[], $5::numeric[],
+                              $6::numeric[], $7::numeric[], $8::numeric[], $9::numeric[], $10::numeric[],
+                              $11::numeric[], $12::numeric[], $13::numeric[])",
+    )
+    .bind(&pid)
+    .bind(&day)
+    .bind(col(|r| r.record.market_value))
+    .bind(col(|r| r.record.cost))
+    .bind(col(|r| r.record.net_flow))
+    .bind(col(|r| r.record.daily_return))
+    .bind(col(|r| r.record.net_value))
+    .bind(col(|r| r.record.return_rate))
+    .bind(col(|r| r.record.profit))
+    .bind(col(|r| r.nav_exact))
+    .bind(col(|r| r.market_value_exact))
+    .bind(col(|r| r.record.cum_in))
+    .bind(col(|r| r.record.cum_out))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}

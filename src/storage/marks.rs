@@ -1,0 +1,62 @@
+//! Pending recomputes as append-only marks (`portfolio_marks`): ingestion
+//! inserts them and never waits for a refresh holding a portfolio's row; a
+//! writer deletes exactly the marks it read.
+
+use chrono::NaiveDate;
+use sqlx::{PgConnection, PgPool};
+
+/// Marks a portfolio pending from `day`.
+pub async fn add_mark(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    day: NaiveDate,
+) -> sqlx::Result<()> {
+    sqlx::query("INSERT INTO portfolio_marks (portfolio_id, from_day) VALUES ($1, $2)")
+        .bind(portfolio_id)
+        .bind(day)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Deletes the marks a writer consumed.
+pub async fn delete_marks(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    ids: &[i64],
+) -> sqlx::Result<()> {
+    if !ids.is_empty() {
+        sqlx::query("DELETE FROM portfolio_marks WHERE portfolio_id = $1 AND id = ANY($2)")
+            .bind(portfolio_id)
+            .bind(ids)
+            .execute(conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Deletes the marks the writers of `pids` consumed.
+pub async fn delete_marks_many(
+    conn: &mut PgConnection,
+    pids: &[&str],
+    ids: &[i64],
+) -> sqlx::Result<()> {
+    if !ids.is_empty() {
+        sqlx::query("DELETE FROM portfolio_marks WHERE portfolio_id = ANY($1) AND id = ANY($2)")
+            .bind(pids)
+            .bind(ids)
+            .execute(conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Marks every portfolio for a rebuild from its first day (operator replay).
+pub async fn mark_all_pending(pool: &PgPool) -> sqlx::Result<u64> {
+    Ok(sqlx::query(
+        "INSERT INTO portfolio_marks (portfolio_id, from_day) SELECT portfolio_id, first_day FROM portfolios",
+    )
+    .execute(pool)
+    .await?
+    .rows_affected())
+}

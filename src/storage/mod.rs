@@ -1,0 +1,74 @@
+//! Every SQL statement of the service, one file per table family. Nothing
+//! outside this module talks to PostgreSQL (a test checks it): callers get
+//! typed values in and out, and one place to look when a query or the
+//! schema changes.
+//!
+//! - [`events`]: transactions and prices, idempotent by `event_id`;
+//! - [`dead_letters`]: messages that are not valid events;
+//! - [`offsets`]: where each partition resumes (the truth behind exactly-once);
+//! - [`portfolios`]: projection state per portfolio, its row lock, what is due;
+//! - [`marks`]: pending recomputes;
+//! - [`history`]: the daily records;
+//! - [`prices`]: closes and their versions.
+
+pub mod dead_letters;
+pub mod events;
+pub mod history;
+pub mod marks;
+pub mod offsets;
+pub mod portfolios;
+pub mod prices;
+
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+
+pub use dead_letters::{dead_letters_page, insert_dead_letters, StoredDeadLetter};
+pub use events::{
+    ingest, load_transactions, load_transactions_many, DeadLetter, IngestBatch, IngestReport,
+    Source,
+};
+pub use history::{
+    history_row, history_rows_at, load_history, replace_history, replace_history_many, HistoryRow,
+};
+pub use marks::{add_mark, delete_marks, delete_marks_many, mark_all_pending};
+pub use portfolios::{
+    due_portfolios, get_portfolio, lock_portfolio, lock_portfolios, portfolio_validator,
+    PortfolioRow,
+};
+pub use prices::load_prices;
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Connects a pool that fails fast when the database is unreachable, so
+/// requests answer 503 instead of hanging.
+pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
+    let opts: PgConnectOptions = url
+        .parse()
+        .context("DATABASE_URL is not a PostgreSQL URL")?;
+    let pool = PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect_with(opts)
+        .await
+        .context("connecting to PostgreSQL")?;
+    Ok(pool)
+}
+
+/// Like [`connect`] but does not touch the database until first use.
+pub fn connect_lazy(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
+    let opts: PgConnectOptions = url
+        .parse()
+        .context("DATABASE_URL is not a PostgreSQL URL")?;
+    Ok(PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect_lazy_with(opts))
+}
+
+pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
+    MIGRATOR.run(pool).await.context("applying migrations")?;
+    Ok(())
+}

@@ -1,0 +1,262 @@
+//! The per-portfolio projection state (`portfolios`): reading it, locking
+//! it (the one writer per portfolio), and what is due for a refresh.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use sqlx::{PgConnection, PgPool, Row};
+use uuid::Uuid;
+
+/// The stored per-portfolio projection state.
+#[derive(Debug, Clone)]
+pub struct PortfolioRow {
+    pub portfolio_id: String,
+    pub first_day: NaiveDate,
+    pub last_day: Option<NaiveDate>,
+    pub computed_through: Option<NaiveDate>,
+    pub base_state: Option<serde_json::Value>,
+    pub pending_from: Option<NaiveDate>,
+    pub status: String,
+    pub status_since: Option<NaiveDate>,
+    pub status_event_id: Option<Uuid>,
+    pub status_detail: Option<String>,
+    /// When the oldest pending mark was made.
+    pub pending_since: Option<DateTime<Utc>>,
+    /// Bumped by a trigger on every change of the row.
+    pub version: i64,
+    /// The pending marks read with the row; a writer that brings the
+    /// projection up to date deletes exactly these.
+    pub mark_ids: Vec<i64>,
+}
+
+const PORTFOLIO_COLUMNS: &str = "p.portfolio_id, p.first_day, p.last_day, p.computed_through, \
+     p.base_state, m.from_day, p.status, p.status_since, p.status_event_id, p.status_detail, \
+     m.since, p.version, m.ids";
+
+/// The marks of `p`, aggregated (a LATERAL join, usable with FOR UPDATE OF p).
+const MARKS_JOIN: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS from_day, min(k.marked_at) AS since, \
+     COALESCE(array_agg(k.id), '{}') AS ids FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id) m ON true";
+
+fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
+    PortfolioRow {
+        portfolio_id: r.get(0),
+        first_day: r.get(1),
+        last_day: r.get(2),
+        computed_through: r.get(3),
+        base_state: r.get(4),
+        pending_from: r.get(5),
+        status: r.get(6),
+        status_since: r.get(7),
+        status_event_id: r.get(8),
+        status_detail: r.get(9),
+        pending_since: r.get(10),
+        version: r.get(11),
+        mark_ids: r.get(12),
+    }
+}
+
+pub async fn get_portfolio(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+) -> sqlx::Result<Option<PortfolioRow>> {
+    let sql = format!(
+        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {MARKS_JOIN} WHERE p.portfolio_id = $1"
+    );
+    Ok(sqlx::query(&sql)
+        .bind(portfolio_id)
+        .fetch_optional(conn)
+        .await?
+        .map(portfolio_from_row))
+}
+
+/// Locks the portfolio's row for the rest of the transaction: the one
+/// projection writer per portfolio. With `skip_locked`, a row another
+/// writer holds answers `None` at once instead of waiting. The marks are
+/// read after the lock is held.
+pub async fn lock_portfolio(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    skip_locked: bool,
+) -> sqlx::Result<Option<PortfolioRow>> {
+    let locked: Option<i32> = sqlx::query_scalar(&format!(
+        "SELECT 1 FROM portfolios WHERE portfolio_id = $1 FOR UPDATE{}",
+        if skip_locked { " SKIP LOCKED" } else { "" }
+    ))
+    .bind(portfolio_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if locked.is_none() {
+        return Ok(None);
+    }
+    let row = get_portfolio(conn, portfolio_id).await?;
+    Ok(row)
+}
+
+/// Locks the rows of `ids` (in id order, so two writers never wait on each
+/// other in a cycle) and reads them with their marks; rows another writer
+/// holds are left out when `skip_locked`.
+pub async fn lock_portfolios(
+    conn: &mut PgConnection,
+    ids: &[String],
+    skip_locked: bool,
+) -> sqlx::Result<Vec<PortfolioRow>> {
+    let locked: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT portfolio_id FROM portfolios WHERE portfolio_id = ANY($1)
+          ORDER BY portfolio_id FOR UPDATE{}",
+        if skip_locked { " SKIP LOCKED" } else { "" }
+    ))
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    if locked.is_empty() {
+        return Ok(vec![]);
+    }
+    let sql = format!(
+        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {MARKS_JOIN}
+          WHERE p.portfolio_id = ANY($1) ORDER BY p.portfolio_id"
+    );
+    let rows: Vec<PortfolioRow> = sqlx::query(&sql)
+        .bind(&locked)
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .map(portfolio_from_row)
+        .collect();
+    Ok(rows)
+}
+
+/// Portfolios whose projection is behind — pending marks, or not yet
+/// computed through `today` — longest waiting first, so a busy portfolio
+/// cannot starve the others. Marks (and rows) younger than `min_age` do not
+/// count yet.
+pub async fn due_portfolios(
+    conn: &mut PgConnection,
+    today: NaiveDate,
+    limit: i64,
+    min_age: std::time::Duration,
+) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar(
+        "SELECT portfolio_id FROM (
+             SELECT portfolio_id, min(marked_at) AS since FROM portfolio_marks GROUP BY portfolio_id
+             HAVING min(marked_at) <= now() - make_interval(secs => $3)
+             UNION ALL
+             SELECT portfolio_id, '-infinity'::timestamptz FROM portfolios
+              WHERE (computed_through IS NULL OR computed_through < $1)
+                AND updated_at <= now() - make_interval(secs => $3)
+          ) due GROUP BY portfolio_id ORDER BY min(since), portfolio_id LIMIT $2",
+    )
+    .bind(today)
+    .bind(limit)
+    .bind(min_age.as_secs_f64())
+    .fetch_all(conn)
+    .await
+}
+
+/// What a cached GET response depends on: the portfolio row's version and
+/// the earliest pending day (marks change the status without touching the
+/// row). `None` when the portfolio does not exist.
+pub async fn portfolio_validator(
+    pool: &PgPool,
+    portfolio_id: &str,
+) -> sqlx::Result<Option<(i64, Option<NaiveDate>)>> {
+    let row = sqlx::query(
+        "SELECT p.version, (SELECT min(from_day) FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id)
+           FROM portfolios p WHERE p.portfolio_id = $1",
+    )
+    .bind(portfolio_id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
+}
+
+/// The `portfolios` updates of a batch refresh, applied in one statement,
+/// and the marks it consumed, deleted in another.
+#[derive(Default)]
+pub struct RefreshUpdates {
+    id: Vec<String>,
+    first_day: Vec<NaiveDate>,
+    last_day: Vec<Option<NaiveDate>>,
+    base_state: Vec<Option<serde_json::Value>>,
+    computed_through: Vec<NaiveDate>,
+    status: Vec<&'static str>,
+    since: Vec<Option<NaiveDate>>,
+    event: Vec<Option<Uuid>>,
+    detail: Vec<Option<String>>,
+    mark_ids: Vec<i64>,
+}
+
+impl RefreshUpdates {
+    #[allow(clippy::too_many_arguments)]
+    pub fn push(
+        &mut self,
+        p: &PortfolioRow,
+        last_day: Option<NaiveDate>,
+        base_state: Option<serde_json::Value>,
+        today: NaiveDate,
+        status: &'static str,
+        since: Option<NaiveDate>,
+        event: Option<Uuid>,
+        detail: Option<String>,
+    ) {
+        self.id.push(p.portfolio_id.clone());
+        self.first_day.push(p.first_day);
+        self.last_day.push(last_day);
+        self.base_state.push(base_state);
+        self.computed_through.push(today);
+        self.status.push(status);
+        self.since.push(since);
+        self.event.push(event);
+        self.detail.push(detail);
+        self.mark_ids.extend(&p.mark_ids);
+    }
+
+    pub async fn apply(self, conn: &mut PgConnection) -> sqlx::Result<()> {
+        if self.id.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE portfolios p
+                SET first_day = u.first_day, last_day = u.last_day, base_state = u.base_state,
+                    computed_through = u.computed_through, status = u.status,
+                    status_since = u.since, status_event_id = u.event, status_detail = u.detail,
+                    updated_at = now()
+               FROM UNNEST($1::text[], $2::date[], $3::date[], $4::jsonb[], $5::date[], $6::text[],
+                           $7::date[], $8::uuid[], $9::text[])
+                    AS u(id, first_day, last_day, base_state, computed_through, status, since, event, detail)
+              WHERE p.portfolio_id = u.id",
+        )
+        .bind(&self.id)
+        .bind(&self.first_day)
+        .bind(&self.last_day)
+        .bind(&self.base_state)
+        .bind(&self.computed_through)
+        .bind(&self.status)
+        .bind(&self.since)
+        .bind(&self.event)
+        .bind(&self.detail)
+        .execute(&mut *conn)
+        .await?;
+        let ids: Vec<&str> = self.id.iter().map(String::as_str).collect();
+        super::marks::delete_marks_many(conn, &ids, &self.mark_ids).await?;
+        Ok(())
+    }
+}
+
+/// After a backfill: the last stored day, the state to resume from, and D0.
+pub async fn set_extent(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    last_day: Option<NaiveDate>,
+    base_state: Option<&serde_json::Value>,
+    first_day: NaiveDate,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE portfolios SET last_day = $2, base_state = $3, first_day = $4, updated_at = now()
+          WHERE portfolio_id = $1",
+    )
+    .bind(portfolio_id)
+    .bind(last_day)
+    .bind(base_state)
+    .bind(first_day)
+    .execute(conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! Reads of closing prices (written by [`super::events::ingest`]) and of
+//! the per-symbol versions that validate in-memory copies of them.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDate;
+use projections::Symbol;
+use rust_decimal::Decimal;
+use sqlx::{PgConnection, Row};
+
+/// Closes of `symbols` needed to value days `after+1 ..= through`: every
+/// close in that window plus, per symbol, the latest one on or before
+/// `after` (the price carried into the window).
+pub async fn load_prices(
+    conn: &mut PgConnection,
+    symbols: &[String],
+    after: NaiveDate,
+    through: NaiveDate,
+) -> anyhow::Result<projections::PriceBook> {
+    let mut book = projections::PriceBook::new();
+    if symbols.is_empty() {
+        return Ok(book);
+    }
+    let rows = sqlx::query(
+        "SELECT symbol, day, close FROM prices
+          WHERE symbol = ANY($1) AND day > $2 AND day <= $3
+         UNION ALL
+         -- one index probe per symbol (DISTINCT ON would read every older close)
+         SELECT s.symbol, c.day, c.close FROM UNNEST($1::text[]) AS s(symbol)
+         CROSS JOIN LATERAL (SELECT day, close FROM prices
+                              WHERE symbol = s.symbol AND day <= $2
+                              ORDER BY day DESC LIMIT 1) c",
+    )
+    .bind(symbols)
+    .bind(after)
+    .bind(through)
+    .fetch_all(&mut *conn)
+    .await?;
+    for r in rows {
+        book.insert(Symbol::parse(r.get::<&str, _>(0))?, r.get(1), r.get(2));
+    }
+    Ok(book)
+}
+
+/// The current version of each of `symbols` that has closes.
+pub async fn versions(
+    conn: &mut PgConnection,
+    symbols: &[String],
+) -> sqlx::Result<HashMap<String, i64>> {
+    Ok(
+        sqlx::query("SELECT symbol, version FROM price_versions WHERE symbol = ANY($1)")
+            .bind(symbols)
+            .fetch_all(conn)
+            .await?
+            .into_iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect(),
+    )
+}
+
+/// Every close of each of `symbols`, by day.
+pub async fn series(
+    conn: &mut PgConnection,
+    symbols: &[String],
+) -> sqlx::Result<HashMap<String, Vec<(NaiveDate, Decimal)>>> {
+    let rows = sqlx::query(
+        "SELECT symbol, day, close FROM prices WHERE symbol = ANY($1) ORDER BY symbol, day",
+    )
+    .bind(symbols)
+    .fetch_all(conn)
+    .await?;
+    let mut loaded: HashMap<String, Vec<(NaiveDate, Decimal)>> = HashMap::new();
+    for r in rows {
+        loaded
+            .entry(r.get::<String, _>(0))
+            .or_default()
+            .push((r.get(1), r.get(2)));
+    }
+    Ok(loaded)
+}

@@ -1,4 +1,4 @@
-//! The command line: `serve`, `migrate`, `demo`, `bench`.
+//! The command line: `serve`, `migrate`, `demo`.
 
 use std::process::ExitCode;
 
@@ -30,13 +30,6 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: std::net::SocketAddr,
     },
-    /// Run the performance scenarios (private durable PostgreSQL, in-process
-    /// broker, `navd serve` as a child process); prints a table and writes
-    /// JSON. See docs/performance.md.
-    Bench {
-        #[command(flatten)]
-        args: crate::bench::BenchArgs,
-    },
 }
 
 pub fn run() -> ExitCode {
@@ -48,17 +41,6 @@ pub fn run() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("navd demo: {e:#}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    if let Command::Bench { args } = &cli.command {
-        crate::telemetry::init(crate::config::LogFormat::Pretty);
-        let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-        return match rt.block_on(crate::bench::run(args.clone())) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("navd bench: {e:#}");
                 ExitCode::FAILURE
             }
         };
@@ -82,7 +64,7 @@ pub fn run() -> ExitCode {
         match cli.command {
             Command::Serve => crate::app::serve(config).await,
             Command::Migrate => crate::app::migrate(config).await,
-            Command::Demo { .. } | Command::Bench { .. } => unreachable!("handled above"),
+            Command::Demo { .. } => unreachable!("handled above"),
         }
     });
     match result {

@@ -3,7 +3,6 @@
 //! out. `main.rs` only parses the command line and calls [`cli::run`].
 
 pub mod app;
-pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -12,7 +11,6 @@ pub mod demo;
 pub mod http;
 pub mod log_limit;
 pub mod observability;
-pub mod pgtemp;
 pub mod prices;
 pub mod projector;
 pub mod storage;

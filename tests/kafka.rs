@@ -398,7 +398,7 @@ fn sigterm(c: &mut Child) {
 type Keyed = Vec<(String, Value)>;
 
 fn stream(today: chrono::NaiveDate) -> (Keyed, Keyed, usize) {
-    let book = navd::demo::sample_book(7, 12, 10, 240, today);
+    let book = navd_testkit::sample_book(7, 12, 10, 240, today);
     let mut txs = book.transactions.clone();
     let distinct = txs.len();
     for (i, t) in book.transactions.iter().enumerate() {
@@ -512,7 +512,7 @@ async fn two_processes_in_one_group_match_a_single_consumer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn database_outage_is_retried_never_dead_lettered() {
-    use navd::pgtemp::{PgOptions, PgTemp};
+    use navd_testkit::pgtemp::{PgOptions, PgTemp};
     // A server of this test's own, to stop and start again.
     let mut pg = tokio::task::spawn_blocking(|| {
         // Durable: with synchronous_commit off a crash may lose commits,

@@ -12,8 +12,8 @@ use chrono::NaiveDate;
 use navd::clock::Clock;
 use navd::config::{AuthConfig, JwtConfig, JwtKey};
 use navd::http::{AppState, Authenticator, Health};
-use navd::pgtemp::{PgOptions, PgTemp};
 use navd::storage::{self, IngestBatch, Source};
+use navd_testkit::pgtemp::{PgOptions, PgTemp};
 use projections::{parse_price, parse_transaction};
 use serde_json::Value;
 use sqlx::PgPool;
@@ -56,7 +56,7 @@ fn server() -> &'static Server {
                     .unwrap_or_else(|e| {
                         panic!(
                             "cannot start a private PostgreSQL for the tests: {e:#}\n\n{}",
-                            navd::pgtemp::INSTALL_HINT
+                            navd_testkit::pgtemp::INSTALL_HINT
                         )
                     });
                     let admin = pg.url();

@@ -1,4 +1,4 @@
-//! `navd bench`: the performance scenarios of issue 6, run against a real
+//! `navd-bench`: the performance scenarios of issue 6, run against a real
 //! stack on this machine, with figures printed as a table and written as
 //! JSON (medians and percentiles, core count, scale).
 //!
@@ -42,30 +42,28 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use chrono::{Datelike, Duration as Days, NaiveDate, Weekday};
+use chrono::NaiveDate;
 use futures::{StreamExt, TryStreamExt};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{
-    BaseRecord, DefaultProducerContext, DeliveryResult, Producer as _, ProducerContext,
-    ThreadedProducer,
-};
+use rdkafka::producer::DefaultProducerContext;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use rdkafka::{ClientConfig, ClientContext};
+use rdkafka::ClientConfig;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::pgtemp::{PgOptions, PgTemp};
-use crate::{projector, storage};
+use navd::{projector, storage};
+use navd_testkit::book::{Book, BookSpec};
+use navd_testkit::broker::Sender;
+use navd_testkit::pgtemp::{PgOptions, PgTemp};
 
 /// The pinned "today" (a Tuesday) of every run: books, `NAVD_TODAY` of the
 /// child and the dates of freshness and price-day events derive from it.
@@ -92,9 +90,17 @@ const READ_CONNECTIONS: u32 = 16;
 /// `application_name` of the bench's monitoring connections.
 const PROBE_APP: &str = "navd-bench-probe";
 
-/// Options of `navd bench`.
-#[derive(Debug, Clone, clap::Args)]
+/// Options of `navd-bench`.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "navd-bench",
+    version,
+    about = "navd's performance scenarios on this machine: private durable PostgreSQL, in-process broker, `navd serve` as a child"
+)]
 pub struct BenchArgs {
+    /// The `navd` executable under test (default: `navd` next to this one).
+    #[arg(long)]
+    pub navd: Option<PathBuf>,
     /// Scenarios to run, comma separated. `freshness`, `replay` and
     /// `price-day` run on the `ingest` data set, so they ingest it first.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
@@ -131,7 +137,21 @@ pub enum Scenario {
     PriceDay,
 }
 
-/// `navd bench`.
+fn main() -> std::process::ExitCode {
+    use clap::Parser as _;
+    let args = BenchArgs::parse();
+    navd::telemetry::init(navd::config::LogFormat::Pretty);
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    match rt.block_on(run(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("navd-bench: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the chosen scenarios.
 pub async fn run(args: BenchArgs) -> Result<()> {
     anyhow::ensure!(
         args.scale > 0.0 && args.scale.is_finite(),
@@ -250,7 +270,16 @@ impl Bench {
             .with_context(|| format!("creating {}", out_dir.display()))?;
         let work = tempfile::Builder::new().prefix("navd-bench-").tempdir()?;
         let exe = work.path().join("navd");
-        std::fs::copy(std::env::current_exe()?, &exe).context("copying the navd executable")?;
+        let under_test = match &args.navd {
+            Some(p) => p.clone(),
+            None => std::env::current_exe()?.with_file_name("navd"),
+        };
+        std::fs::copy(&under_test, &exe).with_context(|| {
+            format!(
+                "copying the navd executable {} (build it, or pass --navd)",
+                under_test.display()
+            )
+        })?;
 
         println!(
             "navd bench: {cores} cores, scale {}, seed {}, today pinned to {today}",
@@ -829,7 +858,7 @@ impl Bench {
         tokio::task::block_in_place(|| {
             sender
                 .flush()
-                .and_then(|_| sender.check_retained(self.topics))
+                .and_then(|_| sender.check_retained(&self.topics.each()))
         })?;
         self.produced += n;
         done.store(true, Ordering::Relaxed);
@@ -1144,7 +1173,7 @@ impl Bench {
     /// handler's own code: the history rows from the database, the whole
     /// read (rows, W0, statistics, points), and JSON serialisation.
     async fn read_split(&self, id: &str) -> Result<Value> {
-        let q = crate::http::nav::HistoryQuery::parse(None).map_err(|e| anyhow!("{e:?}"))?;
+        let q = navd::http::nav::HistoryQuery::parse(None).map_err(|e| anyhow!("{e:?}"))?;
         let (mut rows, mut read, mut encode) = (vec![], vec![], vec![]);
         for _ in 0..10 {
             let mut conn = self.work_pool.acquire().await?;
@@ -1153,7 +1182,7 @@ impl Bench {
             rows.push(ms(t.elapsed()));
             drop(conn);
             let t = Instant::now();
-            let resp = crate::http::nav::read_history(&self.work_pool, id, &q)
+            let resp = navd::http::nav::read_history(&self.work_pool, id, &q)
                 .await
                 .map_err(|e| anyhow!("{e:?}"))?;
             read.push(ms(t.elapsed()));
@@ -1620,213 +1649,6 @@ async fn poll_visible(
 // ---------------------------------------------------------------------------
 // The generated books.
 
-/// What to generate: portfolios trading symbols over `days` calendar days
-/// ending today (trades and closes on weekdays before today).
-#[derive(Debug, Clone)]
-struct BookSpec {
-    /// Event-id namespace, so books never share ids.
-    tag: u32,
-    portfolio_prefix: &'static str,
-    portfolios: usize,
-    symbol_prefix: &'static str,
-    symbols: usize,
-    /// Symbols one portfolio trades: keeps open positions realistic (≤ this).
-    universe: usize,
-    trades_per_portfolio: usize,
-    days: i64,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Trade {
-    day: u32,
-    portfolio: u32,
-    symbol: u16,
-    sell: bool,
-    qty: u32,
-    price_cents: u64,
-    /// Rank within the portfolio's day: orders the day by `occurred_at`.
-    nth: u16,
-}
-
-struct Book {
-    spec: BookSpec,
-    today: NaiveDate,
-    weekdays: Vec<NaiveDate>,
-    /// `closes[symbol][weekday]` in cents.
-    closes: Vec<Vec<u64>>,
-    universes: Vec<Vec<u16>>,
-    /// In production order: by day, then portfolio, then generation order.
-    trades: Vec<Trade>,
-}
-
-impl Book {
-    /// Random-walk closes every weekday; per portfolio, trades on random
-    /// weekdays (the first on the first weekday, so every history spans the
-    /// window) that never sell more than is held, in fold order.
-    fn generate(spec: BookSpec, seed: u64, today: NaiveDate) -> Book {
-        let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(spec.tag) << 32));
-        let start = today - Days::days(spec.days - 1);
-        let weekdays: Vec<NaiveDate> = start
-            .iter_days()
-            .take_while(|d| *d < today)
-            .filter(|d| !matches!(d.weekday(), Weekday::Sat | Weekday::Sun))
-            .collect();
-        let closes: Vec<Vec<u64>> = (0..spec.symbols)
-            .map(|_| {
-                let mut px: f64 = rng.gen_range(2_000.0..30_000.0);
-                weekdays
-                    .iter()
-                    .map(|_| {
-                        px *= 1.0 + rng.gen_range(-0.02..0.0205);
-                        px = px.max(100.0);
-                        px.round() as u64
-                    })
-                    .collect()
-            })
-            .collect();
-        let mut universes = Vec::with_capacity(spec.portfolios);
-        let mut trades = Vec::with_capacity(spec.portfolios * spec.trades_per_portfolio);
-        for p in 0..spec.portfolios {
-            let universe: Vec<u16> =
-                rand::seq::index::sample(&mut rng, spec.symbols, spec.universe.min(spec.symbols))
-                    .into_iter()
-                    .map(|i| i as u16)
-                    .collect();
-            let mut days: Vec<u32> = (0..spec.trades_per_portfolio)
-                .map(|_| rng.gen_range(0..weekdays.len()) as u32)
-                .collect();
-            days.sort_unstable();
-            days[0] = 0;
-            let mut held = vec![0u32; universe.len()];
-            let mut prev_day = u32::MAX;
-            let mut nth = 0u16;
-            for day in days {
-                nth = if day == prev_day { nth + 1 } else { 0 };
-                prev_day = day;
-                let holding: Vec<usize> = (0..held.len()).filter(|&u| held[u] > 0).collect();
-                let (u, sell, qty) = if !holding.is_empty() && rng.gen_bool(0.4) {
-                    let u = holding[rng.gen_range(0..holding.len())];
-                    let q = if rng.gen_bool(0.3) {
-                        held[u]
-                    } else {
-                        (held[u] / 2).max(1)
-                    };
-                    held[u] -= q;
-                    (u, true, q)
-                } else {
-                    let u = rng.gen_range(0..universe.len());
-                    let q = rng.gen_range(1..=100);
-                    held[u] += q;
-                    (u, false, q)
-                };
-                let symbol = universe[u];
-                let close = closes[symbol as usize][day as usize] as f64;
-                let price_cents = (close * rng.gen_range(0.995..1.005)).round().max(1.0) as u64;
-                trades.push(Trade {
-                    day,
-                    portfolio: p as u32,
-                    symbol,
-                    sell,
-                    qty,
-                    price_cents,
-                    nth,
-                });
-            }
-            universes.push(universe);
-        }
-        trades.sort_by_key(|t| t.day); // stable: portfolio order kept
-        Book {
-            spec,
-            today,
-            weekdays,
-            closes,
-            universes,
-            trades,
-        }
-    }
-
-    fn close_count(&self) -> usize {
-        self.spec.symbols * self.weekdays.len()
-    }
-
-    fn portfolio(&self, p: u32) -> String {
-        format!("{}{p:05}", self.spec.portfolio_prefix)
-    }
-
-    fn symbol(&self, s: u16) -> String {
-        format!("{}{s:03}", self.spec.symbol_prefix)
-    }
-
-    /// (key, payload) of the `i`-th trade.
-    fn trade_event(&self, i: usize) -> (String, String) {
-        let t = &self.trades[i];
-        let pid = self.portfolio(t.portfolio);
-        let d = self.weekdays[t.day as usize];
-        let json = format!(
-            r#"{{"event_id":"{}","type":"{}","portfolio_id":"{pid}","symbol":"{}","quantity":"{}","price":"{}","fee":"1.00","trade_date":"{d}","occurred_at":"{d}T14:{:02}:{:02}Z"}}"#,
-            event_id(self.spec.tag, i as u64),
-            if t.sell { "sell" } else { "buy" },
-            self.symbol(t.symbol),
-            t.qty,
-            cents(t.price_cents),
-            t.nth / 60,
-            t.nth % 60,
-        );
-        (pid, json)
-    }
-
-    fn close_event(&self, symbol: usize, day: usize) -> (String, String) {
-        let s = self.symbol(symbol as u16);
-        let json = format!(
-            r#"{{"symbol":"{s}","date":"{}","close":"{}"}}"#,
-            self.weekdays[day],
-            cents(self.closes[symbol][day])
-        );
-        (s, json)
-    }
-
-    /// A close dated today, 1% up from the last one.
-    fn today_close(&self, symbol: usize) -> (String, Vec<u8>) {
-        let s = self.symbol(symbol as u16);
-        let last = *self.closes[symbol].last().expect("closes");
-        let json = format!(
-            r#"{{"symbol":"{s}","date":"{}","close":"{}"}}"#,
-            self.today,
-            cents(last + last / 100)
-        );
-        (s, json.into_bytes())
-    }
-
-    /// A small buy dated today in a random portfolio (never an oversell).
-    fn today_trade(&self, rng: &mut StdRng, tag: u32, n: u64) -> (String, Uuid, Vec<u8>) {
-        let p = rng.gen_range(0..self.spec.portfolios);
-        let universe = &self.universes[p];
-        let symbol = universe[rng.gen_range(0..universe.len())];
-        let pid = self.portfolio(p as u32);
-        let id = event_id(tag, n);
-        let price = *self.closes[symbol as usize].last().expect("closes");
-        let json = format!(
-            r#"{{"event_id":"{id}","type":"buy","portfolio_id":"{pid}","symbol":"{}","quantity":"{}","price":"{}","fee":"1.00","trade_date":"{}"}}"#,
-            self.symbol(symbol),
-            rng.gen_range(1..=10),
-            cents(price),
-            self.today,
-        );
-        (pid, id, json.into_bytes())
-    }
-}
-
-fn cents(c: u64) -> String {
-    format!("{}.{:02}", c / 100, c % 100)
-}
-
-/// A deterministic version-4-shaped UUID: the book's tag and a counter.
-fn event_id(tag: u32, n: u64) -> Uuid {
-    let hi = 0xbe0c_0000_0000_4000_u64 | (u64::from(tag) << 16);
-    let lo = 0x8000_0000_0000_0000_u64 | n;
-    Uuid::from_u64_pair(hi, lo)
-}
-
 fn scaled(n: usize, scale: f64, min: usize) -> usize {
     ((n as f64 * scale).round() as usize).max(min)
 }
@@ -1848,7 +1670,7 @@ fn produce_book(brokers: &str, topics: Topics, book: &Book) -> Result<()> {
         }
     }
     sender.flush()?;
-    sender.check_retained(topics)
+    sender.check_retained(&topics.each())
 }
 
 // ---------------------------------------------------------------------------
@@ -1864,90 +1686,6 @@ struct Topics {
 impl Topics {
     fn each(self) -> [(&'static str, i32); 2] {
         [(TX_TOPIC, self.tx), (PX_TOPIC, self.px)]
-    }
-}
-
-/// Counts deliveries, so a lost message fails the run instead of hanging it.
-#[derive(Default)]
-struct Deliveries {
-    failed: AtomicU64,
-}
-
-impl ClientContext for Deliveries {}
-
-impl ProducerContext for Deliveries {
-    type DeliveryOpaque = ();
-    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        if result.is_err() {
-            self.failed.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// A producer that never waits for a delivery per message: the generator
-/// must outrun the consumer it measures.
-struct Sender {
-    producer: ThreadedProducer<Deliveries>,
-}
-
-impl Sender {
-    fn new(brokers: &str, linger_ms: u32) -> Result<Sender> {
-        let producer = ClientConfig::new()
-            .set("bootstrap.servers", brokers)
-            .set("linger.ms", linger_ms.to_string())
-            .set("enable.idempotence", "true")
-            .set("queue.buffering.max.messages", "1000000")
-            .set("queue.buffering.max.kbytes", "1048576")
-            .set("batch.num.messages", "10000")
-            // The mock broker's 5 MB per partition counts stored (compressed)
-            // batches; lz4 is what a production producer would use anyway.
-            .set("compression.type", "lz4")
-            .set("message.timeout.ms", "300000")
-            .create_with_context(Deliveries::default())
-            .context("creating the bench producer")?;
-        Ok(Sender { producer })
-    }
-
-    fn send(&self, topic: &str, key: &str, payload: &[u8]) -> Result<()> {
-        let mut record = BaseRecord::to(topic).key(key).payload(payload);
-        loop {
-            match self.producer.send(record) {
-                Ok(()) => return Ok(()),
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
-                    record = r;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err((e, _)) => bail!("produce to {topic}: {e}"),
-            }
-        }
-    }
-
-    fn flush(&self) -> Result<()> {
-        self.producer
-            .flush(Duration::from_secs(300))
-            .context("flushing the producer")?;
-        let failed = self.producer.context().failed.load(Ordering::Relaxed);
-        anyhow::ensure!(failed == 0, "{failed} messages were not delivered");
-        Ok(())
-    }
-
-    /// Fails when the mock broker dropped messages (its per-partition cap):
-    /// the figures of a run with missing events would be wrong.
-    fn check_retained(&self, topics: Topics) -> Result<()> {
-        for (topic, parts) in topics.each() {
-            for p in 0..parts {
-                let (low, _) =
-                    self.producer
-                        .client()
-                        .fetch_watermarks(topic, p, Duration::from_secs(10))?;
-                anyhow::ensure!(
-                    low == 0,
-                    "the mock broker dropped the first {low} messages of {topic}/{p} \
-                     (it keeps ≤ 5 MB per partition); run with a smaller --scale"
-                );
-            }
-        }
-        Ok(())
     }
 }
 

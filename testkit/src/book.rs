@@ -1,0 +1,305 @@
+//! The one generator of books — portfolios trading symbols, with closes —
+//! for the demo, the tests and the benchmark: deterministic from a seed, a
+//! random walk of closes every weekday, trades that never sell more than is
+//! held, produced in the order a platform would emit them.
+
+use chrono::{Datelike, Duration as Days, NaiveDate, Weekday};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+/// What to generate: portfolios trading symbols over `days` calendar days
+/// ending today (trades and closes on weekdays before today).
+#[derive(Debug, Clone)]
+pub struct BookSpec {
+    /// Event-id namespace, so books never share ids.
+    pub tag: u32,
+    pub portfolio_prefix: &'static str,
+    pub portfolios: usize,
+    pub symbol_prefix: &'static str,
+    pub symbols: usize,
+    /// Symbols one portfolio trades: keeps open positions realistic (≤ this).
+    pub universe: usize,
+    pub trades_per_portfolio: usize,
+    pub days: i64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Trade {
+    pub day: u32,
+    pub portfolio: u32,
+    pub symbol: u16,
+    pub sell: bool,
+    pub qty: u32,
+    pub price_cents: u64,
+    /// Rank within the portfolio's day: orders the day by `occurred_at`.
+    pub nth: u16,
+}
+
+pub struct Book {
+    pub spec: BookSpec,
+    pub today: NaiveDate,
+    pub weekdays: Vec<NaiveDate>,
+    /// `closes[symbol][weekday]` in cents.
+    pub closes: Vec<Vec<u64>>,
+    pub universes: Vec<Vec<u16>>,
+    /// In production order: by day, then portfolio, then generation order.
+    pub trades: Vec<Trade>,
+}
+
+impl Book {
+    /// Random-walk closes every weekday; per portfolio, trades on random
+    /// weekdays (the first on the first weekday, so every history spans the
+    /// window) that never sell more than is held, in fold order.
+    pub fn generate(spec: BookSpec, seed: u64, today: NaiveDate) -> Book {
+        let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(spec.tag) << 32));
+        let start = today - Days::days(spec.days - 1);
+        let weekdays: Vec<NaiveDate> = start
+            .iter_days()
+            .take_while(|d| *d < today)
+            .filter(|d| !matches!(d.weekday(), Weekday::Sat | Weekday::Sun))
+            .collect();
+        let closes: Vec<Vec<u64>> = (0..spec.symbols)
+            .map(|_| {
+                let mut px: f64 = rng.gen_range(2_000.0..30_000.0);
+                weekdays
+                    .iter()
+                    .map(|_| {
+                        px *= 1.0 + rng.gen_range(-0.02..0.0205);
+                        px = px.max(100.0);
+                        px.round() as u64
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut universes = Vec::with_capacity(spec.portfolios);
+        let mut trades = Vec::with_capacity(spec.portfolios * spec.trades_per_portfolio);
+        for p in 0..spec.portfolios {
+            let universe: Vec<u16> =
+                rand::seq::index::sample(&mut rng, spec.symbols, spec.universe.min(spec.symbols))
+                    .into_iter()
+                    .map(|i| i as u16)
+                    .collect();
+            let mut days: Vec<u32> = (0..spec.trades_per_portfolio)
+                .map(|_| rng.gen_range(0..weekdays.len()) as u32)
+                .collect();
+            days.sort_unstable();
+            days[0] = 0;
+            let mut held = vec![0u32; universe.len()];
+            let mut prev_day = u32::MAX;
+            let mut nth = 0u16;
+            for day in days {
+                nth = if day == prev_day { nth + 1 } else { 0 };
+                prev_day = day;
+                let holding: Vec<usize> = (0..held.len()).filter(|&u| held[u] > 0).collect();
+                let (u, sell, qty) = if !holding.is_empty() && rng.gen_bool(0.4) {
+                    let u = holding[rng.gen_range(0..holding.len())];
+                    let q = if rng.gen_bool(0.3) {
+                        held[u]
+                    } else {
+                        (held[u] / 2).max(1)
+                    };
+                    held[u] -= q;
+                    (u, true, q)
+                } else {
+                    let u = rng.gen_range(0..universe.len());
+                    let q = rng.gen_range(1..=100);
+                    held[u] += q;
+                    (u, false, q)
+                };
+                let symbol = universe[u];
+                let close = closes[symbol as usize][day as usize] as f64;
+                let price_cents = (close * rng.gen_range(0.995..1.005)).round().max(1.0) as u64;
+                trades.push(Trade {
+                    day,
+                    portfolio: p as u32,
+                    symbol,
+                    sell,
+                    qty,
+                    price_cents,
+                    nth,
+                });
+            }
+            universes.push(universe);
+        }
+        trades.sort_by_key(|t| t.day); // stable: portfolio order kept
+        Book {
+            spec,
+            today,
+            weekdays,
+            closes,
+            universes,
+            trades,
+        }
+    }
+
+    pub fn close_count(&self) -> usize {
+        self.spec.symbols * self.weekdays.len()
+    }
+
+    pub fn portfolio(&self, p: u32) -> String {
+        let width = self
+            .spec
+            .portfolios
+            .saturating_sub(1)
+            .to_string()
+            .len()
+            .max(3);
+        format!("{}{p:0width$}", self.spec.portfolio_prefix)
+    }
+
+    pub fn symbol(&self, s: u16) -> String {
+        format!("{}{s:03}", self.spec.symbol_prefix)
+    }
+
+    /// (key, payload) of the `i`-th trade.
+    pub fn trade_event(&self, i: usize) -> (String, String) {
+        let t = &self.trades[i];
+        let pid = self.portfolio(t.portfolio);
+        let d = self.weekdays[t.day as usize];
+        let json = format!(
+            r#"{{"event_id":"{}","type":"{}","portfolio_id":"{pid}","symbol":"{}","quantity":"{}","price":"{}","fee":"1.00","trade_date":"{d}","occurred_at":"{d}T14:{:02}:{:02}Z"}}"#,
+            event_id(self.spec.tag, i as u64),
+            if t.sell { "sell" } else { "buy" },
+            self.symbol(t.symbol),
+            t.qty,
+            cents(t.price_cents),
+            t.nth / 60,
+            t.nth % 60,
+        );
+        (pid, json)
+    }
+
+    pub fn close_event(&self, symbol: usize, day: usize) -> (String, String) {
+        let s = self.symbol(symbol as u16);
+        let json = format!(
+            r#"{{"symbol":"{s}","date":"{}","close":"{}"}}"#,
+            self.weekdays[day],
+            cents(self.closes[symbol][day])
+        );
+        (s, json)
+    }
+
+    /// A close dated today, 1% up from the last one.
+    pub fn today_close(&self, symbol: usize) -> (String, Vec<u8>) {
+        let s = self.symbol(symbol as u16);
+        let last = *self.closes[symbol].last().expect("closes");
+        let json = format!(
+            r#"{{"symbol":"{s}","date":"{}","close":"{}"}}"#,
+            self.today,
+            cents(last + last / 100)
+        );
+        (s, json.into_bytes())
+    }
+
+    /// A small buy dated today in a random portfolio (never an oversell).
+    pub fn today_trade(&self, rng: &mut StdRng, tag: u32, n: u64) -> (String, Uuid, Vec<u8>) {
+        let p = rng.gen_range(0..self.spec.portfolios);
+        let universe = &self.universes[p];
+        let symbol = universe[rng.gen_range(0..universe.len())];
+        let pid = self.portfolio(p as u32);
+        let id = event_id(tag, n);
+        let price = *self.closes[symbol as usize].last().expect("closes");
+        let json = format!(
+            r#"{{"event_id":"{id}","type":"buy","portfolio_id":"{pid}","symbol":"{}","quantity":"{}","price":"{}","fee":"1.00","trade_date":"{}"}}"#,
+            self.symbol(symbol),
+            rng.gen_range(1..=10),
+            cents(price),
+            self.today,
+        );
+        (pid, id, json.into_bytes())
+    }
+}
+
+pub fn cents(c: u64) -> String {
+    format!("{}.{:02}", c / 100, c % 100)
+}
+
+/// A deterministic version-4-shaped UUID: the book's tag and a counter.
+pub fn event_id(tag: u32, n: u64) -> Uuid {
+    let hi = 0xbe0c_0000_0000_4000_u64 | (u64::from(tag) << 16);
+    let lo = 0x8000_0000_0000_0000_u64 | n;
+    Uuid::from_u64_pair(hi, lo)
+}
+
+/// A small book as JSON events, for the demo and the tests.
+#[derive(Debug, Clone)]
+pub struct SampleBook {
+    /// (key, payload) for the transactions topic, in production order; the
+    /// last one is a buy dated months back (a late event).
+    pub transactions: Vec<(String, Value)>,
+    /// (key, payload) for the prices topic.
+    pub prices: Vec<(String, Value)>,
+    /// (key, raw payload) of two events that are not valid.
+    pub bad: Vec<(String, Vec<u8>)>,
+    pub portfolios: Vec<String>,
+}
+
+/// `portfolios` portfolios (`demo-000`, …) trading `symbols` symbols
+/// (`SYM000`, …) over `days` days ending `today`, about one trade every
+/// two weeks each; one buy of the first portfolio dated in the past is
+/// moved to the end (it arrives late), and two bad events come along.
+pub fn sample_book(
+    seed: u64,
+    portfolios: usize,
+    symbols: usize,
+    days: i64,
+    today: NaiveDate,
+) -> SampleBook {
+    let weekdays = days * 5 / 7;
+    let book = Book::generate(
+        BookSpec {
+            tag: 0xd,
+            portfolio_prefix: "demo-",
+            portfolios,
+            symbol_prefix: "SYM",
+            symbols,
+            universe: symbols.min(8),
+            trades_per_portfolio: (weekdays as usize / 12).max(2),
+            days,
+        },
+        seed,
+        today,
+    );
+    let parse = |(key, json): (String, String)| -> (String, Value) {
+        (key, serde_json::from_str(&json).expect("generated JSON"))
+    };
+    let mut transactions: Vec<(String, Value)> = (0..book.trades.len())
+        .map(|i| parse(book.trade_event(i)))
+        .collect();
+    let late = book
+        .trades
+        .iter()
+        .position(|t| t.portfolio == 0 && !t.sell && t.day as usize > book.weekdays.len() / 4);
+    if let Some(i) = late {
+        let ev = transactions.remove(i);
+        transactions.push(ev);
+    }
+    let mut prices = Vec::with_capacity(book.close_count());
+    for day in 0..book.weekdays.len() {
+        for s in 0..symbols {
+            prices.push(parse(book.close_event(s, day)));
+        }
+    }
+    let first = book.portfolio(0);
+    let second = book.portfolio(1.min(portfolios.saturating_sub(1)) as u32);
+    let bad = vec![
+        (first, b"{not json".to_vec()),
+        (
+            second.clone(),
+            serde_json::to_vec(
+                &json!({"event_id": event_id(0xbad, 1).to_string(), "type": "gift",
+                "portfolio_id": second, "symbol": book.symbol(0), "quantity": "1", "price": "1",
+                "trade_date": today.to_string()}),
+            )
+            .expect("JSON"),
+        ),
+    ];
+    SampleBook {
+        transactions,
+        prices,
+        bad,
+        portfolios: (0..portfolios).map(|p| book.portfolio(p as u32)).collect(),
+    }
+}

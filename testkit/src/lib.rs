@@ -1,0 +1,17 @@
+//! What the demo, the integration tests and the benchmark share to stand
+//! up a whole navd on one machine with nothing configured:
+//!
+//! - [`pgtemp`]: a private PostgreSQL from the installed server binaries;
+//! - [`book`]: the one generator of sample books (deterministic, seeded);
+//! - [`broker`]: producing books to a Kafka-protocol broker (librdkafka's
+//!   in-process mock cluster).
+//!
+//! None of it is needed by `navd serve`; the production service links it
+//! only for `navd demo`.
+
+pub mod book;
+pub mod broker;
+pub mod pgtemp;
+
+pub use book::{sample_book, Book, BookSpec, SampleBook};
+pub use pgtemp::{PgOptions, PgTemp};

@@ -153,8 +153,15 @@ pub async fn get_history(
         Some(e) => e,
         None => {
             let resp = read_history(&s.pool, id.as_str(), &q).await?;
-            let json = serde_json::to_vec(&resp).map_err(|e| ApiError::Internal(e.into()))?;
-            let e = Entry::new(resp.validator.clone(), &key, json);
+            // Serializing and compressing a long history takes tens of ms:
+            // not on the async threads.
+            let k = key.clone();
+            let e = tokio::task::spawn_blocking(move || {
+                let json = serde_json::to_vec(&resp).map_err(|e| ApiError::Internal(e.into()))?;
+                Ok::<_, ApiError>(Entry::new(resp.validator.clone(), &k, json))
+            })
+            .await
+            .map_err(|e| ApiError::Internal(e.into()))??;
             s.cache.put(key, e.clone());
             e
         }
@@ -235,19 +242,26 @@ pub async fn read_history(
         ),
     };
     tx.commit().await?;
-    let series: Vec<(NaiveDate, Decimal)> =
-        rows.iter().map(|r| (r.record.date, r.nav_exact)).collect();
-    let statistics = projections::statistics(w0, w0_date, &series, &q.stats);
-    Ok(HistoryResponse {
-        portfolio_id: id.to_string(),
-        from: q.from.or(rows.first().map(|r| r.record.date)),
-        to: q.to.or(rows.last().map(|r| r.record.date)),
-        as_of: p.last_day,
-        status: PortfolioStatus::of(&p),
-        points: rows.iter().map(Point::from).collect(),
-        statistics,
-        validator: validator(p.version, p.pending_from),
+    let (id, q) = (id.to_string(), *q);
+    // Statistics and points are linear in the range, which can be decades
+    // of days: computed on a blocking thread, not an async worker.
+    tokio::task::spawn_blocking(move || {
+        let series: Vec<(NaiveDate, Decimal)> =
+            rows.iter().map(|r| (r.record.date, r.nav_exact)).collect();
+        let statistics = projections::statistics(w0, w0_date, &series, &q.stats);
+        HistoryResponse {
+            portfolio_id: id,
+            from: q.from.or(rows.first().map(|r| r.record.date)),
+            to: q.to.or(rows.last().map(|r| r.record.date)),
+            as_of: p.last_day,
+            status: PortfolioStatus::of(&p),
+            points: rows.iter().map(Point::from).collect(),
+            statistics,
+            validator: validator(p.version, p.pending_from),
+        }
     })
+    .await
+    .map_err(|e| ApiError::Internal(e.into()))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]

@@ -1212,6 +1212,56 @@ mod tests {
     }
 
     #[test]
+    fn thinning_keeps_the_shape_and_the_extremes() {
+        let start = day("1925-01-01");
+        let mut long: Vec<(NaiveDate, f64)> = (0..40_000u64)
+            .map(|i| {
+                let t = i as f64;
+                (start + chrono::Days::new(i), 2.0 + (t / 500.0).sin())
+            })
+            .collect();
+        long[23_456].1 = 0.01; // a one-day crash
+        long[7_777].1 = 9.0; // a one-day spike
+        let thin = downsample(&long, MAX_PLOT_POINTS);
+        assert!(thin.len() <= MAX_PLOT_POINTS, "{}", thin.len());
+        assert!(thin.len() >= MAX_PLOT_POINTS - 2, "{}", thin.len());
+        assert_eq!(thin.first(), long.first());
+        assert_eq!(thin.last(), long.last());
+        assert!(thin.windows(2).all(|w| w[0].0 < w[1].0), "day order");
+        assert!(thin.contains(&long[23_456]) && thin.contains(&long[7_777]));
+        // Short series are untouched.
+        assert_eq!(
+            downsample(&long[..100], MAX_PLOT_POINTS),
+            long[..100].to_vec()
+        );
+
+        // The picture of the long series is bounded and names the crash.
+        let svg = render_svg(&long, 960, 540, "long").unwrap();
+        assert!(svg.len() < 300_000, "{} bytes", svg.len());
+        assert!(svg.contains("deepest -99.89%"), "the trough survives");
+    }
+
+    #[tokio::test]
+    async fn a_full_pool_answers_503_with_retry_after() {
+        let pool = RenderPool::new(1, Duration::from_millis(50));
+        let held = pool.slot().await.unwrap();
+        assert_eq!(pool.available(), 0);
+        let err = pool.slot().await.unwrap_err();
+        let resp = err.into_response();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "5");
+        assert_eq!(
+            resp.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        // The slot is held until the drawing is done, then freed.
+        let n = RenderPool::run(held, || Ok(21 * 2)).await.unwrap();
+        assert_eq!(n, 42);
+        assert_eq!(pool.available(), 1);
+        assert!(pool.slot().await.is_ok());
+    }
+
+    #[test]
     fn escapes_html() {
         assert_eq!(
             escape_html(r#"<a href="x">Tom & 'Jerry'</a>"#),

@@ -2,7 +2,13 @@
 //! and the HTTP latency middleware (per route template and status).
 //!
 //! Metric names (all prefixed `navd_`):
-//! - `http_request_duration_seconds{route,method,status}` histogram;
+//! - `http_request_duration_seconds{route,method,status}` histogram; every
+//!   label has a bounded set of values whatever clients send: `route` is the
+//!   matched route template or `unmatched`, `method` one of the standard
+//!   methods or `other`;
+//! - `http_open_connections` gauge, `http_connections_total` and
+//!   `http_connections_timed_out_total{phase=header|idle}` counters (see
+//!   `http::server`); `chart_renders_refused_total` (chart pool full, 503);
 //! - `events_consumed_total{topic}`, `dead_letters_total{topic}` counters;
 //! - `consumer_lag{topic,partition}` gauge (from librdkafka statistics);
 //! - `ingest_lag_seconds` histogram: Kafka message timestamp → batch stored;

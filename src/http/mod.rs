@@ -13,6 +13,7 @@ pub mod error;
 pub mod nav;
 pub mod openapi;
 pub mod params;
+pub mod server;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -776,3 +776,37 @@ async fn a_late_trade_before_the_first_day_moves_the_first_day() {
     assert_eq!(v["status"]["state"], "ok");
     assert_golden_points(v["points"].as_array().unwrap());
 }
+
+#[tokio::test]
+async fn gzip_is_sent_only_where_the_client_prefers_it() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    let url = app.url("/api/v1/portfolio/golden-1/nav-history");
+    for (accept, gzip) in [
+        (None, false),
+        (Some("gzip"), true),
+        (Some("gzip;q=0"), false),
+        (Some("gzip;q=0, *"), false),
+        (Some("*"), true),
+        (Some("*;q=0"), false),
+        (Some("identity;q=1, gzip;q=0.5"), false),
+        (Some("br, gzip;q=0.8, identity;q=0.1"), true),
+        (Some("deflate"), false),
+    ] {
+        let mut req = app.client.get(&url).bearer_auth(admin());
+        if let Some(a) = accept {
+            req = req.header("accept-encoding", a);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), 200, "{accept:?}");
+        let enc = r.headers().get("content-encoding").cloned();
+        let body = r.bytes().await.unwrap();
+        if gzip {
+            assert_eq!(enc.unwrap(), "gzip", "{accept:?}");
+            assert_eq!(&body[..2], b"\x1f\x8b", "{accept:?}");
+        } else {
+            assert!(enc.is_none(), "{accept:?} got {enc:?}");
+            serde_json::from_slice::<Value>(&body).expect("plain JSON");
+        }
+    }
+}

@@ -9,6 +9,7 @@ pub mod admin;
 pub mod auth;
 pub mod cache;
 pub mod chart;
+pub mod encoding;
 pub mod error;
 pub mod nav;
 pub mod openapi;

@@ -196,14 +196,7 @@ fn cached_response(headers: &HeaderMap, e: &Entry) -> Response {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    let gzip = headers
-        .get(header::ACCEPT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(',')
-                .any(|t| t.trim().split(';').next() == Some("gzip"))
-        });
-    if gzip && !e.gzip.is_empty() {
+    if super::encoding::gzip_preferred(headers) && !e.gzip.is_empty() {
         h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         (h, e.gzip.clone()).into_response()
     } else {

@@ -810,3 +810,35 @@ async fn gzip_is_sent_only_where_the_client_prefers_it() {
         }
     }
 }
+
+#[tokio::test]
+async fn bodies_must_be_json_objects() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    for op in ["backfill", "calculate"] {
+        for body in [
+            r#"["2024-01-02", "2024-01-05"]"#,
+            "[]",
+            "null",
+            "\"2024-01-02\"",
+            "7",
+            "true",
+        ] {
+            let r = app
+                .client
+                .post(app.url(&format!("/api/v1/portfolio/golden-1/nav-history/{op}")))
+                .bearer_auth(admin())
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let p = problem(r, StatusCode::BAD_REQUEST).await;
+            assert!(
+                p["detail"].as_str().unwrap().contains("JSON object"),
+                "{op} {body}: {p}"
+            );
+        }
+    }
+    assert!(history_table(&app.pool).await.is_empty(), "nothing written");
+}

@@ -59,8 +59,10 @@ pub fn range(from: Option<NaiveDate>, to: Option<NaiveDate>) -> Result<(), ApiEr
     }
 }
 
-/// An optional JSON body: `None` when empty; 415 when not JSON, 413 when
-/// over the limit, 400 when malformed.
+/// An optional JSON object body: `None` when empty; 415 when not JSON, 413
+/// when over the limit, 400 when malformed or not an object. Every body of
+/// the API is an object: serde would otherwise read a struct from an array
+/// (`["2024-01-01"]` as `{"from": "2024-01-01"}`), a shape nobody documented.
 pub fn json_body<T: DeserializeOwned>(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -92,6 +94,12 @@ pub fn json_body<T: DeserializeOwned>(
             "the body must be application/json, got `{}`",
             if ct.is_empty() { "no content type" } else { ct }
         )));
+    }
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(ApiError::BadRequest(
+            "the body must be a JSON object".into(),
+        ));
     }
     serde_json::from_slice(&body)
         .map(Some)

@@ -842,3 +842,40 @@ async fn bodies_must_be_json_objects() {
     }
     assert!(history_table(&app.pool).await.is_empty(), "nothing written");
 }
+
+#[tokio::test]
+async fn a_backfill_with_nothing_in_range_says_so() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    let path = "/api/v1/portfolio/golden-1/nav-history/backfill";
+    assert_eq!(post(&app, path, &admin(), None).await.status(), 200);
+    let before = history_table(&app.pool).await;
+    // Before the first day (2024-01-02), and after today (2024-01-15).
+    for body in [
+        json!({"to": "2023-12-31"}),
+        json!({"from": "2023-01-01", "to": "2024-01-01"}),
+        json!({"from": "2024-02-01"}),
+        json!({"from": "2024-03-01", "to": "2024-03-31"}),
+    ] {
+        let r = post(&app, path, &admin(), Some(body.clone())).await;
+        assert_eq!(r.status(), 200, "{body}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["from"], Value::Null, "{body}: {v}");
+        assert_eq!(v["to"], Value::Null, "{body}: {v}");
+        assert_eq!(v["days_written"], 0, "{body}: {v}");
+    }
+    assert_eq!(history_table(&app.pool).await, before, "nothing changed");
+    // A range that overlaps keeps its clamped ends, in order.
+    let r = post(
+        &app,
+        path,
+        &admin(),
+        Some(json!({"from": "2023-06-01", "to": "2024-06-01"})),
+    )
+    .await;
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        (v["from"].as_str(), v["to"].as_str()),
+        (Some("2024-01-02"), Some("2024-01-15"))
+    );
+}

@@ -267,8 +267,12 @@ pub struct BackfillBody {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BackfillResponse {
     pub portfolio_id: String,
-    pub from: NaiveDate,
-    pub to: NaiveDate,
+    /// First day rebuilt: the requested `from` clamped to the portfolio's
+    /// first day; null when nothing was in range.
+    pub from: Option<NaiveDate>,
+    /// Last day rebuilt: the requested `to` (default yesterday) clamped to
+    /// today; null when nothing was in range.
+    pub to: Option<NaiveDate>,
     pub days_written: usize,
     pub transactions_replayed: usize,
     pub status: PortfolioStatus,
@@ -314,10 +318,18 @@ pub async fn backfill(
     let to = b.to.as_deref().map(|v| params::date("to", v)).transpose()?;
     params::range(from, to)?;
     let r = projector::backfill(&s.pool, id.as_str(), from, to, s.clock.today()).await?;
+    // Clamping can leave an empty range (it ends before the first day or
+    // starts after today): then nothing was rebuilt, and the answer says so
+    // instead of reporting `from` after `to`.
+    let (from, to) = if r.from <= r.to {
+        (Some(r.from), Some(r.to))
+    } else {
+        (None, None)
+    };
     Ok(Json(BackfillResponse {
         portfolio_id: id.to_string(),
-        from: r.from,
-        to: r.to,
+        from,
+        to,
         days_written: r.days_written,
         transactions_replayed: r.transactions_replayed,
         status: r.status,

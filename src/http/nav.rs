@@ -124,7 +124,7 @@ impl HistoryQuery {
     get,
     path = "/api/v1/portfolio/{id}/nav-history",
     tag = "nav",
-    params(("id" = String, Path, description = "portfolio id"), super::openapi::HistoryParams),
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"), super::openapi::HistoryParams),
     responses(
         (status = 200, description = "the curve", body = HistoryResponse),
         (status = 400, description = "malformed id, date, range or parameter", body = super::error::Problem, content_type = "application/problem+json"),
@@ -260,7 +260,12 @@ pub async fn read_history(
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BackfillBody {
+    /// First day to rebuild (YYYY-MM-DD); default the portfolio's first day.
+    #[schema(format = Date)]
     pub from: Option<String>,
+    /// Last day to rebuild (YYYY-MM-DD), not before `from`; default
+    /// yesterday.
+    #[schema(format = Date)]
     pub to: Option<String>,
 }
 
@@ -283,7 +288,7 @@ pub struct BackfillResponse {
     post,
     path = "/api/v1/portfolio/{id}/nav-history/backfill",
     tag = "nav",
-    params(("id" = String, Path, description = "portfolio id")),
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")),
     request_body(content = Option<BackfillBody>, description = "optional range; default D0 through yesterday", content_type = "application/json"),
     responses(
         (status = 200, description = "range rebuilt", body = BackfillResponse),
@@ -349,7 +354,7 @@ pub struct CalculateResponse {
     post,
     path = "/api/v1/portfolio/{id}/nav-history/calculate",
     tag = "nav",
-    params(("id" = String, Path, description = "portfolio id")),
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")),
     responses(
         (status = 200, description = "today's record", body = CalculateResponse),
         (status = 400, description = "malformed id or a body", body = super::error::Problem, content_type = "application/problem+json"),

@@ -12,20 +12,40 @@ use super::error::Problem;
 use super::nav::{BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse, Point};
 use crate::projector::PortfolioStatus;
 
+/// What `params::portfolio_id` accepts, as a JSON Schema pattern. Written
+/// out literally in each path's `params(...)` (utoipa takes a literal there);
+/// `tests/openapi.rs` checks every copy against this one.
+pub const PORTFOLIO_ID_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$";
+
+/// What the dead-letter cursor (`after`) accepts.
+pub const CURSOR_PATTERN: &str = "^[0-9]{1,18}$";
+
 /// Query parameters of GET nav-history (documentation only; parsing is
-/// strict and lives in `nav::HistoryQuery`).
+/// strict and lives in `nav::HistoryQuery`). The schema says exactly what
+/// the parser accepts: a refused value must be invalid here too.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
 pub struct HistoryParams {
     /// First day, inclusive (YYYY-MM-DD).
     from: Option<NaiveDate>,
-    /// Last day, inclusive (YYYY-MM-DD).
+    /// Last day, inclusive (YYYY-MM-DD); not before `from`.
     to: Option<NaiveDate>,
     /// `trading` (Mon–Fri, 252 a year; default) or `all` (every day, 365).
-    calendar: Option<String>,
+    #[param(inline)]
+    calendar: Option<CalendarDoc>,
     /// Annual risk-free rate, −1 < rf < 1 (default 0).
+    #[param(exclusive_minimum = -1.0, exclusive_maximum = 1.0)]
     risk_free: Option<f64>,
+}
+
+/// The `calendar` values of GET nav-history.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum CalendarDoc {
+    Trading,
+    All,
 }
 
 /// Statistics of the curve over the range (SPEC §4); numbers are JSON

@@ -41,13 +41,30 @@ pub fn query(raw: Option<&str>, allowed: &[&str]) -> Result<HashMap<String, Stri
 }
 
 pub fn date(name: &str, v: &str) -> Result<NaiveDate, ApiError> {
-    // chrono accepts some non-canonical forms; insist on YYYY-MM-DD.
-    let ok = v.len() == 10 && v.as_bytes()[4] == b'-' && v.as_bytes()[7] == b'-';
+    // chrono accepts some non-canonical forms (`+123-01-01`, ` 2024-1-1`);
+    // insist on the RFC 3339 full-date the OpenAPI document promises.
+    let b = v.as_bytes();
+    let ok = b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                *c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        });
     ok.then(|| NaiveDate::parse_from_str(v, "%Y-%m-%d").ok())
         .flatten()
         .ok_or_else(|| {
             ApiError::BadRequest(format!("`{name}` must be a date YYYY-MM-DD, got `{v}`"))
         })
+}
+
+/// A non-negative integer in plain ASCII digits (no sign, no blanks, no
+/// exponent), at most 18 of them so it always fits an `i64`.
+pub fn digits(v: &str) -> Option<i64> {
+    (!v.is_empty() && v.len() <= 18 && v.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| v.parse().ok())
+        .flatten()
 }
 
 pub fn range(from: Option<NaiveDate>, to: Option<NaiveDate>) -> Result<(), ApiError> {

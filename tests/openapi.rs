@@ -163,6 +163,8 @@ async fn real_responses_validate_against_the_served_document() {
         (backfill, "post"),
         (calculate, "post"),
         ("/api/v1/admin/dead-letters", "get"),
+        ("/api/v1/admin/replay", "post"),
+        ("/api/v1/portfolio/{id}/nav-history.svg", "get"),
     ] {
         assert!(
             doc["paths"][path][method].is_object(),
@@ -227,6 +229,13 @@ fn parameters_say_what_the_server_enforces() {
         assert_eq!(body["properties"][k]["format"], "date", "{body}");
     }
     assert_eq!(body["additionalProperties"], false, "{body}");
+    // An optional body, but an object when sent: `null` is refused.
+    let backfill_body = &doc["paths"]["/api/v1/portfolio/{id}/nav-history/backfill"]["post"]
+        ["requestBody"]["content"]["application/json"]["schema"];
+    assert_eq!(
+        backfill_body["$ref"], "#/components/schemas/BackfillBody",
+        "{backfill_body}"
+    );
 
     // And the parsers agree with those patterns on samples of each side.
     use navd::http::params;

@@ -59,6 +59,7 @@ fn text_or_base64(bytes: &[u8]) -> (String, Option<&'static str>) {
         (status = 400, description = "bad limit or cursor", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:admin", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:admin"]))
 )]
@@ -134,9 +135,10 @@ pub struct ReplayResponse {
     tag = "admin",
     responses(
         (status = 202, description = "every portfolio is being rebuilt", body = ReplayResponse),
+        (status = 400, description = "a query parameter (it takes none)", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:admin", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "database unavailable; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:admin"]))
 )]

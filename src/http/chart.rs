@@ -510,6 +510,21 @@ impl ValueFormatter<NaiveDate> for DateAxis {
 /// two do not change the picture but are accepted so a JSON URL can be
 /// turned into a picture URL by adding `.svg`), scope `nav:read`, and the
 /// same 400/404 answers, since it is the same read.
+#[utoipa::path(
+    get,
+    path = "/api/v1/portfolio/{id}/nav-history.svg",
+    tag = "nav",
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001"), super::openapi::HistoryParams),
+    responses(
+        (status = 200, description = "the NAV curve and its drawdown", body = String, content_type = "image/svg+xml"),
+        (status = 400, description = "malformed id, date, range or parameter", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "token lacks nav:read", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "unknown or hidden portfolio", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable, request timed out, or too many charts being drawn; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
+    ),
+    security(("bearer" = ["nav:read"]))
+)]
 pub async fn svg(
     State(s): State<AppState>,
     caller: Caller,

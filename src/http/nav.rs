@@ -124,14 +124,15 @@ impl HistoryQuery {
     get,
     path = "/api/v1/portfolio/{id}/nav-history",
     tag = "nav",
-    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"), super::openapi::HistoryParams),
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001"), super::openapi::HistoryParams),
     responses(
         (status = 200, description = "the curve", body = HistoryResponse),
+        (status = 304, description = "not modified: the ETag sent in If-None-Match is current"),
         (status = 400, description = "malformed id, date, range or parameter", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:read", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "unknown or hidden portfolio", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "database unavailable; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:read"]))
 )]
@@ -288,7 +289,7 @@ pub struct BackfillResponse {
     post,
     path = "/api/v1/portfolio/{id}/nav-history/backfill",
     tag = "nav",
-    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")),
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001")),
     request_body(content = Option<BackfillBody>, description = "optional range; default D0 through yesterday", content_type = "application/json"),
     responses(
         (status = 200, description = "range rebuilt", body = BackfillResponse),
@@ -299,7 +300,7 @@ pub struct BackfillResponse {
         (status = 409, description = "the history is inconsistent in the range", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "body over 64 KiB", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 415, description = "body is not JSON", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "database unavailable; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:write"]))
 )]
@@ -354,15 +355,17 @@ pub struct CalculateResponse {
     post,
     path = "/api/v1/portfolio/{id}/nav-history/calculate",
     tag = "nav",
-    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")),
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001")),
     responses(
         (status = 200, description = "today's record", body = CalculateResponse),
-        (status = 400, description = "malformed id or a body", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "malformed id, a query parameter, or a body other than {}", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:write", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "unknown or hidden portfolio", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "the history is inconsistent", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "database unavailable; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body over 64 KiB", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "a body that is not JSON", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:write"]))
 )]

@@ -77,6 +77,41 @@ impl Modify for BearerAuth {
     }
 }
 
+/// Request bodies are optional but, when sent, JSON objects (`params::
+/// json_body` refuses `null` and every other non-object). utoipa spells an
+/// optional body `Option<T>`, which also makes it nullable; this takes the
+/// `null` alternative back out.
+struct BodiesAreObjects;
+
+impl Modify for BodiesAreObjects {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{RefOr, Schema};
+        let null = serde_json::json!({"type": "null"});
+        for item in openapi.paths.paths.values_mut() {
+            let ops = [&mut item.post, &mut item.put, &mut item.patch];
+            for op in ops.into_iter().flatten() {
+                let Some(body) = op.request_body.as_mut() else {
+                    continue;
+                };
+                for content in body.content.values_mut() {
+                    let Some(RefOr::T(Schema::OneOf(one))) = &content.schema else {
+                        continue;
+                    };
+                    let rest: Vec<_> = one
+                        .items
+                        .iter()
+                        .filter(|s| serde_json::to_value(s).ok().as_ref() != Some(&null))
+                        .cloned()
+                        .collect();
+                    if let [only] = &rest[..] {
+                        content.schema = Some(only.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -88,6 +123,7 @@ impl Modify for BearerAuth {
         super::nav::get_history,
         super::nav::backfill,
         super::nav::calculate,
+        super::chart::svg,
         super::admin::dead_letters,
         super::admin::replay,
     ),
@@ -104,7 +140,7 @@ impl Modify for BearerAuth {
         ReplayResponse,
         Problem
     )),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &BodiesAreObjects),
     tags(
         (name = "nav", description = "the NAV curve of a portfolio"),
         (name = "admin", description = "operator endpoints (nav:admin)")

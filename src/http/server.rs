@@ -68,6 +68,8 @@ pub const RESERVED_DESCRIPTORS: u64 = 256;
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit and logs both. Returns
 /// the soft limit in force afterwards (`None` where it cannot be read).
+// `rlim_t` is u64 on 64-bit Linux but not on every target.
+#[allow(clippy::unnecessary_cast)]
 pub fn raise_nofile_limit() -> Option<u64> {
     #[cfg(unix)]
     {

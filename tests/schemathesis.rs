@@ -116,6 +116,8 @@ async fn run(base: &str, token: &str, label: &str) {
         .arg("--report-junit-path")
         .arg(report.path().join("junit.xml"))
         .env("SCHEMATHESIS_TELEMETRY", "false")
+        // It keeps a cache in `.schemathesis/` of its working directory.
+        .current_dir(report.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -14,14 +14,28 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::config::{AuthConfig, Config};
+use crate::http::server::Limits;
 use crate::http::{self, AppState, Authenticator, Health};
 use crate::storage;
 
-/// Binds `addr` and serves the API until `stop` is cancelled.
+/// Binds `addr` and serves the API until `stop` is cancelled, with the
+/// default connection limits.
 pub async fn start_http(
     state: AppState,
     addr: SocketAddr,
     request_timeout: Duration,
+    stop: CancellationToken,
+) -> Result<(SocketAddr, JoinHandle<std::io::Result<()>>)> {
+    start_http_with(state, addr, request_timeout, Limits::default(), stop).await
+}
+
+/// Binds `addr` and serves the API under `limits` until `stop` is cancelled
+/// and the requests in flight are answered.
+pub async fn start_http_with(
+    state: AppState,
+    addr: SocketAddr,
+    request_timeout: Duration,
+    limits: Limits,
     stop: CancellationToken,
 ) -> Result<(SocketAddr, JoinHandle<std::io::Result<()>>)> {
     let listener = TcpListener::bind(addr)
@@ -29,11 +43,7 @@ pub async fn start_http(
         .with_context(|| format!("binding the HTTP listener on {addr}"))?;
     let local = listener.local_addr()?;
     let app = http::router(state, request_timeout);
-    let handle = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .await
-    });
+    let handle = tokio::spawn(http::server::serve(listener, app, limits, stop));
     Ok((local, handle))
 }
 
@@ -145,10 +155,19 @@ impl Service {
                 config.read_cache_mb << 20,
             )),
         };
-        let (addr, http) = start_http(
+        let limits = http::server::fit_to_nofile(
+            Limits {
+                header_timeout: Duration::from_millis(config.http_header_timeout_ms),
+                idle_timeout: Duration::from_millis(config.http_idle_timeout_ms),
+                max_connections: config.http_max_connections,
+            },
+            http::server::raise_nofile_limit(),
+        );
+        let (addr, http) = start_http_with(
             state,
             config.http_addr,
             Duration::from_millis(config.request_timeout_ms),
+            limits,
             stop.clone(),
         )
         .await?;

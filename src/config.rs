@@ -82,6 +82,12 @@ pub struct Config {
     pub database_url: Option<String>,
     pub kafka: Option<KafkaConfig>,
     pub http_addr: SocketAddr,
+    /// Longest wait for a complete request head (`NAVD_HTTP_HEADER_TIMEOUT_MS`).
+    pub http_header_timeout_ms: u64,
+    /// Longest quiet keep-alive connection (`NAVD_HTTP_IDLE_TIMEOUT_MS`).
+    pub http_idle_timeout_ms: u64,
+    /// Most HTTP connections open at once (`NAVD_HTTP_MAX_CONNECTIONS`).
+    pub http_max_connections: usize,
     pub clock: Clock,
     pub auth: AuthConfig,
     pub log_format: LogFormat,
@@ -196,6 +202,9 @@ impl Config {
             database_url: get("DATABASE_URL"),
             kafka,
             http_addr,
+            http_header_timeout_ms: parse_positive(&get, "NAVD_HTTP_HEADER_TIMEOUT_MS", 10_000)?,
+            http_idle_timeout_ms: parse_positive(&get, "NAVD_HTTP_IDLE_TIMEOUT_MS", 60_000)?,
+            http_max_connections: parse_positive(&get, "NAVD_HTTP_MAX_CONNECTIONS", 1024)?,
             clock: Clock::new(timezone, fixed_today),
             auth,
             log_format,
@@ -234,6 +243,20 @@ fn parse_num<T: std::str::FromStr>(
     }
 }
 
+/// A number that must be at least 1 (a zero timeout or cap would shut the
+/// API, never what anyone means).
+fn parse_positive<T: std::str::FromStr + PartialOrd + From<u8>>(
+    get: &dyn Fn(&str) -> Option<String>,
+    key: &str,
+    default: T,
+) -> Result<T> {
+    let v = parse_num(get, key, default)?;
+    if v < T::from(1) {
+        bail!("{key} must be at least 1");
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +293,9 @@ mod tests {
         assert_eq!(k.transactions_topic, "nav.transactions");
         assert_eq!(k.prices_topic, "nav.prices");
         assert_eq!(c.http_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.http_header_timeout_ms, 10_000);
+        assert_eq!(c.http_idle_timeout_ms, 60_000);
+        assert_eq!(c.http_max_connections, 1024);
         assert_eq!(c.clock.timezone(), chrono_tz::UTC);
         assert_eq!(k.rules.earliest.to_string(), "1900-01-01");
     }
@@ -294,6 +320,10 @@ mod tests {
             ("NAVD_LOG_FORMAT", "xml"),
             ("NAVD_EARLIEST_DATE", "1900-1-1x"),
             ("NAVD_EARLIEST_DATE", "10000-01-01"),
+            ("NAVD_HTTP_HEADER_TIMEOUT_MS", "0"),
+            ("NAVD_HTTP_IDLE_TIMEOUT_MS", "soon"),
+            ("NAVD_HTTP_MAX_CONNECTIONS", "0"),
+            ("NAVD_HTTP_MAX_CONNECTIONS", "-1"),
         ] {
             let mut m = map(&[("NAVD_AUTH", "none")]);
             m.insert(k.into(), v.into());

@@ -2,7 +2,13 @@
 //! and the HTTP latency middleware (per route template and status).
 //!
 //! Metric names (all prefixed `navd_`):
-//! - `http_request_duration_seconds{route,method,status}` histogram;
+//! - `http_request_duration_seconds{route,method,status}` histogram; every
+//!   label has a bounded set of values whatever clients send: `route` is the
+//!   matched route template or `unmatched`, `method` one of the standard
+//!   methods or `other`;
+//! - `http_open_connections` gauge, `http_connections_total` and
+//!   `http_connections_timed_out_total{phase=header|idle}` counters (see
+//!   `http::server`); `chart_renders_refused_total` (chart pool full, 503);
 //! - `events_consumed_total{topic}`, `dead_letters_total{topic}` counters;
 //! - `consumer_lag{topic,partition}` gauge (from librdkafka statistics,
 //!   every 5 s; dropped a minute after its partition leaves this process);
@@ -15,7 +21,7 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
-use axum::http::header;
+use axum::http::{header, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -58,14 +64,15 @@ pub async fn render() -> Response {
 }
 
 /// Records the latency of every request under its route template, so ids
-/// in paths do not explode the label space.
+/// in paths do not explode the label space; likewise the method, since any
+/// token is a valid HTTP method and each would otherwise become a series.
 pub async fn track(req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
-    let method = req.method().to_string();
+    let method = method_label(req.method());
     let started = Instant::now();
     let resp = next.run(req).await;
     metrics::histogram!(
@@ -76,4 +83,38 @@ pub async fn track(req: Request, next: Next) -> Response {
     )
     .record(started.elapsed().as_secs_f64());
     resp
+}
+
+/// The label of a request method: the RFC 9110 methods (and PATCH) by name,
+/// anything else `other`.
+pub fn method_label(m: &Method) -> &'static str {
+    match *m {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::CONNECT => "CONNECT",
+        Method::OPTIONS => "OPTIONS",
+        Method::TRACE => "TRACE",
+        Method::PATCH => "PATCH",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn made_up_methods_share_one_label() {
+        assert_eq!(method_label(&Method::GET), "GET");
+        assert_eq!(method_label(&Method::PATCH), "PATCH");
+        for m in ["FOO", "get", "X-1", "BREW"] {
+            assert_eq!(
+                method_label(&Method::from_bytes(m.as_bytes()).unwrap()),
+                "other"
+            );
+        }
+    }
 }

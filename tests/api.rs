@@ -776,3 +776,106 @@ async fn a_late_trade_before_the_first_day_moves_the_first_day() {
     assert_eq!(v["status"]["state"], "ok");
     assert_golden_points(v["points"].as_array().unwrap());
 }
+
+#[tokio::test]
+async fn gzip_is_sent_only_where_the_client_prefers_it() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    let url = app.url("/api/v1/portfolio/golden-1/nav-history");
+    for (accept, gzip) in [
+        (None, false),
+        (Some("gzip"), true),
+        (Some("gzip;q=0"), false),
+        (Some("gzip;q=0, *"), false),
+        (Some("*"), true),
+        (Some("*;q=0"), false),
+        (Some("identity;q=1, gzip;q=0.5"), false),
+        (Some("br, gzip;q=0.8, identity;q=0.1"), true),
+        (Some("deflate"), false),
+    ] {
+        let mut req = app.client.get(&url).bearer_auth(admin());
+        if let Some(a) = accept {
+            req = req.header("accept-encoding", a);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), 200, "{accept:?}");
+        let enc = r.headers().get("content-encoding").cloned();
+        let body = r.bytes().await.unwrap();
+        if gzip {
+            assert_eq!(enc.unwrap(), "gzip", "{accept:?}");
+            assert_eq!(&body[..2], b"\x1f\x8b", "{accept:?}");
+        } else {
+            assert!(enc.is_none(), "{accept:?} got {enc:?}");
+            serde_json::from_slice::<Value>(&body).expect("plain JSON");
+        }
+    }
+}
+
+#[tokio::test]
+async fn bodies_must_be_json_objects() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    for op in ["backfill", "calculate"] {
+        for body in [
+            r#"["2024-01-02", "2024-01-05"]"#,
+            "[]",
+            "null",
+            "\"2024-01-02\"",
+            "7",
+            "true",
+        ] {
+            let r = app
+                .client
+                .post(app.url(&format!("/api/v1/portfolio/golden-1/nav-history/{op}")))
+                .bearer_auth(admin())
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let p = problem(r, StatusCode::BAD_REQUEST).await;
+            assert!(
+                p["detail"].as_str().unwrap().contains("JSON object"),
+                "{op} {body}: {p}"
+            );
+        }
+    }
+    assert!(history_table(&app.pool).await.is_empty(), "nothing written");
+}
+
+#[tokio::test]
+async fn a_backfill_with_nothing_in_range_says_so() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    let path = "/api/v1/portfolio/golden-1/nav-history/backfill";
+    assert_eq!(post(&app, path, &admin(), None).await.status(), 200);
+    let before = history_table(&app.pool).await;
+    // Before the first day (2024-01-02), and after today (2024-01-15).
+    for body in [
+        json!({"to": "2023-12-31"}),
+        json!({"from": "2023-01-01", "to": "2024-01-01"}),
+        json!({"from": "2024-02-01"}),
+        json!({"from": "2024-03-01", "to": "2024-03-31"}),
+    ] {
+        let r = post(&app, path, &admin(), Some(body.clone())).await;
+        assert_eq!(r.status(), 200, "{body}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["from"], Value::Null, "{body}: {v}");
+        assert_eq!(v["to"], Value::Null, "{body}: {v}");
+        assert_eq!(v["days_written"], 0, "{body}: {v}");
+    }
+    assert_eq!(history_table(&app.pool).await, before, "nothing changed");
+    // A range that overlaps keeps its clamped ends, in order.
+    let r = post(
+        &app,
+        path,
+        &admin(),
+        Some(json!({"from": "2023-06-01", "to": "2024-06-01"})),
+    )
+    .await;
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        (v["from"].as_str(), v["to"].as_str()),
+        (Some("2024-01-02"), Some("2024-01-15"))
+    );
+}

@@ -163,10 +163,109 @@ async fn real_responses_validate_against_the_served_document() {
         (backfill, "post"),
         (calculate, "post"),
         ("/api/v1/admin/dead-letters", "get"),
+        ("/api/v1/admin/replay", "post"),
+        ("/api/v1/portfolio/{id}/nav-history.svg", "get"),
     ] {
         assert!(
             doc["paths"][path][method].is_object(),
             "{method} {path} undocumented"
         );
+    }
+}
+
+/// The document is exactly as strict as the parsers: every parameter says
+/// what the server accepts, so a value the document allows is never
+/// refused for its shape, and one it forbids is never accepted.
+#[test]
+fn parameters_say_what_the_server_enforces() {
+    let doc =
+        serde_json::to_value(<navd::http::openapi::ApiDoc as utoipa::OpenApi>::openapi()).unwrap();
+    if std::env::var_os("NAVD_DUMP_OPENAPI").is_some() {
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap());
+    }
+    let param = |path: &str, method: &str, name: &str| -> Value {
+        doc["paths"][path][method]["parameters"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{method} {path} has no parameters"))
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{method} {path} lacks `{name}`"))
+            .clone()
+    };
+    let history = "/api/v1/portfolio/{id}/nav-history";
+    for (path, method) in [
+        (history, "get"),
+        ("/api/v1/portfolio/{id}/nav-history/backfill", "post"),
+        ("/api/v1/portfolio/{id}/nav-history/calculate", "post"),
+    ] {
+        let id = param(path, method, "id");
+        assert_eq!(
+            id["schema"]["pattern"],
+            navd::http::openapi::PORTFOLIO_ID_PATTERN,
+            "{method} {path}"
+        );
+        assert_eq!(id["required"], true);
+    }
+    for name in ["from", "to"] {
+        let p = param(history, "get", name);
+        assert_eq!(p["schema"]["format"], "date", "{name}: {p}");
+    }
+    let cal = param(history, "get", "calendar");
+    assert_eq!(cal["schema"]["enum"], json!(["trading", "all"]), "{cal}");
+    let rf = param(history, "get", "risk_free")["schema"].clone();
+    assert_eq!(rf["exclusiveMinimum"].as_f64(), Some(-1.0), "{rf}");
+    assert_eq!(rf["exclusiveMaximum"].as_f64(), Some(1.0), "{rf}");
+    let dl = "/api/v1/admin/dead-letters";
+    let limit = param(dl, "get", "limit")["schema"].clone();
+    assert_eq!(
+        (limit["minimum"].as_i64(), limit["maximum"].as_i64()),
+        (Some(1), Some(1000)),
+        "{limit}"
+    );
+    let after = param(dl, "get", "after")["schema"].clone();
+    assert_eq!(after["pattern"], navd::http::openapi::CURSOR_PATTERN);
+    let body = &doc["components"]["schemas"]["BackfillBody"];
+    for k in ["from", "to"] {
+        assert_eq!(body["properties"][k]["format"], "date", "{body}");
+    }
+    assert_eq!(body["additionalProperties"], false, "{body}");
+    // An optional body, but an object when sent: `null` is refused.
+    let backfill_body = &doc["paths"]["/api/v1/portfolio/{id}/nav-history/backfill"]["post"]
+        ["requestBody"]["content"]["application/json"]["schema"];
+    assert_eq!(
+        backfill_body["$ref"], "#/components/schemas/BackfillBody",
+        "{backfill_body}"
+    );
+
+    // And the parsers agree with those patterns on samples of each side.
+    use navd::http::params;
+    for ok in ["a", "P-1", "p.1_x:y-z", &"x".repeat(64)] {
+        assert!(params::portfolio_id(ok).is_ok(), "{ok}");
+    }
+    for bad in ["", "-a", ".a", "a/b", "a b", "é", &"x".repeat(65)] {
+        assert!(params::portfolio_id(bad).is_err(), "{bad}");
+    }
+    for ok in ["2024-02-29", "0001-01-01", "9999-12-31"] {
+        assert!(params::date("d", ok).is_ok(), "{ok}");
+    }
+    for bad in [
+        "2023-02-29",
+        "+123-01-01",
+        "2024-1-01",
+        " 2024-01-01",
+        "2024-01-01 ",
+        "20240101",
+    ] {
+        assert!(params::date("d", bad).is_err(), "{bad}");
+    }
+    for (v, want) in [
+        ("0", Some(0)),
+        ("0042", Some(42)),
+        ("+1", None),
+        ("-1", None),
+        ("1e3", None),
+        ("", None),
+    ] {
+        assert_eq!(params::digits(v), want, "{v}");
     }
 }

@@ -51,14 +51,15 @@ fn text_or_base64(bytes: &[u8]) -> (String, Option<&'static str>) {
     path = "/api/v1/admin/dead-letters",
     tag = "admin",
     params(
-        ("limit" = Option<i64>, Query, description = "page size, 1 to 1000 (default 100)"),
-        ("after" = Option<String>, Query, description = "cursor from the previous page's `next`"),
+        ("limit" = Option<i64>, Query, description = "page size, 1 to 1000 (default 100)", minimum = 1, maximum = 1000),
+        ("after" = Option<String>, Query, description = "cursor from the previous page's `next`", pattern = "^[0-9]{1,18}$"),
     ),
     responses(
         (status = 200, description = "a page of dead letters", body = DeadLetterPage),
         (status = 400, description = "bad limit or cursor", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:admin", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:admin"]))
 )]
@@ -71,8 +72,8 @@ pub async fn dead_letters(
     let q = params::query(raw.as_deref(), &["limit", "after"])?;
     let limit = match q.get("limit") {
         None => 100,
-        Some(v) => match v.parse::<i64>() {
-            Ok(n) if (1..=1000).contains(&n) => n,
+        Some(v) => match params::digits(v) {
+            Some(n) if (1..=1000).contains(&n) => n,
             _ => {
                 return Err(ApiError::BadRequest(format!(
                     "`limit` must be an integer from 1 to 1000, got `{v}`"
@@ -82,7 +83,7 @@ pub async fn dead_letters(
     };
     let after = match q.get("after") {
         None => 0,
-        Some(v) => v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+        Some(v) => params::digits(v).ok_or_else(|| {
             ApiError::BadRequest(format!(
                 "`after` is not a cursor from a previous page: `{v}`"
             ))
@@ -134,9 +135,10 @@ pub struct ReplayResponse {
     tag = "admin",
     responses(
         (status = 202, description = "every portfolio is being rebuilt", body = ReplayResponse),
+        (status = 400, description = "a query parameter (it takes none)", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:admin", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "database unavailable; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:admin"]))
 )]

@@ -1,6 +1,9 @@
 //! Bearer-JWT authentication and the scope/portfolio rules of SPEC §5.
 //!
-//! A token must carry `exp`; `iss`/`aud` are checked when configured. Its
+//! A token must carry `exp`; `nbf` is honoured when present; `iss`, when
+//! present, must be a single string (RFC 7519 StringOrURI), and with
+//! `NAVD_JWT_ISSUER` / `NAVD_JWT_AUDIENCE` set the token must carry a
+//! matching `iss` / `aud` (a missing claim is refused, not waved through). Its
 //! `scope` claim (space separated) grants operations, its `portfolios` claim
 //! (ids or `"*"`) the portfolios visible. `nav:admin` is the operator scope:
 //! it grants every operation on every portfolio. A portfolio the caller may
@@ -37,16 +40,25 @@ impl Authenticator {
                     JwtKey::Rs256(pem) => (DecodingKey::from_rsa_pem(pem)?, Algorithm::RS256),
                 };
                 let mut v = Validation::new(alg);
-                v.set_required_spec_claims(&["exp"]);
+                let mut required = vec!["exp"];
                 v.leeway = 30;
+                // A token minted for later must not work now.
+                v.validate_nbf = true;
                 if let Some(iss) = &j.issuer {
                     v.set_issuer(&[iss]);
-                    v.set_required_spec_claims(&["exp", "iss"]);
+                    required.push("iss");
                 }
                 match &j.audience {
-                    Some(aud) => v.set_audience(&[aud]),
+                    Some(aud) => {
+                        v.set_audience(&[aud]);
+                        // jsonwebtoken only compares `aud` when present; a
+                        // token for no audience in particular is not one
+                        // for us.
+                        required.push("aud");
+                    }
                     None => v.validate_aud = false,
                 }
+                v.set_required_spec_claims(&required);
                 Authenticator::Jwt(Arc::new((key, v)))
             }
         })
@@ -63,6 +75,7 @@ impl Authenticator {
             use jsonwebtoken::errors::ErrorKind;
             let why = match e.kind() {
                 ErrorKind::ExpiredSignature => "token expired",
+                ErrorKind::ImmatureSignature => "token is not valid yet (nbf)",
                 ErrorKind::InvalidSignature => "token signature is invalid",
                 ErrorKind::InvalidIssuer => "token issuer is not accepted",
                 ErrorKind::InvalidAudience => "token audience is not accepted",
@@ -73,6 +86,18 @@ impl Authenticator {
             ApiError::Unauthorized(why.into())
         })?;
         let c = data.claims;
+        // jsonwebtoken accepts an array `iss` and skips an `nbf` it cannot
+        // read; RFC 7519 allows neither, so neither passes here.
+        if c.iss.as_ref().is_some_and(|v| !v.is_string()) {
+            return Err(ApiError::Unauthorized(
+                "token issuer must be a single string".into(),
+            ));
+        }
+        if c.nbf.as_ref().is_some_and(|v| !v.is_number()) {
+            return Err(ApiError::Unauthorized(
+                "token `nbf` must be a NumericDate".into(),
+            ));
+        }
         Ok(Caller {
             scopes: c
                 .scope
@@ -87,6 +112,8 @@ impl Authenticator {
 
 #[derive(Debug, Deserialize)]
 struct Claims {
+    iss: Option<serde_json::Value>,
+    nbf: Option<serde_json::Value>,
     scope: Option<String>,
     portfolios: Option<Vec<String>>,
 }
@@ -171,5 +198,186 @@ where
             }
         };
         auth.verify(bearer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::JwtConfig;
+    use jsonwebtoken::{EncodingKey, Header};
+    use serde_json::{json, Value};
+
+    const SECRET: &[u8] = b"unit-test-secret-unit-test-secret-0123";
+    const RS_PUBLIC: &[u8] = include_bytes!("../../fixtures/jwt/test-rs256-public.pem");
+    const RS_PRIVATE: &[u8] = include_bytes!("../../fixtures/jwt/test-rs256-private.pem");
+
+    /// One signing path: the authenticator and how to mint tokens for it.
+    struct Path {
+        name: &'static str,
+        auth: Authenticator,
+        sign: Box<dyn Fn(&Value) -> String>,
+    }
+
+    fn paths(issuer: Option<&str>, audience: Option<&str>) -> Vec<Path> {
+        let cfg = |key| {
+            AuthConfig::Jwt(JwtConfig {
+                key,
+                issuer: issuer.map(str::to_string),
+                audience: audience.map(str::to_string),
+            })
+        };
+        vec![
+            Path {
+                name: "HS256",
+                auth: Authenticator::new(&cfg(JwtKey::Hs256(SECRET.to_vec()))).unwrap(),
+                sign: Box::new(|c| {
+                    jsonwebtoken::encode(
+                        &Header::new(Algorithm::HS256),
+                        c,
+                        &EncodingKey::from_secret(SECRET),
+                    )
+                    .unwrap()
+                }),
+            },
+            Path {
+                name: "RS256",
+                auth: Authenticator::new(&cfg(JwtKey::Rs256(RS_PUBLIC.to_vec()))).unwrap(),
+                sign: Box::new(|c| {
+                    jsonwebtoken::encode(
+                        &Header::new(Algorithm::RS256),
+                        c,
+                        &EncodingKey::from_rsa_pem(RS_PRIVATE).unwrap(),
+                    )
+                    .unwrap()
+                }),
+            },
+        ]
+    }
+
+    fn now() -> i64 {
+        chrono::Utc::now().timestamp()
+    }
+
+    fn claims(extra: Value) -> Value {
+        let mut c = json!({"scope": "nav:read", "portfolios": ["*"], "exp": now() + 600});
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    }
+
+    fn outcome(p: &Path, c: &Value) -> Result<(), String> {
+        p.auth
+            .verify(Some(&(p.sign)(c)))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn audience_is_required_when_configured() {
+        for p in paths(None, Some("navd")) {
+            assert_eq!(
+                outcome(&p, &claims(json!({"aud": "navd"}))),
+                Ok(()),
+                "{}",
+                p.name
+            );
+            assert_eq!(
+                outcome(&p, &claims(json!({"aud": ["x", "navd"]}))),
+                Ok(()),
+                "{}",
+                p.name
+            );
+            for bad in [json!({}), json!({"aud": "other"}), json!({"aud": 7})] {
+                assert!(
+                    outcome(&p, &claims(bad.clone())).is_err(),
+                    "{}: {bad}",
+                    p.name
+                );
+            }
+        }
+        // Not configured: `aud` is neither needed nor checked.
+        for p in paths(None, None) {
+            assert_eq!(outcome(&p, &claims(json!({}))), Ok(()), "{}", p.name);
+            assert_eq!(
+                outcome(&p, &claims(json!({"aud": "any"}))),
+                Ok(()),
+                "{}",
+                p.name
+            );
+        }
+    }
+
+    #[test]
+    fn not_before_is_enforced() {
+        for p in paths(None, None) {
+            let ten_years = now() + 10 * 365 * 86_400;
+            let err = outcome(
+                &p,
+                &claims(json!({"nbf": ten_years, "exp": ten_years + 600})),
+            );
+            assert_eq!(
+                err,
+                Err("token is not valid yet (nbf)".into()),
+                "{}",
+                p.name
+            );
+            // Within the 30 s leeway, and in the past: fine.
+            assert_eq!(
+                outcome(&p, &claims(json!({"nbf": now() + 10}))),
+                Ok(()),
+                "{}",
+                p.name
+            );
+            assert_eq!(
+                outcome(&p, &claims(json!({"nbf": now() - 60}))),
+                Ok(()),
+                "{}",
+                p.name
+            );
+            // An `nbf` that is not a number cannot be checked: refused.
+            assert!(
+                outcome(&p, &claims(json!({"nbf": "2999-01-01"}))).is_err(),
+                "{}",
+                p.name
+            );
+        }
+    }
+
+    #[test]
+    fn issuer_must_be_one_string() {
+        for p in paths(Some("https://issuer.test"), None) {
+            let ok = claims(json!({"iss": "https://issuer.test"}));
+            assert_eq!(outcome(&p, &ok), Ok(()), "{}", p.name);
+            for bad in [
+                json!({"iss": ["https://issuer.test"]}),
+                json!({"iss": ["https://other.test", "https://issuer.test"]}),
+                json!({"iss": "https://other.test"}),
+                json!({}),
+            ] {
+                assert!(
+                    outcome(&p, &claims(bad.clone())).is_err(),
+                    "{}: {bad}",
+                    p.name
+                );
+            }
+        }
+        // Not configured: any single string passes, an array does not.
+        for p in paths(None, None) {
+            assert_eq!(
+                outcome(&p, &claims(json!({"iss": "whoever"}))),
+                Ok(()),
+                "{}",
+                p.name
+            );
+            let arr = claims(json!({"iss": ["whoever"]}));
+            assert_eq!(
+                outcome(&p, &arr),
+                Err("token issuer must be a single string".into()),
+                "{}",
+                p.name
+            );
+        }
     }
 }

@@ -13,7 +13,9 @@
 //!   the status and the §4 statistics.
 //!
 //! Both handlers go through [`super::nav::read_history`], so the picture, the
-//! page and the JSON always show the same snapshot and obey the same rules.
+//! page and the JSON always show the same snapshot and obey the same rules,
+//! and both draw through [`RenderPool`]: off the async threads, a bounded
+//! number at a time, each on at most [`MAX_PLOT_POINTS`] points.
 //!
 //! Text is drawn as SVG `<text>` elements naming a generic font family
 //! (`sans-serif`): the viewer's browser picks the font, so no font file or
@@ -21,6 +23,8 @@
 
 use std::fmt::Write as _;
 use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -30,6 +34,7 @@ use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, Value
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use projections::Statistics;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::auth::SCOPE_READ;
 use super::error::ApiError;
@@ -44,6 +49,13 @@ const HEIGHT: u32 = 540;
 /// room for labels (and may fail to lay out), above them the SVG is just big.
 const MIN_SIZE: (u32, u32) = (320, 240);
 const MAX_SIZE: (u32, u32) = (4096, 4096);
+
+/// Most points drawn per curve. The picture is under a thousand pixels
+/// wide, so two points per pixel column (the lowest and the highest of the
+/// days it covers) draw the same line as all of them; it bounds what one
+/// render costs whatever the length of the history (a century of days
+/// otherwise made a render take seconds and hundreds of MB).
+pub const MAX_PLOT_POINTS: usize = 2_000;
 
 /// The generic family: resolved by whoever displays the SVG.
 const FONT: &str = "sans-serif";
@@ -63,10 +75,14 @@ const MUTED: RGBColor = RGBColor(120, 120, 120);
 /// than two usable points there is no curve to draw: the result is a valid
 /// SVG of the same size saying so.
 ///
-/// The drawdown is `NAV / running max − 1` over the plotted points only, in
+/// The drawdown is `NAV / running max − 1` over the given points only, in
 /// percent. The `max_drawdown` statistic also counts the NAV of the day
 /// before the range (SPEC §4), so when a range starts inside a drawdown the
 /// two can differ; the statistic is the reference.
+///
+/// Both curves are computed from every point, then thinned to at most
+/// [`MAX_PLOT_POINTS`] for drawing (see [`downsample`]); the deepest
+/// drawdown's markers come from the full series.
 pub fn render_svg(
     points: &[(NaiveDate, f64)],
     width: u32,
@@ -145,7 +161,8 @@ fn draw_chart(root: &Area<'_>, series: &[(NaiveDate, f64)], title: &str) -> Draw
     let last = series[series.len() - 1].0;
     let x = DateAxis::new(first, last, X_LABELS);
 
-    // Drawdown in percent, and where the deepest one bottoms out.
+    // Drawdown in percent, and where the deepest one bottoms out, over
+    // every point; only the drawing below is thinned.
     let mut peak = f64::NEG_INFINITY;
     let mut peak_day = first;
     let mut worst = (0.0_f64, first, first); // (dd %, peak day, trough day)
@@ -220,11 +237,16 @@ fn draw_chart(root: &Area<'_>, series: &[(NaiveDate, f64)], title: &str) -> Draw
         ))?;
     }
     nav_chart.draw_series(LineSeries::new(
-        series.iter().copied(),
+        downsample(series, MAX_PLOT_POINTS),
         NAV_COLOR.stroke_width(2),
     ))?;
     if worst.0 < 0.0 {
-        let at = |day: NaiveDate| series.iter().find(|(d, _)| *d == day).map(|p| p.1);
+        let at = |day: NaiveDate| {
+            series
+                .binary_search_by_key(&day, |p| p.0)
+                .ok()
+                .map(|i| series[i].1)
+        };
         if let (Some(pv), Some(tv)) = (at(worst.1), at(worst.2)) {
             nav_chart.draw_series([
                 Circle::new((worst.1, pv), 4, NAV_COLOR.filled()),
@@ -268,10 +290,53 @@ fn draw_chart(root: &Area<'_>, series: &[(NaiveDate, f64)], title: &str) -> Draw
         .max_light_lines(3)
         .draw()?;
     dd_chart.draw_series(
-        AreaSeries::new(drawdown.iter().copied(), 0.0, DD_COLOR.mix(0.25))
-            .border_style(DD_COLOR.stroke_width(1)),
+        AreaSeries::new(
+            downsample(&drawdown, MAX_PLOT_POINTS),
+            0.0,
+            DD_COLOR.mix(0.25),
+        )
+        .border_style(DD_COLOR.stroke_width(1)),
     )?;
     Ok(())
+}
+
+/// Thins a day-sorted series to at most `max` points (`max` ≥ 4): the first
+/// and the last point, and between them buckets of consecutive points each
+/// represented by its lowest and its highest point, in day order. Every
+/// local extreme wider than a bucket survives — the deepest trough and the
+/// highest peak always do — so the drawn line has the shape of the full
+/// one. Series already short enough are returned as they are.
+pub fn downsample(series: &[(NaiveDate, f64)], max: usize) -> Vec<(NaiveDate, f64)> {
+    let max = max.max(4);
+    let n = series.len();
+    if n <= max {
+        return series.to_vec();
+    }
+    let inner = &series[1..n - 1];
+    let buckets = (max - 2) / 2;
+    let mut out = Vec::with_capacity(max);
+    out.push(series[0]);
+    for b in 0..buckets {
+        let lo = b * inner.len() / buckets;
+        let hi = (b + 1) * inner.len() / buckets;
+        let chunk = &inner[lo..hi];
+        let (mut min_i, mut max_i) = (0, 0);
+        for (i, p) in chunk.iter().enumerate() {
+            if p.1 < chunk[min_i].1 {
+                min_i = i;
+            }
+            if p.1 > chunk[max_i].1 {
+                max_i = i;
+            }
+        }
+        let (a, z) = (min_i.min(max_i), min_i.max(max_i));
+        out.push(chunk[a]);
+        if z != a {
+            out.push(chunk[z]);
+        }
+    }
+    out.push(series[n - 1]);
+    out
 }
 
 /// Decimals that keep neighbouring y labels distinct for a range of `span`
@@ -445,6 +510,21 @@ impl ValueFormatter<NaiveDate> for DateAxis {
 /// two do not change the picture but are accepted so a JSON URL can be
 /// turned into a picture URL by adding `.svg`), scope `nav:read`, and the
 /// same 400/404 answers, since it is the same read.
+#[utoipa::path(
+    get,
+    path = "/api/v1/portfolio/{id}/nav-history.svg",
+    tag = "nav",
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001"), super::openapi::HistoryParams),
+    responses(
+        (status = 200, description = "the NAV curve and its drawdown", body = String, content_type = "image/svg+xml"),
+        (status = 400, description = "malformed id, date, range or parameter", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "token lacks nav:read", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "unknown or hidden portfolio", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable, request timed out, or too many charts being drawn; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
+    ),
+    security(("bearer" = ["nav:read"]))
+)]
 pub async fn svg(
     State(s): State<AppState>,
     caller: Caller,
@@ -454,10 +534,9 @@ pub async fn svg(
     let id = params::portfolio_id(&id)?;
     caller.authorize(SCOPE_READ, id.as_str())?;
     let q = HistoryQuery::parse(raw.as_deref())?;
+    let slot = RenderPool::global().slot().await?;
     let h = read_history(&s.pool, id.as_str(), &q).await?;
-    // A few thousand points render in milliseconds: not worth a blocking
-    // thread.
-    let body = chart_of(&h)?;
+    let body = RenderPool::run(slot, move || chart_of(&h)).await?;
     Ok((
         [
             (
@@ -518,19 +597,93 @@ pub async fn page(
         }
         Err(e) => return Err(e),
     };
+    let slot = RenderPool::global().slot().await?;
     let h = read_history(&s.pool, id.as_str(), &q).await?;
-    let chart = chart_of(&h)?;
-    let html = render_page(
-        id.as_str(),
-        &form,
-        query.as_deref(),
-        Ok(PageData {
-            history: &h,
-            query: &q,
-            chart: &chart,
-        }),
-    );
+    let html = RenderPool::run(slot, move || {
+        let chart = chart_of(&h)?;
+        Ok(render_page(
+            id.as_str(),
+            &form,
+            query.as_deref(),
+            Ok(PageData {
+                history: &h,
+                query: &q,
+                chart: &chart,
+            }),
+        ))
+    })
+    .await?;
     Ok(html_response(StatusCode::OK, html))
+}
+
+/// Where charts are drawn: on blocking threads, at most as many at once as
+/// there are CPUs, so drawing never occupies the async workers that answer
+/// every other request (`/healthz` included), and a burst of chart requests
+/// costs a bounded amount of CPU and memory.
+///
+/// A request holds its slot from before it reads the history until the
+/// drawing is done — even when the request itself has timed out and its
+/// answer is dropped — so the bound counts the work really running. One
+/// that cannot get a slot within [`RenderPool::WAIT`] answers 503 with
+/// `Retry-After`.
+pub struct RenderPool {
+    slots: Arc<Semaphore>,
+    wait: Duration,
+}
+
+impl RenderPool {
+    /// Longest wait for a slot; below the default request timeout (10 s), so
+    /// the answer says why.
+    pub const WAIT: Duration = Duration::from_secs(5);
+
+    pub fn new(slots: usize, wait: Duration) -> Self {
+        RenderPool {
+            slots: Arc::new(Semaphore::new(slots.max(1))),
+            wait,
+        }
+    }
+
+    /// The process's pool: one slot per CPU available to the process.
+    pub fn global() -> &'static RenderPool {
+        static POOL: OnceLock<RenderPool> = OnceLock::new();
+        POOL.get_or_init(|| {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            RenderPool::new(cpus, Self::WAIT)
+        })
+    }
+
+    /// A slot, or 503 once [`RenderPool::WAIT`] has passed without one.
+    pub async fn slot(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        match tokio::time::timeout(self.wait, self.slots.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_closed)) => Err(ApiError::Internal(anyhow::anyhow!("render pool closed"))),
+            Err(_) => {
+                metrics::counter!("navd_chart_renders_refused_total").increment(1);
+                Err(ApiError::Unavailable(
+                    "too many charts are being drawn right now; retry later".into(),
+                ))
+            }
+        }
+    }
+
+    /// Runs `draw` on a blocking thread, holding `slot` until it returns.
+    pub async fn run<T, F>(slot: OwnedSemaphorePermit, draw: F) -> Result<T, ApiError>
+    where
+        F: FnOnce() -> Result<T, ApiError> + Send + 'static,
+        T: Send + 'static,
+    {
+        tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            draw()
+        })
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("chart drawing failed: {e}")))?
+    }
+
+    /// Slots free right now (for tests and diagnostics).
+    pub fn available(&self) -> usize {
+        self.slots.available_permits()
+    }
 }
 
 /// The SVG of a read, titled with the portfolio and the range shown.
@@ -1071,6 +1224,56 @@ mod tests {
             .contains("<svg"));
         let zero = [(d, 0.0), (d + chrono::Days::new(1), 0.0)];
         assert!(render_svg(&zero, 960, 540, "x").unwrap().contains("<svg"));
+    }
+
+    #[test]
+    fn thinning_keeps_the_shape_and_the_extremes() {
+        let start = day("1925-01-01");
+        let mut long: Vec<(NaiveDate, f64)> = (0..40_000u64)
+            .map(|i| {
+                let t = i as f64;
+                (start + chrono::Days::new(i), 2.0 + (t / 500.0).sin())
+            })
+            .collect();
+        long[23_456].1 = 0.01; // a one-day crash
+        long[7_777].1 = 9.0; // a one-day spike
+        let thin = downsample(&long, MAX_PLOT_POINTS);
+        assert!(thin.len() <= MAX_PLOT_POINTS, "{}", thin.len());
+        assert!(thin.len() >= MAX_PLOT_POINTS - 2, "{}", thin.len());
+        assert_eq!(thin.first(), long.first());
+        assert_eq!(thin.last(), long.last());
+        assert!(thin.windows(2).all(|w| w[0].0 < w[1].0), "day order");
+        assert!(thin.contains(&long[23_456]) && thin.contains(&long[7_777]));
+        // Short series are untouched.
+        assert_eq!(
+            downsample(&long[..100], MAX_PLOT_POINTS),
+            long[..100].to_vec()
+        );
+
+        // The picture of the long series is bounded and names the crash.
+        let svg = render_svg(&long, 960, 540, "long").unwrap();
+        assert!(svg.len() < 300_000, "{} bytes", svg.len());
+        assert!(svg.contains("deepest -99.89%"), "the trough survives");
+    }
+
+    #[tokio::test]
+    async fn a_full_pool_answers_503_with_retry_after() {
+        let pool = RenderPool::new(1, Duration::from_millis(50));
+        let held = pool.slot().await.unwrap();
+        assert_eq!(pool.available(), 0);
+        let err = pool.slot().await.unwrap_err();
+        let resp = err.into_response();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "5");
+        assert_eq!(
+            resp.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        // The slot is held until the drawing is done, then freed.
+        let n = RenderPool::run(held, || Ok(21 * 2)).await.unwrap();
+        assert_eq!(n, 42);
+        assert_eq!(pool.available(), 1);
+        assert!(pool.slot().await.is_ok());
     }
 
     #[test]

@@ -9,10 +9,12 @@ pub mod admin;
 pub mod auth;
 pub mod cache;
 pub mod chart;
+pub mod encoding;
 pub mod error;
 pub mod nav;
 pub mod openapi;
 pub mod params;
+pub mod server;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -125,14 +125,15 @@ impl HistoryQuery {
     get,
     path = "/api/v1/portfolio/{id}/nav-history",
     tag = "nav",
-    params(("id" = String, Path, description = "portfolio id"), super::openapi::HistoryParams),
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001"), super::openapi::HistoryParams),
     responses(
         (status = 200, description = "the curve", body = HistoryResponse),
+        (status = 304, description = "not modified: the ETag sent in If-None-Match is current"),
         (status = 400, description = "malformed id, date, range or parameter", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:read", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "unknown or hidden portfolio", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "database unavailable; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:read"]))
 )]
@@ -154,8 +155,15 @@ pub async fn get_history(
         Some(e) => e,
         None => {
             let resp = read_history(&s.pool, id.as_str(), &q).await?;
-            let json = serde_json::to_vec(&resp).map_err(|e| ApiError::Internal(e.into()))?;
-            let e = Entry::new(resp.validator.clone(), &key, json);
+            // Serializing and compressing a long history takes tens of ms:
+            // not on the async threads.
+            let k = key.clone();
+            let e = tokio::task::spawn_blocking(move || {
+                let json = serde_json::to_vec(&resp).map_err(|e| ApiError::Internal(e.into()))?;
+                Ok::<_, ApiError>(Entry::new(resp.validator.clone(), &k, json))
+            })
+            .await
+            .map_err(|e| ApiError::Internal(e.into()))??;
             s.cache.put(key, e.clone());
             e
         }
@@ -190,14 +198,7 @@ fn cached_response(headers: &HeaderMap, e: &Entry) -> Response {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    let gzip = headers
-        .get(header::ACCEPT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(',')
-                .any(|t| t.trim().split(';').next() == Some("gzip"))
-        });
-    if gzip && !e.gzip.is_empty() {
+    if super::encoding::gzip_preferred(headers) && !e.gzip.is_empty() {
         h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         (h, e.gzip.clone()).into_response()
     } else {
@@ -236,33 +237,49 @@ pub async fn read_history(
         ),
     };
     tx.commit().await?;
-    let series: Vec<(NaiveDate, Decimal)> =
-        rows.iter().map(|r| (r.record.date, r.nav_exact)).collect();
-    let statistics = projections::statistics(w0, w0_date, &series, &q.stats);
-    Ok(HistoryResponse {
-        portfolio_id: id.to_string(),
-        from: q.from.or(rows.first().map(|r| r.record.date)),
-        to: q.to.or(rows.last().map(|r| r.record.date)),
-        as_of: p.last_day,
-        status: PortfolioStatus::of(&p),
-        points: rows.iter().map(Point::from).collect(),
-        statistics,
-        validator: validator(p.version, p.pending_from),
+    let (id, q) = (id.to_string(), *q);
+    // Statistics and points are linear in the range, which can be decades
+    // of days: computed on a blocking thread, not an async worker.
+    tokio::task::spawn_blocking(move || {
+        let series: Vec<(NaiveDate, Decimal)> =
+            rows.iter().map(|r| (r.record.date, r.nav_exact)).collect();
+        let statistics = projections::statistics(w0, w0_date, &series, &q.stats);
+        HistoryResponse {
+            portfolio_id: id,
+            from: q.from.or(rows.first().map(|r| r.record.date)),
+            to: q.to.or(rows.last().map(|r| r.record.date)),
+            as_of: p.last_day,
+            status: PortfolioStatus::of(&p),
+            points: rows.iter().map(Point::from).collect(),
+            statistics,
+            validator: validator(p.version, p.pending_from),
+        }
     })
+    .await
+    .map_err(|e| ApiError::Internal(e.into()))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BackfillBody {
+    /// First day to rebuild (YYYY-MM-DD); default the portfolio's first day.
+    #[schema(format = Date)]
     pub from: Option<String>,
+    /// Last day to rebuild (YYYY-MM-DD), not before `from`; default
+    /// yesterday.
+    #[schema(format = Date)]
     pub to: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BackfillResponse {
     pub portfolio_id: String,
-    pub from: NaiveDate,
-    pub to: NaiveDate,
+    /// First day rebuilt: the requested `from` clamped to the portfolio's
+    /// first day; null when nothing was in range.
+    pub from: Option<NaiveDate>,
+    /// Last day rebuilt: the requested `to` (default yesterday) clamped to
+    /// today; null when nothing was in range.
+    pub to: Option<NaiveDate>,
     pub days_written: usize,
     pub transactions_replayed: usize,
     pub status: PortfolioStatus,
@@ -273,7 +290,7 @@ pub struct BackfillResponse {
     post,
     path = "/api/v1/portfolio/{id}/nav-history/backfill",
     tag = "nav",
-    params(("id" = String, Path, description = "portfolio id")),
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001")),
     request_body(content = Option<BackfillBody>, description = "optional range; default D0 through yesterday", content_type = "application/json"),
     responses(
         (status = 200, description = "range rebuilt", body = BackfillResponse),
@@ -284,7 +301,7 @@ pub struct BackfillResponse {
         (status = 409, description = "the history is inconsistent in the range", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "body over 64 KiB", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 415, description = "body is not JSON", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "database unavailable; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:write"]))
 )]
@@ -308,10 +325,18 @@ pub async fn backfill(
     let to = b.to.as_deref().map(|v| params::date("to", v)).transpose()?;
     params::range(from, to)?;
     let r = projector::backfill(&s.pool, id.as_str(), from, to, s.clock.today()).await?;
+    // Clamping can leave an empty range (it ends before the first day or
+    // starts after today): then nothing was rebuilt, and the answer says so
+    // instead of reporting `from` after `to`.
+    let (from, to) = if r.from <= r.to {
+        (Some(r.from), Some(r.to))
+    } else {
+        (None, None)
+    };
     Ok(Json(BackfillResponse {
         portfolio_id: id.to_string(),
-        from: r.from,
-        to: r.to,
+        from,
+        to,
         days_written: r.days_written,
         transactions_replayed: r.transactions_replayed,
         status: r.status,
@@ -331,15 +356,17 @@ pub struct CalculateResponse {
     post,
     path = "/api/v1/portfolio/{id}/nav-history/calculate",
     tag = "nav",
-    params(("id" = String, Path, description = "portfolio id")),
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001")),
     responses(
         (status = 200, description = "today's record", body = CalculateResponse),
-        (status = 400, description = "malformed id or a body", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "malformed id, a query parameter, or a body other than {}", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:write", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "unknown or hidden portfolio", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "the history is inconsistent", body = super::error::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "database unavailable; see Retry-After", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "body over 64 KiB", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "a body that is not JSON", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:write"]))
 )]

@@ -12,20 +12,40 @@ use super::error::Problem;
 use super::nav::{BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse, Point};
 use crate::projector::PortfolioStatus;
 
+/// What `params::portfolio_id` accepts, as a JSON Schema pattern. Written
+/// out literally in each path's `params(...)` (utoipa takes a literal there);
+/// `tests/openapi.rs` checks every copy against this one.
+pub const PORTFOLIO_ID_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$";
+
+/// What the dead-letter cursor (`after`) accepts.
+pub const CURSOR_PATTERN: &str = "^[0-9]{1,18}$";
+
 /// Query parameters of GET nav-history (documentation only; parsing is
-/// strict and lives in `nav::HistoryQuery`).
+/// strict and lives in `nav::HistoryQuery`). The schema says exactly what
+/// the parser accepts: a refused value must be invalid here too.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
 pub struct HistoryParams {
     /// First day, inclusive (YYYY-MM-DD).
     from: Option<NaiveDate>,
-    /// Last day, inclusive (YYYY-MM-DD).
+    /// Last day, inclusive (YYYY-MM-DD); not before `from`.
     to: Option<NaiveDate>,
     /// `trading` (Mon–Fri, 252 a year; default) or `all` (every day, 365).
-    calendar: Option<String>,
+    #[param(inline)]
+    calendar: Option<CalendarDoc>,
     /// Annual risk-free rate, −1 < rf < 1 (default 0).
+    #[param(exclusive_minimum = -1.0, exclusive_maximum = 1.0)]
     risk_free: Option<f64>,
+}
+
+/// The `calendar` values of GET nav-history.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum CalendarDoc {
+    Trading,
+    All,
 }
 
 /// Statistics of the curve over the range (SPEC §4); numbers are JSON
@@ -57,6 +77,41 @@ impl Modify for BearerAuth {
     }
 }
 
+/// Request bodies are optional but, when sent, JSON objects (`params::
+/// json_body` refuses `null` and every other non-object). utoipa spells an
+/// optional body `Option<T>`, which also makes it nullable; this takes the
+/// `null` alternative back out.
+struct BodiesAreObjects;
+
+impl Modify for BodiesAreObjects {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{RefOr, Schema};
+        let null = serde_json::json!({"type": "null"});
+        for item in openapi.paths.paths.values_mut() {
+            let ops = [&mut item.post, &mut item.put, &mut item.patch];
+            for op in ops.into_iter().flatten() {
+                let Some(body) = op.request_body.as_mut() else {
+                    continue;
+                };
+                for content in body.content.values_mut() {
+                    let Some(RefOr::T(Schema::OneOf(one))) = &content.schema else {
+                        continue;
+                    };
+                    let rest: Vec<_> = one
+                        .items
+                        .iter()
+                        .filter(|s| serde_json::to_value(s).ok().as_ref() != Some(&null))
+                        .cloned()
+                        .collect();
+                    if let [only] = &rest[..] {
+                        content.schema = Some(only.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -68,6 +123,7 @@ impl Modify for BearerAuth {
         super::nav::get_history,
         super::nav::backfill,
         super::nav::calculate,
+        super::chart::svg,
         super::admin::dead_letters,
         super::admin::replay,
     ),
@@ -84,7 +140,7 @@ impl Modify for BearerAuth {
         ReplayResponse,
         Problem
     )),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &BodiesAreObjects),
     tags(
         (name = "nav", description = "the NAV curve of a portfolio"),
         (name = "admin", description = "operator endpoints (nav:admin)")

@@ -41,13 +41,30 @@ pub fn query(raw: Option<&str>, allowed: &[&str]) -> Result<HashMap<String, Stri
 }
 
 pub fn date(name: &str, v: &str) -> Result<NaiveDate, ApiError> {
-    // chrono accepts some non-canonical forms; insist on YYYY-MM-DD.
-    let ok = v.len() == 10 && v.as_bytes()[4] == b'-' && v.as_bytes()[7] == b'-';
+    // chrono accepts some non-canonical forms (`+123-01-01`, ` 2024-1-1`);
+    // insist on the RFC 3339 full-date the OpenAPI document promises.
+    let b = v.as_bytes();
+    let ok = b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                *c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        });
     ok.then(|| NaiveDate::parse_from_str(v, "%Y-%m-%d").ok())
         .flatten()
         .ok_or_else(|| {
             ApiError::BadRequest(format!("`{name}` must be a date YYYY-MM-DD, got `{v}`"))
         })
+}
+
+/// A non-negative integer in plain ASCII digits (no sign, no blanks, no
+/// exponent), at most 18 of them so it always fits an `i64`.
+pub fn digits(v: &str) -> Option<i64> {
+    (!v.is_empty() && v.len() <= 18 && v.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| v.parse().ok())
+        .flatten()
 }
 
 pub fn range(from: Option<NaiveDate>, to: Option<NaiveDate>) -> Result<(), ApiError> {
@@ -59,8 +76,10 @@ pub fn range(from: Option<NaiveDate>, to: Option<NaiveDate>) -> Result<(), ApiEr
     }
 }
 
-/// An optional JSON body: `None` when empty; 415 when not JSON, 413 when
-/// over the limit, 400 when malformed.
+/// An optional JSON object body: `None` when empty; 415 when not JSON, 413
+/// when over the limit, 400 when malformed or not an object. Every body of
+/// the API is an object: serde would otherwise read a struct from an array
+/// (`["2024-01-01"]` as `{"from": "2024-01-01"}`), a shape nobody documented.
 pub fn json_body<T: DeserializeOwned>(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -92,6 +111,12 @@ pub fn json_body<T: DeserializeOwned>(
             "the body must be application/json, got `{}`",
             if ct.is_empty() { "no content type" } else { ct }
         )));
+    }
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(ApiError::BadRequest(
+            "the body must be a JSON object".into(),
+        ));
     }
     serde_json::from_slice(&body)
         .map(Some)

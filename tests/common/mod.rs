@@ -173,6 +173,15 @@ impl TestApp {
 
 /// The HTTP API on 127.0.0.1:0 over a fresh database.
 pub async fn spawn_app(auth: AuthConfig, today: NaiveDate) -> TestApp {
+    spawn_app_with(auth, today, navd::http::server::Limits::default()).await
+}
+
+/// [`spawn_app`] with the given connection limits.
+pub async fn spawn_app_with(
+    auth: AuthConfig,
+    today: NaiveDate,
+    limits: navd::http::server::Limits,
+) -> TestApp {
     let (pool, db_url) = fresh_db().await;
     let clock = Clock::fixed(today);
     let stop = CancellationToken::new();
@@ -184,10 +193,11 @@ pub async fn spawn_app(auth: AuthConfig, today: NaiveDate) -> TestApp {
         wake: Default::default(),
         cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(16 << 20)),
     };
-    let (addr, _h) = navd::app::start_http(
+    let (addr, _h) = navd::app::start_http_with(
         state,
         "127.0.0.1:0".parse().unwrap(),
         Duration::from_secs(10),
+        limits,
         stop.clone(),
     )
     .await

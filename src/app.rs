@@ -122,7 +122,7 @@ impl Service {
         let health = Arc::new(Health::default());
         let wake = Arc::new(Notify::new());
         let mut tasks = Vec::new();
-        let worker = crate::worker::run(
+        let worker = crate::projection::worker::run(
             pool.clone(),
             config.clock,
             wake.clone(),

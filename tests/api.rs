@@ -115,7 +115,7 @@ async fn golden_book_through_backfill_and_calculate() {
 async fn refresh_worker_builds_the_same_history_as_calculate() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
     ingest_golden(&app.pool).await;
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
     let by_worker = history_table(&app.pool).await;
@@ -150,7 +150,7 @@ async fn late_events_recompute_to_the_full_fold() {
         &[prices.clone(), vec![wrong_close]].concat(),
     )
     .await;
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
     let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
@@ -167,7 +167,7 @@ async fn late_events_recompute_to_the_full_fold() {
     assert_eq!(v["status"]["state"], "recomputing");
     assert_eq!(v["status"]["since"], "2024-01-08");
 
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
     let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
@@ -221,7 +221,7 @@ async fn oversell_makes_the_history_inconsistent_until_fixed() {
     let oversell = json!({"event_id": "10000000-0000-4000-8000-000000000002", "type": "sell",
         "portfolio_id": "p-over", "symbol": "X", "quantity": "8", "price": "11", "trade_date": "2024-01-05"});
     ingest(&app.pool, &[buy, oversell], &[]).await;
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
 
@@ -258,7 +258,7 @@ async fn oversell_makes_the_history_inconsistent_until_fixed() {
     let late = json!({"event_id": "10000000-0000-4000-8000-000000000003", "type": "buy",
         "portfolio_id": "p-over", "symbol": "X", "quantity": "3", "price": "10", "trade_date": "2024-01-03"});
     ingest(&app.pool, &[late], &[]).await;
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
     let (_, v) = get_json(&app, "/api/v1/portfolio/p-over/nav-history", &admin()).await;
@@ -615,7 +615,7 @@ async fn metrics_expose_request_latency_per_route_and_status() {
 async fn operator_replay_rebuilds_every_portfolio() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
     ingest_golden(&app.pool).await;
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
     let before = history_table(&app.pool).await;
@@ -635,7 +635,7 @@ async fn operator_replay_rebuilds_every_portfolio() {
     assert_eq!(v["status"]["state"], "recomputing");
     assert_eq!(v["status"]["since"], "2024-01-02");
 
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
     assert_eq!(history_table(&app.pool).await, before);
@@ -645,7 +645,7 @@ async fn operator_replay_rebuilds_every_portfolio() {
 async fn cached_curve_revalidates_compresses_and_never_goes_stale() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
     ingest_golden(&app.pool).await;
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
     let url = app.url("/api/v1/portfolio/golden-1/nav-history");
@@ -699,7 +699,7 @@ async fn cached_curve_revalidates_compresses_and_never_goes_stale() {
     assert_eq!(r.status(), 200, "pending status is news");
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["status"]["state"], "recomputing");
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
     let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
@@ -758,7 +758,7 @@ async fn a_late_trade_before_the_first_day_moves_the_first_day() {
     let txs = g["transactions"].as_array().unwrap();
     // Everything but the first buy; B's buy on 2024-01-04 becomes D0.
     ingest(&app.pool, &txs[1..], g["prices"].as_array().unwrap()).await;
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
     let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
@@ -769,7 +769,7 @@ async fn a_late_trade_before_the_first_day_moves_the_first_day() {
     );
 
     ingest(&app.pool, &txs[..1], &[]).await;
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
     let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;

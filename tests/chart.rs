@@ -61,7 +61,7 @@ async fn headless(args: &[&str]) -> std::process::Output {
 async fn chart_page_renders_in_headless_chromium() {
     let app = spawn_app(AuthConfig::None, golden_today()).await;
     ingest_golden(&app.pool).await;
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
 

@@ -33,7 +33,7 @@ async fn long_history(app: &TestApp) {
         })
         .collect();
     ingest(&app.pool, &[buy], &prices).await;
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
 }

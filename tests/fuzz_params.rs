@@ -211,7 +211,7 @@ fn the_router_answers_any_request_without_5xx_and_refuses_with_problem_json() {
     let (router, pool) = rt.block_on(async {
         let (pool, _) = fresh_db().await;
         ingest_golden(&pool).await;
-        navd::worker::refresh_all(&pool, navd::clock::Clock::fixed(golden_today()))
+        navd::projection::worker::refresh_all(&pool, navd::clock::Clock::fixed(golden_today()))
             .await
             .unwrap();
         let state = navd::http::AppState {

@@ -81,7 +81,7 @@ async fn an_overflowing_portfolio_does_not_hold_up_its_group() {
     }
     ingest(&app.pool, &txs, &prices).await;
     // One pass takes every portfolio in one group.
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
 
@@ -182,7 +182,7 @@ async fn an_overflowing_portfolio_does_not_hold_up_its_group() {
         &[close("LEAP-p-over-1", "2024-01-07", "0.0000000002")],
     )
     .await;
-    navd::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
         .await
         .unwrap();
     let (status, last): (String, Option<chrono::NaiveDate>) =

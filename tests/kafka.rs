@@ -422,7 +422,7 @@ async fn assert_equals_full_rebuild(pool: &PgPool, today: chrono::NaiveDate) {
         .await
         .unwrap();
     for id in ids {
-        let _ = navd::projector::calculate(pool, &id, today).await;
+        let _ = navd::projection::calculate(pool, &id, today).await;
     }
     assert_eq!(
         history_table(pool).await,

@@ -83,7 +83,7 @@ async fn start_navd() -> (Service, CancellationToken) {
     .await
     .unwrap();
     tx.commit().await.unwrap();
-    navd::worker::refresh_all(&pool, config.clock)
+    navd::projection::worker::refresh_all(&pool, config.clock)
         .await
         .unwrap();
     let stop = CancellationToken::new();

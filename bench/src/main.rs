@@ -60,7 +60,7 @@ use serde_json::{json, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use navd::{projector, storage};
+use navd::{projection, storage};
 use navd_testkit::book::{Book, BookSpec};
 use navd_testkit::broker::Sender;
 use navd_testkit::pgtemp::{PgOptions, PgTemp};
@@ -1016,7 +1016,7 @@ impl Bench {
                 let pool = self.work_pool.clone();
                 async move {
                     let t = Instant::now();
-                    projector::calculate(&pool, &id, today)
+                    projection::calculate(&pool, &id, today)
                         .await
                         .map_err(|e| anyhow!("calculate {id}: {e:?}"))?;
                     anyhow::Ok(ms(t.elapsed()))
@@ -1564,7 +1564,7 @@ async fn fold_only_ms(
     let mut times = Vec::new();
     for _ in 0..runs.max(1) {
         let t = Instant::now();
-        projector::run_fold(start.clone(), &txs, &book, to)?;
+        projection::run_fold(start.clone(), &txs, &book, to)?;
         times.push(ms(t.elapsed()));
     }
     Ok(Dist::of(times).p50)

@@ -147,6 +147,15 @@ impl Inconsistency {
     }
 }
 
+/// Whether a portfolio's history can be shown (SPEC §3 "Inconsistent
+/// history"): the state every writer records and every reader reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Status {
+    Ok,
+    /// Records from `day` on are not shown or stored.
+    Inconsistent(Inconsistency),
+}
+
 /// An arithmetic overflow is the portfolio's inconsistency, not a failure
 /// of the fold: whoever folds many portfolios goes on with the others.
 fn overflow_stops_history<T>(

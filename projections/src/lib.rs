@@ -26,7 +26,7 @@ pub use event::{
 };
 pub use fold::{
     fold, positions_from, resume, DayState, FoldError, FoldOutput, Folder, Inconsistency, Position,
-    PriceBook,
+    PriceBook, Status,
 };
 pub use stats::{statistics, Calendar, Statistics, StatsQuery};
-pub use types::{ClosePrice, DailyRecord, PortfolioId, Side, Status, Symbol, Transaction};
+pub use types::{ClosePrice, DailyRecord, PortfolioId, Side, Symbol, Transaction};

@@ -217,14 +217,3 @@ impl DailyRecord {
         }
     }
 }
-
-/// Whether a portfolio's history can be shown (SPEC §3 "Inconsistent history").
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Status {
-    Ok,
-    Inconsistent {
-        since: NaiveDate,
-        event_id: Uuid,
-        detail: String,
-    },
-}

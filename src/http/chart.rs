@@ -1121,7 +1121,7 @@ mod tests {
 
     #[test]
     fn page_shows_status_chart_stats_and_links() {
-        use crate::projector::PortfolioStatus;
+        use crate::projection::PortfolioStatus;
         let series = three_years();
         let points = series
             .iter()

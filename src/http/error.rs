@@ -155,18 +155,18 @@ pub fn is_unavailable(e: &sqlx::Error) -> bool {
     }
 }
 
-impl From<crate::projector::ProjectorError> for ApiError {
-    fn from(e: crate::projector::ProjectorError) -> Self {
+impl From<crate::projection::ProjectorError> for ApiError {
+    fn from(e: crate::projection::ProjectorError) -> Self {
         match e {
-            crate::projector::ProjectorError::Db(d) => d.into(),
+            crate::projection::ProjectorError::Db(d) => d.into(),
             other => ApiError::Internal(other.into()),
         }
     }
 }
 
-impl From<crate::projector::OpError> for ApiError {
-    fn from(e: crate::projector::OpError) -> Self {
-        use crate::projector::OpError;
+impl From<crate::projection::OpError> for ApiError {
+    fn from(e: crate::projection::OpError) -> Self {
+        use crate::projection::OpError;
         match e {
             OpError::NotFound => ApiError::NotFound,
             OpError::Inconsistent(i) => ApiError::Conflict(match i.event_id {

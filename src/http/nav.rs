@@ -16,7 +16,7 @@ use super::auth::{SCOPE_READ, SCOPE_WRITE};
 use super::cache::Entry;
 use super::error::ApiError;
 use super::{params, AppState, Caller};
-use crate::projector::{self, PortfolioStatus};
+use crate::projection::{self, PortfolioStatus};
 use crate::storage::{self, HistoryRow};
 
 /// One day of the curve; every decimal is a string (SPEC §5).
@@ -324,7 +324,7 @@ pub async fn backfill(
         .transpose()?;
     let to = b.to.as_deref().map(|v| params::date("to", v)).transpose()?;
     params::range(from, to)?;
-    let r = projector::backfill(&s.pool, id.as_str(), from, to, s.clock.today()).await?;
+    let r = projection::backfill(&s.pool, id.as_str(), from, to, s.clock.today()).await?;
     // Clamping can leave an empty range (it ends before the first day or
     // starts after today): then nothing was rebuilt, and the answer says so
     // instead of reporting `from` after `to`.
@@ -387,7 +387,7 @@ pub async fn calculate(
             return Err(ApiError::BadRequest("calculate takes no body".into()));
         }
     }
-    let (row, status) = projector::calculate(&s.pool, id.as_str(), s.clock.today()).await?;
+    let (row, status) = projection::calculate(&s.pool, id.as_str(), s.clock.today()).await?;
     Ok(Json(CalculateResponse {
         portfolio_id: id.to_string(),
         point: row.as_ref().map(Point::from),

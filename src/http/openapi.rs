@@ -10,7 +10,7 @@ use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 use super::admin::{DeadLetterPage, DeadLetterView, ReplayResponse};
 use super::error::Problem;
 use super::nav::{BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse, Point};
-use crate::projector::PortfolioStatus;
+use crate::projection::PortfolioStatus;
 
 /// What `params::portfolio_id` accepts, as a JSON Schema pattern. Written
 /// out literally in each path's `params(...)` (utoipa takes a literal there);

@@ -364,7 +364,8 @@ pub async fn load_transactions_many(
             event_id: r.get(1),
             side: match r.get::<&str, _>(2) {
                 "buy" => Side::Buy,
-                _ => Side::Sell,
+                "sell" => Side::Sell,
+                other => anyhow::bail!("stored transaction with unknown side `{other}`"),
             },
             portfolio_id: pid,
             symbol: Symbol::parse(r.get::<&str, _>(3))?,

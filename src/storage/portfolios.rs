@@ -2,6 +2,7 @@
 //! it (the one writer per portfolio), and what is due for a refresh.
 
 use chrono::{DateTime, NaiveDate, Utc};
+use projections::{Inconsistency, Status};
 use sqlx::{PgConnection, PgPool, Row};
 use uuid::Uuid;
 
@@ -14,10 +15,7 @@ pub struct PortfolioRow {
     pub computed_through: Option<NaiveDate>,
     pub base_state: Option<serde_json::Value>,
     pub pending_from: Option<NaiveDate>,
-    pub status: String,
-    pub status_since: Option<NaiveDate>,
-    pub status_event_id: Option<Uuid>,
-    pub status_detail: Option<String>,
+    pub status: Status,
     /// When the oldest pending mark was made.
     pub pending_since: Option<DateTime<Utc>>,
     /// Bumped by a trigger on every change of the row.
@@ -43,10 +41,15 @@ fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
         computed_through: r.get(3),
         base_state: r.get(4),
         pending_from: r.get(5),
-        status: r.get(6),
-        status_since: r.get(7),
-        status_event_id: r.get(8),
-        status_detail: r.get(9),
+        status: match r.get::<&str, _>(6) {
+            // The column's CHECK allows only these two.
+            "inconsistent" => Status::Inconsistent(Inconsistency {
+                day: r.get::<Option<NaiveDate>, _>(7).unwrap_or(NaiveDate::MIN),
+                event_id: r.get(8),
+                detail: r.get::<Option<String>, _>(9).unwrap_or_default(),
+            }),
+            _ => Status::Ok,
+        },
         pending_since: r.get(10),
         version: r.get(11),
         mark_ids: r.get(12),
@@ -169,7 +172,7 @@ pub async fn portfolio_validator(
 
 /// The `portfolios` updates of a batch refresh, applied in one statement,
 /// and the marks it consumed, deleted in another.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct RefreshUpdates {
     id: Vec<String>,
     first_day: Vec<NaiveDate>,
@@ -184,27 +187,35 @@ pub struct RefreshUpdates {
 }
 
 impl RefreshUpdates {
-    #[allow(clippy::too_many_arguments)]
+    /// `p` brought up to `today`: its last stored day, the state to resume
+    /// from, its status; the marks read with `p` are consumed.
     pub fn push(
         &mut self,
         p: &PortfolioRow,
         last_day: Option<NaiveDate>,
         base_state: Option<serde_json::Value>,
         today: NaiveDate,
-        status: &'static str,
-        since: Option<NaiveDate>,
-        event: Option<Uuid>,
-        detail: Option<String>,
+        status: &Status,
     ) {
         self.id.push(p.portfolio_id.clone());
         self.first_day.push(p.first_day);
         self.last_day.push(last_day);
         self.base_state.push(base_state);
         self.computed_through.push(today);
-        self.status.push(status);
-        self.since.push(since);
-        self.event.push(event);
-        self.detail.push(detail);
+        match status {
+            Status::Ok => {
+                self.status.push("ok");
+                self.since.push(None);
+                self.event.push(None);
+                self.detail.push(None);
+            }
+            Status::Inconsistent(i) => {
+                self.status.push("inconsistent");
+                self.since.push(Some(i.day));
+                self.event.push(i.event_id);
+                self.detail.push(Some(i.detail.clone()));
+            }
+        }
         self.mark_ids.extend(&p.mark_ids);
     }
 

@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
-use crate::projector;
+use crate::projection;
 use crate::storage;
 
 /// Runs refresh passes until cancelled: after each `wake` and at least
@@ -111,7 +111,7 @@ async fn refresh_pass(
     let results: Vec<anyhow::Result<usize>> = futures::stream::iter(groups)
         .map(|ids| async move {
             let started = std::time::Instant::now();
-            let n = projector::try_refresh_many(pool, &ids, today).await?;
+            let n = projection::try_refresh_many(pool, &ids, today).await?;
             metrics::histogram!("navd_refresh_seconds").record(started.elapsed().as_secs_f64());
             Ok(n)
         })

@@ -1,0 +1,134 @@
+//! The projection: keeps `portfolio_nav_history` equal to the fold of the
+//! stored events.
+//!
+//! Every write to a portfolio's projection happens here, under the row lock
+//! of its `portfolios` row, so the consumer's marks, the refresh
+//! [`worker`], `backfill` and `calculate` never interleave. A refresh
+//! ([`refresh`]) plans where each portfolio's fold starts, loads what the
+//! folds need for a whole group at once, runs the one day loop
+//! ([`projections::resume`]) and writes the rows back; it holds no SQL of
+//! its own (that is [`crate::storage`]'s) and no day loop of its own (that
+//! is the `projections` crate's). The operator operations are in [`ops`],
+//! the in-process cache of closing prices in [`prices`].
+//!
+//! A refresh folds from the cheapest state that is still valid:
+//! - the stored `base_state` (end of the day before the last record): an
+//!   event for the latest day, or the day rolling forward, costs
+//!   O(open positions);
+//! - otherwise the state at the end of d−1 rebuilt from the stored exact
+//!   values of that day and the positions of the transactions before d, so a
+//!   late event dated d recomputes from d only;
+//! - otherwise D0.
+//!
+//! The result always equals a full fold of the stored events (tested).
+
+pub mod ops;
+pub mod prices;
+pub mod refresh;
+pub mod worker;
+
+use chrono::NaiveDate;
+use projections::{FoldError, Inconsistency, Status};
+use serde::Serialize;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::storage::PortfolioRow;
+
+pub use ops::{backfill, calculate, BackfillReport, OpError};
+pub use refresh::{refresh_in, run_fold, FoldRun, Lock};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectorError {
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+    #[error("fold failed: {0}")]
+    Fold(#[from] FoldError),
+    #[error("{0:#}")]
+    Other(#[from] anyhow::Error),
+}
+
+type Result<T> = std::result::Result<T, ProjectorError>;
+
+/// The portfolio status object of the API (SPEC §5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct PortfolioStatus {
+    /// `ok`, `recomputing` or `inconsistent`.
+    pub state: &'static str,
+    pub since: Option<NaiveDate>,
+    pub event_id: Option<Uuid>,
+    pub detail: Option<String>,
+}
+
+impl PortfolioStatus {
+    pub fn of(p: &PortfolioRow) -> Self {
+        if let Status::Inconsistent(i) = &p.status {
+            return Self {
+                state: "inconsistent",
+                since: Some(i.day),
+                event_id: i.event_id,
+                detail: Some(i.detail.clone()),
+            };
+        }
+        match (p.pending_from, p.last_day) {
+            (Some(pending), Some(last)) if pending <= last => Self {
+                state: "recomputing",
+                since: Some(pending),
+                event_id: None,
+                detail: None,
+            },
+            _ => Self::ok(),
+        }
+    }
+
+    pub fn ok() -> Self {
+        Self {
+            state: "ok",
+            since: None,
+            event_id: None,
+            detail: None,
+        }
+    }
+}
+
+/// What a refresh left behind.
+#[derive(Debug, Clone)]
+pub struct Refreshed {
+    pub status: PortfolioStatus,
+    pub inconsistency: Option<Inconsistency>,
+    pub last_day: Option<NaiveDate>,
+    pub days_written: usize,
+    pub transactions_replayed: usize,
+}
+
+/// Brings one portfolio up to `today` in its own database transaction.
+/// `None` when the portfolio does not exist.
+pub async fn refresh(
+    pool: &PgPool,
+    portfolio_id: &str,
+    today: NaiveDate,
+) -> Result<Option<Refreshed>> {
+    let mut tx = pool.begin().await?;
+    let ids = [portfolio_id.to_string()];
+    let mut out = refresh_in(&mut tx, &prices::cache_for(pool), &ids, today, Lock::Wait).await?;
+    tx.commit().await?;
+    Ok(out.pop().map(|(_, r)| r))
+}
+
+/// Refreshes several portfolios in one database transaction, skipping those
+/// another writer holds (the refresh worker: they stay due). Returns how
+/// many were refreshed.
+pub async fn try_refresh_many(pool: &PgPool, ids: &[String], today: NaiveDate) -> Result<usize> {
+    let mut tx = pool.begin().await?;
+    let out = refresh_in(&mut tx, &prices::cache_for(pool), ids, today, Lock::Skip).await?;
+    tx.commit().await?;
+    Ok(out.len())
+}
+
+pub(crate) fn succ(d: NaiveDate) -> NaiveDate {
+    d.succ_opt().expect("date in range")
+}
+
+pub(crate) fn pred(d: NaiveDate) -> NaiveDate {
+    d.pred_opt().expect("date in range")
+}

@@ -1,0 +1,142 @@
+//! The operator's operations on one portfolio: `backfill` (rebuild a range
+//! of records from the stored events) and `calculate` (refold the whole log
+//! through today).
+
+use chrono::NaiveDate;
+use projections::{DayState, Inconsistency};
+use serde::Serialize;
+use sqlx::PgPool;
+
+use super::refresh::{prices_for, refresh_in, run_fold, Lock};
+use super::{pred, prices, refresh, succ, PortfolioStatus, ProjectorError};
+use crate::storage::{self, HistoryRow};
+
+#[derive(Debug)]
+pub enum OpError {
+    NotFound,
+    Inconsistent(Inconsistency),
+    Failed(ProjectorError),
+}
+
+impl From<ProjectorError> for OpError {
+    fn from(e: ProjectorError) -> Self {
+        OpError::Failed(e)
+    }
+}
+impl From<anyhow::Error> for OpError {
+    fn from(e: anyhow::Error) -> Self {
+        OpError::Failed(e.into())
+    }
+}
+impl From<sqlx::Error> for OpError {
+    fn from(e: sqlx::Error) -> Self {
+        OpError::Failed(e.into())
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BackfillReport {
+    pub from: NaiveDate,
+    pub to: NaiveDate,
+    pub days_written: usize,
+    pub transactions_replayed: usize,
+    pub status: PortfolioStatus,
+}
+
+/// Rebuilds the records of `[from, to]` (defaults: D0 through yesterday,
+/// clamped to D0 and today) from the stored events, replacing what was there.
+pub async fn backfill(
+    pool: &PgPool,
+    portfolio_id: &str,
+    from: Option<NaiveDate>,
+    to: Option<NaiveDate>,
+    today: NaiveDate,
+) -> std::result::Result<BackfillReport, OpError> {
+    let mut tx = pool.begin().await?;
+    let Some(p) = storage::lock_portfolio(&mut tx, portfolio_id, false).await? else {
+        return Err(OpError::NotFound);
+    };
+    let from = from.unwrap_or(p.first_day).max(p.first_day);
+    let to = to.unwrap_or(pred(today)).min(today);
+    let start = DayState::initial(p.first_day);
+    let txs = storage::load_transactions(&mut tx, portfolio_id, None, to).await?;
+    let book = prices_for(&mut tx, &prices::cache_for(pool), &start, &txs, to).await?;
+    let run = run_fold(start, &txs, &book, to).map_err(ProjectorError::from)?;
+    if let Some(inc) = run.inconsistency {
+        // Record the status the fold found, then refuse.
+        drop(tx);
+        refresh(pool, portfolio_id, today).await?;
+        return Err(OpError::Inconsistent(inc));
+    }
+    let rows: Vec<HistoryRow> = run
+        .rows
+        .iter()
+        .filter(|r| r.record.date >= from)
+        .cloned()
+        .collect();
+    if from <= to {
+        storage::replace_history(&mut tx, portfolio_id, from, Some(to), &rows).await?;
+    }
+    // The rebuilt range is fresh: a pending recompute that starts inside it
+    // now starts after it (or is done when the range reaches the last day).
+    let extends = p.last_day.is_none_or(|l| to >= l) && !run.rows.is_empty();
+    let last_day = if extends { Some(to) } else { p.last_day };
+    let base = if extends {
+        run.prev_state
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| ProjectorError::Other(e.into()))?
+    } else {
+        p.base_state.clone()
+    };
+    if from <= to {
+        storage::portfolios::set_extent(
+            &mut tx,
+            portfolio_id,
+            last_day,
+            base.as_ref(),
+            p.first_day,
+        )
+        .await?;
+        if p.pending_from.is_some_and(|d| d >= from && d <= to) {
+            storage::delete_marks(&mut tx, portfolio_id, &p.mark_ids).await?;
+            if last_day.is_some_and(|l| succ(to) <= l) {
+                storage::add_mark(&mut tx, portfolio_id, succ(to)).await?;
+            }
+        }
+    }
+    let p = storage::get_portfolio(&mut tx, portfolio_id)
+        .await?
+        .ok_or(OpError::NotFound)?;
+    tx.commit().await?;
+    Ok(BackfillReport {
+        from,
+        to,
+        days_written: rows.len(),
+        transactions_replayed: txs.len(),
+        status: PortfolioStatus::of(&p),
+    })
+}
+
+/// Refolds the whole log through today and returns today's record.
+pub async fn calculate(
+    pool: &PgPool,
+    portfolio_id: &str,
+    today: NaiveDate,
+) -> std::result::Result<(Option<HistoryRow>, PortfolioStatus), OpError> {
+    let mut tx = pool.begin().await?;
+    let ids = [portfolio_id.to_string()];
+    let out = refresh_in(&mut tx, &prices::cache_for(pool), &ids, today, Lock::Full)
+        .await?
+        .pop()
+        .map(|(_, r)| r)
+        .ok_or(OpError::NotFound)?;
+    tx.commit().await?;
+    if let Some(inc) = out.inconsistency {
+        return Err(OpError::Inconsistent(inc));
+    }
+    let mut conn = pool.acquire().await?;
+    let row = storage::history_row(&mut conn, portfolio_id, today).await?;
+    Ok((row, out.status))
+}

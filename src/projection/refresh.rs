@@ -1,0 +1,350 @@
+//! One refresh of a group of portfolios, in four steps: **plan** where each
+//! fold starts (pure), **load** what all the folds need with a handful of
+//! statements, **fold** each portfolio with the one day loop (pure), and
+//! **write** the rows and the portfolios' new state back.
+//!
+//! A portfolio whose fold stops (an oversell, an arithmetic overflow) gets
+//! that as its status; the others of the group are written as usual.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDate;
+use projections::{DayState, FoldError, Inconsistency, PriceBook, Status, Transaction};
+use sqlx::PgConnection;
+
+use super::prices::PriceCache;
+use super::{pred, succ, PortfolioStatus, Refreshed, Result};
+use crate::storage::{self, HistoryRow, PortfolioRow};
+
+/// How a refresh takes the portfolios' row locks, and from where it folds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Wait for the locks; fold from the latest valid state.
+    Wait,
+    /// Leave out rows another writer holds; fold from the latest valid state.
+    Skip,
+    /// Wait for the locks; refold the whole log from D0.
+    Full,
+}
+
+/// What one portfolio of a group refresh needs.
+#[derive(Debug)]
+struct Plan {
+    p: PortfolioRow,
+    /// Where the fold starts; `None` when there is nothing to fold yet.
+    start: Option<Start>,
+}
+
+#[derive(Debug)]
+enum Start {
+    /// From a known state (initial or the stored `base_state`).
+    State(DayState),
+    /// From the state at the end of this day, rebuilt from its stored exact
+    /// values and the positions of the transactions up to it.
+    Rebuild(NaiveDate),
+}
+
+/// A fold ready to run: its starting state and the transactions after it.
+#[derive(Debug)]
+struct Ready {
+    plan: usize,
+    start: DayState,
+    txs: Vec<Transaction>,
+}
+
+/// Refreshes `ids` inside the caller's transaction with a handful of
+/// statements for all of them; returns each refreshed portfolio's outcome
+/// (portfolios that do not exist, or that another writer holds under
+/// [`Lock::Skip`], are left out).
+pub async fn refresh_in(
+    conn: &mut PgConnection,
+    prices: &PriceCache,
+    ids: &[String],
+    today: NaiveDate,
+    lock: Lock,
+) -> Result<Vec<(String, Refreshed)>> {
+    let rows = storage::lock_portfolios(conn, ids, lock == Lock::Skip).await?;
+    let (mut out, plans) = plan(rows, today, lock == Lock::Full);
+    let (ready, book) = load(conn, prices, &plans, today).await?;
+    let mut folded: Vec<Option<(NaiveDate, FoldRun, usize)>> =
+        (0..plans.len()).map(|_| None).collect();
+    for r in ready {
+        let (date, n) = (r.start.date, r.txs.len());
+        folded[r.plan] = Some((date, run_fold(r.start, &r.txs, &book, today)?, n));
+    }
+    out.extend(write(conn, plans, folded, today).await?);
+    Ok(out)
+}
+
+/// Decides, per portfolio, where its fold starts. Portfolios already up to
+/// date are answered at once (first value).
+fn plan(
+    rows: Vec<PortfolioRow>,
+    today: NaiveDate,
+    full: bool,
+) -> (Vec<(String, Refreshed)>, Vec<Plan>) {
+    let mut done = Vec::new();
+    let mut plans = Vec::new();
+    for p in rows {
+        if !full && p.mark_ids.is_empty() && p.computed_through == Some(today) {
+            done.push((
+                p.portfolio_id.clone(),
+                Refreshed {
+                    status: PortfolioStatus::of(&p),
+                    inconsistency: None,
+                    last_day: p.last_day,
+                    days_written: 0,
+                    transactions_replayed: 0,
+                },
+            ));
+            continue;
+        }
+        let next = p.last_day.map(succ).unwrap_or(p.first_day);
+        let from = if full {
+            p.first_day
+        } else {
+            p.pending_from
+                .map_or(next, |d| d.min(next))
+                .max(p.first_day)
+        };
+        let start = (from <= today).then(|| start_of(&p, from));
+        plans.push(Plan { p, start });
+    }
+    (done, plans)
+}
+
+/// Where a refresh from `from` starts: D0, the stored base state when it is
+/// still valid, or a rebuild at the end of `from`−1.
+fn start_of(p: &PortfolioRow, from: NaiveDate) -> Start {
+    if from <= p.first_day {
+        return Start::State(DayState::initial(p.first_day));
+    }
+    if let Some(base) = &p.base_state {
+        if let Ok(state) = serde_json::from_value::<DayState>(base.clone()) {
+            if state.date < from && state.date >= pred(p.first_day) {
+                return Start::State(state);
+            }
+        }
+    }
+    Start::Rebuild(pred(from))
+}
+
+/// Everything the folds of a group need, fetched once for the group: the
+/// stored days rebuilds start from, the transactions, the closes.
+async fn load(
+    conn: &mut PgConnection,
+    prices: &PriceCache,
+    plans: &[Plan],
+    today: NaiveDate,
+) -> Result<(Vec<Ready>, PriceBook)> {
+    let rebuild_at: Vec<(String, NaiveDate)> = plans
+        .iter()
+        .filter_map(|pl| match pl.start {
+            Some(Start::Rebuild(d)) => Some((pl.p.portfolio_id.clone(), d)),
+            _ => None,
+        })
+        .collect();
+    let stored = storage::history_rows_at(conn, &rebuild_at).await?;
+    let wanted: Vec<(String, Option<NaiveDate>)> = plans
+        .iter()
+        .filter_map(|pl| match &pl.start {
+            Some(Start::State(s)) => Some((pl.p.portfolio_id.clone(), Some(s.date))),
+            Some(Start::Rebuild(_)) => Some((pl.p.portfolio_id.clone(), None)),
+            None => None,
+        })
+        .collect();
+    let mut txs = storage::load_transactions_many(conn, &wanted, today).await?;
+    let ready: Vec<Ready> = plans
+        .iter()
+        .enumerate()
+        .filter_map(|(i, pl)| {
+            let mine = txs.remove(&pl.p.portfolio_id).unwrap_or_default();
+            ready(i, pl, mine, &stored)
+        })
+        .collect();
+    let mut symbols: Vec<String> = ready
+        .iter()
+        .flat_map(|r| {
+            r.start
+                .positions
+                .keys()
+                .map(|k| k.to_string())
+                .chain(r.txs.iter().map(|x| x.symbol.to_string()))
+        })
+        .collect();
+    symbols.sort();
+    symbols.dedup();
+    let earliest = ready.iter().map(|r| r.start.date).min().unwrap_or(today);
+    let book = prices.book(conn, &symbols, earliest, today).await?;
+    Ok((ready, book))
+}
+
+/// The fold of plan `i`: its starting state and the transactions after it.
+/// A rebuild splits the loaded transactions at its day, and falls back to
+/// D0 when the stored day is missing or its positions cannot be rebuilt.
+fn ready(
+    i: usize,
+    pl: &Plan,
+    mine: Vec<Transaction>,
+    stored: &HashMap<String, HistoryRow>,
+) -> Option<Ready> {
+    let day = match pl.start.as_ref()? {
+        Start::State(s) => {
+            return Some(Ready {
+                plan: i,
+                start: s.clone(),
+                txs: mine,
+            })
+        }
+        Start::Rebuild(day) => *day,
+    };
+    let (before, after): (Vec<Transaction>, Vec<Transaction>) =
+        mine.into_iter().partition(|t| t.trade_date <= day);
+    let positions = stored
+        .get(&pl.p.portfolio_id)
+        .and_then(|row| Some((row, projections::positions_from(&before).ok()?.ok()?)));
+    Some(match positions {
+        Some((row, positions)) => Ready {
+            plan: i,
+            start: DayState {
+                date: day,
+                positions,
+                market_value: row.market_value_exact,
+                nav: row.nav_exact,
+                cum_in: row.record.cum_in,
+                cum_out: row.record.cum_out,
+            },
+            txs: after,
+        },
+        None => {
+            let mut all = before;
+            all.extend(after);
+            Ready {
+                plan: i,
+                start: DayState::initial(pl.p.first_day),
+                txs: all,
+            }
+        }
+    })
+}
+
+/// Writes the folded rows and each portfolio's new state, with a few
+/// statements for the whole group.
+async fn write(
+    conn: &mut PgConnection,
+    plans: Vec<Plan>,
+    folded: Vec<Option<(NaiveDate, FoldRun, usize)>>,
+    today: NaiveDate,
+) -> Result<Vec<(String, Refreshed)>> {
+    let after: Vec<(String, NaiveDate)> = plans
+        .iter()
+        .zip(&folded)
+        .filter_map(|(pl, f)| f.as_ref().map(|(d, _, _)| (pl.p.portfolio_id.clone(), *d)))
+        .collect();
+    let rows: Vec<(&str, &HistoryRow)> = plans
+        .iter()
+        .zip(&folded)
+        .filter_map(|(pl, f)| {
+            f.as_ref()
+                .map(|(_, run, _)| (pl.p.portfolio_id.as_str(), run))
+        })
+        .flat_map(|(id, run)| run.rows.iter().map(move |r| (id, r)))
+        .collect();
+    storage::replace_history_many(conn, &after, &rows).await?;
+    drop(rows);
+
+    let mut out = Vec::with_capacity(plans.len());
+    let mut upd = storage::portfolios::RefreshUpdates::default();
+    for (pl, f) in plans.into_iter().zip(folded) {
+        let p = pl.p;
+        let (last_day, base_state, inconsistency, days, replayed) = match f {
+            Some((date, run, n)) => {
+                let last_day = run
+                    .rows
+                    .last()
+                    .map(|r| r.record.date)
+                    .or(Some(date).filter(|d| *d >= p.first_day));
+                let base = match (&run.prev_state, run.rows.is_empty()) {
+                    (Some(s), false) => Some(serde_json::to_value(s).map_err(anyhow::Error::from)?),
+                    _ => None,
+                };
+                (last_day, base, run.inconsistency, run.rows.len(), n)
+            }
+            // Nothing to fold before a later day: only the bookkeeping moves.
+            None => (p.last_day, p.base_state.clone(), None, 0, 0),
+        };
+        if let Some(since) = p.pending_since {
+            let lag = (chrono::Utc::now() - since).num_microseconds().unwrap_or(0) as f64 / 1e6;
+            metrics::histogram!("navd_projection_lag_seconds").record(lag.max(0.0));
+        }
+        let folded_any = days > 0 || replayed > 0 || last_day != p.last_day;
+        let status = match &inconsistency {
+            Some(i) => Status::Inconsistent(i.clone()),
+            None if folded_any => Status::Ok,
+            // Nothing was folded: the history and its status stand.
+            None => p.status.clone(),
+        };
+        upd.push(&p, last_day, base_state, today, &status);
+        let row = PortfolioRow {
+            last_day,
+            pending_from: None,
+            status,
+            ..p
+        };
+        out.push((
+            row.portfolio_id.clone(),
+            Refreshed {
+                status: PortfolioStatus::of(&row),
+                inconsistency,
+                last_day,
+                days_written: days,
+                transactions_replayed: replayed,
+            },
+        ));
+    }
+    upd.apply(conn).await?;
+    Ok(out)
+}
+
+/// The closes a fold from `start` through `through` needs.
+pub(super) async fn prices_for(
+    conn: &mut PgConnection,
+    prices: &PriceCache,
+    start: &DayState,
+    txs: &[Transaction],
+    through: NaiveDate,
+) -> Result<PriceBook> {
+    let mut symbols: Vec<String> = start.positions.keys().map(|s| s.to_string()).collect();
+    symbols.extend(txs.iter().map(|t| t.symbol.to_string()));
+    symbols.sort();
+    symbols.dedup();
+    Ok(prices.book(conn, &symbols, start.date, through).await?)
+}
+
+/// Records of a fold run, with the exact values stored beside them.
+#[derive(Debug)]
+pub struct FoldRun {
+    pub rows: Vec<HistoryRow>,
+    /// State at the end of the day before the last row.
+    pub prev_state: Option<DayState>,
+    pub inconsistency: Option<Inconsistency>,
+}
+
+/// Folds from `start` through `through` with `txs` (dated after
+/// `start.date`, any order; later ones are left out) and builds the rows to
+/// store. The day loop is the pure fold's own ([`projections::resume`]):
+/// the worker, `backfill` and `calculate` all run exactly what the
+/// property and golden tests check.
+pub fn run_fold(
+    start: DayState,
+    txs: &[Transaction],
+    book: &PriceBook,
+    through: NaiveDate,
+) -> std::result::Result<FoldRun, FoldError> {
+    let out = projections::resume(&start, txs, book, through)?;
+    Ok(FoldRun {
+        rows: out.records.iter().map(HistoryRow::of).collect(),
+        prev_state: out.prev_state,
+        inconsistency: out.inconsistency,
+    })
+}

@@ -135,7 +135,7 @@ impl Service {
             Ok(())
         }));
         if let Some(k) = &config.kafka {
-            let consumer = crate::consumer::Consumer::new(
+            let consumer = crate::ingest::Consumer::new(
                 k.clone(),
                 pool.clone(),
                 config.clock,

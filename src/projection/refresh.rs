@@ -66,6 +66,10 @@ pub async fn refresh_in(
     let rows = storage::lock_portfolios(conn, ids, lock == Lock::Skip).await?;
     let (mut out, plans) = plan(rows, today, lock == Lock::Full);
     let (ready, book) = load(conn, prices, &plans, today).await?;
+    if let Some(from) = ready.iter().map(|r| r.start.date).min() {
+        // The day after the earliest starting state is the first one folded.
+        tracing::Span::current().record("from_day", tracing::field::display(succ(from)));
+    }
     let mut folded: Vec<Option<(NaiveDate, FoldRun, usize)>> =
         (0..plans.len()).map(|_| None).collect();
     for r in ready {

@@ -17,6 +17,7 @@ use futures::StreamExt;
 use sqlx::PgPool;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::clock::Clock;
 use crate::projection;
@@ -109,11 +110,23 @@ async fn refresh_pass(
     // handful of statements per group, a few groups in flight.
     let groups: Vec<Vec<String>> = due.chunks(GROUP).map(<[String]>::to_vec).collect();
     let results: Vec<anyhow::Result<usize>> = futures::stream::iter(groups)
-        .map(|ids| async move {
-            let started = std::time::Instant::now();
-            let n = projection::try_refresh_many(pool, &ids, today).await?;
-            metrics::histogram!("navd_refresh_seconds").record(started.elapsed().as_secs_f64());
-            Ok(n)
+        .map(|ids| {
+            // One span per group: its portfolios and (recorded by the
+            // refresh) the earliest day it folds from.
+            let span = tracing::info_span!(
+                "refresh_group",
+                portfolios = ids.len(),
+                first = %ids.first().map(String::as_str).unwrap_or(""),
+                last = %ids.last().map(String::as_str).unwrap_or(""),
+                from_day = tracing::field::Empty,
+            );
+            async move {
+                let started = std::time::Instant::now();
+                let n = projection::try_refresh_many(pool, &ids, today).await?;
+                metrics::histogram!("navd_refresh_seconds").record(started.elapsed().as_secs_f64());
+                Ok(n)
+            }
+            .instrument(span)
         })
         .buffer_unordered(concurrency)
         .collect()

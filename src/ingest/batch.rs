@@ -1,0 +1,289 @@
+//! One batch of messages in one database transaction: the offset fence
+//! (skip what is already stored, notice a log that moved past the stored
+//! offsets), parsing into events or dead letters, and the isolation of
+//! messages the database refuses. The statements are [`crate::storage`]'s.
+
+use std::collections::{BTreeMap, HashMap};
+
+use anyhow::Result;
+use projections::{echo, parse_price_with, parse_transaction_with};
+use rdkafka::message::{Message, OwnedMessage};
+use sqlx::PgPool;
+
+use crate::config::KafkaConfig;
+use crate::storage::{self, offsets, DeadLetter, IngestBatch, Source};
+
+/// What became of one batch.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct BatchOutcome {
+    pub report: storage::IngestReport,
+    /// Messages below the stored offset (already counted before).
+    pub skipped: usize,
+    /// Next offset per partition after the batch.
+    pub next_offsets: BTreeMap<(String, i32), i64>,
+    /// Partitions whose first message lies past the stored offset: nothing
+    /// was stored and every partition of the batch must be re-read from
+    /// these stored offsets (empty when the batch was stored).
+    pub rewind: BTreeMap<(String, i32), i64>,
+}
+
+/// A message's place in the log.
+type Position = (String, i32, i64);
+
+fn position(m: &OwnedMessage) -> Position {
+    (m.topic().to_string(), m.partition(), m.offset())
+}
+
+/// Whether a failure to store a batch was caused by what the messages hold
+/// (a value the database refuses: SQLSTATE classes 22 data exception, 23
+/// integrity constraint, 54 program limit) rather than by the database
+/// being unreachable or busy. Only such a failure can be pinned on a
+/// message; anything else is retried, however long it lasts, so an outage
+/// never turns good events into dead letters.
+fn refused_content(e: &anyhow::Error) -> Option<String> {
+    let sqlx_error = e.chain().find_map(|c| c.downcast_ref::<sqlx::Error>())?;
+    match sqlx_error {
+        sqlx::Error::Database(db) => {
+            let code = db.code()?;
+            matches!(&code[..2], "22" | "23" | "54").then(|| {
+                format!(
+                    "the database refused to store it: {} (SQLSTATE {code})",
+                    db.message()
+                )
+            })
+        }
+        sqlx::Error::Encode(err) => Some(format!(
+            "the event could not be encoded for the database: {err}"
+        )),
+        _ => None,
+    }
+}
+
+/// Stores `msgs` like [`store_batch`]; when the database refuses the batch
+/// for its content, splits it in halves (each half keeps its partitions'
+/// order, so offsets stay contiguous) until the messages responsible are
+/// alone, and stores each of those as a dead letter with the database's
+/// reason. The others are stored as usual, so no content of a message can
+/// hold up the rest of the log.
+pub async fn store_isolating(
+    pool: &PgPool,
+    cfg: &KafkaConfig,
+    msgs: &[OwnedMessage],
+    accepted_gaps: &HashMap<(String, i32), i64>,
+) -> Result<BatchOutcome> {
+    let mut refused: HashMap<Position, String> = HashMap::new();
+    let mut total = BatchOutcome::default();
+    let mut todo: Vec<std::ops::Range<usize>> = Vec::new();
+    todo.push(0..msgs.len());
+    while let Some(range) = todo.pop() {
+        let part = &msgs[range.clone()];
+        match store_batch(pool, cfg, part, accepted_gaps, &refused).await {
+            Ok(outcome) if !outcome.rewind.is_empty() => return Ok(outcome),
+            Ok(outcome) => total.absorb(outcome),
+            Err(e) => {
+                let Some(reason) = refused_content(&e) else {
+                    return Err(e);
+                };
+                if part.len() == 1 {
+                    let at = position(&part[0]);
+                    if refused.contains_key(&at) {
+                        // Even its dead letter was refused: nothing more
+                        // this process can do but retry (and say so).
+                        return Err(e.context(format!(
+                            "the dead letter of {}/{}@{} was refused too",
+                            at.0, at.1, at.2
+                        )));
+                    }
+                    tracing::warn!(topic = %at.0, partition = at.1, offset = at.2, %reason, "message refused by the database; dead-lettering it");
+                    refused.insert(at, reason);
+                    todo.push(range);
+                } else {
+                    let mid = range.start + part.len() / 2;
+                    // Last in, first out: the first half is stored first.
+                    todo.push(mid..range.end);
+                    todo.push(range.start..mid);
+                }
+            }
+        }
+    }
+    Ok(total)
+}
+
+impl BatchOutcome {
+    fn absorb(&mut self, o: BatchOutcome) {
+        let r = &mut self.report;
+        r.transactions_stored += o.report.transactions_stored;
+        r.duplicates_ignored += o.report.duplicates_ignored;
+        r.prices_stored += o.report.prices_stored;
+        r.dead_letters += o.report.dead_letters;
+        r.affected.extend(o.report.affected);
+        r.affected.sort();
+        r.affected.dedup();
+        self.skipped += o.skipped;
+        for (k, v) in o.next_offsets {
+            let e = self.next_offsets.entry(k).or_insert(v);
+            *e = (*e).max(v);
+        }
+    }
+}
+
+/// Parses a message into the batch, or into a dead letter: a bad event, a
+/// key that is not the event's own (the key decides the partition, and the
+/// partition's order is the fold's tie-break), or one `refused` by the
+/// database before.
+fn parse_into(
+    batch: &mut IngestBatch,
+    cfg: &KafkaConfig,
+    m: &OwnedMessage,
+    refused: &HashMap<Position, String>,
+) {
+    let source = Source {
+        topic: m.topic().to_string(),
+        partition: m.partition(),
+        offset: m.offset(),
+        key: m.key().map(<[u8]>::to_vec),
+        payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+    };
+    let dead = |reason: String| DeadLetter {
+        source: source.clone(),
+        reason,
+    };
+    if let Some(reason) = refused.get(&position(m)) {
+        batch.dead_letters.push(dead(reason.clone()));
+        return;
+    }
+    if m.payload().is_none() {
+        batch
+            .dead_letters
+            .push(dead("empty message (no payload)".into()));
+        return;
+    }
+    if m.topic() == cfg.transactions_topic {
+        match parse_transaction_with(&source.payload, &cfg.rules) {
+            Ok(t) => match key_mismatch(m.key(), t.portfolio_id.as_str(), "portfolio_id") {
+                None => batch.transactions.push((t, source)),
+                Some(reason) => batch.dead_letters.push(dead(reason)),
+            },
+            Err(e) => batch.dead_letters.push(dead(e.to_string())),
+        }
+    } else if m.topic() == cfg.prices_topic {
+        match parse_price_with(&source.payload, &cfg.rules) {
+            Ok(p) => match key_mismatch(m.key(), p.symbol.as_str(), "symbol") {
+                None => batch.prices.push((p, source)),
+                Some(reason) => batch.dead_letters.push(dead(reason)),
+            },
+            Err(e) => batch.dead_letters.push(dead(e.to_string())),
+        }
+    } else {
+        batch
+            .dead_letters
+            .push(dead(format!("unexpected topic {}", m.topic())));
+    }
+}
+
+/// Why a message's key is not the event's own `field` value, if it is not.
+fn key_mismatch(key: Option<&[u8]>, expected: &str, field: &str) -> Option<String> {
+    match key {
+        Some(k) if k == expected.as_bytes() => None,
+        Some(k) => Some(format!(
+            "message key `{}` is not the event's {field} `{expected}` (the key must be the {field}: \
+             it decides the partition, whose order is the order events of a day are applied in)",
+            echo(&String::from_utf8_lossy(k))
+        )),
+        None => Some(format!(
+            "message has no key (the key must be the event's {field} `{expected}`)"
+        )),
+    }
+}
+
+/// One batch in one database transaction: skip what the stored offsets say
+/// is done, store the rest, advance the offsets. Messages in `refused`
+/// become dead letters with the reason given.
+pub async fn store_batch(
+    pool: &PgPool,
+    cfg: &KafkaConfig,
+    msgs: &[OwnedMessage],
+    accepted_gaps: &HashMap<(String, i32), i64>,
+    refused: &HashMap<Position, String>,
+) -> Result<BatchOutcome> {
+    let mut last: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for m in msgs {
+        let e = last
+            .entry((m.topic().to_string(), m.partition()))
+            .or_insert(m.offset());
+        *e = (*e).max(m.offset());
+    }
+    let parts: Vec<(String, i32)> = last.keys().cloned().collect();
+    let mut tx = pool.begin().await?;
+    let stored = offsets::lock(&mut tx, &cfg.group, &parts).await?;
+    // A first message past the stored offset means the database lost
+    // commits (a failover to a lagging replica, say) or the log moved on
+    // (retention, transaction markers). Re-read from the stored offset once;
+    // a gap that is still there after that is the log's own and is accepted.
+    let mut first: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for m in msgs {
+        first
+            .entry((m.topic().to_string(), m.partition()))
+            .or_insert(m.offset());
+    }
+    let gapped = first.iter().any(|(k, f)| {
+        let next = stored.get(k).copied().unwrap_or(0);
+        *f > next && accepted_gaps.get(k) != Some(&next)
+    });
+    if gapped {
+        drop(tx);
+        tracing::debug!(first = ?first, stored = ?stored, "gap");
+        let rewind = first
+            .keys()
+            .map(|k| (k.clone(), stored.get(k).copied().unwrap_or(0)))
+            .collect();
+        return Ok(BatchOutcome {
+            rewind,
+            ..Default::default()
+        });
+    }
+    let mut batch = IngestBatch::default();
+    let mut skipped = 0;
+    let mut per_topic: HashMap<&str, u64> = HashMap::new();
+    for m in msgs {
+        let next = stored
+            .get(&(m.topic().to_string(), m.partition()))
+            .copied()
+            .unwrap_or(0);
+        if m.offset() < next {
+            skipped += 1;
+            continue;
+        }
+        *per_topic.entry(m.topic()).or_default() += 1;
+        parse_into(&mut batch, cfg, m, refused);
+    }
+    let dead_by_topic: Vec<String> = batch
+        .dead_letters
+        .iter()
+        .map(|d| d.source.topic.clone())
+        .collect();
+    let report = storage::ingest(&mut tx, batch).await?;
+    let next_offsets: BTreeMap<(String, i32), i64> = last
+        .iter()
+        .map(|(k, o)| (k.clone(), (*o + 1).max(stored.get(k).copied().unwrap_or(0))))
+        .collect();
+    offsets::advance(&mut tx, &cfg.group, &next_offsets).await?;
+    tx.commit().await?;
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    if let Some(oldest) = msgs.iter().filter_map(|m| m.timestamp().to_millis()).min() {
+        metrics::histogram!("navd_ingest_lag_seconds")
+            .record((now_ms - oldest).max(0) as f64 / 1e3);
+    }
+    for (topic, n) in per_topic {
+        metrics::counter!("navd_events_consumed_total", "topic" => topic.to_string()).increment(n);
+    }
+    for topic in dead_by_topic {
+        metrics::counter!("navd_dead_letters_total", "topic" => topic).increment(1);
+    }
+    Ok(BatchOutcome {
+        report,
+        skipped,
+        next_offsets,
+        rewind: BTreeMap::new(),
+    })
+}

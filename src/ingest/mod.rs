@@ -1,0 +1,360 @@
+//! Kafka ingestion: reads the transaction and price topics and stores each
+//! event exactly once (SPEC §2.3).
+//!
+//! Effectively-once by construction: a batch's events, its dead letters and
+//! the next offset of every partition it touched are written in one
+//! PostgreSQL transaction. PostgreSQL's `consumer_offsets` is the truth: on
+//! assignment (eager or cooperative) the rebalance callback positions each
+//! partition at its stored offset, and inside the batch transaction messages
+//! below the stored offset are skipped under a row lock, so a redelivery, a
+//! crash between the database commit and the Kafka commit, or two consumers
+//! briefly owning one partition during a rebalance never count an event
+//! twice. Offsets committed to Kafka only mirror the stored ones for lag
+//! monitoring.
+//!
+//! The consumer never folds: it marks the affected portfolios pending and
+//! wakes the refresh worker ([`crate::projection::worker`]), so a long recompute cannot
+//! hold up polling past `max.poll.interval.ms`.
+//!
+//! A bad event becomes a dead letter in the same transaction; a transient
+//! failure (database or broker down) is retried with backoff and never turns
+//! into a dead letter or a skipped offset.
+
+mod batch;
+mod rebalance;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use futures::StreamExt;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{CommitMode, Consumer as _, StreamConsumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::OwnedMessage;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use sqlx::PgPool;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+pub use batch::{store_batch, store_isolating, BatchOutcome};
+use rebalance::Ctx;
+
+use crate::clock::Clock;
+use crate::config::KafkaConfig;
+use crate::http::{ConsumerHealth, Health};
+use crate::storage::offsets;
+
+pub struct Consumer {
+    cfg: KafkaConfig,
+    pool: PgPool,
+    health: Arc<Health>,
+    wake: Arc<Notify>,
+    noise: crate::log_limit::RateLimit,
+}
+
+impl Consumer {
+    pub fn new(
+        cfg: KafkaConfig,
+        pool: PgPool,
+        _clock: Clock,
+        health: Arc<Health>,
+        wake: Arc<Notify>,
+    ) -> Result<Self> {
+        Ok(Consumer {
+            cfg,
+            pool,
+            health,
+            wake,
+            noise: Default::default(),
+        })
+    }
+
+    fn client(&self) -> Result<StreamConsumer<Ctx>> {
+        let ctx = Ctx {
+            group: self.cfg.group.clone(),
+            pg: (*self.pool.connect_options()).clone(),
+            health: self.health.clone(),
+            noise: Default::default(),
+        };
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", &self.cfg.brokers)
+            .set("group.id", &self.cfg.group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("partition.assignment.strategy", "cooperative-sticky")
+            .set("session.timeout.ms", "10000")
+            .set("heartbeat.interval.ms", "1000")
+            .set("max.poll.interval.ms", "300000")
+            .set("statistics.interval.ms", "5000")
+            .set("fetch.wait.max.ms", "50")
+            // librdkafka prefetches up to 64 MB by default; a quarter keeps
+            // a backlog flowing at the same rate for 50 MB less memory.
+            .set("queued.max.messages.kbytes", "16384")
+            // Container pids are all 1: the hostname tells replicas apart.
+            .set(
+                "client.id",
+                format!(
+                    "navd-{}-{}",
+                    std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()),
+                    std::process::id()
+                ),
+            );
+        for (k, v) in &self.cfg.properties {
+            config.set(k, v);
+        }
+        let consumer: StreamConsumer<Ctx> = config
+            .create_with_context(ctx)
+            .context("creating the Kafka consumer")?;
+        consumer
+            .subscribe(&[&self.cfg.transactions_topic, &self.cfg.prices_topic])
+            .context("subscribing to the topics")?;
+        Ok(consumer)
+    }
+
+    /// Consumes until `stop`; then finishes the batch in flight, commits and
+    /// leaves the group.
+    pub async fn run(self, stop: CancellationToken) -> Result<()> {
+        let consumer = Arc::new(self.client()?);
+        {
+            let mut g = self.health.consumer.lock().unwrap();
+            g.get_or_insert_with(ConsumerHealth::default);
+        }
+        tracing::info!(brokers = %self.cfg.brokers, group = %self.cfg.group, "consumer started");
+        let probe = tokio::spawn(probe_broker(
+            consumer.clone(),
+            self.cfg.transactions_topic.clone(),
+            self.health.clone(),
+            stop.child_token(),
+        ));
+        let mut stream = consumer.stream();
+        let mut accepted_gaps: HashMap<(String, i32), i64> = HashMap::new();
+        let max = self.cfg.batch_max.max(1);
+        let wait = Duration::from_millis(self.cfg.batch_wait_ms);
+        loop {
+            let first = tokio::select! {
+                _ = stop.cancelled() => break,
+                m = stream.next() => m,
+            };
+            let mut msgs: Vec<OwnedMessage> = Vec::new();
+            match first {
+                None => break,
+                Some(Ok(m)) => msgs.push(m.detach()),
+                Some(Err(e)) => {
+                    self.kafka_trouble(&e);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            }
+            let deadline = tokio::time::Instant::now() + wait;
+            while msgs.len() < max {
+                match tokio::time::timeout_at(deadline, stream.next()).await {
+                    Ok(Some(Ok(m))) => msgs.push(m.detach()),
+                    Ok(Some(Err(e))) => {
+                        self.kafka_trouble(&e);
+                        break;
+                    }
+                    _ => break,
+                }
+            }
+            self.health
+                .catching_up
+                .store(msgs.len() >= max, std::sync::atomic::Ordering::Relaxed);
+            let span = batch_span(&msgs);
+            let Some(outcome) = self
+                .store_with_retry(&msgs, &accepted_gaps, &stop)
+                .instrument(span.clone())
+                .await
+            else {
+                break; // stopped while the database was down: nothing committed
+            };
+            span.record(
+                "events",
+                outcome.report.transactions_stored + outcome.report.prices_stored,
+            );
+            span.record("dead_letters", outcome.report.dead_letters);
+            if !outcome.rewind.is_empty() {
+                tracing::warn!(
+                    offsets = ?outcome.rewind,
+                    "messages past the stored offsets: re-reading from the database's offsets"
+                );
+                for ((t, p), o) in &outcome.rewind {
+                    if let Err(e) =
+                        consumer.seek(t, *p, Offset::Offset(*o), Duration::from_secs(10))
+                    {
+                        tracing::warn!(topic = %t, partition = p, error = %e, "seek failed");
+                    }
+                }
+                accepted_gaps.extend(outcome.rewind);
+                continue;
+            }
+            for k in outcome.next_offsets.keys() {
+                accepted_gaps.remove(k);
+            }
+            self.mirror(&consumer, &outcome.next_offsets, CommitMode::Async);
+        }
+        // Final mirror of what the database holds for our partitions.
+        if let Ok(assigned) = consumer.assignment() {
+            let parts: Vec<(String, i32)> = assigned
+                .elements()
+                .iter()
+                .map(|e| (e.topic().to_string(), e.partition()))
+                .collect();
+            if let Ok(stored) = self.read_offsets(&parts).await {
+                self.mirror(&consumer, &stored, CommitMode::Sync);
+            }
+        }
+        consumer.unsubscribe();
+        drop(stream);
+        probe.abort();
+        let _ = probe.await;
+        drop(consumer); // the last reference: closes the consumer and leaves the group
+        tracing::info!("consumer stopped");
+        Ok(())
+    }
+
+    fn kafka_trouble(&self, e: &KafkaError) {
+        if let Some(suppressed) = self.noise.admit(&e.to_string()) {
+            tracing::warn!(error = %e, suppressed, "kafka error; librdkafka reconnects by itself");
+        }
+        let mut g = self.health.consumer.lock().unwrap();
+        g.get_or_insert_with(ConsumerHealth::default).broker_error = Some(e.to_string());
+    }
+
+    async fn read_offsets(
+        &self,
+        parts: &[(String, i32)],
+    ) -> sqlx::Result<BTreeMap<(String, i32), i64>> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(offsets::read(&mut conn, &self.cfg.group, parts)
+            .await?
+            .into_iter()
+            .collect())
+    }
+
+    fn mirror(
+        &self,
+        consumer: &StreamConsumer<Ctx>,
+        offsets: &BTreeMap<(String, i32), i64>,
+        mode: CommitMode,
+    ) {
+        if offsets.is_empty() {
+            return;
+        }
+        let mut tpl = TopicPartitionList::new();
+        for ((t, p), o) in offsets {
+            let _ = tpl.add_partition_offset(t, *p, Offset::Offset(*o));
+        }
+        if let Err(e) = consumer.commit(&tpl, mode) {
+            tracing::debug!(error = %e, "mirroring offsets to Kafka failed (monitoring only)");
+        }
+    }
+
+    /// Stores a batch, retrying transient failures with backoff until it
+    /// succeeds; `None` if `stop` fires while retrying.
+    async fn store_with_retry(
+        &self,
+        msgs: &[OwnedMessage],
+        accepted_gaps: &HashMap<(String, i32), i64>,
+        stop: &CancellationToken,
+    ) -> Option<BatchOutcome> {
+        let mut delay = Duration::from_millis(100);
+        loop {
+            let started = Instant::now();
+            match store_isolating(&self.pool, &self.cfg, msgs, accepted_gaps).await {
+                Ok(outcome) => {
+                    metrics::histogram!("navd_batch_seconds")
+                        .record(started.elapsed().as_secs_f64());
+                    {
+                        let mut g = self.health.consumer.lock().unwrap();
+                        g.get_or_insert_with(ConsumerHealth::default).last_error = None;
+                    }
+                    if !outcome.report.affected.is_empty() {
+                        self.wake.notify_one();
+                    }
+                    return Some(outcome);
+                }
+                Err(e) => {
+                    if let Some(suppressed) = self.noise.admit("store") {
+                        tracing::warn!(error = %format!("{e:#}"), retry_in = ?delay, suppressed, "storing a batch failed; retrying (is the database reachable?)");
+                    }
+                    {
+                        let mut g = self.health.consumer.lock().unwrap();
+                        g.get_or_insert_with(ConsumerHealth::default).last_error =
+                            Some(format!("database: {e}"));
+                    }
+                    tokio::select! {
+                        _ = stop.cancelled() => return None,
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+}
+
+/// Keeps `health` saying whether a broker answers now: a metadata request
+/// every few seconds, so readiness recovers as soon as the broker is back
+/// rather than when the next message happens to arrive.
+async fn probe_broker(
+    consumer: Arc<StreamConsumer<Ctx>>,
+    topic: String,
+    health: Arc<Health>,
+    stop: CancellationToken,
+) {
+    loop {
+        let c = consumer.clone();
+        let t = topic.clone();
+        let answer = tokio::task::spawn_blocking(move || {
+            c.client()
+                .fetch_metadata(Some(&t), Duration::from_secs(3))
+                .map(|_| ())
+        })
+        .await;
+        let broker_error = match answer {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(e) => Some(format!("probe failed: {e}")),
+        };
+        {
+            let mut g = health.consumer.lock().unwrap();
+            g.get_or_insert_with(ConsumerHealth::default).broker_error = broker_error;
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(3)) => {}
+        }
+    }
+}
+
+/// The span of one consumer batch: which partitions, which offsets, and
+/// (recorded once stored) how many events and dead letters. Every log line
+/// of the batch, retries and isolated refusals included, carries it.
+fn batch_span(msgs: &[OwnedMessage]) -> tracing::Span {
+    use rdkafka::message::Message as _;
+    let mut ranges: BTreeMap<(&str, i32), (i64, i64)> = BTreeMap::new();
+    for m in msgs {
+        let r = ranges
+            .entry((m.topic(), m.partition()))
+            .or_insert((m.offset(), m.offset()));
+        r.0 = r.0.min(m.offset());
+        r.1 = r.1.max(m.offset());
+    }
+    let offsets = ranges
+        .iter()
+        .map(|((t, p), (a, b))| format!("{t}/{p}@{a}..={b}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    tracing::info_span!(
+        "batch",
+        messages = msgs.len(),
+        offsets = %offsets,
+        events = tracing::field::Empty,
+        dead_letters = tracing::field::Empty,
+    )
+}

@@ -85,6 +85,7 @@ pub fn cancel_on_signal(stop: CancellationToken) {
 }
 
 /// The parts of a running service that tests and the demo hold on to.
+#[derive(Debug)]
 pub struct Service {
     pub addr: SocketAddr,
     pub pool: PgPool,

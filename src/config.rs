@@ -21,7 +21,7 @@ pub enum AuthConfig {
     Jwt(JwtConfig),
 }
 
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct JwtConfig {
     pub key: JwtKey,
     pub issuer: Option<String>,
@@ -33,6 +33,16 @@ pub enum JwtKey {
     Hs256(Vec<u8>),
     /// PEM-encoded RSA public key.
     Rs256(Vec<u8>),
+}
+
+/// Never prints the secret.
+impl std::fmt::Debug for JwtKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JwtKey::Hs256(_) => "HS256 secret (redacted)",
+            JwtKey::Rs256(_) => "RS256 public key",
+        })
+    }
 }
 
 impl std::fmt::Debug for AuthConfig {

@@ -453,6 +453,19 @@ fn next_day(d: NaiveDate) -> Result<NaiveDate, FoldError> {
     })
 }
 
+impl std::fmt::Debug for Folder<'_> {
+    // The valuation cache is an implementation detail; the state says
+    // where the folder is.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Folder")
+            .field("date", &self.state.date)
+            .field("positions", &self.slots.len())
+            .field("market_value", &self.state.market_value)
+            .field("nav", &self.state.nav)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A position touched by the day's transactions: its slot (found or where
 /// it would go) and its new value.
 struct Touched<'t> {

@@ -47,6 +47,7 @@ use crate::config::KafkaConfig;
 use crate::http::{ConsumerHealth, Health};
 use crate::storage::offsets;
 
+#[derive(Debug)]
 pub struct Consumer {
     cfg: KafkaConfig,
     pool: PgPool,

@@ -29,17 +29,19 @@ use crate::storage;
 /// `NAVD_PRICE_CACHE_CLOSES`.
 const DEFAULT_MAX_CLOSES: usize = 4_000_000;
 
+#[derive(Debug)]
 struct Series {
     version: i64,
     closes: Vec<(NaiveDate, Decimal)>,
 }
 
+#[derive(Debug)]
 pub struct PriceCache {
     max_closes: usize,
     inner: Mutex<Inner>,
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Inner {
     series: HashMap<String, Arc<Series>>,
     order: VecDeque<String>,

@@ -37,6 +37,7 @@ pub struct Trade {
     pub nth: u16,
 }
 
+#[derive(Debug)]
 pub struct Book {
     pub spec: BookSpec,
     pub today: NaiveDate,

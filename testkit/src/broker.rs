@@ -17,7 +17,7 @@ use rdkafka::{ClientConfig, ClientContext};
 use crate::book::SampleBook;
 
 /// Counts deliveries, so a lost message fails the run instead of hanging it.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Deliveries {
     failed: AtomicU64,
 }
@@ -37,6 +37,12 @@ impl ProducerContext for Deliveries {
 /// must outrun the consumer it measures.
 pub struct Sender {
     producer: ThreadedProducer<Deliveries>,
+}
+
+impl std::fmt::Debug for Sender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sender").finish_non_exhaustive()
+    }
 }
 
 impl Sender {

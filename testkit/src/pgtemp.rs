@@ -37,6 +37,7 @@ impl Default for PgOptions {
 }
 
 /// A running private server. Stopped and deleted when dropped.
+#[derive(Debug)]
 pub struct PgTemp {
     dir: tempfile::TempDir,
     bin: PathBuf,

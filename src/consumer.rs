@@ -44,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::config::KafkaConfig;
-use crate::http::{ConsumerHealth, Health};
+use crate::health::{ConsumerHealth, Health};
 use crate::storage::{self, offsets, DeadLetter, IngestBatch, Source};
 
 pub struct Consumer {

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod config;
 pub mod consumer;
 pub mod demo;
+pub mod health;
 pub mod http;
 pub mod log_limit;
 pub mod observability;

@@ -31,31 +31,12 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::clock::Clock;
+use crate::health::Health;
 pub use auth::{Authenticator, Caller};
 pub use error::ApiError;
 
 /// Largest accepted request body (SPEC §5).
 pub const BODY_LIMIT: usize = 64 * 1024;
-
-/// Health of the parts `/readyz` reports on, shared with the consumer.
-#[derive(Debug, Default)]
-pub struct Health {
-    /// Set when a consumer runs; `None` when this process has none.
-    pub consumer: std::sync::Mutex<Option<ConsumerHealth>>,
-    /// The consumer's last batch was full: it is working through a backlog,
-    /// and the refresh worker yields the CPU to it (see `worker`).
-    pub catching_up: std::sync::atomic::AtomicBool,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct ConsumerHealth {
-    pub assigned_partitions: usize,
-    /// Why the batch in flight cannot be stored (cleared when it is).
-    pub last_error: Option<String>,
-    /// Why the broker did not answer the latest probe or client call
-    /// (cleared by the next answer).
-    pub broker_error: Option<String>,
-}
 
 #[derive(Clone)]
 pub struct AppState {

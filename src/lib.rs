@@ -14,6 +14,7 @@ pub mod log_limit;
 pub mod observability;
 pub mod prices;
 pub mod projector;
+pub mod query;
 pub mod storage;
 pub mod telemetry;
 pub mod worker;

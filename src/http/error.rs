@@ -155,6 +155,19 @@ pub fn is_unavailable(e: &sqlx::Error) -> bool {
     }
 }
 
+/// The read model's failures: an unknown portfolio is the one 404 of the
+/// API, the database's are classified like every other database error.
+impl From<crate::query::QueryError> for ApiError {
+    fn from(e: crate::query::QueryError) -> Self {
+        use crate::query::QueryError;
+        match e {
+            QueryError::NotFound => ApiError::NotFound,
+            QueryError::Db(d) => d.into(),
+            QueryError::Failed(e) => ApiError::Internal(e),
+        }
+    }
+}
+
 impl From<crate::projector::ProjectorError> for ApiError {
     fn from(e: crate::projector::ProjectorError) -> Self {
         match e {

@@ -1,5 +1,7 @@
-//! The HTTP API (SPEC §5): routes, shared state, and the layers every
-//! request passes through (body limit, timeout, panic catcher, tracing).
+//! The HTTP API (SPEC §5): routes and the layers every request passes
+//! through (body limit, timeout, panic catcher, tracing). This file is the
+//! router: it imports its submodules and none of them imports it (the shared
+//! state is in [`state`]).
 //!
 //! Anything that goes wrong becomes an [`ApiError`], rendered as
 //! problem+json; axum's own rejections are mapped into it too, so clients
@@ -14,47 +16,26 @@ pub mod error;
 pub mod nav;
 pub mod openapi;
 pub mod params;
+pub mod schema;
 pub mod server;
+pub mod state;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::error_handling::HandleErrorLayer;
-use axum::extract::{DefaultBodyLimit, FromRef, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{BoxError, Json, Router};
-use sqlx::PgPool;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::clock::Clock;
-use crate::health::Health;
 pub use auth::{Authenticator, Caller};
 pub use error::ApiError;
-
-/// Largest accepted request body (SPEC §5).
-pub const BODY_LIMIT: usize = 64 * 1024;
-
-#[derive(Clone)]
-pub struct AppState {
-    pub pool: PgPool,
-    pub clock: Clock,
-    pub auth: Authenticator,
-    pub health: Arc<Health>,
-    /// Wakes the refresh worker of this process.
-    pub wake: Arc<tokio::sync::Notify>,
-    /// Rendered GET nav-history responses.
-    pub cache: Arc<cache::ReadCache>,
-}
-
-impl FromRef<AppState> for Authenticator {
-    fn from_ref(s: &AppState) -> Self {
-        s.auth.clone()
-    }
-}
+pub use params::BODY_LIMIT;
+pub use state::AppState;
 
 pub fn router(state: AppState, request_timeout: Duration) -> Router {
     crate::observability::handle();
@@ -103,10 +84,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
 async fn readyz(State(s): State<AppState>) -> Response {
     static NOISE: std::sync::OnceLock<crate::log_limit::RateLimit> = std::sync::OnceLock::new();
     let noise = NOISE.get_or_init(Default::default);
-    let db_ok = match sqlx::query_scalar::<_, i32>("SELECT 1")
-        .fetch_one(&s.pool)
-        .await
-    {
+    let db_ok = match crate::storage::ping(&s.pool).await {
         Ok(_) => true,
         Err(e) => {
             if let Some(suppressed) = noise.admit("readyz:db") {

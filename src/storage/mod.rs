@@ -1,5 +1,5 @@
 //! Every SQL statement of the service, one file per table family. Nothing
-//! outside this module talks to PostgreSQL (a test checks it): callers get
+//! outside this module talks to PostgreSQL (`tests/layout.rs` checks it): callers get
 //! typed values in and out, and one place to look when a query or the
 //! schema changes.
 //!

@@ -1,5 +1,5 @@
 //! The HTTP API (SPEC §5): routes and the layers every request passes
-//! through (body limit, timeout, panic catcher, tracing). This file is the
+//! through (request id and span, body limit, timeout, panic catcher). This file is the
 //! router: it imports its submodules and none of them imports it (the shared
 //! state is in [`state`]).
 //!
@@ -16,6 +16,7 @@ pub mod error;
 pub mod nav;
 pub mod openapi;
 pub mod params;
+pub mod request_id;
 pub mod schema;
 pub mod server;
 pub mod state;
@@ -30,6 +31,7 @@ use axum::routing::{get, post};
 use axum::{BoxError, Json, Router};
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
 pub use auth::{Authenticator, Caller};
@@ -59,11 +61,19 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .fallback(|| async { ApiError::RouteNotFound("no such resource".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(
+            // Outermost first. The id is settled before anything logs or
+            // answers (see `request_id` for which incoming ids are kept), and
+            // the span wraps the panic catcher so even a panic's log line
+            // names its request.
             ServiceBuilder::new()
+                .map_request(request_id::drop_insane)
+                .layer(SetRequestIdLayer::new(request_id::HEADER, MakeRequestUuid))
+                .layer(PropagateRequestIdLayer::new(request_id::HEADER))
+                .layer(axum::middleware::from_fn(request_id::scope))
+                .layer(TraceLayer::new_for_http().make_span_with(request_id::span))
                 .layer(CatchPanicLayer::custom(|_| {
                     ApiError::Internal(anyhow::anyhow!("handler panicked")).into_response()
                 }))
-                .layer(TraceLayer::new_for_http())
                 .layer(axum::middleware::from_fn(crate::observability::track))
                 .layer(HandleErrorLayer::new(|e: BoxError| async move {
                     if e.is::<tower::timeout::error::Elapsed>() {

@@ -73,7 +73,8 @@ impl Modify for BodiesAreObjects {
     info(
         title = "navd",
         description = "Daily NAV history of portfolios: curve, statistics, backfill, calculate, dead letters. \
-                       Decimals are JSON strings; errors are application/problem+json (RFC 9457)."
+                       Decimals are JSON strings; errors are application/problem+json (RFC 9457) carrying the \
+                       request's id as `request_id`, the value of the `x-request-id` header every response has."
     ),
     paths(
         super::nav::get_history,

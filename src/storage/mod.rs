@@ -1,7 +1,7 @@
 //! Every SQL statement of the service, one file per table family. Nothing
-//! outside this module talks to PostgreSQL (`tests/layout.rs` checks it): callers get
-//! typed values in and out, and one place to look when a query or the
-//! schema changes.
+//! outside this module talks to PostgreSQL (`tests/layout.rs` checks it):
+//! callers get typed values in and out, and one place to look when a query
+//! or the schema changes.
 //!
 //! - [`events`]: transactions and prices, idempotent by `event_id`;
 //! - [`dead_letters`]: messages that are not valid events;

@@ -14,8 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::config::{AuthConfig, Config};
+use crate::health::Health;
 use crate::http::server::Limits;
-use crate::http::{self, AppState, Authenticator, Health};
+use crate::http::{self, AppState, Authenticator};
 use crate::storage;
 
 /// Binds `addr` and serves the API until `stop` is cancelled, with the

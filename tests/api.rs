@@ -444,10 +444,13 @@ async fn authentication_and_authorization() {
 
     // 404 for a portfolio outside the token's list, on all three, nothing written
     let other = token("nav:read nav:write", &["p-other"]);
+    // Both with one request id: a problem body echoes it (`request_id`), and
+    // beside it the two answers must be identical.
     let r = app
         .client
         .get(app.url(base))
         .bearer_auth(&other)
+        .header("x-request-id", "same-id")
         .send()
         .await
         .unwrap();
@@ -456,6 +459,7 @@ async fn authentication_and_authorization() {
         .client
         .get(app.url("/api/v1/portfolio/nobody/nav-history"))
         .bearer_auth(&other)
+        .header("x-request-id", "same-id")
         .send()
         .await
         .unwrap();

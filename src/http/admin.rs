@@ -6,9 +6,10 @@ use base64::Engine;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::auth::SCOPE_ADMIN;
+use super::auth::{Caller, SCOPE_ADMIN};
 use super::error::ApiError;
-use super::{params, AppState, Caller};
+use super::params;
+use super::state::AppState;
 use crate::storage;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]

@@ -12,7 +12,7 @@
 //!   JavaScript, no external assets) with a date-range form, the SVG inlined,
 //!   the status and the §4 statistics.
 //!
-//! Both handlers go through [`super::nav::read_history`], so the picture, the
+//! Both handlers go through [`crate::query::read_history`], so the picture, the
 //! page and the JSON always show the same snapshot and obey the same rules,
 //! and both draw through [`RenderPool`]: off the async threads, a bounded
 //! number at a time, each on at most [`MAX_PLOT_POINTS`] points.
@@ -36,10 +36,11 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use projections::Statistics;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::auth::SCOPE_READ;
+use super::auth::{Caller, SCOPE_READ};
 use super::error::ApiError;
-use super::nav::{read_history, HistoryQuery, HistoryResponse};
-use super::{params, AppState, Caller};
+use super::params::{self, ParseQuery};
+use super::state::AppState;
+use crate::query::{read_history, History, HistoryQuery};
 
 /// Size of the picture served and inlined (16:9, readable on a laptop).
 const WIDTH: u32 = 960;
@@ -514,7 +515,7 @@ impl ValueFormatter<NaiveDate> for DateAxis {
     get,
     path = "/api/v1/portfolio/{id}/nav-history.svg",
     tag = "nav",
-    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001"), super::openapi::HistoryParams),
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001"), super::schema::HistoryParams),
     responses(
         (status = 200, description = "the NAV curve and its drawdown", body = String, content_type = "image/svg+xml"),
         (status = 400, description = "malformed id, date, range or parameter", body = super::error::Problem, content_type = "application/problem+json"),
@@ -687,7 +688,7 @@ impl RenderPool {
 }
 
 /// The SVG of a read, titled with the portfolio and the range shown.
-fn chart_of(h: &HistoryResponse) -> Result<String, ApiError> {
+fn chart_of(h: &History) -> Result<String, ApiError> {
     let points = h
         .points
         .iter()
@@ -786,7 +787,7 @@ impl FormValues {
 }
 
 struct PageData<'a> {
-    history: &'a HistoryResponse,
+    history: &'a History,
     query: &'a HistoryQuery,
     chart: &'a str,
 }
@@ -1125,7 +1126,7 @@ mod tests {
         let series = three_years();
         let points = series
             .iter()
-            .map(|(d, v)| super::super::nav::Point {
+            .map(|(d, v)| crate::query::Point {
                 date: *d,
                 net_value: format!("{v:.12}"),
                 return_rate: "0".into(),
@@ -1140,14 +1141,15 @@ mod tests {
         status.state = "inconsistent";
         status.since = Some(day("2023-02-01"));
         status.detail = Some("sell of <XYZ> exceeds the position".into());
-        let history = HistoryResponse {
+        let history = History {
             portfolio_id: "p-1001".into(),
             from: Some(series[0].0),
             to: Some(series[series.len() - 1].0),
             as_of: Some(series[series.len() - 1].0),
             status,
             points,
-            validator: String::new(),
+            version: 0,
+            pending_from: None,
             statistics: Statistics {
                 max_drawdown: -0.1234,
                 max_drawdown_peak: Some(day("2021-03-05")),

@@ -1,8 +1,10 @@
 //! The one error type of the HTTP API and its RFC 9457 problem+json form.
 //!
 //! Every failure a handler can meet maps to one variant, and each variant to
-//! one status. Internal details (SQL errors, fold errors) are logged with a
-//! correlation id and never put in a response.
+//! one status. Internal details (SQL errors, fold errors) are logged inside
+//! the request's span, which carries its id, and never put in a response;
+//! the response carries the same id (`request_id`), so a report quoting it
+//! finds the log lines.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -44,6 +46,13 @@ pub struct Problem {
     pub title: String,
     pub status: u16,
     pub detail: String,
+    /// The request's id, as in its `x-request-id` response header: quote it
+    /// when reporting a problem; the server's log lines of the request
+    /// carry it. (An RFC 9457 extension member; `instance` is not used, as
+    /// an id taken from the caller need not be a UUID.)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, pattern = "^[A-Za-z0-9._:-]{1,64}$")]
+    pub request_id: Option<String>,
 }
 
 /// Seconds a client should wait after a 503.
@@ -95,6 +104,9 @@ impl ApiError {
             title: status.canonical_reason().unwrap_or("Error").to_string(),
             status: status.as_u16(),
             detail,
+            // Set in every request (the id layer runs before any handler);
+            // absent only when a problem is rendered outside one.
+            request_id: super::request_id::current(),
         }
     }
 }
@@ -152,6 +164,19 @@ pub fn is_unavailable(e: &sqlx::Error) -> bool {
             )
         }
         _ => false,
+    }
+}
+
+/// The read model's failures: an unknown portfolio is the one 404 of the
+/// API, the database's are classified like every other database error.
+impl From<crate::query::QueryError> for ApiError {
+    fn from(e: crate::query::QueryError) -> Self {
+        use crate::query::QueryError;
+        match e {
+            QueryError::NotFound => ApiError::NotFound,
+            QueryError::Db(d) => d.into(),
+            QueryError::Failed(e) => ApiError::Internal(e),
+        }
     }
 }
 

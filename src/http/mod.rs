@@ -1,5 +1,7 @@
-//! The HTTP API (SPEC §5): routes, shared state, and the layers every
-//! request passes through (body limit, timeout, panic catcher, tracing).
+//! The HTTP API (SPEC §5): routes and the layers every request passes
+//! through (request id and span, body limit, timeout, panic catcher). This file is the
+//! router: it imports its submodules and none of them imports it (the shared
+//! state is in [`state`]).
 //!
 //! Anything that goes wrong becomes an [`ApiError`], rendered as
 //! problem+json; axum's own rejections are mapped into it too, so clients
@@ -14,66 +16,28 @@ pub mod error;
 pub mod nav;
 pub mod openapi;
 pub mod params;
+pub mod request_id;
+pub mod schema;
 pub mod server;
+pub mod state;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::error_handling::HandleErrorLayer;
-use axum::extract::{DefaultBodyLimit, FromRef, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{BoxError, Json, Router};
-use sqlx::PgPool;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use crate::clock::Clock;
 pub use auth::{Authenticator, Caller};
 pub use error::ApiError;
-
-/// Largest accepted request body (SPEC §5).
-pub const BODY_LIMIT: usize = 64 * 1024;
-
-/// Health of the parts `/readyz` reports on, shared with the consumer.
-#[derive(Debug, Default)]
-pub struct Health {
-    /// Set when a consumer runs; `None` when this process has none.
-    pub consumer: std::sync::Mutex<Option<ConsumerHealth>>,
-    /// The consumer's last batch was full: it is working through a backlog,
-    /// and the refresh worker yields the CPU to it (see `worker`).
-    pub catching_up: std::sync::atomic::AtomicBool,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct ConsumerHealth {
-    pub assigned_partitions: usize,
-    /// Why the batch in flight cannot be stored (cleared when it is).
-    pub last_error: Option<String>,
-    /// Why the broker did not answer the latest probe or client call
-    /// (cleared by the next answer).
-    pub broker_error: Option<String>,
-}
-
-#[derive(Clone)]
-pub struct AppState {
-    pub pool: PgPool,
-    pub clock: Clock,
-    pub auth: Authenticator,
-    pub health: Arc<Health>,
-    /// Wakes the refresh worker of this process.
-    pub wake: Arc<tokio::sync::Notify>,
-    /// Rendered GET nav-history responses.
-    pub cache: Arc<cache::ReadCache>,
-}
-
-impl FromRef<AppState> for Authenticator {
-    fn from_ref(s: &AppState) -> Self {
-        s.auth.clone()
-    }
-}
+pub use params::BODY_LIMIT;
+pub use state::AppState;
 
 pub fn router(state: AppState, request_timeout: Duration) -> Router {
     crate::observability::handle();
@@ -97,11 +61,19 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .fallback(|| async { ApiError::RouteNotFound("no such resource".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(
+            // Outermost first. The id is settled before anything logs or
+            // answers (see `request_id` for which incoming ids are kept), and
+            // the span wraps the panic catcher so even a panic's log line
+            // names its request.
             ServiceBuilder::new()
+                .map_request(request_id::drop_insane)
+                .layer(SetRequestIdLayer::new(request_id::HEADER, MakeRequestUuid))
+                .layer(PropagateRequestIdLayer::new(request_id::HEADER))
+                .layer(axum::middleware::from_fn(request_id::scope))
+                .layer(TraceLayer::new_for_http().make_span_with(request_id::span))
                 .layer(CatchPanicLayer::custom(|_| {
                     ApiError::Internal(anyhow::anyhow!("handler panicked")).into_response()
                 }))
-                .layer(TraceLayer::new_for_http())
                 .layer(axum::middleware::from_fn(crate::observability::track))
                 .layer(HandleErrorLayer::new(|e: BoxError| async move {
                     if e.is::<tower::timeout::error::Elapsed>() {
@@ -122,10 +94,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
 async fn readyz(State(s): State<AppState>) -> Response {
     static NOISE: std::sync::OnceLock<crate::log_limit::RateLimit> = std::sync::OnceLock::new();
     let noise = NOISE.get_or_init(Default::default);
-    let db_ok = match sqlx::query_scalar::<_, i32>("SELECT 1")
-        .fetch_one(&s.pool)
-        .await
-    {
+    let db_ok = match crate::storage::ping(&s.pool).await {
         Ok(_) => true,
         Err(e) => {
             if let Some(suppressed) = noise.admit("readyz:db") {

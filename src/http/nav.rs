@@ -1,5 +1,6 @@
 //! The NAV operations: read a curve with its statistics, backfill a range,
-//! calculate today (SPEC §5).
+//! calculate today (SPEC §5). Handlers only: the read itself is
+//! [`crate::query`], the body shapes are in [`super::schema`].
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -8,124 +9,23 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::NaiveDate;
-use projections::{Calendar, Statistics, StatsQuery};
-use rust_decimal::Decimal;
-use serde::{Deserialize, Serialize};
 
-use super::auth::{SCOPE_READ, SCOPE_WRITE};
+use super::auth::{Caller, SCOPE_READ, SCOPE_WRITE};
 use super::cache::Entry;
 use super::error::ApiError;
-use super::{params, AppState, Caller};
-use crate::projection::{self, PortfolioStatus};
-use crate::storage::{self, HistoryRow};
-
-/// One day of the curve; every decimal is a string (SPEC §5).
-#[derive(Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
-pub struct Point {
-    pub date: NaiveDate,
-    pub net_value: String,
-    pub return_rate: String,
-    pub daily_return: String,
-    pub market_value: String,
-    pub cost: String,
-    pub net_flow: String,
-    pub profit: String,
-}
-
-impl From<&HistoryRow> for Point {
-    fn from(r: &HistoryRow) -> Self {
-        // Stored values are already rounded; the text is written with the
-        // reported places whatever scale the column returned.
-        use projections::{money_text, ratio_text};
-        let r = &r.record;
-        Point {
-            date: r.date,
-            net_value: ratio_text(r.net_value),
-            return_rate: ratio_text(r.return_rate),
-            daily_return: ratio_text(r.daily_return),
-            market_value: money_text(r.market_value),
-            cost: money_text(r.cost),
-            net_flow: money_text(r.net_flow),
-            profit: money_text(r.profit),
-        }
-    }
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct HistoryResponse {
-    pub portfolio_id: String,
-    pub from: Option<NaiveDate>,
-    pub to: Option<NaiveDate>,
-    pub as_of: Option<NaiveDate>,
-    pub status: PortfolioStatus,
-    pub points: Vec<Point>,
-    #[schema(value_type = super::openapi::StatisticsDoc)]
-    pub statistics: Statistics,
-    /// What the response was read at: row version and pending day (the
-    /// cache validator).
-    #[serde(skip)]
-    pub validator: String,
-}
-
-/// Parsed query of GET nav-history.
-#[derive(Debug, Clone, Copy)]
-pub struct HistoryQuery {
-    pub from: Option<NaiveDate>,
-    pub to: Option<NaiveDate>,
-    pub stats: StatsQuery,
-}
-
-impl HistoryQuery {
-    /// A canonical text of the query, for cache keys.
-    pub fn cache_key(&self) -> String {
-        format!(
-            "from={:?}&to={:?}&calendar={:?}&rf={}",
-            self.from, self.to, self.stats.calendar, self.stats.risk_free
-        )
-    }
-
-    pub fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
-        let q = params::query(raw, &["from", "to", "calendar", "risk_free"])?;
-        let from = q.get("from").map(|v| params::date("from", v)).transpose()?;
-        let to = q.get("to").map(|v| params::date("to", v)).transpose()?;
-        params::range(from, to)?;
-        let calendar = match q.get("calendar").map(String::as_str) {
-            None | Some("trading") => Calendar::Trading,
-            Some("all") => Calendar::All,
-            Some(other) => {
-                return Err(ApiError::BadRequest(format!(
-                    "`calendar` must be `trading` or `all`, got `{other}`"
-                )))
-            }
-        };
-        let risk_free = match q.get("risk_free") {
-            None => 0.0,
-            Some(v) => match v.parse::<f64>() {
-                Ok(rf) if rf.is_finite() && rf > -1.0 && rf < 1.0 => rf,
-                _ => {
-                    return Err(ApiError::BadRequest(format!(
-                        "`risk_free` must be an annual rate between -1 and 1 (exclusive), got `{v}`"
-                    )))
-                }
-            },
-        };
-        Ok(HistoryQuery {
-            from,
-            to,
-            stats: StatsQuery {
-                calendar,
-                risk_free,
-            },
-        })
-    }
-}
+use super::params::{self, ParseQuery};
+use super::schema::{BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse};
+use super::state::AppState;
+use crate::projection;
+use crate::query::{self, HistoryQuery, Point};
+use crate::storage;
 
 /// The NAV curve of a portfolio over a range, with its statistics.
 #[utoipa::path(
     get,
     path = "/api/v1/portfolio/{id}/nav-history",
     tag = "nav",
-    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001"), super::openapi::HistoryParams),
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001"), super::schema::HistoryParams),
     responses(
         (status = 200, description = "the curve", body = HistoryResponse),
         (status = 304, description = "not modified: the ETag sent in If-None-Match is current"),
@@ -154,13 +54,15 @@ pub async fn get_history(
     let entry = match s.cache.get(&key, &validator(version, pending)) {
         Some(e) => e,
         None => {
-            let resp = read_history(&s.pool, id.as_str(), &q).await?;
+            let h = query::read_history(&s.pool, id.as_str(), &q).await?;
+            let tag = validator(h.version, h.pending_from);
+            let resp = HistoryResponse::from(h);
             // Serializing and compressing a long history takes tens of ms:
             // not on the async threads.
             let k = key.clone();
             let e = tokio::task::spawn_blocking(move || {
                 let json = serde_json::to_vec(&resp).map_err(|e| ApiError::Internal(e.into()))?;
-                Ok::<_, ApiError>(Entry::new(resp.validator.clone(), &k, json))
+                Ok::<_, ApiError>(Entry::new(tag, &k, json))
             })
             .await
             .map_err(|e| ApiError::Internal(e.into()))??;
@@ -171,6 +73,8 @@ pub async fn get_history(
     Ok(cached_response(&headers, &entry))
 }
 
+/// The cache validator (and ETag) of what a read reflects: the portfolio
+/// row's version and its pending day.
 fn validator(version: i64, pending: Option<NaiveDate>) -> String {
     match pending {
         Some(d) => format!("{version}-{d}"),
@@ -204,85 +108,6 @@ fn cached_response(headers: &HeaderMap, e: &Entry) -> Response {
     } else {
         (h, e.json.clone()).into_response()
     }
-}
-
-/// Reads a curve and its statistics from one consistent snapshot.
-pub async fn read_history(
-    pool: &sqlx::PgPool,
-    id: &str,
-    q: &HistoryQuery,
-) -> Result<HistoryResponse, ApiError> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .execute(&mut *tx)
-        .await?;
-    let p = storage::get_portfolio(&mut tx, id)
-        .await?
-        .ok_or(ApiError::NotFound)?;
-    let rows = storage::load_history(&mut tx, id, q.from, q.to).await?;
-    let (w0, w0_date) = match rows.first() {
-        Some(first) => {
-            let day = first.record.date.pred_opt().expect("date in range");
-            let w0 = storage::history_row(&mut tx, id, day)
-                .await?
-                .map_or(Decimal::ONE, |r| r.nav_exact);
-            (w0, day)
-        }
-        None => (
-            Decimal::ONE,
-            q.from
-                .unwrap_or(p.first_day)
-                .pred_opt()
-                .expect("date in range"),
-        ),
-    };
-    tx.commit().await?;
-    let (id, q) = (id.to_string(), *q);
-    // Statistics and points are linear in the range, which can be decades
-    // of days: computed on a blocking thread, not an async worker.
-    tokio::task::spawn_blocking(move || {
-        let series: Vec<(NaiveDate, Decimal)> =
-            rows.iter().map(|r| (r.record.date, r.nav_exact)).collect();
-        let statistics = projections::statistics(w0, w0_date, &series, &q.stats);
-        HistoryResponse {
-            portfolio_id: id,
-            from: q.from.or(rows.first().map(|r| r.record.date)),
-            to: q.to.or(rows.last().map(|r| r.record.date)),
-            as_of: p.last_day,
-            status: PortfolioStatus::of(&p),
-            points: rows.iter().map(Point::from).collect(),
-            statistics,
-            validator: validator(p.version, p.pending_from),
-        }
-    })
-    .await
-    .map_err(|e| ApiError::Internal(e.into()))
-}
-
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BackfillBody {
-    /// First day to rebuild (YYYY-MM-DD); default the portfolio's first day.
-    #[schema(format = Date)]
-    pub from: Option<String>,
-    /// Last day to rebuild (YYYY-MM-DD), not before `from`; default
-    /// yesterday.
-    #[schema(format = Date)]
-    pub to: Option<String>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct BackfillResponse {
-    pub portfolio_id: String,
-    /// First day rebuilt: the requested `from` clamped to the portfolio's
-    /// first day; null when nothing was in range.
-    pub from: Option<NaiveDate>,
-    /// Last day rebuilt: the requested `to` (default yesterday) clamped to
-    /// today; null when nothing was in range.
-    pub to: Option<NaiveDate>,
-    pub days_written: usize,
-    pub transactions_replayed: usize,
-    pub status: PortfolioStatus,
 }
 
 /// Rebuilds a range of records from the stored events.
@@ -341,14 +166,6 @@ pub async fn backfill(
         transactions_replayed: r.transactions_replayed,
         status: r.status,
     }))
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct CalculateResponse {
-    pub portfolio_id: String,
-    /// Today's record; null when the portfolio's first trade is after today.
-    pub point: Option<Point>,
-    pub status: PortfolioStatus,
 }
 
 /// Computes today's record from the whole log and the latest prices.

@@ -3,14 +3,16 @@
 //! `/api/v1/openapi.json`.
 
 use axum::Json;
-use chrono::NaiveDate;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
+use utoipa::{Modify, OpenApi};
 
 use super::admin::{DeadLetterPage, DeadLetterView, ReplayResponse};
 use super::error::Problem;
-use super::nav::{BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse, Point};
+use super::schema::{
+    BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse, StatisticsDoc,
+};
 use crate::projection::PortfolioStatus;
+use crate::query::Point;
 
 /// What `params::portfolio_id` accepts, as a JSON Schema pattern. Written
 /// out literally in each path's `params(...)` (utoipa takes a literal there);
@@ -19,52 +21,6 @@ pub const PORTFOLIO_ID_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$";
 
 /// What the dead-letter cursor (`after`) accepts.
 pub const CURSOR_PATTERN: &str = "^[0-9]{1,18}$";
-
-/// Query parameters of GET nav-history (documentation only; parsing is
-/// strict and lives in `nav::HistoryQuery`). The schema says exactly what
-/// the parser accepts: a refused value must be invalid here too.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct HistoryParams {
-    /// First day, inclusive (YYYY-MM-DD).
-    from: Option<NaiveDate>,
-    /// Last day, inclusive (YYYY-MM-DD); not before `from`.
-    to: Option<NaiveDate>,
-    /// `trading` (Mon–Fri, 252 a year; default) or `all` (every day, 365).
-    #[param(inline)]
-    calendar: Option<CalendarDoc>,
-    /// Annual risk-free rate, −1 < rf < 1 (default 0).
-    #[param(exclusive_minimum = -1.0, exclusive_maximum = 1.0)]
-    risk_free: Option<f64>,
-}
-
-/// The `calendar` values of GET nav-history.
-#[derive(ToSchema)]
-#[schema(rename_all = "lowercase")]
-#[allow(dead_code)]
-pub enum CalendarDoc {
-    Trading,
-    All,
-}
-
-/// Statistics of the curve over the range (SPEC §4); numbers are JSON
-/// numbers, null when undefined.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct StatisticsDoc {
-    max_drawdown: f64,
-    max_drawdown_peak: Option<NaiveDate>,
-    max_drawdown_trough: Option<NaiveDate>,
-    max_drawdown_recovery: Option<NaiveDate>,
-    volatility: Option<f64>,
-    sharpe_ratio: Option<f64>,
-    sortino_ratio: Option<f64>,
-    total_return: f64,
-    annual_return: Option<f64>,
-    calmar_ratio: Option<f64>,
-    observations: u64,
-}
 
 struct BearerAuth;
 
@@ -117,7 +73,8 @@ impl Modify for BodiesAreObjects {
     info(
         title = "navd",
         description = "Daily NAV history of portfolios: curve, statistics, backfill, calculate, dead letters. \
-                       Decimals are JSON strings; errors are application/problem+json (RFC 9457)."
+                       Decimals are JSON strings; errors are application/problem+json (RFC 9457) carrying the \
+                       request's id as `request_id`, the value of the `x-request-id` header every response has."
     ),
     paths(
         super::nav::get_history,

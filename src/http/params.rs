@@ -10,11 +10,14 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{header, HeaderMap, StatusCode};
 use chrono::NaiveDate;
-use projections::PortfolioId;
+use projections::{Calendar, PortfolioId, StatsQuery};
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
-use super::BODY_LIMIT;
+use crate::query::HistoryQuery;
+
+/// Largest accepted request body (SPEC §5).
+pub const BODY_LIMIT: usize = 64 * 1024;
 
 pub fn portfolio_id(raw: &str) -> Result<PortfolioId, ApiError> {
     PortfolioId::parse(raw)
@@ -121,4 +124,51 @@ pub fn json_body<T: DeserializeOwned>(
     serde_json::from_slice(&body)
         .map(Some)
         .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
+}
+
+/// A value parsed from a request's raw query string. A trait (rather than a
+/// `parse` on the type) so the read model's [`HistoryQuery`] stays free of
+/// query-string grammar and HTTP errors, while call sites still read
+/// `HistoryQuery::parse(raw)`.
+pub trait ParseQuery: Sized {
+    fn parse(raw: Option<&str>) -> Result<Self, ApiError>;
+}
+
+/// The query of GET nav-history (and of the chart and page, which read the
+/// same): `from`, `to`, `calendar`, `risk_free`.
+impl ParseQuery for HistoryQuery {
+    fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
+        let q = query(raw, &["from", "to", "calendar", "risk_free"])?;
+        let from = q.get("from").map(|v| date("from", v)).transpose()?;
+        let to = q.get("to").map(|v| date("to", v)).transpose()?;
+        range(from, to)?;
+        let calendar = match q.get("calendar").map(String::as_str) {
+            None | Some("trading") => Calendar::Trading,
+            Some("all") => Calendar::All,
+            Some(other) => {
+                return Err(ApiError::BadRequest(format!(
+                    "`calendar` must be `trading` or `all`, got `{other}`"
+                )))
+            }
+        };
+        let risk_free = match q.get("risk_free") {
+            None => 0.0,
+            Some(v) => match v.parse::<f64>() {
+                Ok(rf) if rf.is_finite() && rf > -1.0 && rf < 1.0 => rf,
+                _ => {
+                    return Err(ApiError::BadRequest(format!(
+                        "`risk_free` must be an annual rate between -1 and 1 (exclusive), got `{v}`"
+                    )))
+                }
+            },
+        };
+        Ok(HistoryQuery {
+            from,
+            to,
+            stats: StatsQuery {
+                calendar,
+                risk_free,
+            },
+        })
+    }
 }

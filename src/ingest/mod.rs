@@ -44,7 +44,7 @@ use rebalance::Ctx;
 
 use crate::clock::Clock;
 use crate::config::KafkaConfig;
-use crate::http::{ConsumerHealth, Health};
+use crate::health::{ConsumerHealth, Health};
 use crate::storage::offsets;
 
 #[derive(Debug)]

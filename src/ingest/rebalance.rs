@@ -17,7 +17,7 @@ use rdkafka::ClientContext;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection};
 
-use crate::http::{ConsumerHealth, Health};
+use crate::health::{ConsumerHealth, Health};
 use crate::storage::offsets;
 
 /// librdkafka callbacks: rebalance from stored offsets, statistics, errors.

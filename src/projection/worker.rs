@@ -29,7 +29,7 @@ pub async fn run(
     pool: PgPool,
     clock: Clock,
     wake: std::sync::Arc<Notify>,
-    health: std::sync::Arc<crate::http::Health>,
+    health: std::sync::Arc<crate::health::Health>,
     period: Duration,
     stop: CancellationToken,
 ) {

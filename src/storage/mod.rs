@@ -1,7 +1,7 @@
 //! Every SQL statement of the service, one file per table family. Nothing
-//! outside this module talks to PostgreSQL (a test checks it): callers get
-//! typed values in and out, and one place to look when a query or the
-//! schema changes.
+//! outside this module talks to PostgreSQL (`tests/layout.rs` checks it):
+//! callers get typed values in and out, and one place to look when a query
+//! or the schema changes.
 //!
 //! - [`events`]: transactions and prices, idempotent by `event_id`;
 //! - [`dead_letters`]: messages that are not valid events;
@@ -10,6 +10,9 @@
 //! - [`marks`]: pending recomputes;
 //! - [`history`]: the daily records;
 //! - [`prices`]: closes and their versions.
+//!
+//! Connection-level statements live here beside [`connect`]: [`ping`] (is
+//! the database there) and [`read_snapshot`] (the transaction reads run in).
 
 pub mod dead_letters;
 pub mod events;
@@ -23,7 +26,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::PgPool;
+use sqlx::{PgPool, Postgres, Transaction};
 
 pub use dead_letters::{dead_letters_page, insert_dead_letters, StoredDeadLetter};
 pub use events::{
@@ -66,6 +69,26 @@ pub fn connect_lazy(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(3))
         .connect_lazy_with(opts))
+}
+
+/// Whether the database answers a trivial statement (`/readyz`).
+pub async fn ping(pool: &PgPool) -> sqlx::Result<()> {
+    sqlx::query_scalar::<_, i32>("SELECT 1")
+        .fetch_one(pool)
+        .await?;
+    Ok(())
+}
+
+/// A read-only REPEATABLE READ transaction: every statement in it sees the
+/// same snapshot, so a read made of several statements (the curve, the
+/// portfolio row, the day before the range) is consistent even while the
+/// worker rewrites the history. Commit or drop it when done.
+pub async fn read_snapshot(pool: &PgPool) -> sqlx::Result<Transaction<'static, Postgres>> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx)
 }
 
 pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {

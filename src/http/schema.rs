@@ -1,0 +1,121 @@
+//! The JSON shapes of the NAV operations, and the documentation-only types
+//! the OpenAPI document shows for what is parsed by hand (the GET query,
+//! the statistics). Handlers (`nav`, `chart`) and the document (`openapi`)
+//! both import them from here, so neither imports the other for a type.
+//! (The admin shapes stay in `admin`, the one place that uses them.)
+
+use chrono::NaiveDate;
+use projections::Statistics;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::projection::PortfolioStatus;
+use crate::query::{History, Point};
+
+/// The body of GET nav-history: a [`History`] without what it was read at
+/// (that goes in the ETag).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HistoryResponse {
+    pub portfolio_id: String,
+    pub from: Option<NaiveDate>,
+    pub to: Option<NaiveDate>,
+    pub as_of: Option<NaiveDate>,
+    pub status: PortfolioStatus,
+    pub points: Vec<Point>,
+    #[schema(value_type = StatisticsDoc)]
+    pub statistics: Statistics,
+}
+
+impl From<History> for HistoryResponse {
+    fn from(h: History) -> Self {
+        HistoryResponse {
+            portfolio_id: h.portfolio_id,
+            from: h.from,
+            to: h.to,
+            as_of: h.as_of,
+            status: h.status,
+            points: h.points,
+            statistics: h.statistics,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackfillBody {
+    /// First day to rebuild (YYYY-MM-DD); default the portfolio's first day.
+    #[schema(format = Date)]
+    pub from: Option<String>,
+    /// Last day to rebuild (YYYY-MM-DD), not before `from`; default
+    /// yesterday.
+    #[schema(format = Date)]
+    pub to: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BackfillResponse {
+    pub portfolio_id: String,
+    /// First day rebuilt: the requested `from` clamped to the portfolio's
+    /// first day; null when nothing was in range.
+    pub from: Option<NaiveDate>,
+    /// Last day rebuilt: the requested `to` (default yesterday) clamped to
+    /// today; null when nothing was in range.
+    pub to: Option<NaiveDate>,
+    pub days_written: usize,
+    pub transactions_replayed: usize,
+    pub status: PortfolioStatus,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CalculateResponse {
+    pub portfolio_id: String,
+    /// Today's record; null when the portfolio's first trade is after today.
+    pub point: Option<Point>,
+    pub status: PortfolioStatus,
+}
+
+/// Query parameters of GET nav-history (documentation only; parsing is
+/// strict and lives in `params::ParseQuery`). The schema says exactly what
+/// the parser accepts: a refused value must be invalid here too.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct HistoryParams {
+    /// First day, inclusive (YYYY-MM-DD).
+    from: Option<NaiveDate>,
+    /// Last day, inclusive (YYYY-MM-DD); not before `from`.
+    to: Option<NaiveDate>,
+    /// `trading` (Mon–Fri, 252 a year; default) or `all` (every day, 365).
+    #[param(inline)]
+    calendar: Option<CalendarDoc>,
+    /// Annual risk-free rate, −1 < rf < 1 (default 0).
+    #[param(exclusive_minimum = -1.0, exclusive_maximum = 1.0)]
+    risk_free: Option<f64>,
+}
+
+/// The `calendar` values of GET nav-history.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum CalendarDoc {
+    Trading,
+    All,
+}
+
+/// Statistics of the curve over the range (SPEC §4); numbers are JSON
+/// numbers, null when undefined.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct StatisticsDoc {
+    max_drawdown: f64,
+    max_drawdown_peak: Option<NaiveDate>,
+    max_drawdown_trough: Option<NaiveDate>,
+    max_drawdown_recovery: Option<NaiveDate>,
+    volatility: Option<f64>,
+    sharpe_ratio: Option<f64>,
+    sortino_ratio: Option<f64>,
+    total_return: f64,
+    annual_return: Option<f64>,
+    calmar_ratio: Option<f64>,
+    observations: u64,
+}

@@ -1,0 +1,157 @@
+//! The read model: a portfolio's curve over a range, its statistics (SPEC §4)
+//! and its status, read from one consistent snapshot.
+//!
+//! It knows nothing of HTTP (no status codes, no problem+json, no query
+//! strings): the JSON GET and the chart (`http::nav`, `http::chart`) and the
+//! bench call [`read_history`] and map [`QueryError`] to their own answers.
+
+use chrono::NaiveDate;
+use projections::{Statistics, StatsQuery};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use crate::projection::PortfolioStatus;
+use crate::storage::{self, HistoryRow};
+
+/// One day of the curve as reported; every decimal is a string (SPEC §5).
+/// It is also the API's `Point` (hence the serde and schema derives): the
+/// reported form of a day is decided here, once, for every reader.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct Point {
+    pub date: NaiveDate,
+    pub net_value: String,
+    pub return_rate: String,
+    pub daily_return: String,
+    pub market_value: String,
+    pub cost: String,
+    pub net_flow: String,
+    pub profit: String,
+}
+
+impl From<&HistoryRow> for Point {
+    fn from(r: &HistoryRow) -> Self {
+        // Stored values are already rounded; the text is written with the
+        // reported places whatever scale the column returned.
+        use projections::{money_text, ratio_text};
+        let r = &r.record;
+        Point {
+            date: r.date,
+            net_value: ratio_text(r.net_value),
+            return_rate: ratio_text(r.return_rate),
+            daily_return: ratio_text(r.daily_return),
+            market_value: money_text(r.market_value),
+            cost: money_text(r.cost),
+            net_flow: money_text(r.net_flow),
+            profit: money_text(r.profit),
+        }
+    }
+}
+
+/// What to read: an optional range (both ends inclusive) and how to compute
+/// the statistics. The default is the whole history, trading calendar,
+/// risk-free rate 0.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HistoryQuery {
+    pub from: Option<NaiveDate>,
+    pub to: Option<NaiveDate>,
+    pub stats: StatsQuery,
+}
+
+impl HistoryQuery {
+    /// A canonical text of the query: equal queries give equal texts (the
+    /// read cache keys on it).
+    pub fn cache_key(&self) -> String {
+        format!(
+            "from={:?}&to={:?}&calendar={:?}&rf={}",
+            self.from, self.to, self.stats.calendar, self.stats.risk_free
+        )
+    }
+}
+
+/// A portfolio's curve over a range with its statistics and status.
+#[derive(Debug)]
+pub struct History {
+    pub portfolio_id: String,
+    /// The requested first day, or the first record's day when none was.
+    pub from: Option<NaiveDate>,
+    /// The requested last day, or the last record's day when none was.
+    pub to: Option<NaiveDate>,
+    /// The portfolio's last computed day.
+    pub as_of: Option<NaiveDate>,
+    pub status: PortfolioStatus,
+    pub points: Vec<Point>,
+    pub statistics: Statistics,
+    /// The portfolio row's version at the snapshot: with `pending_from`,
+    /// what the read reflects (readers that cache build validators of it).
+    pub version: i64,
+    /// The earliest day waiting for a recompute at the snapshot.
+    pub pending_from: Option<NaiveDate>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The portfolio does not exist.
+    #[error("no such portfolio")]
+    NotFound,
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+    /// The computation off the async threads did not finish (a panic).
+    #[error("computing the read failed")]
+    Failed(#[source] anyhow::Error),
+}
+
+/// Reads a curve and its statistics from one consistent snapshot.
+pub async fn read_history(
+    pool: &sqlx::PgPool,
+    id: &str,
+    q: &HistoryQuery,
+) -> Result<History, QueryError> {
+    let mut tx = storage::read_snapshot(pool).await?;
+    let p = storage::get_portfolio(&mut tx, id)
+        .await?
+        .ok_or(QueryError::NotFound)?;
+    let rows = storage::load_history(&mut tx, id, q.from, q.to).await?;
+    // W0, the NAV the statistics start from: that of the day before the
+    // first record read (1 when there is none, i.e. the range starts at D0).
+    let (w0, w0_date) = match rows.first() {
+        Some(first) => {
+            let day = first.record.date.pred_opt().expect("date in range");
+            let w0 = storage::history_row(&mut tx, id, day)
+                .await?
+                .map_or(Decimal::ONE, |r| r.nav_exact);
+            (w0, day)
+        }
+        None => (
+            Decimal::ONE,
+            q.from
+                .unwrap_or(p.first_day)
+                .pred_opt()
+                .expect("date in range"),
+        ),
+    };
+    tx.commit().await?;
+    let (id, q) = (id.to_string(), *q);
+    let span = tracing::Span::current();
+    // Statistics and points are linear in the range, which can be decades
+    // of days: computed on a blocking thread, not an async worker (in the
+    // caller's span, so anything logged there names the request).
+    tokio::task::spawn_blocking(move || {
+        let _span = span.enter();
+        let series: Vec<(NaiveDate, Decimal)> =
+            rows.iter().map(|r| (r.record.date, r.nav_exact)).collect();
+        let statistics = projections::statistics(w0, w0_date, &series, &q.stats);
+        History {
+            portfolio_id: id,
+            from: q.from.or(rows.first().map(|r| r.record.date)),
+            to: q.to.or(rows.last().map(|r| r.record.date)),
+            as_of: p.last_day,
+            status: PortfolioStatus::of(&p),
+            points: rows.iter().map(Point::from).collect(),
+            statistics,
+            version: p.version,
+            pending_from: p.pending_from,
+        }
+    })
+    .await
+    .map_err(|e| QueryError::Failed(e.into()))
+}

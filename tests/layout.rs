@@ -1,0 +1,734 @@
+//! The crate's layout rules, checked on its source (`src/**/*.rs`):
+//!
+//! 1. **No module imports another in a cycle.** Nodes are the top-level
+//!    modules of `src/` (a directory module with everything under it is one
+//!    node) and, inside the HTTP layer, `http` (the router, `http/mod.rs`)
+//!    and each `http::<submodule>`. Edges are the paths the code names:
+//!    `use crate::…`, `crate::…` anywhere in code (attributes included),
+//!    `super::…`/`self::…` resolved against the module they appear in, and
+//!    a parent's references to its declared children (`nav::get_history` in
+//!    `http/mod.rs`). Comments and doc links do not count. Checked twice:
+//!    between top-level modules (the HTTP layer as one node) and between the
+//!    HTTP layer's modules.
+//! 2. **Nothing outside `src/storage/` issues SQL**: no `sqlx::query*`,
+//!    `query_as`, `query_scalar`, `raw_sql`, `.execute(`, `fetch_one`,
+//!    `fetch_all`, `fetch_optional` in code, and no string literal that
+//!    reads as an SQL statement. (`bench/` and the tests are outside `src/`.)
+//!
+//! The checker is a small lexer (comments, strings, raw strings, char
+//! literals vs lifetimes) rather than `grep`, so neither rule is fooled by
+//! formatting or by words in comments; `checker_*` tests below plant
+//! violations and make sure they are caught.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+
+// ---------------------------------------------------------------------------
+// Lexing
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    /// `::`
+    PathSep,
+    Punct(char),
+}
+
+#[derive(Debug)]
+struct Lexed {
+    /// Code tokens with their line; comments dropped, every string or char
+    /// literal one `Punct('"')`.
+    toks: Vec<(Tok, usize)>,
+    /// String literals' contents with their line.
+    strings: Vec<(String, usize)>,
+}
+
+fn is_ident_char(c: char) -> bool {
+    c == '_' || c.is_alphanumeric()
+}
+
+fn lex(src: &str) -> Lexed {
+    let c: Vec<char> = src.chars().collect();
+    let (mut i, mut line) = (0usize, 1usize);
+    let mut toks = Vec::new();
+    let mut strings = Vec::new();
+    let count_lines = |s: &[char]| s.iter().filter(|&&ch| ch == '\n').count();
+    while i < c.len() {
+        let ch = c[i];
+        let next = c.get(i + 1).copied();
+        if ch == '\n' {
+            line += 1;
+            i += 1;
+        } else if ch.is_whitespace() {
+            i += 1;
+        } else if ch == '/' && next == Some('/') {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else if ch == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < c.len() {
+                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    if c[i] == '\n' {
+                        line += 1;
+                    }
+                    i += 1;
+                }
+            }
+        } else if let Some((body, len)) = raw_string(&c, i) {
+            strings.push((body.iter().collect(), line));
+            line += count_lines(&c[i..i + len]);
+            toks.push((Tok::Punct('"'), line));
+            i += len;
+        } else if ch == '"' {
+            let start_line = line;
+            let mut j = i + 1;
+            let mut body = String::new();
+            while j < c.len() && c[j] != '"' {
+                if c[j] == '\\' && j + 1 < c.len() {
+                    // Keep the escaped character (a `\"` is part of the text).
+                    body.push(c[j + 1]);
+                    if c[j + 1] == '\n' {
+                        line += 1;
+                    }
+                    j += 2;
+                    continue;
+                }
+                if c[j] == '\n' {
+                    line += 1;
+                }
+                body.push(c[j]);
+                j += 1;
+            }
+            strings.push((body, start_line));
+            toks.push((Tok::Punct('"'), start_line));
+            i = j + 1;
+        } else if ch == '\'' {
+            // A char literal ('x', '\n', '\'', '"') or a lifetime ('a).
+            if next == Some('\\') {
+                let mut j = i + 2;
+                while j < c.len() && c[j] != '\'' {
+                    j += 1;
+                }
+                toks.push((Tok::Punct('"'), line));
+                i = j + 1;
+            } else if c.get(i + 2) == Some(&'\'') {
+                toks.push((Tok::Punct('"'), line));
+                i += 3;
+            } else {
+                toks.push((Tok::Punct('\''), line));
+                i += 1;
+            }
+        } else if is_ident_char(ch) {
+            let mut j = i;
+            while j < c.len() && is_ident_char(c[j]) {
+                j += 1;
+            }
+            let word: String = c[i..j].iter().collect();
+            // `b"…"`: the prefix is not an identifier of its own.
+            if !(word == "b" && c.get(j) == Some(&'"')) {
+                toks.push((Tok::Ident(word), line));
+            }
+            i = j;
+        } else if ch == ':' && next == Some(':') {
+            toks.push((Tok::PathSep, line));
+            i += 2;
+        } else {
+            toks.push((Tok::Punct(ch), line));
+            i += 1;
+        }
+    }
+    Lexed { toks, strings }
+}
+
+/// A raw string (`r"…"`, `r#"…"#`, `br#"…"#`) starting at `i`: its body and
+/// its whole length.
+fn raw_string(c: &[char], i: usize) -> Option<(&[char], usize)> {
+    if i > 0 && is_ident_char(c[i - 1]) {
+        return None;
+    }
+    let mut j = i;
+    if c.get(j) == Some(&'b') {
+        j += 1;
+    }
+    if c.get(j) != Some(&'r') {
+        return None;
+    }
+    j += 1;
+    let mut hashes = 0;
+    while c.get(j) == Some(&'#') {
+        hashes += 1;
+        j += 1;
+    }
+    if c.get(j) != Some(&'"') {
+        return None;
+    }
+    let start = j + 1;
+    let mut k = start;
+    while k < c.len() {
+        if c[k] == '"' && (0..hashes).all(|h| c.get(k + 1 + h) == Some(&'#')) {
+            return Some((&c[start..k], k + 1 + hashes - i));
+        }
+        k += 1;
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------
+// Paths and the module graph
+// ---------------------------------------------------------------------------
+
+/// A source file: its path relative to the crate (`src/http/nav.rs`) and text.
+struct Source {
+    rel: PathBuf,
+    text: String,
+}
+
+/// The module path of a file: `src/http/nav.rs` → `[http, nav]`,
+/// `src/http/mod.rs` → `[http]`, `src/lib.rs` → `[]`.
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .skip(1)
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap_or_default();
+    let stem = last.trim_end_matches(".rs");
+    if !matches!(stem, "mod" | "lib" | "main") {
+        parts.push(stem.to_string());
+    }
+    parts
+}
+
+/// Expands the path starting at `toks[i]` (use-tree groups included) into
+/// full segment lists; returns them and the index after the path.
+fn parse_path(toks: &[(Tok, usize)], mut i: usize, prefix: &[String]) -> (Vec<Vec<String>>, usize) {
+    let mut segs = prefix.to_vec();
+    loop {
+        match toks.get(i).map(|t| &t.0) {
+            Some(Tok::Ident(w)) => {
+                segs.push(w.clone());
+                i += 1;
+            }
+            Some(Tok::Punct('*')) => {
+                segs.push("*".into());
+                return (vec![segs], i + 1);
+            }
+            Some(Tok::Punct('{')) => {
+                let mut out = Vec::new();
+                i += 1;
+                while i < toks.len() && toks[i].0 != Tok::Punct('}') {
+                    let (mut paths, j) = parse_path(toks, i, &segs);
+                    out.append(&mut paths);
+                    i = j.max(i + 1);
+                    if toks.get(i).map(|t| &t.0) == Some(&Tok::Punct(',')) {
+                        i += 1;
+                    }
+                }
+                return (out, i + 1);
+            }
+            _ => return (vec![segs], i),
+        }
+        if toks.get(i).map(|t| &t.0) == Some(&Tok::PathSep) {
+            i += 1;
+        } else {
+            return (vec![segs], i);
+        }
+    }
+}
+
+/// Every path a file names (resolved to an absolute module path), with the
+/// line and the text as written.
+fn named_paths(file_module: &[String], lexed: &Lexed) -> Vec<(Vec<String>, usize, String)> {
+    let toks = &lexed.toks;
+    // Children declared with `mod x;` (they live in their own files).
+    let mut children = BTreeSet::new();
+    for w in toks.windows(3) {
+        if let (Tok::Ident(m), Tok::Ident(name), Tok::Punct(';')) = (&w[0].0, &w[1].0, &w[2].0) {
+            if m == "mod" {
+                children.insert(name.clone());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    // Inline modules (`mod tests { … }`) change what `super` means.
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < toks.len() {
+        match &toks[i].0 {
+            Tok::Punct('{') => depth += 1,
+            Tok::Punct('}') => {
+                depth = depth.saturating_sub(1);
+                if inline.last().is_some_and(|(_, d)| *d > depth) {
+                    inline.pop();
+                }
+            }
+            Tok::Ident(m) if m == "mod" => {
+                if let (Some((Tok::Ident(name), _)), Some((Tok::Punct('{'), _))) =
+                    (toks.get(i + 1), toks.get(i + 2))
+                {
+                    inline.push((name.clone(), depth + 1));
+                }
+            }
+            Tok::Ident(w) => {
+                let starts = matches!(w.as_str(), "crate" | "super" | "self")
+                    || (inline.is_empty() && children.contains(w));
+                let after_sep = i > 0 && toks[i - 1].0 == Tok::PathSep;
+                let before_sep = toks.get(i + 1).map(|t| &t.0) == Some(&Tok::PathSep);
+                if starts && !after_sep && before_sep {
+                    let line = toks[i].1;
+                    let mut here: Vec<String> = file_module.to_vec();
+                    here.extend(inline.iter().map(|(n, _)| n.clone()));
+                    let (paths, j) = parse_path(toks, i, &[]);
+                    for segs in paths {
+                        let written = segs.join("::");
+                        if let Some(abs) = resolve(&here, &segs) {
+                            out.push((abs, line, written));
+                        }
+                    }
+                    i = j;
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+fn resolve(here: &[String], segs: &[String]) -> Option<Vec<String>> {
+    let mut base: Vec<String>;
+    let mut rest = segs;
+    match segs.first().map(String::as_str) {
+        Some("crate") => {
+            base = Vec::new();
+            rest = &segs[1..];
+        }
+        Some("super") => {
+            base = here.to_vec();
+            while rest.first().map(String::as_str) == Some("super") {
+                base.pop()?;
+                rest = &rest[1..];
+            }
+        }
+        Some("self") => {
+            base = here.to_vec();
+            rest = &segs[1..];
+        }
+        Some(_) => base = here.to_vec(),
+        None => return None,
+    }
+    base.extend(rest.iter().filter(|s| *s != "self").cloned());
+    Some(base)
+}
+
+/// The graph node of a module path: a top-level module, or `http` /
+/// `http::<submodule>` inside the HTTP layer; `None` for the crate root and
+/// for items that are not modules of the crate.
+fn node(abs: &[String], tops: &BTreeSet<String>, http_subs: &BTreeSet<String>) -> Option<String> {
+    let first = abs.first()?;
+    if !tops.contains(first) {
+        return None;
+    }
+    if first == "http" {
+        if let Some(sub) = abs.get(1).filter(|s| http_subs.contains(*s)) {
+            return Some(format!("http::{sub}"));
+        }
+    }
+    Some(first.clone())
+}
+
+/// An edge with where it was first seen (`src/http/nav.rs:62 super::openapi::X`).
+type Graph = BTreeMap<String, BTreeMap<String, String>>;
+
+/// The two graphs: between top-level modules, and inside the HTTP layer.
+fn graphs(sources: &[Source]) -> (Graph, Graph) {
+    let mut tops = BTreeSet::new();
+    let mut http_subs = BTreeSet::new();
+    for s in sources {
+        let m = module_of(&s.rel);
+        if let Some(first) = m.first() {
+            tops.insert(first.clone());
+        }
+        if m.len() >= 2 && m[0] == "http" {
+            http_subs.insert(m[1].clone());
+        }
+    }
+    let (mut top, mut http) = (Graph::new(), Graph::new());
+    for s in sources {
+        let m = module_of(&s.rel);
+        let Some(from) = node(&m, &tops, &http_subs) else {
+            continue; // the crate root declares every module; it is no node
+        };
+        let lexed = lex(&s.text);
+        for (abs, line, written) in named_paths(&m, &lexed) {
+            let Some(to) = node(&abs, &tops, &http_subs) else {
+                continue;
+            };
+            let at = format!("{}:{line} `{written}`", s.rel.display());
+            let collapse = |n: &str| n.split("::").next().unwrap_or(n).to_string();
+            let (tf, tt) = (collapse(&from), collapse(&to));
+            if tf != tt {
+                top.entry(tf).or_default().entry(tt).or_insert(at.clone());
+            }
+            if from != to && from.starts_with("http") && to.starts_with("http") {
+                http.entry(from.clone())
+                    .or_default()
+                    .entry(to)
+                    .or_insert(at);
+            }
+        }
+    }
+    (top, http)
+}
+
+/// Every cycle of the graph, one per strongly connected component, each
+/// written as `a -> b -> a` with the line that makes each arrow.
+fn cycles(g: &Graph) -> Vec<String> {
+    let nodes: BTreeSet<&String> = g.keys().chain(g.values().flat_map(|m| m.keys())).collect();
+    let reaches = |from: &String, to: &String| -> Option<Vec<String>> {
+        // Shortest path from `from` to `to` (BFS), as node list.
+        let mut prev: BTreeMap<String, String> = BTreeMap::new();
+        let mut queue = VecDeque::from([from.clone()]);
+        let mut seen = BTreeSet::from([from.clone()]);
+        while let Some(n) = queue.pop_front() {
+            for m in g.get(&n).into_iter().flat_map(|e| e.keys()) {
+                if m == to {
+                    let mut path = vec![m.clone(), n.clone()];
+                    let mut cur = n.clone();
+                    while let Some(p) = prev.get(&cur) {
+                        path.push(p.clone());
+                        cur = p.clone();
+                    }
+                    path.reverse();
+                    return Some(path);
+                }
+                if seen.insert(m.clone()) {
+                    prev.insert(m.clone(), n.clone());
+                    queue.push_back(m.clone());
+                }
+            }
+        }
+        None
+    };
+    let mut done = BTreeSet::new();
+    let mut out = Vec::new();
+    for n in nodes {
+        if done.contains(n) {
+            continue;
+        }
+        if let Some(path) = reaches(n, n) {
+            // Everything on a cycle through `n` is reported with it.
+            for m in &path {
+                done.insert(m.clone());
+            }
+            let arrows: Vec<String> = path
+                .windows(2)
+                .map(|w| format!("    {} -> {}: {}", w[0], w[1], g[&w[0]][&w[1]]))
+                .collect();
+            out.push(format!("{}\n{}", path.join(" -> "), arrows.join("\n")));
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// SQL outside storage
+// ---------------------------------------------------------------------------
+
+/// Identifiers that only a database call uses.
+const SQL_CALLS: &[&str] = &[
+    "query_as",
+    "query_scalar",
+    "query_as_with",
+    "query_scalar_with",
+    "query_with",
+    "raw_sql",
+    "fetch_one",
+    "fetch_all",
+    "fetch_optional",
+];
+
+/// Statement keywords: a string literal that starts with one of them
+/// followed by more words is SQL. (Upper case, as every statement of the
+/// service is written; a lone `DELETE` is an HTTP method.)
+const STATEMENT_STARTS: &[&str] = &[
+    "SELECT",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "WITH",
+    "SET",
+    "BEGIN",
+    "START",
+    "COMMIT",
+    "ROLLBACK",
+    "SAVEPOINT",
+    "CREATE",
+    "ALTER",
+    "DROP",
+    "TRUNCATE",
+    "LOCK",
+    "COPY",
+    "VACUUM",
+    "ANALYZE",
+    "GRANT",
+    "REVOKE",
+    "LISTEN",
+    "NOTIFY",
+    "UNLISTEN",
+    "EXPLAIN",
+    "DECLARE",
+    "FETCH",
+    "REFRESH",
+];
+
+/// Statements that are SQL on their own.
+const LONE_STATEMENTS: &[&str] = &["BEGIN", "COMMIT", "ROLLBACK", "VACUUM", "CHECKPOINT"];
+
+/// Phrases that are SQL wherever they appear in a literal, in any case.
+const SQL_PHRASES: &[&[&str]] = &[
+    &["insert", "into"],
+    &["delete", "from"],
+    &["set", "transaction"],
+    &["set", "session"],
+    &["on", "conflict"],
+    &["for", "update", "skip", "locked"],
+    &["select", "*", "from"],
+];
+
+fn reads_as_sql(s: &str) -> bool {
+    let words: Vec<&str> = s
+        .split(|c: char| c.is_whitespace() || c == ';' || c == '(' || c == ')' || c == ',')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let Some(first) = words.first() else {
+        return false;
+    };
+    if STATEMENT_STARTS.contains(first) && words.len() > 1 {
+        return true;
+    }
+    if words.len() == 1 && LONE_STATEMENTS.contains(first) {
+        return true;
+    }
+    // `SELECT … FROM` in upper case anywhere (a query built by `format!`).
+    if let Some(sel) = words.iter().position(|w| *w == "SELECT") {
+        if words[sel..].contains(&"FROM") {
+            return true;
+        }
+    }
+    let lower: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
+    SQL_PHRASES.iter().any(|p| {
+        lower
+            .windows(p.len())
+            .any(|w| w.iter().zip(p.iter()).all(|(a, b)| a == b))
+    })
+}
+
+/// Every place a file issues SQL: `file:line: what`.
+fn sql_uses(rel: &Path, text: &str) -> Vec<String> {
+    let lexed = lex(text);
+    let toks = &lexed.toks;
+    let mut out = Vec::new();
+    let at = |line: usize, what: &str| format!("{}:{line}: {what}", rel.display());
+    for (k, (t, line)) in toks.iter().enumerate() {
+        let Tok::Ident(w) = t else { continue };
+        let prev = k.checked_sub(1).map(|p| &toks[p].0);
+        let next = toks.get(k + 1).map(|t| &t.0);
+        if SQL_CALLS.contains(&w.as_str()) {
+            out.push(at(*line, w));
+        } else if w == "execute" && prev == Some(&Tok::Punct('.')) && next == Some(&Tok::Punct('('))
+        {
+            out.push(at(*line, ".execute("));
+        } else if w == "sqlx" && next == Some(&Tok::PathSep) {
+            // `sqlx::query(…)`, `sqlx::query!`, `use sqlx::{query, …}`.
+            let (paths, _) = parse_path(toks, k, &[]);
+            for p in paths {
+                if p.get(1)
+                    .is_some_and(|s| s.starts_with("query") || s == "raw_sql")
+                {
+                    out.push(at(*line, &p.join("::")));
+                }
+            }
+        }
+    }
+    for (s, line) in &lexed.strings {
+        if reads_as_sql(s) {
+            out.push(at(*line, &format!("SQL in a string literal: {s:?}")));
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// The rules on the real source
+// ---------------------------------------------------------------------------
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+fn crate_sources() -> Vec<Source> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    files.sort();
+    let sources: Vec<Source> = files
+        .into_iter()
+        .map(|p| Source {
+            text: std::fs::read_to_string(&p).unwrap(),
+            rel: p.strip_prefix(root).unwrap().to_path_buf(),
+        })
+        // main.rs is the binary crate: it sees the library from outside.
+        .filter(|s| s.rel != Path::new("src/main.rs"))
+        .collect();
+    assert!(sources.len() > 20, "src/ not found or nearly empty");
+    sources
+}
+
+#[test]
+fn module_graph_has_no_cycles() {
+    let (top, http) = graphs(&crate_sources());
+    // The checker sees the arrows it should (or it checks nothing).
+    assert!(top["app"].contains_key("http"), "{top:#?}");
+    assert!(http["http"].contains_key("http::nav"), "{http:#?}");
+    let mut found = cycles(&top);
+    found.extend(cycles(&http));
+    assert!(
+        found.is_empty(),
+        "modules import each other in a cycle:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn only_storage_issues_sql() {
+    let found: Vec<String> = crate_sources()
+        .iter()
+        .filter(|s| !s.rel.starts_with("src/storage"))
+        .flat_map(|s| sql_uses(&s.rel, &s.text))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "SQL outside src/storage/ (add a function there and call it):\n{}",
+        found.join("\n")
+    );
+    // And the check does see the SQL where it belongs.
+    let storage: usize = crate_sources()
+        .iter()
+        .filter(|s| s.rel.starts_with("src/storage"))
+        .map(|s| sql_uses(&s.rel, &s.text).len())
+        .sum();
+    assert!(storage > 20, "the SQL check finds nothing in src/storage/");
+}
+
+// ---------------------------------------------------------------------------
+// The checker itself, on planted violations
+// ---------------------------------------------------------------------------
+
+fn src(rel: &str, text: &str) -> Source {
+    Source {
+        rel: PathBuf::from(rel),
+        text: text.into(),
+    }
+}
+
+#[test]
+fn checker_finds_cycles_between_modules_and_inside_http() {
+    let sources = [
+        src("src/lib.rs", "pub mod a; pub mod b; pub mod http;"),
+        src("src/a.rs", "use crate::b::Thing;"),
+        // A doc link or comment is no import; the `crate::a` below is.
+        src(
+            "src/b.rs",
+            "//! see [`crate::http`]\nfn f() { let _ = \"crate::http::x\"; crate::a::g(); }",
+        ),
+        src(
+            "src/http/mod.rs",
+            "pub mod nav;\npub mod openapi;\npub mod state;\nfn r() { get(nav::get) }",
+        ),
+        src(
+            "src/http/nav.rs",
+            "use super::{state::AppState, openapi};\n#[utoipa::path(params(super::openapi::P))]\nfn get() {}\n#[cfg(test)]\nmod tests { use super::*; use super::super::state::X; }",
+        ),
+        src("src/http/openapi.rs", "#[openapi(paths(super::nav::get))]\nstruct Doc;"),
+        src("src/http/state.rs", "pub struct AppState;"),
+    ];
+    let (top, http) = graphs(&sources);
+    let top_cycles = cycles(&top);
+    assert_eq!(top_cycles.len(), 1, "{top_cycles:?}");
+    assert!(
+        top_cycles[0].starts_with("a -> b -> a"),
+        "{}",
+        top_cycles[0]
+    );
+    assert!(
+        top_cycles[0].contains("src/b.rs:2 `crate::a::g`"),
+        "{}",
+        top_cycles[0]
+    );
+    assert!(
+        !top.get("b").is_some_and(|e| e.contains_key("http")),
+        "{top:?}"
+    );
+    let http_cycles = cycles(&http);
+    assert_eq!(http_cycles.len(), 1, "{http_cycles:?}");
+    assert!(
+        http_cycles[0].starts_with("http::nav -> http::openapi -> http::nav"),
+        "{}",
+        http_cycles[0]
+    );
+    assert!(http["http"].contains_key("http::nav"));
+    assert!(http["http::nav"].contains_key("http::state"));
+    // `super::*` inside `mod tests` is the file itself, not the router.
+    assert!(!http["http::nav"].contains_key("http"), "{http:?}");
+}
+
+#[test]
+fn checker_finds_sql_outside_storage() {
+    let planted = [
+        r#"let n = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&pool).await?;"#,
+        r##"sqlx::query(r#"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"#).execute(&mut *tx)"##,
+        "use sqlx::{query, PgPool};",
+        "let sql = format!(\"UPDATE portfolios SET status = $1 WHERE id = $2\");",
+        "let sql = \"select * from portfolios\";",
+        "conn . execute ( q )",
+        "let s = \"  BEGIN \";",
+    ];
+    for p in planted {
+        assert!(
+            !sql_uses(Path::new("src/x.rs"), p).is_empty(),
+            "not caught: {p}"
+        );
+    }
+    let innocent = [
+        "// sqlx::query(\"SELECT 1\") in a comment\nlet m = Method::DELETE;",
+        "let label = \"DELETE\"; let c = '\"'; fn f<'a>(x: &'a str) {}",
+        "tracing::warn!(\"the database does not answer; select a replica from the list\");",
+        "let r = storage::ping(&pool).await; consumer.commit(&tpl, mode);",
+        "/// Select the update from the log.\nfn f() {}",
+    ];
+    for p in innocent {
+        let found = sql_uses(Path::new("src/x.rs"), p);
+        assert!(found.is_empty(), "false alarm on {p}: {found:?}");
+    }
+}

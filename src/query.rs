@@ -10,8 +10,55 @@ use projections::{Statistics, StatsQuery};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use crate::projection::PortfolioStatus;
-use crate::storage::{self, HistoryRow};
+use projections::Status;
+use uuid::Uuid;
+
+use crate::storage::{self, HistoryRow, PortfolioRow};
+
+/// A portfolio's status as readers see it: `ok`, `recomputing` (a late
+/// event is being folded in, from `since`) or `inconsistent` (from
+/// `since`, naming the event when one is to blame, with the detail).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct PortfolioStatus {
+    /// `ok`, `recomputing` or `inconsistent`.
+    pub state: &'static str,
+    pub since: Option<NaiveDate>,
+    pub event_id: Option<Uuid>,
+    pub detail: Option<String>,
+}
+
+impl PortfolioStatus {
+    /// The status a stored portfolio row shows.
+    pub fn of(p: &PortfolioRow) -> Self {
+        if let Status::Inconsistent(i) = &p.status {
+            return Self {
+                state: "inconsistent",
+                since: Some(i.day),
+                event_id: i.event_id,
+                detail: Some(i.detail.clone()),
+            };
+        }
+        match (p.pending_from, p.last_day) {
+            (Some(pending), Some(last)) if pending <= last => Self {
+                state: "recomputing",
+                since: Some(pending),
+                event_id: None,
+                detail: None,
+            },
+            _ => Self::ok(),
+        }
+    }
+
+    /// Nothing pending, nothing inconsistent.
+    pub fn ok() -> Self {
+        Self {
+            state: "ok",
+            since: None,
+            event_id: None,
+            detail: None,
+        }
+    }
+}
 
 /// One day of the curve as reported; every decimal is a string (SPEC §5).
 /// It is also the API's `Point` (hence the serde and schema derives): the

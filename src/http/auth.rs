@@ -30,6 +30,19 @@ pub enum Authenticator {
     Jwt(Arc<(DecodingKey, Validation)>),
 }
 
+impl std::fmt::Debug for Authenticator {
+    // The key stays out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Authenticator::Disabled => f.write_str("Authenticator::Disabled"),
+            Authenticator::Jwt(kv) => f
+                .debug_struct("Authenticator::Jwt")
+                .field("algorithms", &kv.1.algorithms)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
 impl Authenticator {
     pub fn new(cfg: &AuthConfig) -> anyhow::Result<Self> {
         Ok(match cfg {

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use axum::body::Bytes;
 
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Entry {
     pub version: String,
     pub etag: String,
@@ -52,12 +52,13 @@ fn fxhash(s: &str) -> u64 {
     })
 }
 
+#[derive(Debug)]
 pub struct ReadCache {
     max_bytes: usize,
     inner: Mutex<Inner>,
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Inner {
     map: HashMap<String, Entry>,
     order: VecDeque<String>,

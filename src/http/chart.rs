@@ -627,6 +627,7 @@ pub async fn page(
 /// answer is dropped — so the bound counts the work really running. One
 /// that cannot get a slot within [`RenderPool::WAIT`] answers 503 with
 /// `Retry-After`.
+#[derive(Debug)]
 pub struct RenderPool {
     slots: Arc<Semaphore>,
     wait: Duration,
@@ -1122,7 +1123,7 @@ mod tests {
 
     #[test]
     fn page_shows_status_chart_stats_and_links() {
-        use crate::projection::PortfolioStatus;
+        use crate::query::PortfolioStatus;
         let series = three_years();
         let points = series
             .iter()

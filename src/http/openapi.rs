@@ -11,8 +11,8 @@ use super::error::Problem;
 use super::schema::{
     BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse, StatisticsDoc,
 };
-use crate::projection::PortfolioStatus;
 use crate::query::Point;
+use crate::query::PortfolioStatus;
 
 /// What `params::portfolio_id` accepts, as a JSON Schema pattern. Written
 /// out literally in each path's `params(...)` (utoipa takes a literal there);
@@ -103,6 +103,7 @@ impl Modify for BodiesAreObjects {
         (name = "admin", description = "operator endpoints (nav:admin)")
     )
 )]
+#[derive(Debug)]
 pub struct ApiDoc;
 
 /// `GET /api/v1/openapi.json` (public: it holds no data).

@@ -9,7 +9,7 @@ use projections::Statistics;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::projection::PortfolioStatus;
+use crate::query::PortfolioStatus;
 use crate::query::{History, Point};
 
 /// The body of GET nav-history: a [`History`] without what it was read at
@@ -80,6 +80,7 @@ pub struct CalculateResponse {
 #[derive(IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
+#[derive(Debug)]
 pub struct HistoryParams {
     /// First day, inclusive (YYYY-MM-DD).
     from: Option<NaiveDate>,
@@ -97,6 +98,7 @@ pub struct HistoryParams {
 #[derive(ToSchema)]
 #[schema(rename_all = "lowercase")]
 #[allow(dead_code)]
+#[derive(Debug)]
 pub enum CalendarDoc {
     Trading,
     All,
@@ -106,6 +108,7 @@ pub enum CalendarDoc {
 /// numbers, null when undefined.
 #[derive(ToSchema)]
 #[allow(dead_code)]
+#[derive(Debug)]
 pub struct StatisticsDoc {
     max_drawdown: f64,
     max_drawdown_peak: Option<NaiveDate>,

@@ -12,7 +12,7 @@ use super::cache::ReadCache;
 use crate::clock::Clock;
 use crate::health::Health;
 
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct AppState {
     pub pool: PgPool,
     pub clock: Clock,

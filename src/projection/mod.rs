@@ -28,12 +28,10 @@ pub mod refresh;
 pub mod worker;
 
 use chrono::NaiveDate;
-use projections::{FoldError, Inconsistency, Status};
-use serde::Serialize;
+use projections::{FoldError, Inconsistency};
 use sqlx::PgPool;
-use uuid::Uuid;
 
-use crate::storage::PortfolioRow;
+use crate::query::PortfolioStatus;
 
 pub use ops::{backfill, calculate, BackfillReport, OpError};
 pub use refresh::{refresh_in, run_fold, FoldRun, Lock};
@@ -49,47 +47,6 @@ pub enum ProjectorError {
 }
 
 type Result<T> = std::result::Result<T, ProjectorError>;
-
-/// The portfolio status object of the API (SPEC §5).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct PortfolioStatus {
-    /// `ok`, `recomputing` or `inconsistent`.
-    pub state: &'static str,
-    pub since: Option<NaiveDate>,
-    pub event_id: Option<Uuid>,
-    pub detail: Option<String>,
-}
-
-impl PortfolioStatus {
-    pub fn of(p: &PortfolioRow) -> Self {
-        if let Status::Inconsistent(i) = &p.status {
-            return Self {
-                state: "inconsistent",
-                since: Some(i.day),
-                event_id: i.event_id,
-                detail: Some(i.detail.clone()),
-            };
-        }
-        match (p.pending_from, p.last_day) {
-            (Some(pending), Some(last)) if pending <= last => Self {
-                state: "recomputing",
-                since: Some(pending),
-                event_id: None,
-                detail: None,
-            },
-            _ => Self::ok(),
-        }
-    }
-
-    pub fn ok() -> Self {
-        Self {
-            state: "ok",
-            since: None,
-            event_id: None,
-            detail: None,
-        }
-    }
-}
 
 /// What a refresh left behind.
 #[derive(Debug, Clone)]

@@ -8,7 +8,8 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 use super::refresh::{prices_for, refresh_in, run_fold, Lock};
-use super::{pred, prices, refresh, succ, PortfolioStatus, ProjectorError};
+use super::{pred, prices, refresh, succ, ProjectorError};
+use crate::query::PortfolioStatus;
 use crate::storage::{self, HistoryRow};
 
 #[derive(Debug)]

@@ -13,7 +13,8 @@ use projections::{DayState, FoldError, Inconsistency, PriceBook, Status, Transac
 use sqlx::PgConnection;
 
 use super::prices::PriceCache;
-use super::{pred, succ, PortfolioStatus, Refreshed, Result};
+use super::{pred, succ, Refreshed, Result};
+use crate::query::PortfolioStatus;
 use crate::storage::{self, HistoryRow, PortfolioRow};
 
 /// How a refresh takes the portfolios' row locks, and from where it folds.

@@ -3,6 +3,9 @@
 //! test cloned from a migrated template, the app on port 0, tokens, and the
 //! golden fixture.
 #![allow(dead_code)]
+// Shared by every test binary as `mod common;`: its items are `pub` for the
+// including crate, which the lint cannot see.
+#![allow(unreachable_pub)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};

@@ -846,4 +846,70 @@ mod tests {
             EventError::UnsupportedVersion("2".into())
         );
     }
+
+    #[test]
+    fn dates_before_the_earliest_are_refused_at_the_boundary() {
+        let rules = Rules {
+            earliest: NaiveDate::from_ymd_opt(2000, 1, 1).unwrap(),
+        };
+        let tx = |field: &str, value: &str| {
+            parse_transaction_with(tx_with(field, Some(value)).as_bytes(), &rules)
+        };
+        // The earliest day itself is accepted, the day before is not.
+        assert!(tx("trade_date", r#""2000-01-01""#).is_ok());
+        assert_invalid(
+            tx("trade_date", r#""1999-12-31""#).unwrap_err(),
+            "trade_date",
+        );
+        assert!(tx("occurred_at", r#""2000-01-01T00:00:00Z""#).is_ok());
+        let e = tx("occurred_at", r#""1999-12-31T23:59:59Z""#).unwrap_err();
+        assert_invalid(e.clone(), "occurred_at");
+        assert!(
+            e.to_string()
+                .contains("before the earliest accepted date 2000-01-01"),
+            "{e}"
+        );
+        // An offset that moves the instant into the day before counts in UTC.
+        assert_invalid(
+            tx("occurred_at", r#""2000-01-01T00:30:00+01:00""#).unwrap_err(),
+            "occurred_at",
+        );
+        let price = |date: &str| {
+            parse_price_with(
+                format!(r#"{{"symbol": "A", "date": "{date}", "close": "1"}}"#).as_bytes(),
+                &rules,
+            )
+        };
+        assert!(price("2000-01-01").is_ok());
+        assert_invalid(price("1999-12-31").unwrap_err(), "date");
+        // The default bound is 1900-01-01.
+        assert!(
+            parse_transaction(tx_with("trade_date", Some(r#""1900-01-01""#)).as_bytes()).is_ok()
+        );
+        assert_invalid(tx_err("trade_date", Some(r#""1899-12-31""#)), "trade_date");
+    }
+
+    #[test]
+    fn echoed_text_is_escaped_and_cut() {
+        assert_eq!(echo("ok"), "ok");
+        assert_eq!(echo("a\u{0}b\u{1b}"), "a\\u{0}b\\u{1b}");
+        // Invisible format characters are shown, not hidden.
+        assert_eq!(echo("x\u{202E}y\u{200B}"), "x\\u{202e}y\\u{200b}");
+        let long = "é".repeat(100);
+        let e = echo(&long);
+        assert_eq!(e.chars().count(), ECHO_MAX_CHARS + 1);
+        assert!(e.ends_with('…'));
+        // A library's message quoting the input is escaped too: uuid's
+        // error names the offending character.
+        let e = tx_err(
+            "event_id",
+            Some(r#""5b0c1c9e-2f0a-4a0e-9a43-1f3e8f1f2a0\u0000""#),
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("UUID: failed to parse"),
+            "the library's words: {text}"
+        );
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+    }
 }

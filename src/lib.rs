@@ -1,6 +1,25 @@
 //! navd: a daily NAV history service. Kafka events in, a PostgreSQL
 //! projection kept by folding them with the `projections` crate, an HTTP API
 //! out. `main.rs` only parses the command line and calls [`cli::run`].
+//!
+//! The rooms, and which way the arrows run (each imports only those
+//! listed below it; `tests/layout.rs` fails on a cycle and on SQL outside
+//! [`storage`]):
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`cli`], [`app`] | the command line; wiring the parts, shutdown, exit codes |
+//! | [`demo`] | `navd demo`: the whole pipeline on one machine |
+//! | [`http`] | routing, server limits, auth, parameters, errors, handlers, chart, OpenAPI |
+//! | [`ingest`] | the Kafka consumer: loop, rebalance callbacks, one batch with its offset fence |
+//! | [`projection`] | refresh orchestration (plan → load → fold → write), backfill, calculate, the worker, the price cache |
+//! | [`query`] | the read model: curve, statistics, status, knowing nothing of HTTP |
+//! | [`storage`] | every SQL statement, one file per table family |
+//! | [`health`], [`config`], [`clock`], [`observability`], [`telemetry`], [`log_limit`] | leaves: runtime health, settings, "today", metrics, logging |
+//!
+//! The fold itself (the only day loop) and the statistics are the
+//! `projections` crate's; the demo's database, book and producer are
+//! `navd-testkit`'s.
 
 pub mod app;
 pub mod cli;

@@ -8,8 +8,9 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`cli`], [`app`] | the command line; wiring the parts, shutdown, exit codes |
+//! | [`cli`] | the command line |
 //! | [`demo`] | `navd demo`: the whole pipeline on one machine |
+//! | [`app`] | wiring the parts, shutdown, exit codes |
 //! | [`http`] | routing, server limits, auth, parameters, errors, handlers, chart, OpenAPI |
 //! | [`ingest`] | the Kafka consumer: loop, rebalance callbacks, one batch with its offset fence |
 //! | [`projection`] | refresh orchestration (plan → load → fold → write), backfill, calculate, the worker, the price cache |

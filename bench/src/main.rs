@@ -1104,7 +1104,9 @@ impl Bench {
     }
 
     fn backfill_id(&self) -> String {
-        format!("bf-{:05}", 0)
+        // The book's first (and only) portfolio, named as the generator
+        // names it.
+        "bf-000".to_string()
     }
 
     async fn backfill(&mut self) -> Result<()> {

@@ -1,4 +1,4 @@
-//! Typed configuration, read once at start from the environment (SPEC §6).
+//! Typed configuration, read once at start from the environment (the README's configuration table).
 //!
 //! Every variable is documented in the README. Secrets (the HS256 secret) are
 //! kept out of `Debug` output so a logged config never leaks them.

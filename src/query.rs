@@ -1,4 +1,4 @@
-//! The read model: a portfolio's curve over a range, its statistics (SPEC §4)
+//! The read model: a portfolio's curve over a range, its statistics (docs/valuation.md)
 //! and its status, read from one consistent snapshot.
 //!
 //! It knows nothing of HTTP (no status codes, no problem+json, no query
@@ -60,7 +60,7 @@ impl PortfolioStatus {
     }
 }
 
-/// One day of the curve as reported; every decimal is a string (SPEC §5).
+/// One day of the curve as reported; every decimal is a string (the README's API section).
 /// It is also the API's `Point` (hence the serde and schema derives): the
 /// reported form of a day is decided here, once, for every reader.
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]

@@ -1,4 +1,4 @@
-//! Exact arithmetic helpers and the reporting precision of SPEC §3.
+//! Exact arithmetic helpers and the reporting precision of docs/valuation.md.
 //!
 //! Every operation of the fold is checked: an overflow is an
 //! [`ArithmeticError`], never a panic and never a silently wrong number.
@@ -88,7 +88,7 @@ pub fn mul(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
         operation: "multiply",
     })
 }
-/// Division by zero is an error too; callers that define x/0 (SPEC §3's
+/// Division by zero is an error too; callers that define x/0 (docs/valuation.md's
 /// daily return) check the denominator first.
 pub fn div(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
     a.checked_div(b).ok_or(ArithmeticError {

@@ -1,11 +1,11 @@
-//! Parsing of raw Kafka payloads into domain events (SPEC §2.1, §2.2).
+//! Parsing of raw Kafka payloads into domain events (docs/events.md).
 //!
 //! Numbers may be JSON strings or JSON numbers; both are read from their
 //! text, exactly, never through a binary float. At most 10 decimal places,
 //! magnitude below 10^12. Every refusal names the field and the reason, and
 //! that text becomes the dead letter's reason.
 //!
-//! Choices where SPEC §2 is silent (also in the project docs):
+//! Choices where docs/events.md is silent (also in the project docs):
 //! - Number text is `-?digits[.digits][(e|E)[+|-]digits]`, the JSON number
 //!   grammar with leading zeros allowed inside strings; no spaces, no `+`
 //!   sign, no `NaN`/`Infinity`. Exponents are applied exactly.
@@ -127,7 +127,7 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> EventError {
     }
 }
 
-/// Largest number of decimal places a number may have (SPEC §2.1).
+/// Largest number of decimal places a number may have (docs/events.md).
 const MAX_DP: i64 = 10;
 /// Numbers must be below 10^12 in magnitude: at most 12 integer digits.
 const MAX_INT_DIGITS: i64 = 12;
@@ -146,12 +146,12 @@ const TRANSACTION_FIELDS: &[&str] = &[
 ];
 const PRICE_FIELDS: &[&str] = &["symbol", "date", "close", "schema_version"];
 
-/// Parses a transaction payload (SPEC §2.1) under the default [`Rules`].
+/// Parses a transaction payload (docs/events.md) under the default [`Rules`].
 pub fn parse_transaction(payload: &[u8]) -> Result<Transaction, EventError> {
     parse_transaction_with(payload, &Rules::default())
 }
 
-/// Parses a transaction payload (SPEC §2.1). The returned transaction has
+/// Parses a transaction payload (docs/events.md). The returned transaction has
 /// `seq = 0`; the caller assigns the log position.
 pub fn parse_transaction_with(payload: &[u8], rules: &Rules) -> Result<Transaction, EventError> {
     let text = json_text(payload)?;
@@ -204,12 +204,12 @@ pub fn parse_transaction_with(payload: &[u8], rules: &Rules) -> Result<Transacti
     })
 }
 
-/// Parses a closing-price payload (SPEC §2.2) under the default [`Rules`].
+/// Parses a closing-price payload (docs/events.md) under the default [`Rules`].
 pub fn parse_price(payload: &[u8]) -> Result<ClosePrice, EventError> {
     parse_price_with(payload, &Rules::default())
 }
 
-/// Parses a closing-price payload (SPEC §2.2).
+/// Parses a closing-price payload (docs/events.md).
 pub fn parse_price_with(payload: &[u8], rules: &Rules) -> Result<ClosePrice, EventError> {
     let text = json_text(payload)?;
     let obj = Object::parse(text, PRICE_FIELDS)?;
@@ -426,7 +426,7 @@ fn parse_number(field: &'static str, raw: &RawValue) -> Result<Decimal, EventErr
 }
 
 /// Exact decimal from `-?digits[.digits][(e|E)[+-]digits]`, within the
-/// bounds of SPEC §2 (≤ 10 decimal places, |x| < 10^12). Returns the
+/// bounds of docs/events.md (≤ 10 decimal places, |x| < 10^12). Returns the
 /// normalized value.
 pub(crate) fn parse_decimal(s: &str) -> Result<Decimal, String> {
     const SHAPE: &str = "not a decimal number";

@@ -1,4 +1,4 @@
-//! The NAV fold (SPEC §3): transactions and closing prices in, one record per
+//! The NAV fold (docs/valuation.md): transactions and closing prices in, one record per
 //! calendar day out.
 //!
 //! The fold is a synchronous, side-effect-free function of its inputs. It is
@@ -43,7 +43,7 @@ pub struct Position {
     /// Moving-average cost, buy fees included.
     pub cost: Decimal,
     /// Price of the latest transaction in the symbol (fold order): the
-    /// valuation price while no close is known (SPEC §3 step 2).
+    /// valuation price while no close is known (docs/valuation.md).
     pub last_trade_price: Decimal,
 }
 
@@ -79,7 +79,7 @@ impl DayState {
 }
 
 /// Closing prices by symbol and day. A later insert for the same
-/// (symbol, day) replaces the earlier one (SPEC §2.2).
+/// (symbol, day) replaces the earlier one (docs/events.md).
 #[derive(Debug, Clone, Default)]
 pub struct PriceBook {
     by_symbol: BTreeMap<Symbol, BTreeMap<NaiveDate, Decimal>>,
@@ -123,7 +123,7 @@ impl PriceBook {
 }
 
 /// Why a portfolio's history stops the day before `day`: a sell of more
-/// than is held (SPEC §3, `event_id` names it), or values that leave the
+/// than is held (docs/valuation.md, `event_id` names it), or values that leave the
 /// exact decimal range on that day (no single event is to blame:
 /// `event_id` is `None`). Either is the portfolio's own state, never an
 /// error of whoever folds it: a late event or price correction that takes
@@ -147,8 +147,7 @@ impl Inconsistency {
     }
 }
 
-/// Whether a portfolio's history can be shown (SPEC §3 "Inconsistent
-/// history"): the state every writer records and every reader reports.
+/// Whether a portfolio's history can be shown (docs/valuation.md): the state every writer records and every reader reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Status {
     Ok,
@@ -338,7 +337,7 @@ impl Slot {
         true
     }
 
-    /// qty · price (SPEC §3 step 2: the close, else the last trade price).
+    /// qty · price (docs/valuation.md: the close, else the last trade price).
     #[inline]
     fn value(&self) -> Result<Units, ArithmeticError> {
         Units::product(self.qty, self.close.unwrap_or(self.last_trade_price))
@@ -389,7 +388,7 @@ impl Series {
     }
 }
 
-/// In and Out of one day (SPEC §3 step 1).
+/// In and Out of one day (docs/valuation.md).
 #[derive(Default)]
 struct Flows {
     inflow: Decimal,

@@ -7,9 +7,9 @@
 //! Money is exact (`rust_decimal`) everywhere; only the statistics, which the
 //! contract reports as JSON numbers, are computed in `f64` from exact returns.
 //!
-//! The contract implemented here is the product specification: events in
-//! SPEC §2 ([`event`], [`types`]), valuation in SPEC §3 ([`fold`](mod@fold)), statistics
-//! in SPEC §4 ([`stats`]), rounding of reported values in SPEC §3
+//! The contract implemented here is the contract in docs/events.md and docs/valuation.md: events in
+//! docs/events.md ([`event`], [`types`]), valuation in docs/valuation.md ([`fold`](mod@fold)), statistics
+//! in docs/valuation.md ([`stats`]), rounding of reported values in docs/valuation.md
 //! ([`decimal`]).
 
 pub mod decimal;

@@ -1,10 +1,10 @@
-//! Statistics of a NAV curve over a range (SPEC §4), matching empyrical /
+//! Statistics of a NAV curve over a range (docs/valuation.md), matching empyrical /
 //! QuantStats on the sampled returns.
 //!
 //! Returns are computed exactly from the decimal NAVs, then the moments in
 //! `f64` (the contract reports statistics as JSON numbers).
 //!
-//! Choices where SPEC §4 is silent:
+//! Choices where docs/valuation.md is silent:
 //! - A drawdown's peak is the *first* sampled day at which the running
 //!   maximum was reached (flat days at the top, such as a weekend under
 //!   `calendar=all`, do not move it: the golden example fixes this); its

@@ -1,8 +1,8 @@
-//! Domain types that parse rather than validate (SPEC §2.1, §2.2, §3).
+//! Domain types that parse rather than validate (docs/events.md, docs/valuation.md).
 //!
 //! A value of these types is valid by construction: identifiers obey the
-//! character rules of SPEC §2.1 and transactions carry positive quantities,
-//! non-negative prices and fees within the number bounds of SPEC §2.
+//! character rules of docs/events.md and transactions carry positive quantities,
+//! non-negative prices and fees within the number bounds of docs/events.md.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
@@ -119,7 +119,7 @@ impl Side {
     }
 }
 
-/// One buy or sell (SPEC §2.1), valid by construction.
+/// One buy or sell (docs/events.md), valid by construction.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transaction {
     pub event_id: Uuid,
@@ -158,7 +158,7 @@ impl Transaction {
     }
 
     /// The instant that orders trades within a day: `occurred_at`, or the
-    /// start of the trade date when it is missing (SPEC §3 step 1).
+    /// start of the trade date when it is missing (docs/valuation.md).
     pub fn effective_time(&self) -> DateTime<Utc> {
         self.occurred_at
             .unwrap_or_else(|| self.trade_date.and_hms_opt(0, 0, 0).unwrap().and_utc())
@@ -170,7 +170,7 @@ impl Transaction {
     }
 }
 
-/// One closing price (SPEC §2.2).
+/// One closing price (docs/events.md).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClosePrice {
     pub symbol: Symbol,
@@ -178,7 +178,7 @@ pub struct ClosePrice {
     pub close: Decimal,
 }
 
-/// One day of a portfolio's history (SPEC §3). Values produced by the fold
+/// One day of a portfolio's history (docs/valuation.md). Values produced by the fold
 /// are exact; [`DailyRecord::rounded`] gives the reported form.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DailyRecord {
@@ -199,7 +199,7 @@ pub struct DailyRecord {
 
 impl DailyRecord {
     /// Reported values rounded: money half-even to 8 places, ratios
-    /// half-even to 12 (SPEC §3).
+    /// half-even to 12 (docs/valuation.md).
     pub fn rounded(&self) -> DailyRecord {
         use crate::decimal::{round_money, round_ratio};
         DailyRecord {

@@ -1,4 +1,4 @@
-//! Bearer-JWT authentication and the scope/portfolio rules of SPEC §5.
+//! Bearer-JWT authentication and the scope/portfolio rules of the README's API section.
 //!
 //! A token must carry `exp`; `nbf` is honoured when present; `iss`, when
 //! present, must be a single string (RFC 7519 StringOrURI), and with

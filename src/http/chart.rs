@@ -1,4 +1,4 @@
-//! The picture of the curve (SPEC §5 "Also expected": NAV and drawdown for
+//! The picture of the curve (the README's API section "Also expected": NAV and drawdown for
 //! people who would rather look than read).
 //!
 //! This module owns:
@@ -10,7 +10,7 @@
 //!   `image/svg+xml`;
 //! - [`page`]: `GET /portfolio/{id}`, a small self-contained HTML page (no
 //!   JavaScript, no external assets) with a date-range form, the SVG inlined,
-//!   the status and the §4 statistics.
+//!   the status and the statistics.
 //!
 //! Both handlers go through [`crate::query::read_history`], so the picture, the
 //! page and the JSON always show the same snapshot and obey the same rules,
@@ -78,7 +78,7 @@ const MUTED: RGBColor = RGBColor(120, 120, 120);
 ///
 /// The drawdown is `NAV / running max − 1` over the given points only, in
 /// percent. The `max_drawdown` statistic also counts the NAV of the day
-/// before the range (SPEC §4), so when a range starts inside a drawdown the
+/// before the range (docs/valuation.md), so when a range starts inside a drawdown the
 /// two can differ; the statistic is the reference.
 ///
 /// Both curves are computed from every point, then thinned to at most

@@ -1,4 +1,4 @@
-//! The HTTP API (SPEC §5): routes and the layers every request passes
+//! The HTTP API (the README's API section): routes and the layers every request passes
 //! through (request id and span, body limit, timeout, panic catcher). This file is the
 //! router: it imports its submodules and none of them imports it (the shared
 //! state is in [`state`]).

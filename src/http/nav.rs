@@ -1,5 +1,5 @@
 //! The NAV operations: read a curve with its statistics, backfill a range,
-//! calculate today (SPEC §5). Handlers only: the read itself is
+//! calculate today (the README's API section). Handlers only: the read itself is
 //! [`crate::query`], the body shapes are in [`super::schema`].
 
 use axum::body::Bytes;

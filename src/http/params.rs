@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use super::error::ApiError;
 use crate::query::HistoryQuery;
 
-/// Largest accepted request body (SPEC §5).
+/// Largest accepted request body (the README's API section).
 pub const BODY_LIMIT: usize = 64 * 1024;
 
 pub fn portfolio_id(raw: &str) -> Result<PortfolioId, ApiError> {

@@ -104,7 +104,7 @@ pub enum CalendarDoc {
     All,
 }
 
-/// Statistics of the curve over the range (SPEC §4); numbers are JSON
+/// Statistics of the curve over the range (docs/valuation.md); numbers are JSON
 /// numbers, null when undefined.
 #[derive(ToSchema)]
 #[allow(dead_code)]

@@ -1,6 +1,6 @@
 //! The HTTP server loop: accepting connections and serving each with hyper's
 //! HTTP/1 connection, under the limits that keep clients from holding the
-//! process's descriptors (SPEC §6 hardening):
+//! process's descriptors (the README's configuration table hardening):
 //!
 //! - **header timeout**: a connection must deliver a complete request head
 //!   within `header_timeout` of its first byte (of being accepted, for the

@@ -1,5 +1,5 @@
 //! Kafka ingestion: reads the transaction and price topics and stores each
-//! event exactly once (SPEC §2.3).
+//! event exactly once (docs/events.md).
 //!
 //! Effectively-once by construction: a batch's events, its dead letters and
 //! the next offset of every partition it touched are written in one

@@ -26,6 +26,19 @@ fn close(sym: &str, date: &str, c: &str) -> Value {
     json!({"symbol": sym, "date": date, "close": c})
 }
 
+/// A curve as a reader allowed to see every portfolio gets it.
+async fn curve(app: &TestApp, path: &str) -> Value {
+    app.client
+        .get(app.url(path))
+        .bearer_auth(token("nav:read", &["*"]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overflowing_portfolio_does_not_hold_up_its_group() {
     let app = spawn_app(jwt_auth(), day("2024-01-10")).await;
@@ -112,27 +125,9 @@ async fn an_overflowing_portfolio_does_not_hold_up_its_group() {
             assert_eq!(*last, Some(day("2024-01-10")), "{id} is up to date");
         }
     }
-    let ok: Value = app
-        .client
-        .get(app.url("/api/v1/portfolio/p-ok-07/nav-history"))
-        .bearer_auth(token("nav:read", &["*"]))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ok = curve(&app, "/api/v1/portfolio/p-ok-07/nav-history").await;
     assert_eq!(ok["points"][1]["market_value"], "33.00000000");
-    let huge: Value = app
-        .client
-        .get(app.url("/api/v1/portfolio/p-huge/nav-history"))
-        .bearer_auth(token("nav:read", &["*"]))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let huge = curve(&app, "/api/v1/portfolio/p-huge/nav-history").await;
     assert_eq!(
         huge["points"][0]["market_value"],
         "999999999998000000000001.00000000"
@@ -161,16 +156,7 @@ async fn an_overflowing_portfolio_does_not_hold_up_its_group() {
             "{op}: {detail}"
         );
     }
-    let get: Value = app
-        .client
-        .get(app.url("/api/v1/portfolio/p-over-2/nav-history"))
-        .bearer_auth(token("nav:read", &["*"]))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let get = curve(&app, "/api/v1/portfolio/p-over-2/nav-history").await;
     assert_eq!(get["status"]["state"], "inconsistent");
     assert_eq!(get["status"]["event_id"], Value::Null);
     assert_eq!(get["points"].as_array().unwrap().len(), 5);

@@ -40,7 +40,10 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use crate::types::{ClosePrice, FieldError, PortfolioId, Side, Symbol, Transaction};
+use crate::types::{
+    CashMode, ClosePrice, Currency, Dividend, FieldError, Kind, PortfolioId, Reinvest, Split, Symbol,
+    Trade, Transaction,
+};
 
 /// What the parsers check beyond the shape of an event: deployment-level
 /// bounds (`NAVD_EARLIEST_DATE` in the service).
@@ -105,9 +108,9 @@ pub enum EventError {
     Missing(&'static str),
     #[error("invalid field `{field}`: {reason}")]
     Invalid { field: &'static str, reason: String },
-    #[error("unknown transaction type `{0}` (expected `buy` or `sell`)")]
+    #[error("unknown event type `{0}`")]
     UnknownType(String),
-    #[error("unsupported schema_version {0} (supported: 1)")]
+    #[error("unsupported schema_version {0} (supported: 1, 2)")]
     UnsupportedVersion(String),
 }
 
@@ -143,8 +146,53 @@ const TRANSACTION_FIELDS: &[&str] = &[
     "trade_date",
     "occurred_at",
     "schema_version",
+    "amount",
+    "tax",
+    "cost",
+    "pay_date",
+    "reinvest",
+    "cash",
+    "base_currency",
+];
+/// Fields that exist from schema_version 2 on: a version-1 event carrying
+/// one is refused rather than read with a meaning it did not have.
+const V2_FIELDS: &[&str] = &[
+    "amount",
+    "tax",
+    "cost",
+    "pay_date",
+    "reinvest",
+    "cash",
+    "base_currency",
 ];
 const PRICE_FIELDS: &[&str] = &["symbol", "date", "close", "schema_version"];
+const SPLIT_FIELDS: &[&str] = &[
+    "event_id",
+    "type",
+    "symbol",
+    "ex_date",
+    "numerator",
+    "denominator",
+    "schema_version",
+];
+const REINVEST_FIELDS: &[&str] = &["quantity", "price"];
+
+/// Every transaction type, as producers write it.
+pub const TRANSACTION_TYPES: &[&str] = &[
+    "buy",
+    "sell",
+    "portfolio_settings",
+    "deposit",
+    "withdrawal",
+    "fee",
+    "tax",
+    "fee_refund",
+    "tax_refund",
+    "interest",
+    "transfer_in",
+    "transfer_out",
+    "dividend",
+];
 
 /// Parses a transaction payload (docs/events.md) under the default [`Rules`].
 pub fn parse_transaction(payload: &[u8]) -> Result<Transaction, EventError> {
@@ -156,32 +204,32 @@ pub fn parse_transaction(payload: &[u8]) -> Result<Transaction, EventError> {
 pub fn parse_transaction_with(payload: &[u8], rules: &Rules) -> Result<Transaction, EventError> {
     let text = json_text(payload)?;
     let obj = Object::parse(text, TRANSACTION_FIELDS)?;
-    check_version(&obj)?;
+    let version = check_version(&obj)?;
 
     let event_id = parse_uuid("event_id", &obj.string("event_id")?)?;
-    let side = match obj.string("type")?.as_ref() {
-        "buy" => Side::Buy,
-        "sell" => Side::Sell,
-        other => return Err(EventError::UnknownType(echo(other))),
-    };
+    let type_text = obj.string("type")?;
+    let ty = type_text.as_ref();
+    if !TRANSACTION_TYPES.contains(&ty) {
+        return Err(EventError::UnknownType(echo(ty)));
+    }
+    if version < 2 {
+        if !matches!(ty, "buy" | "sell") {
+            return Err(invalid(
+                "type",
+                format!("`{ty}` needs schema_version 2"),
+            ));
+        }
+        if let Some(field) = V2_FIELDS.iter().find(|f| obj.get(f).is_some()) {
+            return Err(invalid(field, "needs schema_version 2"));
+        }
+    }
     let portfolio_id = PortfolioId::parse(&obj.string("portfolio_id")?)?;
-    let symbol = Symbol::parse(&obj.string("symbol")?)?;
-    let quantity = obj.number("quantity")?;
-    if quantity <= Decimal::ZERO {
-        return Err(invalid("quantity", "must be greater than 0"));
-    }
-    let price = obj.number("price")?;
-    if price < Decimal::ZERO {
-        return Err(invalid("price", "must not be negative"));
-    }
-    let fee = match obj.get("fee") {
-        None => Decimal::ZERO,
-        Some(raw) => parse_number("fee", raw)?,
+    let trade_date = match (ty, obj.get("trade_date")) {
+        // A settings event holds for the whole history: its date, if any,
+        // has no effect.
+        ("portfolio_settings", None) => rules.earliest,
+        _ => parse_date("trade_date", &obj.string("trade_date")?, rules)?,
     };
-    if fee < Decimal::ZERO {
-        return Err(invalid("fee", "must not be negative"));
-    }
-    let trade_date = parse_date("trade_date", &obj.string("trade_date")?, rules)?;
     let occurred_at = match obj.get("occurred_at") {
         None => None,
         Some(raw) => Some(parse_instant(
@@ -190,18 +238,190 @@ pub fn parse_transaction_with(payload: &[u8], rules: &Rules) -> Result<Transacti
             rules,
         )?),
     };
+    let kind = match ty {
+        "buy" | "sell" => {
+            let t = Trade {
+                symbol: obj.symbol()?,
+                quantity: obj.positive("quantity")?,
+                price: obj.non_negative("price")?,
+                fee: obj.optional_non_negative("fee")?,
+            };
+            if ty == "buy" {
+                Kind::Buy(t)
+            } else {
+                Kind::Sell(t)
+            }
+        }
+        "portfolio_settings" => Kind::PortfolioSettings {
+            cash: match obj.get("cash") {
+                None => CashMode::None,
+                Some(raw) => {
+                    let text = string_of("cash", raw)?;
+                    CashMode::parse(&text).ok_or_else(|| {
+                        invalid(
+                            "cash",
+                            format!("must be `none` or `tracked`, not `{}`", echo(&text)),
+                        )
+                    })?
+                }
+            },
+            base_currency: match obj.get("base_currency") {
+                None => None,
+                Some(raw) => Some(Currency::parse_field(
+                    "base_currency",
+                    &string_of("base_currency", raw)?,
+                )?),
+            },
+        },
+        "deposit" => Kind::Deposit {
+            amount: obj.positive("amount")?,
+        },
+        "withdrawal" => Kind::Withdrawal {
+            amount: obj.positive("amount")?,
+        },
+        "fee" | "tax" | "fee_refund" | "tax_refund" => {
+            let amount = obj.positive("amount")?;
+            let symbol = obj.optional_symbol()?;
+            match ty {
+                "fee" => Kind::Fee { amount, symbol },
+                "tax" => Kind::Tax { amount, symbol },
+                "fee_refund" => Kind::FeeRefund { amount, symbol },
+                _ => Kind::TaxRefund { amount, symbol },
+            }
+        }
+        "interest" => {
+            let amount = obj.positive("amount")?;
+            let tax = obj.optional_non_negative("tax")?;
+            if tax > amount {
+                return Err(invalid("tax", "must not exceed the amount"));
+            }
+            Kind::Interest { amount, tax }
+        }
+        "transfer_in" => Kind::TransferIn {
+            symbol: obj.symbol()?,
+            quantity: obj.positive("quantity")?,
+            price: obj.non_negative("price")?,
+            cost: match obj.get("cost") {
+                None => None,
+                Some(raw) => Some(non_negative("cost", parse_number("cost", raw)?)?),
+            },
+        },
+        "transfer_out" => Kind::TransferOut {
+            symbol: obj.symbol()?,
+            quantity: obj.positive("quantity")?,
+            price: obj.non_negative("price")?,
+        },
+        "dividend" => {
+            let symbol = obj.symbol()?;
+            let amount = obj.positive("amount")?;
+            let tax = obj.optional_non_negative("tax")?;
+            let fee = obj.optional_non_negative("fee")?;
+            if tax + fee > amount {
+                return Err(invalid(
+                    "amount",
+                    "must cover tax + fee (the net dividend would be negative)",
+                ));
+            }
+            let pay_date = match obj.get("pay_date") {
+                None => trade_date,
+                Some(raw) => parse_date("pay_date", &string_of("pay_date", raw)?, rules)?,
+            };
+            if pay_date < trade_date {
+                return Err(invalid(
+                    "pay_date",
+                    format!("{pay_date} is before the ex-date (trade_date) {trade_date}"),
+                ));
+            }
+            let reinvest = match obj.get("reinvest") {
+                None => None,
+                Some(raw) => {
+                    let text = raw.get();
+                    if !text.starts_with('{') {
+                        return Err(invalid("reinvest", "must be an object {quantity, price}"));
+                    }
+                    let inner = Object::parse(text, REINVEST_FIELDS)?;
+                    let quantity = match inner.get("quantity") {
+                        None => return Err(EventError::Missing("reinvest.quantity")),
+                        Some(raw) => parse_number("reinvest.quantity", raw)?,
+                    };
+                    if quantity <= Decimal::ZERO {
+                        return Err(invalid("reinvest.quantity", "must be greater than 0"));
+                    }
+                    let price = match inner.get("price") {
+                        None => return Err(EventError::Missing("reinvest.price")),
+                        Some(raw) => parse_number("reinvest.price", raw)?,
+                    };
+                    Some(Reinvest {
+                        quantity,
+                        price: non_negative("reinvest.price", price)?,
+                    })
+                }
+            };
+            Kind::Dividend(Dividend {
+                symbol,
+                amount,
+                tax,
+                fee,
+                pay_date,
+                reinvest,
+            })
+        }
+        _ => unreachable!("checked against TRANSACTION_TYPES"),
+    };
     Ok(Transaction {
         event_id,
-        side,
         portfolio_id,
-        symbol,
-        quantity,
-        price,
-        fee,
         trade_date,
         occurred_at,
         seq: 0,
+        kind,
     })
+}
+
+fn non_negative(field: &'static str, v: Decimal) -> Result<Decimal, EventError> {
+    if v < Decimal::ZERO {
+        return Err(invalid(field, "must not be negative"));
+    }
+    Ok(v)
+}
+
+/// Largest split numerator or denominator.
+const MAX_SPLIT_TERM: u32 = 1_000_000_000;
+
+/// Parses a corporate-action payload (docs/events.md): a split.
+pub fn parse_split_with(payload: &[u8], rules: &Rules) -> Result<Split, EventError> {
+    let text = json_text(payload)?;
+    let obj = Object::parse(text, SPLIT_FIELDS)?;
+    check_version(&obj)?;
+    let event_id = parse_uuid("event_id", &obj.string("event_id")?)?;
+    let ty = obj.string("type")?;
+    if ty != "split" {
+        return Err(EventError::UnknownType(echo(&ty)));
+    }
+    let symbol = obj.symbol()?;
+    let ex_date = parse_date("ex_date", &obj.string("ex_date")?, rules)?;
+    let term = |field: &'static str| -> Result<u32, EventError> {
+        let v = obj.number(field)?;
+        if !v.fract().is_zero() || v < Decimal::ONE || v > Decimal::from(MAX_SPLIT_TERM) {
+            return Err(invalid(
+                field,
+                format!("must be a whole number from 1 to {MAX_SPLIT_TERM}"),
+            ));
+        }
+        Ok(u32::try_from(v.mantissa() / 10i128.pow(v.scale())).expect("checked range"))
+    };
+    Ok(Split {
+        event_id,
+        symbol,
+        ex_date,
+        numerator: term("numerator")?,
+        denominator: term("denominator")?,
+    })
+}
+
+/// Parses a corporate-action payload under the default [`Rules`].
+pub fn parse_split(payload: &[u8]) -> Result<Split, EventError> {
+    parse_split_with(payload, &Rules::default())
 }
 
 /// Parses a closing-price payload (docs/events.md) under the default [`Rules`].
@@ -282,6 +502,37 @@ impl<'a> Object<'a> {
     fn number(&self, name: &'static str) -> Result<Decimal, EventError> {
         parse_number(name, self.required(name)?)
     }
+
+    fn positive(&self, name: &'static str) -> Result<Decimal, EventError> {
+        let v = self.number(name)?;
+        if v <= Decimal::ZERO {
+            return Err(invalid(name, "must be greater than 0"));
+        }
+        Ok(v)
+    }
+
+    fn non_negative(&self, name: &'static str) -> Result<Decimal, EventError> {
+        non_negative(name, self.number(name)?)
+    }
+
+    /// An optional amount that defaults to 0.
+    fn optional_non_negative(&self, name: &'static str) -> Result<Decimal, EventError> {
+        match self.get(name) {
+            None => Ok(Decimal::ZERO),
+            Some(raw) => non_negative(name, parse_number(name, raw)?),
+        }
+    }
+
+    fn symbol(&self) -> Result<Symbol, EventError> {
+        Ok(Symbol::parse(&self.string("symbol")?)?)
+    }
+
+    fn optional_symbol(&self) -> Result<Option<Symbol>, EventError> {
+        match self.get("symbol") {
+            None => Ok(None),
+            Some(raw) => Ok(Some(Symbol::parse(&string_of("symbol", raw)?)?)),
+        }
+    }
 }
 
 /// Object entries in document order, values unparsed.
@@ -352,9 +603,11 @@ fn echo_error(e: &dyn std::fmt::Display) -> String {
     printable(&e.to_string(), 200)
 }
 
-fn check_version(obj: &Object<'_>) -> Result<(), EventError> {
+/// The event's schema_version: 1 (also when absent) or 2.
+fn check_version(obj: &Object<'_>) -> Result<u8, EventError> {
     match obj.get("schema_version").map(RawValue::get) {
-        None | Some("1") | Some("\"1\"") => Ok(()),
+        None | Some("1") | Some("\"1\"") => Ok(1),
+        Some("2") | Some("\"2\"") => Ok(2),
         Some(other) => Err(EventError::UnsupportedVersion(echo(other))),
     }
 }

@@ -34,7 +34,9 @@ use uuid::Uuid;
 
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::exact::{ExactSum, Units};
-use crate::types::{ClosePrice, DailyRecord, Side, Symbol, Transaction};
+use rust_decimal::RoundingStrategy;
+
+use crate::types::{CashMode, ClosePrice, DailyRecord, Kind, Reinvest, Split, Symbol, Transaction};
 
 /// An open position.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,11 +64,55 @@ pub struct DayState {
     /// Σ In and Σ Out over days ≤ date, exact.
     pub cum_in: Decimal,
     pub cum_out: Decimal,
+    /// Whether cash is part of the value (the portfolio's settings).
+    #[serde(default)]
+    pub cash_mode: CashMode,
+    /// False until the first event that changes money or positions: days
+    /// before it have no record. (States stored before this field existed
+    /// all had records, hence the default.)
+    #[serde(default = "yes")]
+    pub started: bool,
+    /// The cash balance; 0 without cash tracking.
+    #[serde(default)]
+    pub cash: Decimal,
+    /// Dividends past their ex-date and not yet paid, in fold order.
+    #[serde(default)]
+    pub receivables: Vec<Receivable>,
+    /// Σ of `receivables`' net amounts.
+    #[serde(default)]
+    pub receivable: Decimal,
+    /// Net dividends and net interest so far.
+    #[serde(default)]
+    pub income: Decimal,
+    /// Σ over sells of proceeds less the cost released.
+    #[serde(default)]
+    pub realized_pnl: Decimal,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A dividend accrued on its ex-date and due on `pay_date`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Receivable {
+    pub pay_date: NaiveDate,
+    pub symbol: Symbol,
+    /// N = amount − tax − fee.
+    pub net: Decimal,
+    pub reinvest: Option<Reinvest>,
 }
 
 impl DayState {
     /// The state before the first day: end of D0−1, no positions, V = 0, NAV = 1.
+    /// The history starts on the first day with an event that changes money
+    /// or positions (`cash_mode`'s rule), which may be after `d0`.
     pub fn initial(d0: NaiveDate) -> DayState {
+        DayState::initial_in(d0, CashMode::None)
+    }
+
+    /// [`DayState::initial`] for a portfolio of `cash_mode`.
+    pub fn initial_in(d0: NaiveDate, cash_mode: CashMode) -> DayState {
         DayState {
             date: d0.pred_opt().expect("date in range"),
             positions: BTreeMap::new(),
@@ -74,6 +120,13 @@ impl DayState {
             nav: Decimal::ONE,
             cum_in: Decimal::ZERO,
             cum_out: Decimal::ZERO,
+            cash_mode,
+            started: false,
+            cash: Decimal::ZERO,
+            receivables: Vec::new(),
+            receivable: Decimal::ZERO,
+            income: Decimal::ZERO,
+            realized_pnl: Decimal::ZERO,
         }
     }
 }
@@ -83,6 +136,8 @@ impl DayState {
 #[derive(Debug, Clone, Default)]
 pub struct PriceBook {
     by_symbol: BTreeMap<Symbol, BTreeMap<NaiveDate, Decimal>>,
+    /// Splits in effect: (numerator, denominator) by symbol and ex-date.
+    splits: BTreeMap<Symbol, BTreeMap<NaiveDate, (u32, u32)>>,
 }
 
 impl PriceBook {
@@ -112,6 +167,68 @@ impl PriceBook {
         }
         book
     }
+    /// Records a split event; a later one for the same (symbol, ex-date)
+    /// replaces the earlier, and 1/1 cancels it (docs/events.md). Give
+    /// them in log order.
+    pub fn apply_split(&mut self, split: &Split) {
+        self.set_split(
+            split.symbol.clone(),
+            split.ex_date,
+            split.numerator,
+            split.denominator,
+        );
+    }
+
+    /// The split of `symbol` on `ex_date` is now `numerator/denominator`
+    /// (1/1: none).
+    pub fn set_split(&mut self, symbol: Symbol, ex_date: NaiveDate, numerator: u32, denominator: u32) {
+        if numerator == denominator {
+            if let Some(m) = self.splits.get_mut(&symbol) {
+                m.remove(&ex_date);
+                if m.is_empty() {
+                    self.splits.remove(&symbol);
+                }
+            }
+            return;
+        }
+        self.splits
+            .entry(symbol)
+            .or_default()
+            .insert(ex_date, (numerator, denominator));
+    }
+
+    /// The splits in effect, by symbol, ex-date ascending.
+    pub fn splits(&self) -> impl Iterator<Item = (&Symbol, NaiveDate, u32, u32)> {
+        self.splits
+            .iter()
+            .flat_map(|(s, m)| m.iter().map(move |(d, (n, q))| (s, *d, *n, *q)))
+    }
+
+    /// The same splits and no closes: what a replay of positions needs.
+    pub fn splits_only(&self) -> PriceBook {
+        PriceBook {
+            by_symbol: BTreeMap::new(),
+            splits: self.splits.clone(),
+        }
+    }
+
+    /// Splits of `symbol` with `after < ex_date <= through`, ascending.
+    fn splits_between(
+        &self,
+        symbol: &Symbol,
+        after: NaiveDate,
+        through: NaiveDate,
+    ) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.splits
+            .get(symbol)
+            .filter(|_| after < through)
+            .into_iter()
+            .flat_map(move |m| {
+                m.range((Bound::Excluded(after), Bound::Included(through)))
+                    .map(|(_, t)| *t)
+            })
+    }
+
     /// The latest close dated ≤ `date`.
     pub fn close_on_or_before(&self, symbol: &Symbol, date: NaiveDate) -> Option<Decimal> {
         self.by_symbol
@@ -237,6 +354,12 @@ pub struct Folder<'a> {
     synced: bool,
     /// An overflow found by `new`, reported by the first step.
     pending: Option<ArithmeticError>,
+    /// `value_sum` rounded: the holdings' value.
+    holdings: Decimal,
+    /// The splits after the start day, by ex-date then symbol.
+    split_days: Vec<(NaiveDate, Symbol, (u32, u32))>,
+    /// Index of the first split not yet applied.
+    split_cursor: usize,
 }
 
 /// The first 8 bytes of a symbol, big-endian, zero-padded: ordered like
@@ -291,6 +414,8 @@ struct Slot {
 
 impl Slot {
     /// The slot of `pos` with its cursor at `day`; `term` still to be set.
+    /// A close dated before a split it is used after is adjusted by it
+    /// (closes are as traded on their day).
     fn unvalued(
         symbol: &Symbol,
         pos: &Position,
@@ -298,17 +423,24 @@ impl Slot {
         prices: &PriceBook,
         origin: NaiveDate,
         day: NaiveDate,
-    ) -> Self {
+    ) -> Result<Self, ArithmeticError> {
         let run = series.run(prices, origin, symbol);
         let closes = &series.runs[run];
         let cursor = closes.partition_point(|(d, _)| *d <= day);
-        let close = cursor.checked_sub(1).map(|i| closes[i].1);
+        let close = match cursor.checked_sub(1).map(|i| closes[i]) {
+            Some((t, c)) => Some(
+                prices
+                    .splits_between(symbol, t, day)
+                    .try_fold(c, split_price)?,
+            ),
+            None => None,
+        };
         let name = (
             series.names.len(),
             series.names.len() + symbol.as_str().len(),
         );
         series.names.push_str(symbol.as_str());
-        Slot {
+        Ok(Slot {
             prefix: SymbolKey::of(symbol).prefix,
             name,
             qty: pos.qty,
@@ -319,7 +451,7 @@ impl Slot {
             close,
             term: Units::default(),
             dirty: false,
-        }
+        })
     }
 
     /// Moves the cursor to `day`; true when a close was passed (the price
@@ -388,56 +520,250 @@ impl Series {
     }
 }
 
-/// In and Out of one day (docs/valuation.md).
-#[derive(Default)]
-struct Flows {
-    inflow: Decimal,
-    outflow: Decimal,
+/// A price in pre-split units in post-split units: x · d / n.
+fn split_price(x: Decimal, (n, d): (u32, u32)) -> Result<Decimal, ArithmeticError> {
+    dec::div(dec::mul(x, Decimal::from(d))?, Decimal::from(n))
 }
 
-/// Applies one transaction to a position (None = not held). `Ok(Err(detail))`
-/// is an oversell; the position is then untouched.
+/// A quantity after a split: q · n / d, half-even to 10 places.
+fn split_qty(q: Decimal, (n, d): (u32, u32)) -> Result<Decimal, ArithmeticError> {
+    Ok(
+        dec::div(dec::mul(q, Decimal::from(n))?, Decimal::from(d))?
+            .round_dp_with_strategy(10, RoundingStrategy::MidpointNearestEven)
+            .normalize(),
+    )
+}
+
+/// Everything of a day that does not depend on prices: its flows and the
+/// new cash, receivables, income and realized P&L. Built on copies so that
+/// an inconsistent day leaves the state as it was.
+struct Ledger {
+    mode: CashMode,
+    inflow: Decimal,
+    outflow: Decimal,
+    cash: Decimal,
+    receivables: Vec<Receivable>,
+    receivable: Decimal,
+    income: Decimal,
+    realized_pnl: Decimal,
+}
+
+impl Ledger {
+    fn of(state: &DayState) -> Self {
+        Ledger {
+            mode: state.cash_mode,
+            inflow: Decimal::ZERO,
+            outflow: Decimal::ZERO,
+            cash: state.cash,
+            // Free while none is pending, which is nearly always.
+            receivables: state.receivables.clone(),
+            receivable: state.receivable,
+            income: state.income,
+            realized_pnl: state.realized_pnl,
+        }
+    }
+
+    fn tracked(&self) -> bool {
+        self.mode == CashMode::Tracked
+    }
+
+    fn inflow(&mut self, a: Decimal) -> Result<(), ArithmeticError> {
+        self.inflow = dec::add(self.inflow, a)?;
+        Ok(())
+    }
+
+    fn outflow(&mut self, a: Decimal) -> Result<(), ArithmeticError> {
+        self.outflow = dec::add(self.outflow, a)?;
+        Ok(())
+    }
+
+    /// Money paid by the portfolio: from its cash when tracked, else brought
+    /// in from outside (In).
+    fn pay(&mut self, a: Decimal) -> Result<(), ArithmeticError> {
+        if self.tracked() {
+            self.cash = dec::sub(self.cash, a)?;
+            Ok(())
+        } else {
+            self.inflow(a)
+        }
+    }
+
+    /// Money received by the portfolio: into its cash when tracked, else
+    /// taken out (Out).
+    fn receive(&mut self, a: Decimal) -> Result<(), ArithmeticError> {
+        if self.tracked() {
+            self.cash = dec::add(self.cash, a)?;
+            Ok(())
+        } else {
+            self.outflow(a)
+        }
+    }
+}
+
+fn buy_into(
+    pos: &mut Option<Position>,
+    qty: Decimal,
+    price: Decimal,
+    cost: Decimal,
+) -> Result<(), ArithmeticError> {
+    let p = pos.get_or_insert(Position {
+        qty: Decimal::ZERO,
+        cost: Decimal::ZERO,
+        last_trade_price: price,
+    });
+    p.qty = dec::add(p.qty, qty)?;
+    p.cost = dec::add(p.cost, cost)?;
+    p.last_trade_price = price;
+    Ok(())
+}
+
+/// Takes `qty` out of a position at `price`; returns the cost released, or
+/// the oversell's detail (the position is then untouched).
+fn take_out(
+    pos: &mut Option<Position>,
+    what: &str,
+    symbol: &Symbol,
+    qty: Decimal,
+    price: Decimal,
+) -> Result<Result<Decimal, String>, ArithmeticError> {
+    let held = pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
+    if qty > held {
+        return Ok(Err(format!(
+            "{what} of {} {} exceeds the position of {}",
+            qty.normalize(),
+            symbol,
+            held.normalize()
+        )));
+    }
+    let p = pos.as_mut().expect("held > 0");
+    let left = dec::sub(p.qty, qty)?;
+    if left.is_zero() {
+        // cost[s] = 0 when qty[s] reaches 0: the position is gone.
+        let released = p.cost;
+        *pos = None;
+        Ok(Ok(released))
+    } else {
+        let released = dec::div(dec::mul(p.cost, qty)?, p.qty)?;
+        p.cost = dec::sub(p.cost, released)?;
+        p.qty = left;
+        p.last_trade_price = price;
+        Ok(Ok(released))
+    }
+}
+
+/// Pays a receivable at the start of its pay date (or right after its
+/// accrual when that is the ex-date). `pos` is the position in its symbol.
+fn pay_dividend(
+    pos: &mut Option<Position>,
+    r: &Receivable,
+    ledger: &mut Ledger,
+) -> Result<(), ArithmeticError> {
+    ledger.receivable = dec::sub(ledger.receivable, r.net)?;
+    let bought = match r.reinvest {
+        Some(x) => {
+            let spent = dec::mul(x.quantity, x.price)?;
+            buy_into(pos, x.quantity, x.price, spent)?;
+            spent
+        }
+        None => Decimal::ZERO,
+    };
+    if ledger.tracked() {
+        // Paid into cash, and the reinvested part spent from it: neither
+        // is an external flow.
+        ledger.cash = dec::sub(dec::add(ledger.cash, r.net)?, bought)?;
+    } else {
+        // Only what is left after the reinvestment leaves (or, when the
+        // reinvestment cost more, comes in).
+        let rest = dec::sub(r.net, bought)?;
+        if rest > Decimal::ZERO {
+            ledger.outflow(rest)?;
+        } else if rest < Decimal::ZERO {
+            ledger.inflow(-rest)?;
+        }
+    }
+    Ok(())
+}
+
+/// Applies one transaction. `pos` is the position in the event's position
+/// symbol (always `None` for events without one). `Ok(Err(detail))` is an
+/// oversell.
 fn apply(
     pos: &mut Option<Position>,
     tx: &Transaction,
-    flows: &mut Flows,
+    day: NaiveDate,
+    ledger: &mut Ledger,
 ) -> Result<Result<(), String>, ArithmeticError> {
-    match tx.side {
-        Side::Buy => {
-            let amount = dec::add(dec::mul(tx.quantity, tx.price)?, tx.fee)?;
-            let p = pos.get_or_insert(Position {
-                qty: Decimal::ZERO,
-                cost: Decimal::ZERO,
-                last_trade_price: tx.price,
-            });
-            p.qty = dec::add(p.qty, tx.quantity)?;
-            p.cost = dec::add(p.cost, amount)?;
-            p.last_trade_price = tx.price;
-            flows.inflow = dec::add(flows.inflow, amount)?;
+    match &tx.kind {
+        Kind::Buy(t) => {
+            let amount = dec::add(dec::mul(t.quantity, t.price)?, t.fee)?;
+            buy_into(pos, t.quantity, t.price, amount)?;
+            ledger.pay(amount)?;
         }
-        Side::Sell => {
-            let held = pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
-            if tx.quantity > held {
-                return Ok(Err(format!(
-                    "sell of {} {} exceeds the {} held",
-                    tx.quantity.normalize(),
-                    tx.symbol,
-                    held.normalize()
-                )));
+        Kind::Sell(t) => {
+            let released = match take_out(pos, "sell", &t.symbol, t.quantity, t.price)? {
+                Ok(r) => r,
+                Err(detail) => return Ok(Err(detail)),
+            };
+            let proceeds = dec::sub(dec::mul(t.quantity, t.price)?, t.fee)?;
+            ledger.realized_pnl = dec::add(ledger.realized_pnl, dec::sub(proceeds, released)?)?;
+            ledger.receive(proceeds)?;
+        }
+        Kind::PortfolioSettings { .. } => {}
+        Kind::Deposit { amount } => {
+            if ledger.tracked() {
+                ledger.inflow(*amount)?;
+                ledger.cash = dec::add(ledger.cash, *amount)?;
             }
-            let p = pos.as_mut().expect("held > 0");
-            let proceeds = dec::sub(dec::mul(tx.quantity, tx.price)?, tx.fee)?;
-            let qty = dec::sub(p.qty, tx.quantity)?;
-            if qty.is_zero() {
-                // cost[s] = 0 when qty[s] reaches 0: the position is gone.
-                *pos = None;
+        }
+        Kind::Withdrawal { amount } => {
+            if ledger.tracked() {
+                ledger.outflow(*amount)?;
+                ledger.cash = dec::sub(ledger.cash, *amount)?;
+            }
+        }
+        Kind::Fee { amount, .. } | Kind::Tax { amount, .. } => ledger.pay(*amount)?,
+        Kind::FeeRefund { amount, .. } | Kind::TaxRefund { amount, .. } => {
+            ledger.receive(*amount)?
+        }
+        Kind::Interest { amount, tax } => {
+            let net = dec::sub(*amount, *tax)?;
+            ledger.income = dec::add(ledger.income, net)?;
+            ledger.receive(net)?;
+        }
+        Kind::TransferIn {
+            quantity,
+            price,
+            cost,
+            ..
+        } => {
+            let value = dec::mul(*quantity, *price)?;
+            buy_into(pos, *quantity, *price, cost.unwrap_or(value))?;
+            ledger.inflow(value)?;
+        }
+        Kind::TransferOut {
+            symbol,
+            quantity,
+            price,
+        } => {
+            if let Err(detail) = take_out(pos, "transfer_out", symbol, *quantity, *price)? {
+                return Ok(Err(detail));
+            }
+            ledger.outflow(dec::mul(*quantity, *price)?)?;
+        }
+        Kind::Dividend(d) => {
+            let r = Receivable {
+                pay_date: d.pay_date,
+                symbol: d.symbol.clone(),
+                net: d.net(),
+                reinvest: d.reinvest,
+            };
+            ledger.receivable = dec::add(ledger.receivable, r.net)?;
+            ledger.income = dec::add(ledger.income, r.net)?;
+            if d.pay_date == day {
+                pay_dividend(pos, &r, ledger)?;
             } else {
-                let released = dec::div(dec::mul(p.cost, tx.quantity)?, p.qty)?;
-                p.cost = dec::sub(p.cost, released)?;
-                p.qty = qty;
-                p.last_trade_price = tx.price;
+                ledger.receivables.push(r);
             }
-            flows.outflow = dec::add(flows.outflow, proceeds)?;
         }
     }
     Ok(Ok(()))
@@ -471,6 +797,8 @@ struct Touched<'t> {
     symbol: &'t Symbol,
     slot: Result<usize, usize>,
     pos: Option<Position>,
+    /// A split today: the carried close is adjusted at commit.
+    split: Option<(u32, u32)>,
 }
 
 impl<'a> Folder<'a> {
@@ -481,9 +809,16 @@ impl<'a> Folder<'a> {
         let mut pending = None;
         let mut series = Series::default();
         for (symbol, pos) in &start.positions {
-            let mut slot = Slot::unvalued(symbol, pos, &mut series, prices, start.date, start.date);
             // A position too large to value cannot be folded: the first step
             // reports it.
+            let mut slot =
+                match Slot::unvalued(symbol, pos, &mut series, prices, start.date, start.date) {
+                    Ok(slot) => slot,
+                    Err(e) => {
+                        pending = Some(e);
+                        continue;
+                    }
+                };
             match slot.value() {
                 Ok(term) => slot.term = term,
                 Err(e) => pending = Some(e),
@@ -493,6 +828,12 @@ impl<'a> Folder<'a> {
             slots.push(slot);
         }
         let origin = start.date;
+        let mut split_days: Vec<(NaiveDate, Symbol, (u32, u32))> = prices
+            .splits()
+            .filter(|(_, d, _, _)| *d > origin)
+            .map(|(s, d, n, q)| (d, s.clone(), (n, q)))
+            .collect();
+        split_days.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         Self {
             state: start,
             prices,
@@ -505,16 +846,20 @@ impl<'a> Folder<'a> {
             origin,
             synced: true,
             pending,
+            holdings: Decimal::ZERO,
+            split_days,
+            split_cursor: 0,
         }
     }
 
     /// Folds the day after the current state's day with that day's
-    /// transactions (already in fold order). Returns the exact record, or the
-    /// inconsistency (the state is then left at the previous day).
+    /// transactions (already in fold order). Returns the exact record (none
+    /// before the history's first day), or the inconsistency (the state is
+    /// then left at the previous day).
     pub fn step(
         &mut self,
         day_transactions: &[&Transaction],
-    ) -> Result<Result<DailyRecord, Inconsistency>, FoldError> {
+    ) -> Result<Result<Option<DailyRecord>, Inconsistency>, FoldError> {
         self.step_inner(day_transactions, true)
     }
 
@@ -526,7 +871,7 @@ impl<'a> Folder<'a> {
         &mut self,
         day_transactions: &[&Transaction],
         keep_positions: bool,
-    ) -> Result<Result<DailyRecord, Inconsistency>, FoldError> {
+    ) -> Result<Result<Option<DailyRecord>, Inconsistency>, FoldError> {
         overflow_stops_history(self.step_checked(day_transactions, keep_positions))
     }
 
@@ -534,7 +879,7 @@ impl<'a> Folder<'a> {
         &mut self,
         day_transactions: &[&Transaction],
         keep_positions: bool,
-    ) -> Result<Result<DailyRecord, Inconsistency>, FoldError> {
+    ) -> Result<Result<Option<DailyRecord>, Inconsistency>, FoldError> {
         if keep_positions {
             self.sync();
         }
@@ -544,32 +889,88 @@ impl<'a> Folder<'a> {
         if let Some(e) = self.pending.take() {
             return Err(overflow(e));
         }
+        let splits_today = {
+            let from = self.split_cursor;
+            while self
+                .split_days
+                .get(self.split_cursor)
+                .is_some_and(|(d, _, _)| *d <= day)
+            {
+                self.split_cursor += 1;
+            }
+            from..self.split_cursor
+        };
+        if !self.state.started {
+            let mode = self.state.cash_mode;
+            if !day_transactions
+                .iter()
+                .any(|t| t.kind.starts_history(mode))
+            {
+                // Before the history's first day: nothing is held and
+                // nothing recorded.
+                self.state.date = day;
+                return Ok(Ok(None));
+            }
+        }
 
-        // 1. The day's transactions, on copies of the touched positions so
-        //    that an oversell leaves the state as it was. `touched` is kept
-        //    sorted by symbol.
-        let mut flows = Flows::default();
+        // The day in the order of docs/valuation.md: splits, then payments
+        // due, then the day's transactions; each on copies of the touched
+        // positions (kept sorted by symbol) and of the ledger, so that an
+        // oversell leaves the state as it was.
+        let mut ledger = Ledger::of(&self.state);
         let mut touched: Vec<Touched<'_>> = Vec::new();
+        let split_days = &self.split_days;
+        for (_, symbol, ratio) in &split_days[splits_today] {
+            let key = SymbolKey::of(symbol);
+            let names = &self.series.names;
+            // Only held positions are split; a later buy is in post-split
+            // units already.
+            if let Ok(j) = self.slots.binary_search_by(|s| key.cmp_slot(s, names)) {
+                let mut p = self.slots[j].position();
+                p.qty = split_qty(p.qty, *ratio).map_err(overflow)?;
+                p.last_trade_price = split_price(p.last_trade_price, *ratio).map_err(overflow)?;
+                let i = touched
+                    .binary_search_by(|t| t.symbol.cmp(symbol))
+                    .expect_err("one split per symbol and day");
+                // A position split below the smallest quantity is gone.
+                let pos = Some(p).filter(|p| !p.qty.is_zero());
+                touched.insert(
+                    i,
+                    Touched {
+                        symbol,
+                        slot: Ok(j),
+                        pos,
+                        split: Some(*ratio),
+                    },
+                );
+            }
+        }
+        let due = !ledger.receivables.is_empty()
+            && ledger.receivables.iter().any(|r| r.pay_date <= day);
+        let paid: Vec<Receivable> = if due {
+            let (now, later): (Vec<Receivable>, Vec<Receivable>) = std::mem::take(&mut ledger.receivables)
+                .into_iter()
+                .partition(|r| r.pay_date <= day);
+            ledger.receivables = later;
+            now
+        } else {
+            Vec::new()
+        };
+        for r in &paid {
+            let i = self.touch(&mut touched, &r.symbol);
+            pay_dividend(&mut touched[i].pos, r, &mut ledger).map_err(overflow)?;
+        }
         for tx in day_transactions {
-            let key = SymbolKey::of(&tx.symbol);
-            let i = match touched.binary_search_by(|t| t.symbol.cmp(&tx.symbol)) {
-                Ok(i) => i,
-                Err(i) => {
-                    let names = &self.series.names;
-                    let slot = self.slots.binary_search_by(|s| key.cmp_slot(s, names));
-                    let pos = slot.ok().map(|j| self.slots[j].position());
-                    touched.insert(
-                        i,
-                        Touched {
-                            symbol: &tx.symbol,
-                            slot,
-                            pos,
-                        },
-                    );
-                    i
-                }
+            let i = tx
+                .kind
+                .position_symbol()
+                .map(|symbol| self.touch(&mut touched, symbol));
+            let mut none = None;
+            let pos = match i {
+                Some(i) => &mut touched[i].pos,
+                None => &mut none,
             };
-            if let Err(detail) = apply(&mut touched[i].pos, tx, &mut flows).map_err(overflow)? {
+            if let Err(detail) = apply(pos, tx, day, &mut ledger).map_err(overflow)? {
                 return Ok(Err(Inconsistency {
                     day,
                     event_id: Some(tx.event_id),
@@ -577,17 +978,16 @@ impl<'a> Folder<'a> {
                 }));
             }
         }
-        let cum_in = dec::add(self.state.cum_in, flows.inflow).map_err(overflow)?;
-        let cum_out = dec::add(self.state.cum_out, flows.outflow).map_err(overflow)?;
+        let cum_in = dec::add(self.state.cum_in, ledger.inflow).map_err(overflow)?;
+        let cum_out = dec::add(self.state.cum_out, ledger.outflow).map_err(overflow)?;
 
         // Commit to the state, the slots and the sums. In descending symbol
         // order, so that inserting or removing a slot does not move the
         // slots still to be visited.
-        let has_transactions = !day_transactions.is_empty();
-        if has_transactions && !keep_positions {
+        let has_changes = !touched.is_empty();
+        if has_changes && !keep_positions {
             self.synced = false;
         }
-        let mut value_changed = has_transactions || !self.started;
         for t in touched.into_iter().rev() {
             match (t.pos, t.slot) {
                 (Some(p), Ok(i)) => {
@@ -597,6 +997,12 @@ impl<'a> Folder<'a> {
                     slot.qty = p.qty;
                     slot.cost = p.cost;
                     slot.last_trade_price = p.last_trade_price;
+                    if let Some(ratio) = t.split {
+                        slot.close = match slot.close {
+                            Some(c) => Some(split_price(c, ratio).map_err(overflow)?),
+                            None => None,
+                        };
+                    }
                     // Revalued below, after the cursor has moved to `day`.
                     slot.dirty = true;
                     if keep_positions {
@@ -613,7 +1019,8 @@ impl<'a> Folder<'a> {
                         self.prices,
                         self.origin,
                         day,
-                    );
+                    )
+                    .map_err(overflow)?;
                     slot.term = slot.value().map_err(overflow)?;
                     self.value_sum.add_units(&slot.term);
                     self.cost_sum.add(p.cost);
@@ -634,12 +1041,13 @@ impl<'a> Folder<'a> {
                 (None, Err(_)) => {}
             }
         }
-        if has_transactions || !self.started {
+        if has_changes || !self.started {
             self.total_cost = self.cost_sum.to_decimal().map_err(overflow)?;
         }
 
         // 2. Prices of the day, 3. market value: only the terms whose price
         //    or quantity moved are recomputed.
+        let mut holdings_changed = has_changes || !self.started;
         let runs = &self.series.runs;
         for slot in &mut self.slots {
             // Both, not short-circuited: the cursor must move in any case.
@@ -648,18 +1056,24 @@ impl<'a> Folder<'a> {
                 self.value_sum.sub_units(&slot.term);
                 self.value_sum.add_units(&term);
                 slot.term = term;
-                value_changed = true;
+                holdings_changed = true;
             }
         }
+        if holdings_changed {
+            self.holdings = self.value_sum.to_decimal().map_err(overflow)?;
+        }
         let prev_value = self.state.market_value;
-        let value = if value_changed {
-            self.value_sum.to_decimal().map_err(overflow)?
+        // Without cash or receivables (every v1 book) V is the holdings
+        // alone: no additions to round.
+        let value = if ledger.cash.is_zero() && ledger.receivable.is_zero() {
+            self.holdings
         } else {
-            prev_value
+            dec::add(dec::add(self.holdings, ledger.cash).map_err(overflow)?, ledger.receivable)
+                .map_err(overflow)?
         };
 
-        let numerator = dec::add(value, flows.outflow).map_err(overflow)?;
-        let denominator = dec::add(prev_value, flows.inflow).map_err(overflow)?;
+        let numerator = dec::add(value, ledger.outflow).map_err(overflow)?;
+        let denominator = dec::add(prev_value, ledger.inflow).map_err(overflow)?;
         // r = 0 when the denominator is ≤ 0 (no capital at work, or a
         // negative one that would flip the sign of the return), when nothing
         // was at work all day (V(d−1) = 0 and V(d) + Out(d) = 0: money spent
@@ -679,7 +1093,7 @@ impl<'a> Folder<'a> {
                 let growth = dec::add(Decimal::ONE, r).map_err(overflow)?;
                 (r, dec::mul(self.state.nav, growth).map_err(overflow)?)
             };
-        let net_flow = dec::sub(flows.inflow, flows.outflow).map_err(overflow)?;
+        let net_flow = dec::sub(ledger.inflow, ledger.outflow).map_err(overflow)?;
         let profit =
             dec::sub(dec::add(value, cum_out).map_err(overflow)?, cum_in).map_err(overflow)?;
         let return_rate = dec::sub(nav, Decimal::ONE).map_err(overflow)?;
@@ -689,9 +1103,15 @@ impl<'a> Folder<'a> {
         self.state.nav = nav;
         self.state.cum_in = cum_in;
         self.state.cum_out = cum_out;
+        self.state.started = true;
+        self.state.cash = ledger.cash;
+        self.state.receivables = ledger.receivables;
+        self.state.receivable = ledger.receivable;
+        self.state.income = ledger.income;
+        self.state.realized_pnl = ledger.realized_pnl;
         self.started = true;
 
-        Ok(Ok(DailyRecord {
+        Ok(Ok(Some(DailyRecord {
             date: day,
             market_value: value,
             cost: self.total_cost,
@@ -700,9 +1120,38 @@ impl<'a> Folder<'a> {
             net_value: nav,
             return_rate,
             profit,
+            holdings_value: self.holdings,
+            cash: ledger.cash,
+            receivable: ledger.receivable,
+            income: ledger.income,
+            realized_pnl: ledger.realized_pnl,
             cum_in,
             cum_out,
-        }))
+        })))
+    }
+
+    /// The index in `touched` of `symbol`'s position, adding it (from its
+    /// slot, or none) when the day has not touched it yet.
+    fn touch<'t>(&self, touched: &mut Vec<Touched<'t>>, symbol: &'t Symbol) -> usize {
+        match touched.binary_search_by(|t| t.symbol.cmp(symbol)) {
+            Ok(i) => i,
+            Err(i) => {
+                let key = SymbolKey::of(symbol);
+                let names = &self.series.names;
+                let slot = self.slots.binary_search_by(|s| key.cmp_slot(s, names));
+                let pos = slot.ok().map(|j| self.slots[j].position());
+                touched.insert(
+                    i,
+                    Touched {
+                        symbol,
+                        slot,
+                        pos,
+                        split: None,
+                    },
+                );
+                i
+            }
+        }
     }
 
     pub fn state(&self) -> &DayState {
@@ -729,17 +1178,36 @@ impl<'a> Folder<'a> {
     }
 }
 
-/// Transactions dated ≤ `as_of`, in fold order.
+/// Transactions dated ≤ `as_of`, in fold order. Settings events are left
+/// out: they hold for the whole history, whatever their date, and reach the
+/// fold as the state's cash mode.
 fn in_fold_order(transactions: &[Transaction], as_of: NaiveDate) -> Vec<&Transaction> {
     // Keys computed once: `effective_time` is not free and a sort compares
     // each element many times.
     let mut keyed: Vec<_> = transactions
         .iter()
-        .filter(|t| t.trade_date <= as_of)
+        .filter(|t| t.trade_date <= as_of && !is_settings(t))
         .map(|t| (t.fold_key(), t))
         .collect();
     keyed.sort_by_key(|k| k.0);
     keyed.into_iter().map(|(_, t)| t).collect()
+}
+
+fn is_settings(t: &Transaction) -> bool {
+    matches!(t.kind, Kind::PortfolioSettings { .. })
+}
+
+/// The cash mode a log gives its portfolio: the latest settings event's
+/// (by log position), else [`CashMode::None`].
+pub fn cash_mode_of(transactions: &[Transaction]) -> CashMode {
+    transactions
+        .iter()
+        .filter_map(|t| match &t.kind {
+            Kind::PortfolioSettings { cash, .. } => Some((t.seq, *cash)),
+            _ => None,
+        })
+        .max_by_key(|(seq, _)| *seq)
+        .map_or(CashMode::None, |(_, c)| c)
 }
 
 /// Folds `sorted` (all dated after `start.date`) from `start` through
@@ -783,7 +1251,7 @@ fn run(
         });
         match folder.step_inner(&sorted[i..j], keep_positions)? {
             Ok(record) => {
-                if keep {
+                if let Some(record) = record.filter(|_| keep) {
                     out.records.push(record);
                 }
             }
@@ -816,9 +1284,11 @@ fn run(
     Ok(out)
 }
 
-/// Full history: D0 is the earliest trade date; records run from D0 to
-/// `as_of`. Transactions may be given in any order (they are sorted by
-/// [`Transaction::fold_key`]); those dated after `as_of` are ignored here.
+/// Full history of a portfolio's whole log: the cash mode is the latest
+/// settings event's, and records run from the first day with an event that
+/// changes money or positions to `as_of`. Transactions may be given in any
+/// order (they are sorted by [`Transaction::fold_key`]); those dated after
+/// `as_of` are ignored here.
 pub fn fold(
     transactions: &[Transaction],
     prices: &PriceBook,
@@ -833,18 +1303,14 @@ pub fn fold(
             inconsistency: None,
         });
     };
-    run(
-        &DayState::initial(first.trade_date),
-        &sorted,
-        prices,
-        as_of,
-        true,
-    )
+    let start = DayState::initial_in(first.trade_date, cash_mode_of(transactions));
+    run(&start, &sorted, prices, as_of, true)
 }
 
 /// Resumes from `state` (end of day `state.date`) with the transactions dated
 /// after it, producing records for `state.date + 1 ..= as_of`. A transaction
-/// dated on or before `state.date` is a [`FoldError::BeforeState`].
+/// dated on or before `state.date` is a [`FoldError::BeforeState`]; settings
+/// events are ignored (the state carries the cash mode).
 pub fn resume(
     state: &DayState,
     transactions: &[Transaction],
@@ -853,7 +1319,7 @@ pub fn resume(
 ) -> Result<FoldOutput, FoldError> {
     if let Some(t) = transactions
         .iter()
-        .filter(|t| t.trade_date <= state.date)
+        .filter(|t| t.trade_date <= state.date && !is_settings(t))
         .min_by_key(|t| t.fold_key())
     {
         return Err(FoldError::BeforeState {
@@ -866,41 +1332,23 @@ pub fn resume(
     run(state, &sorted, prices, as_of, true)
 }
 
-/// Positions after folding `transactions` (all dated ≤ some day, any order),
-/// without prices: used with a stored record's exact values to rebuild the
-/// state at the end of that day. An oversell yields the inconsistency.
-pub fn positions_from(
+/// The state at the end of `through` without valuing anything: positions,
+/// cash, receivables, income, realized P&L and the flows, which do not
+/// depend on closes, folded from `start` with the transactions dated after
+/// it and the splits of `prices`. With a stored record's exact market value
+/// and NAV it is the full state at that day. An oversell yields the
+/// inconsistency.
+pub fn replay(
+    start: &DayState,
     transactions: &[Transaction],
-) -> Result<Result<BTreeMap<Symbol, Position>, Inconsistency>, FoldError> {
-    overflow_stops_history(positions_checked(transactions))
-}
-
-fn positions_checked(
-    transactions: &[Transaction],
-) -> Result<Result<BTreeMap<Symbol, Position>, Inconsistency>, FoldError> {
-    let sorted = in_fold_order(transactions, NaiveDate::MAX);
-    let mut positions: BTreeMap<Symbol, Position> = BTreeMap::new();
-    let mut flows = Flows::default();
-    for tx in sorted {
-        let overflow = |source| FoldError::Overflow {
-            day: tx.trade_date,
-            source,
-        };
-        let mut pos = positions.remove(&tx.symbol);
-        // Flows are irrelevant here; keep them from growing without bound.
-        flows.inflow = Decimal::ZERO;
-        flows.outflow = Decimal::ZERO;
-        let applied = apply(&mut pos, tx, &mut flows).map_err(overflow)?;
-        if let Some(p) = pos {
-            positions.insert(tx.symbol.clone(), p);
-        }
-        if let Err(detail) = applied {
-            return Ok(Err(Inconsistency {
-                day: tx.trade_date,
-                event_id: Some(tx.event_id),
-                detail,
-            }));
-        }
-    }
-    Ok(Ok(positions))
+    prices: &PriceBook,
+    through: NaiveDate,
+) -> Result<Result<DayState, Inconsistency>, FoldError> {
+    let sorted = in_fold_order(transactions, through);
+    let splits = prices.splits_only();
+    let out = run(start, &sorted, &splits, through, false)?;
+    Ok(match out.inconsistency {
+        Some(i) => Err(i),
+        None => Ok(out.end_state.unwrap_or_else(|| start.clone())),
+    })
 }

@@ -21,12 +21,15 @@ pub mod types;
 
 pub use decimal::{money_text, ratio_text, round_money, round_ratio, ArithmeticError};
 pub use event::{
-    echo, parse_price, parse_price_with, parse_transaction, parse_transaction_with, EventError,
-    Rules,
+    echo, parse_price, parse_price_with, parse_split, parse_split_with, parse_transaction,
+    parse_transaction_with, EventError, Rules, TRANSACTION_TYPES,
 };
 pub use fold::{
-    fold, positions_from, resume, DayState, FoldError, FoldOutput, Folder, Inconsistency, Position,
-    PriceBook, Status,
+    cash_mode_of, fold, replay, resume, DayState, FoldError, FoldOutput, Folder, Inconsistency,
+    Position, PriceBook, Receivable, Status,
 };
 pub use stats::{statistics, Calendar, Statistics, StatsQuery};
-pub use types::{ClosePrice, DailyRecord, PortfolioId, Side, Symbol, Transaction};
+pub use types::{
+    CashMode, ClosePrice, Currency, DailyRecord, Dividend, Kind, PortfolioId, Reinvest, Side,
+    Split, Symbol, Trade, Transaction,
+};

@@ -119,37 +119,359 @@ impl Side {
     }
 }
 
-/// One buy or sell (docs/events.md), valid by construction.
+/// A currency code: three upper-case ASCII letters (ISO 4217 alphabetic).
+/// Minor units (`GBX`, `ZAC`, `ILA`) are not currencies and are refused.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Currency(String);
+
+impl Currency {
+    pub fn parse_field(field: &'static str, s: &str) -> Result<Self, FieldError> {
+        let err = |reason: String| FieldError { field, reason };
+        if ["GBX", "ZAC", "ILA"].contains(&s.to_ascii_uppercase().as_str()) {
+            return Err(err(format!(
+                "{s} is a minor unit, not a currency: convert the amounts to {} first",
+                match s.to_ascii_uppercase().as_str() {
+                    "GBX" => "GBP",
+                    "ZAC" => "ZAR",
+                    _ => "ILS",
+                }
+            )));
+        }
+        if s.len() != 3 || !s.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Err(err(
+                "must be a currency code of three upper-case letters (ISO 4217)".into(),
+            ));
+        }
+        Ok(Self(s.to_string()))
+    }
+    pub fn parse(s: &str) -> Result<Self, FieldError> {
+        Self::parse_field("currency", s)
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+string_newtype!(Currency);
+
+/// Whether a portfolio's cash balance is part of its value
+/// (docs/events.md, `portfolio_settings`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CashMode {
+    /// A securities-only book: money moves in with every buy and out with
+    /// every sell; deposits and withdrawals change nothing.
+    #[default]
+    None,
+    /// An account: deposits and withdrawals are the external flows, and the
+    /// cash balance is part of the value.
+    Tracked,
+}
+
+impl CashMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CashMode::None => "none",
+            CashMode::Tracked => "tracked",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(CashMode::None),
+            "tracked" => Some(CashMode::Tracked),
+            _ => None,
+        }
+    }
+}
+
+/// A buy or a sell.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Transaction {
-    pub event_id: Uuid,
-    pub side: Side,
-    pub portfolio_id: PortfolioId,
+pub struct Trade {
     pub symbol: Symbol,
     pub quantity: Decimal,
     pub price: Decimal,
     pub fee: Decimal,
+}
+
+/// The part of a dividend bought back into the symbol on the pay date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reinvest {
+    pub quantity: Decimal,
+    pub price: Decimal,
+}
+
+/// A dividend: accrued on its ex-date (the transaction's trade date), paid
+/// on `pay_date`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dividend {
+    pub symbol: Symbol,
+    pub amount: Decimal,
+    /// Withheld at source; returns are net of it.
+    pub tax: Decimal,
+    pub fee: Decimal,
+    pub pay_date: NaiveDate,
+    pub reinvest: Option<Reinvest>,
+}
+
+impl Dividend {
+    /// N = amount − tax − fee, what reaches the portfolio. The parser
+    /// refuses a negative one; inputs below 10^12 cannot overflow.
+    pub fn net(&self) -> Decimal {
+        self.amount - self.tax - self.fee
+    }
+}
+
+/// What a transaction does (docs/events.md). `buy` and `sell` exist at
+/// schema_version 1; every other kind needs schema_version 2.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Kind {
+    Buy(Trade),
+    Sell(Trade),
+    /// The portfolio's settings, for its whole history: the latest one in
+    /// log order wins, whatever its date.
+    PortfolioSettings {
+        cash: CashMode,
+        base_currency: Option<Currency>,
+    },
+    Deposit {
+        amount: Decimal,
+    },
+    Withdrawal {
+        amount: Decimal,
+    },
+    Fee {
+        amount: Decimal,
+        symbol: Option<Symbol>,
+    },
+    Tax {
+        amount: Decimal,
+        symbol: Option<Symbol>,
+    },
+    FeeRefund {
+        amount: Decimal,
+        symbol: Option<Symbol>,
+    },
+    TaxRefund {
+        amount: Decimal,
+        symbol: Option<Symbol>,
+    },
+    Interest {
+        amount: Decimal,
+        /// Withheld; 0 ≤ tax ≤ amount.
+        tax: Decimal,
+    },
+    TransferIn {
+        symbol: Symbol,
+        quantity: Decimal,
+        price: Decimal,
+        /// Cost basis carried over; `None` = quantity · price.
+        cost: Option<Decimal>,
+    },
+    TransferOut {
+        symbol: Symbol,
+        quantity: Decimal,
+        price: Decimal,
+    },
+    Dividend(Dividend),
+}
+
+impl Kind {
+    /// The `type` of the event as producers write it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::Buy(_) => "buy",
+            Kind::Sell(_) => "sell",
+            Kind::PortfolioSettings { .. } => "portfolio_settings",
+            Kind::Deposit { .. } => "deposit",
+            Kind::Withdrawal { .. } => "withdrawal",
+            Kind::Fee { .. } => "fee",
+            Kind::Tax { .. } => "tax",
+            Kind::FeeRefund { .. } => "fee_refund",
+            Kind::TaxRefund { .. } => "tax_refund",
+            Kind::Interest { .. } => "interest",
+            Kind::TransferIn { .. } => "transfer_in",
+            Kind::TransferOut { .. } => "transfer_out",
+            Kind::Dividend(_) => "dividend",
+        }
+    }
+
+    /// The symbol whose position the event can change: trades, transfers
+    /// and dividends (a reinvestment buys into it).
+    pub fn position_symbol(&self) -> Option<&Symbol> {
+        match self {
+            Kind::Buy(t) | Kind::Sell(t) => Some(&t.symbol),
+            Kind::TransferIn { symbol, .. } | Kind::TransferOut { symbol, .. } => Some(symbol),
+            Kind::Dividend(d) => Some(&d.symbol),
+            _ => None,
+        }
+    }
+
+    /// The symbol the event names, if any (a fee may name the holding it
+    /// was charged for).
+    pub fn symbol(&self) -> Option<&Symbol> {
+        match self {
+            Kind::Fee { symbol, .. }
+            | Kind::Tax { symbol, .. }
+            | Kind::FeeRefund { symbol, .. }
+            | Kind::TaxRefund { symbol, .. } => symbol.as_ref(),
+            other => other.position_symbol(),
+        }
+    }
+
+    /// Whether the event changes money or positions in a portfolio of
+    /// `mode`: the first such event's day is the history's first day (a
+    /// settings event never is, nor a deposit or withdrawal without cash).
+    pub fn starts_history(&self, mode: CashMode) -> bool {
+        match self {
+            Kind::PortfolioSettings { .. } => false,
+            Kind::Deposit { .. } | Kind::Withdrawal { .. } => mode == CashMode::Tracked,
+            _ => true,
+        }
+    }
+}
+
+/// One transaction-topic event (docs/events.md), valid by construction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transaction {
+    pub event_id: Uuid,
+    pub portfolio_id: PortfolioId,
+    /// The business day the event belongs to (a dividend's ex-date). A
+    /// settings event without one is dated [`crate::Rules::earliest`]; its
+    /// date has no effect.
     pub trade_date: NaiveDate,
     pub occurred_at: Option<DateTime<Utc>>,
     /// Log position: ties within a day (same `occurred_at`) are folded in
     /// ascending `seq`. The service assigns it in topic order; it is not part
     /// of the event's content.
     pub seq: i64,
+    pub kind: Kind,
 }
 
 impl Transaction {
+    /// A buy or sell (schema_version 1's only kinds).
+    #[allow(clippy::too_many_arguments)]
+    pub fn trade(
+        event_id: Uuid,
+        side: Side,
+        portfolio_id: PortfolioId,
+        symbol: Symbol,
+        quantity: Decimal,
+        price: Decimal,
+        fee: Decimal,
+        trade_date: NaiveDate,
+    ) -> Self {
+        let t = Trade {
+            symbol,
+            quantity,
+            price,
+            fee,
+        };
+        Transaction {
+            event_id,
+            portfolio_id,
+            trade_date,
+            occurred_at: None,
+            seq: 0,
+            kind: match side {
+                Side::Buy => Kind::Buy(t),
+                Side::Sell => Kind::Sell(t),
+            },
+        }
+    }
+
+    /// The trade of a buy or sell.
+    pub fn as_trade(&self) -> Option<(Side, &Trade)> {
+        match &self.kind {
+            Kind::Buy(t) => Some((Side::Buy, t)),
+            Kind::Sell(t) => Some((Side::Sell, t)),
+            _ => None,
+        }
+    }
+
     /// Canonical text of the event's content (everything but `seq`), used to
     /// tell a harmless redelivery from a reused `event_id`. Numerically equal
     /// decimals give the same text (`10` and `10.00` are the same quantity).
+    /// A buy or sell reads as it always has, so fingerprints stored before
+    /// the other kinds existed still match their redeliveries.
     pub fn fingerprint(&self) -> String {
+        fn n(d: &Decimal) -> String {
+            d.normalize().to_string()
+        }
+        fn o<T: ToString>(v: &Option<T>) -> String {
+            v.as_ref().map(T::to_string).unwrap_or_default()
+        }
+        let body = match &self.kind {
+            Kind::Buy(t) | Kind::Sell(t) => format!(
+                "{}|{}|{}|{}|{}",
+                self.portfolio_id,
+                t.symbol,
+                n(&t.quantity),
+                n(&t.price),
+                n(&t.fee)
+            ),
+            Kind::PortfolioSettings {
+                cash,
+                base_currency,
+            } => format!(
+                "{}|{}|{}",
+                self.portfolio_id,
+                cash.as_str(),
+                o(base_currency)
+            ),
+            Kind::Deposit { amount } | Kind::Withdrawal { amount } => {
+                format!("{}|{}", self.portfolio_id, n(amount))
+            }
+            Kind::Fee { amount, symbol }
+            | Kind::Tax { amount, symbol }
+            | Kind::FeeRefund { amount, symbol }
+            | Kind::TaxRefund { amount, symbol } => {
+                format!("{}|{}|{}", self.portfolio_id, n(amount), o(symbol))
+            }
+            Kind::Interest { amount, tax } => {
+                format!("{}|{}|{}", self.portfolio_id, n(amount), n(tax))
+            }
+            Kind::TransferIn {
+                symbol,
+                quantity,
+                price,
+                cost,
+            } => format!(
+                "{}|{}|{}|{}|{}",
+                self.portfolio_id,
+                symbol,
+                n(quantity),
+                n(price),
+                o(&cost.map(|c| c.normalize()))
+            ),
+            Kind::TransferOut {
+                symbol,
+                quantity,
+                price,
+            } => format!(
+                "{}|{}|{}|{}",
+                self.portfolio_id,
+                symbol,
+                n(quantity),
+                n(price)
+            ),
+            Kind::Dividend(d) => format!(
+                "{}|{}|{}|{}|{}|{}|{}",
+                self.portfolio_id,
+                d.symbol,
+                n(&d.amount),
+                n(&d.tax),
+                n(&d.fee),
+                d.pay_date,
+                d.reinvest
+                    .map(|r| format!("{}@{}", n(&r.quantity), n(&r.price)))
+                    .unwrap_or_default()
+            ),
+        };
         format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}",
-            self.side.as_str(),
-            self.portfolio_id,
-            self.symbol,
-            self.quantity.normalize(),
-            self.price.normalize(),
-            self.fee.normalize(),
+            "{}|{}|{}|{}",
+            self.kind.name(),
+            body,
             self.trade_date,
             self.occurred_at
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
@@ -167,6 +489,29 @@ impl Transaction {
     /// Total fold order: trade date, then effective time, then log position.
     pub fn fold_key(&self) -> (NaiveDate, DateTime<Utc>, i64) {
         (self.trade_date, self.effective_time(), self.seq)
+    }
+}
+
+/// A stock split (docs/events.md, corporate actions): at the start of
+/// `ex_date`, every position in `symbol` is multiplied by
+/// `numerator / denominator`. 1/1 cancels an earlier split of the same
+/// (symbol, ex_date).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Split {
+    pub event_id: Uuid,
+    pub symbol: Symbol,
+    pub ex_date: NaiveDate,
+    pub numerator: u32,
+    pub denominator: u32,
+}
+
+impl Split {
+    /// Canonical content, as [`Transaction::fingerprint`].
+    pub fn fingerprint(&self) -> String {
+        format!(
+            "split|{}|{}|{}|{}",
+            self.symbol, self.ex_date, self.numerator, self.denominator
+        )
     }
 }
 
@@ -190,6 +535,17 @@ pub struct DailyRecord {
     pub net_value: Decimal,
     pub return_rate: Decimal,
     pub profit: Decimal,
+    /// Σ qty · price: the securities alone (`market_value` also counts
+    /// cash and receivable dividends).
+    pub holdings_value: Decimal,
+    /// The cash balance; 0 without cash tracking.
+    pub cash: Decimal,
+    /// Dividends past their ex-date, not yet paid.
+    pub receivable: Decimal,
+    /// Net dividends (at their ex-dates) and net interest through `date`.
+    pub income: Decimal,
+    /// Σ over sells of proceeds less the cost they released.
+    pub realized_pnl: Decimal,
     /// Σ In and Σ Out over days ≤ `date`: with the market value and the
     /// NAV, what a caller stores to resume the fold after this day. Never
     /// reported, so [`DailyRecord::rounded`] leaves them exact.
@@ -211,6 +567,11 @@ impl DailyRecord {
             net_value: round_ratio(self.net_value),
             return_rate: round_ratio(self.return_rate),
             profit: round_money(self.profit),
+            holdings_value: round_money(self.holdings_value),
+            cash: round_money(self.cash),
+            receivable: round_money(self.receivable),
+            income: round_money(self.income),
+            realized_pnl: round_money(self.realized_pnl),
             // Not reported: kept exact for resuming.
             cum_in: self.cum_in,
             cum_out: self.cum_out,

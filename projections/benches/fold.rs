@@ -97,18 +97,19 @@ fn book() -> Book {
         let occurred_at = (d % 2 == 1).then(|| {
             day.and_hms_opt(9, 0, 0).unwrap().and_utc() + chrono::Duration::seconds(37 * within_day)
         });
-        transactions.push(Transaction {
-            event_id: Uuid::from_u128(seq as u128 + 1),
-            side: if sell { Side::Sell } else { Side::Buy },
-            portfolio_id: portfolio.clone(),
-            symbol: symbols[s].clone(),
-            quantity: Decimal::new(qty, 0),
-            price: Decimal::new(last_cents[s] + rng.below(21) as i64 - 10, 2),
-            fee: Decimal::new(rng.below(500) as i64, 2),
-            trade_date: day,
-            occurred_at,
-            seq: seq as i64,
-        });
+        let mut t = Transaction::trade(
+            Uuid::from_u128(seq as u128 + 1),
+            if sell { Side::Sell } else { Side::Buy },
+            portfolio.clone(),
+            symbols[s].clone(),
+            Decimal::new(qty, 0),
+            Decimal::new(last_cents[s] + rng.below(21) as i64 - 10, 2),
+            Decimal::new(rng.below(500) as i64, 2),
+            day,
+        );
+        t.occurred_at = occurred_at;
+        t.seq = seq as i64;
+        transactions.push(t);
     }
     Book {
         transactions,
@@ -135,7 +136,9 @@ fn benches(c: &mut Criterion) {
         .collect();
     let mut extra = b.transactions[0].clone();
     extra.event_id = Uuid::from_u128(u128::MAX);
-    extra.side = Side::Buy;
+    if let projections::Kind::Sell(t) = &extra.kind {
+        extra.kind = projections::Kind::Buy(t.clone());
+    }
     extra.trade_date = b.last;
     extra.occurred_at = None;
     extra.seq = TRANSACTIONS as i64;

@@ -41,8 +41,8 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::types::{
-    CashMode, ClosePrice, Currency, Dividend, FieldError, Kind, PortfolioId, Reinvest, Split, Symbol,
-    Trade, Transaction,
+    CashMode, ClosePrice, Currency, Dividend, FieldError, Kind, PortfolioId, Reinvest, Split,
+    Symbol, Trade, Transaction,
 };
 
 /// What the parsers check beyond the shape of an event: deployment-level
@@ -214,10 +214,7 @@ pub fn parse_transaction_with(payload: &[u8], rules: &Rules) -> Result<Transacti
     }
     if version < 2 {
         if !matches!(ty, "buy" | "sell") {
-            return Err(invalid(
-                "type",
-                format!("`{ty}` needs schema_version 2"),
-            ));
+            return Err(invalid("type", format!("`{ty}` needs schema_version 2")));
         }
         if let Some(field) = V2_FIELDS.iter().find(|f| obj.get(f).is_some()) {
             return Err(invalid(field, "needs schema_version 2"));
@@ -779,7 +776,14 @@ pub(crate) fn parse_decimal(s: &str) -> Result<Decimal, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Side;
     use std::str::FromStr;
+
+    /// The trade of a parsed buy or sell, with its side.
+    fn tr(t: &Transaction) -> (Side, Trade) {
+        let (side, trade) = t.as_trade().expect("a buy or sell");
+        (side, trade.clone())
+    }
 
     fn d(s: &str) -> Decimal {
         Decimal::from_str(s).unwrap()
@@ -829,12 +833,12 @@ mod tests {
             t.event_id.to_string(),
             "5b0c1c9e-2f0a-4a0e-9a43-1f3e8f1f2a01"
         );
-        assert_eq!(t.side, Side::Buy);
+        assert_eq!(tr(&t).0, Side::Buy);
         assert_eq!(t.portfolio_id.as_str(), "p-1001");
-        assert_eq!(t.symbol.as_str(), "AAPL");
-        assert_eq!(t.quantity, d("10"));
-        assert_eq!(t.price, d("187.23"));
-        assert_eq!(t.fee, d("1.5"));
+        assert_eq!(tr(&t).1.symbol.as_str(), "AAPL");
+        assert_eq!(tr(&t).1.quantity, d("10"));
+        assert_eq!(tr(&t).1.price, d("187.23"));
+        assert_eq!(tr(&t).1.fee, d("1.5"));
         assert_eq!(t.trade_date, NaiveDate::from_ymd_opt(2024, 3, 1).unwrap());
         assert_eq!(
             t.occurred_at.unwrap().to_rfc3339(),
@@ -851,21 +855,21 @@ mod tests {
                 .as_bytes(),
         )
         .unwrap();
-        assert_eq!(t.price + t.fee, d("0.3"));
-        assert_eq!(t.price.to_string(), "0.1");
+        assert_eq!(tr(&t).1.price + tr(&t).1.fee, d("0.3"));
+        assert_eq!(tr(&t).1.price.to_string(), "0.1");
         let t = parse_transaction(tx_with("quantity", Some("1234567890123.123456789")).as_bytes())
             .unwrap_err();
         assert_invalid(t, "quantity");
         let t = parse_transaction(tx_with("quantity", Some("99999999999.9999999999")).as_bytes())
             .unwrap();
-        assert_eq!(t.quantity, d("99999999999.9999999999"));
+        assert_eq!(tr(&t).1.quantity, d("99999999999.9999999999"));
     }
 
     #[test]
     fn numbers_as_strings_are_exact() {
         let t = parse_transaction(tx_with("price", Some(r#""0.1""#)).as_bytes()).unwrap();
         let u = parse_transaction(tx_with("price", Some(r#""0.2""#)).as_bytes()).unwrap();
-        assert_eq!(t.price + u.price, d("0.3"));
+        assert_eq!(tr(&t).1.price + tr(&u).1.price, d("0.3"));
     }
 
     #[test]
@@ -939,15 +943,15 @@ mod tests {
     #[test]
     fn optional_fields_default() {
         let t = parse_transaction(tx_with("fee", None).as_bytes()).unwrap();
-        assert_eq!(t.fee, Decimal::ZERO);
+        assert_eq!(tr(&t).1.fee, Decimal::ZERO);
         let t = parse_transaction(tx_with("fee", Some("null")).as_bytes()).unwrap();
-        assert_eq!(t.fee, Decimal::ZERO);
+        assert_eq!(tr(&t).1.fee, Decimal::ZERO);
         let t = parse_transaction(tx_with("occurred_at", None).as_bytes()).unwrap();
         assert_eq!(t.occurred_at, None);
         let t = parse_transaction(tx_with("schema_version", None).as_bytes()).unwrap();
-        assert_eq!(t.side, Side::Buy);
+        assert_eq!(tr(&t).0, Side::Buy);
         let t = parse_transaction(tx_with("schema_version", Some(r#""1""#)).as_bytes()).unwrap();
-        assert_eq!(t.side, Side::Buy);
+        assert_eq!(tr(&t).0, Side::Buy);
     }
 
     #[test]
@@ -969,7 +973,7 @@ mod tests {
         assert_invalid(tx_err("fee", Some("-1000000000000")), "fee");
         // Zero price is allowed.
         let t = parse_transaction(tx_with("price", Some("0")).as_bytes()).unwrap();
-        assert_eq!(t.price, Decimal::ZERO);
+        assert_eq!(tr(&t).1.price, Decimal::ZERO);
         let msg = tx_err("quantity", Some("1.00000000001")).to_string();
         assert!(
             msg.contains("quantity") && msg.contains("decimal places"),
@@ -989,8 +993,8 @@ mod tests {
         );
         assert_invalid(tx_err("type", Some("1")), "type");
         assert_eq!(
-            tx_err("schema_version", Some("2")),
-            EventError::UnsupportedVersion("2".into())
+            tx_err("schema_version", Some("3")),
+            EventError::UnsupportedVersion("3".into())
         );
         assert_eq!(
             tx_err("schema_version", Some("1.5")),
@@ -1059,10 +1063,13 @@ mod tests {
     #[test]
     fn escaped_strings_are_decoded() {
         let t = parse_transaction(tx_with("symbol", Some(r#""\u0041APL""#)).as_bytes()).unwrap();
-        assert_eq!(t.symbol.as_str(), "AAPL");
+        assert_eq!(tr(&t).1.symbol.as_str(), "AAPL");
         let esc = TX.replace(r#""symbol""#, r#""sym\u0062ol""#);
         assert_eq!(
-            parse_transaction(esc.as_bytes()).unwrap().symbol.as_str(),
+            tr(&parse_transaction(esc.as_bytes()).unwrap())
+                .1
+                .symbol
+                .as_str(),
             "AAPL"
         );
     }
@@ -1095,8 +1102,8 @@ mod tests {
             EventError::Missing("close")
         );
         assert_eq!(
-            e(r#"{"symbol":"A","date":"2024-03-01","close":1,"schema_version":2}"#),
-            EventError::UnsupportedVersion("2".into())
+            e(r#"{"symbol":"A","date":"2024-03-01","close":1,"schema_version":3}"#),
+            EventError::UnsupportedVersion("3".into())
         );
     }
 
@@ -1164,5 +1171,237 @@ mod tests {
             "the library's words: {text}"
         );
         assert!(!text.chars().any(char::is_control), "{text:?}");
+    }
+
+    /// A v2 event of `ty` with `fields` (raw JSON text after the common ones).
+    fn v2(ty: &str, fields: &str) -> Result<Transaction, EventError> {
+        let text = format!(
+            r#"{{"event_id":"5b0c1c9e-2f0a-4a0e-9a43-1f3e8f1f2a01","type":"{ty}","portfolio_id":"p-1","trade_date":"2024-05-07","schema_version":2{fields}}}"#
+        );
+        parse_transaction(text.as_bytes())
+    }
+
+    #[test]
+    fn v2_kinds_parse() {
+        let t = v2(
+            "dividend",
+            r#","symbol":"XYZ","amount":"100","tax":"15","pay_date":"2024-05-09","reinvest":{"quantity":"1.7","price":50}"#,
+        )
+        .unwrap();
+        match t.kind {
+            Kind::Dividend(div) => {
+                assert_eq!(div.net(), d("85"));
+                assert_eq!(div.pay_date.to_string(), "2024-05-09");
+                assert_eq!(div.reinvest.unwrap().quantity, d("1.7"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let t = v2("dividend", r#","symbol":"XYZ","amount":"1""#).unwrap();
+        assert!(matches!(t.kind, Kind::Dividend(ref x) if x.pay_date == t.trade_date));
+        let t = v2(
+            "portfolio_settings",
+            r#","cash":"tracked","base_currency":"EUR""#,
+        )
+        .unwrap();
+        assert!(matches!(
+            t.kind,
+            Kind::PortfolioSettings { cash: CashMode::Tracked, base_currency: Some(ref c) } if c.as_str() == "EUR"
+        ));
+        // A settings event needs no date.
+        let text = r#"{"event_id":"5b0c1c9e-2f0a-4a0e-9a43-1f3e8f1f2a01","type":"portfolio_settings","portfolio_id":"p-1","schema_version":2}"#;
+        let t = parse_transaction(text.as_bytes()).unwrap();
+        assert!(matches!(
+            t.kind,
+            Kind::PortfolioSettings {
+                cash: CashMode::None,
+                base_currency: None
+            }
+        ));
+        assert!(matches!(
+            v2("deposit", r#","amount":5"#).unwrap().kind,
+            Kind::Deposit { .. }
+        ));
+        assert!(matches!(
+            v2("interest", r#","amount":"20","tax":"5""#).unwrap().kind,
+            Kind::Interest { tax, .. } if tax == d("5")
+        ));
+        assert!(matches!(
+            v2("transfer_in", r#","symbol":"W","quantity":"50","price":"40","cost":"1500""#).unwrap().kind,
+            Kind::TransferIn { cost: Some(c), .. } if c == d("1500")
+        ));
+        assert!(matches!(
+            v2("fee", r#","amount":"1","symbol":"W""#).unwrap().kind,
+            Kind::Fee {
+                symbol: Some(_),
+                ..
+            }
+        ));
+        // A v2 buy means what a v1 buy means.
+        let t = v2("buy", r#","symbol":"A","quantity":1,"price":2"#).unwrap();
+        assert!(matches!(t.kind, Kind::Buy(_)));
+    }
+
+    /// Every refusal names the field it is about.
+    #[test]
+    fn v2_refusals_name_their_field() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("deposit", r#","amount":"0""#, "amount"),
+            ("withdrawal", r#","amount":"-1""#, "amount"),
+            ("fee", r#","amount":"1","symbol":"a b""#, "symbol"),
+            ("tax_refund", r#","amount":"x""#, "amount"),
+            ("interest", r#","amount":"10","tax":"11""#, "tax"),
+            ("interest", r#","amount":"10","tax":"-1""#, "tax"),
+            (
+                "transfer_in",
+                r#","symbol":"W","quantity":"0","price":"1""#,
+                "quantity",
+            ),
+            (
+                "transfer_in",
+                r#","symbol":"W","quantity":"1","price":"-1""#,
+                "price",
+            ),
+            (
+                "transfer_in",
+                r#","symbol":"W","quantity":"1","price":"1","cost":"-1""#,
+                "cost",
+            ),
+            (
+                "transfer_out",
+                r#","symbol":"W","quantity":"-2","price":"1""#,
+                "quantity",
+            ),
+            ("dividend", r#","symbol":"X","amount":"0""#, "amount"),
+            (
+                "dividend",
+                r#","symbol":"X","amount":"10","tax":"-1""#,
+                "tax",
+            ),
+            (
+                "dividend",
+                r#","symbol":"X","amount":"10","fee":"-1""#,
+                "fee",
+            ),
+            (
+                "dividend",
+                r#","symbol":"X","amount":"10","tax":"6","fee":"5""#,
+                "amount",
+            ),
+            (
+                "dividend",
+                r#","symbol":"X","amount":"10","pay_date":"2024-05-06""#,
+                "pay_date",
+            ),
+            (
+                "dividend",
+                r#","symbol":"X","amount":"10","reinvest":{"quantity":"0","price":"1"}"#,
+                "reinvest.quantity",
+            ),
+            (
+                "dividend",
+                r#","symbol":"X","amount":"10","reinvest":{"quantity":"1","price":"-1"}"#,
+                "reinvest.price",
+            ),
+            (
+                "dividend",
+                r#","symbol":"X","amount":"10","reinvest":5"#,
+                "reinvest",
+            ),
+            ("portfolio_settings", r#","cash":"all""#, "cash"),
+            (
+                "portfolio_settings",
+                r#","base_currency":"GBX""#,
+                "base_currency",
+            ),
+            (
+                "portfolio_settings",
+                r#","base_currency":"GBp""#,
+                "base_currency",
+            ),
+            (
+                "portfolio_settings",
+                r#","base_currency":"eur""#,
+                "base_currency",
+            ),
+        ];
+        for (ty, fields, field) in cases {
+            match v2(ty, fields) {
+                Err(EventError::Invalid { field: f, .. }) => assert_eq!(f, *field, "{ty} {fields}"),
+                other => panic!("{ty} {fields}: expected invalid {field}, got {other:?}"),
+            }
+        }
+        assert_eq!(
+            v2("dividend", r#","amount":"10""#),
+            Err(EventError::Missing("symbol"))
+        );
+        assert_eq!(v2("deposit", ""), Err(EventError::Missing("amount")));
+        assert_eq!(
+            v2(
+                "dividend",
+                r#","symbol":"X","amount":"10","reinvest":{"price":"1"}"#
+            ),
+            Err(EventError::Missing("reinvest.quantity"))
+        );
+        let e = v2("portfolio_settings", r#","base_currency":"GBX""#).unwrap_err();
+        assert!(e.to_string().contains("GBP"), "{e}");
+    }
+
+    /// A version-1 event may not use what version 2 added.
+    #[test]
+    fn v1_events_cannot_use_v2_types_or_fields() {
+        for ty in ["deposit", "dividend", "portfolio_settings", "transfer_in"] {
+            let e = tx_err("type", Some(&format!("\"{ty}\"")));
+            assert_invalid(e.clone(), "type");
+            assert!(e.to_string().contains("needs schema_version 2"), "{e}");
+        }
+        for (field, value) in [
+            ("amount", "1"),
+            ("pay_date", "\"2024-03-02\""),
+            ("cash", "\"none\""),
+        ] {
+            let e = tx_err(field, Some(value));
+            assert_invalid(e.clone(), field);
+            assert!(e.to_string().contains("needs schema_version 2"), "{e}");
+        }
+    }
+
+    #[test]
+    fn splits_parse_and_refuse() {
+        let ok = r#"{"event_id":"5b0c1c9e-2f0a-4a0e-9a43-1f3e8f1f2a01","type":"split","symbol":"NVDA","ex_date":"2024-06-10","numerator":10,"denominator":"1","schema_version":2}"#;
+        let s = parse_split(ok.as_bytes()).unwrap();
+        assert_eq!((s.numerator, s.denominator), (10, 1));
+        assert_eq!(s.ex_date.to_string(), "2024-06-10");
+        for (from, to, field) in [
+            (r#""numerator":10"#, r#""numerator":0"#, "numerator"),
+            (r#""numerator":10"#, r#""numerator":1.5"#, "numerator"),
+            (
+                r#""numerator":10"#,
+                r#""numerator":1000000001"#,
+                "numerator",
+            ),
+            (r#""denominator":"1""#, r#""denominator":-1"#, "denominator"),
+            (
+                r#""ex_date":"2024-06-10""#,
+                r#""ex_date":"1800-01-01""#,
+                "ex_date",
+            ),
+            (r#""symbol":"NVDA""#, r#""symbol":"""#, "symbol"),
+        ] {
+            let e = parse_split(ok.replace(from, to).as_bytes()).unwrap_err();
+            assert_invalid(e, field);
+        }
+        assert_eq!(
+            parse_split(
+                ok.replace(r#""type":"split""#, r#""type":"merger""#)
+                    .as_bytes()
+            ),
+            Err(EventError::UnknownType("merger".into()))
+        );
+        let s = parse_split(
+            ok.replace(r#""numerator":10"#, r#""numerator":1000000000"#)
+                .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(s.numerator, 1_000_000_000);
     }
 }

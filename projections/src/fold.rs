@@ -181,7 +181,13 @@ impl PriceBook {
 
     /// The split of `symbol` on `ex_date` is now `numerator/denominator`
     /// (1/1: none).
-    pub fn set_split(&mut self, symbol: Symbol, ex_date: NaiveDate, numerator: u32, denominator: u32) {
+    pub fn set_split(
+        &mut self,
+        symbol: Symbol,
+        ex_date: NaiveDate,
+        numerator: u32,
+        denominator: u32,
+    ) {
         if numerator == denominator {
             if let Some(m) = self.splits.get_mut(&symbol) {
                 m.remove(&ex_date);
@@ -527,11 +533,9 @@ fn split_price(x: Decimal, (n, d): (u32, u32)) -> Result<Decimal, ArithmeticErro
 
 /// A quantity after a split: q · n / d, half-even to 10 places.
 fn split_qty(q: Decimal, (n, d): (u32, u32)) -> Result<Decimal, ArithmeticError> {
-    Ok(
-        dec::div(dec::mul(q, Decimal::from(n))?, Decimal::from(d))?
-            .round_dp_with_strategy(10, RoundingStrategy::MidpointNearestEven)
-            .normalize(),
-    )
+    Ok(dec::div(dec::mul(q, Decimal::from(n))?, Decimal::from(d))?
+        .round_dp_with_strategy(10, RoundingStrategy::MidpointNearestEven)
+        .normalize())
 }
 
 /// Everything of a day that does not depend on prices: its flows and the
@@ -902,10 +906,7 @@ impl<'a> Folder<'a> {
         };
         if !self.state.started {
             let mode = self.state.cash_mode;
-            if !day_transactions
-                .iter()
-                .any(|t| t.kind.starts_history(mode))
-            {
+            if !day_transactions.iter().any(|t| t.kind.starts_history(mode)) {
                 // Before the history's first day: nothing is held and
                 // nothing recorded.
                 self.state.date = day;
@@ -945,12 +946,13 @@ impl<'a> Folder<'a> {
                 );
             }
         }
-        let due = !ledger.receivables.is_empty()
-            && ledger.receivables.iter().any(|r| r.pay_date <= day);
+        let due =
+            !ledger.receivables.is_empty() && ledger.receivables.iter().any(|r| r.pay_date <= day);
         let paid: Vec<Receivable> = if due {
-            let (now, later): (Vec<Receivable>, Vec<Receivable>) = std::mem::take(&mut ledger.receivables)
-                .into_iter()
-                .partition(|r| r.pay_date <= day);
+            let (now, later): (Vec<Receivable>, Vec<Receivable>) =
+                std::mem::take(&mut ledger.receivables)
+                    .into_iter()
+                    .partition(|r| r.pay_date <= day);
             ledger.receivables = later;
             now
         } else {
@@ -1068,8 +1070,11 @@ impl<'a> Folder<'a> {
         let value = if ledger.cash.is_zero() && ledger.receivable.is_zero() {
             self.holdings
         } else {
-            dec::add(dec::add(self.holdings, ledger.cash).map_err(overflow)?, ledger.receivable)
-                .map_err(overflow)?
+            dec::add(
+                dec::add(self.holdings, ledger.cash).map_err(overflow)?,
+                ledger.receivable,
+            )
+            .map_err(overflow)?
         };
 
         let numerator = dec::add(value, ledger.outflow).map_err(overflow)?;
@@ -1236,6 +1241,9 @@ fn run(
     // Over a few days, updating the position map in place is cheaper than
     // rebuilding it at the end.
     let keep_positions = (as_of - start.date).num_days() <= 16;
+    // Whether any day had a record: days before the history's first day
+    // have none, and the states reported are those of record days.
+    let mut produced = false;
     let mut i = 0;
     loop {
         let day = next_day(folder.state.date)?;
@@ -1251,8 +1259,11 @@ fn run(
         });
         match folder.step_inner(&sorted[i..j], keep_positions)? {
             Ok(record) => {
-                if let Some(record) = record.filter(|_| keep) {
-                    out.records.push(record);
+                if let Some(record) = record {
+                    produced = true;
+                    if keep {
+                        out.records.push(record);
+                    }
                 }
             }
             Err(inconsistency) => {
@@ -1261,20 +1272,24 @@ fn run(
             }
         }
         if day == as_of {
-            out.prev_state = before;
+            out.prev_state = before.filter(|_| produced);
             break;
         }
         i = j;
     }
-    let last = folder.state.date;
-    if last > start.date {
+    if produced {
+        let last = folder.state.date;
         if out.inconsistency.is_some() {
             // Stopped early: the state before the last record's day was not
-            // kept, fold again up to it (the rare, error path).
+            // kept, fold again up to it (the rare, error path). Before the
+            // first record nothing has happened but the passing of days.
             out.prev_state = Some(match last.pred_opt() {
                 Some(d) if d > start.date => run(start, sorted, prices, d, false)?
                     .end_state
-                    .expect("folded at least one day"),
+                    .unwrap_or_else(|| DayState {
+                        date: d,
+                        ..start.clone()
+                    }),
                 _ => start.clone(),
             });
         }

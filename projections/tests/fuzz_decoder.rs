@@ -127,10 +127,7 @@ fn escaped_control_characters_are_echoed_as_escapes() {
     let mut v = valid_transaction();
     v["type"] = json!("\u{0}\u{1b}[2J");
     let e = parse_transaction(&serde_json::to_vec(&v).unwrap()).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "unknown transaction type `\\u{0}\\u{1b}[2J` (expected `buy` or `sell`)"
-    );
+    assert_eq!(e.to_string(), "unknown event type `\\u{0}\\u{1b}[2J`");
     v["type"] = json!("x".repeat(1_000_000));
     let e = parse_transaction(&serde_json::to_vec(&v).unwrap()).unwrap_err();
     assert!(e.to_string().len() < 120, "{e}");

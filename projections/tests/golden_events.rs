@@ -35,8 +35,8 @@ fn log(json: &Value, late: bool) -> Log {
     let mut prices = PriceBook::new();
     for b in &batches {
         for v in b["transactions"].as_array().unwrap() {
-            let mut t = parse_transaction(v.to_string().as_bytes())
-                .unwrap_or_else(|e| panic!("{v}: {e}"));
+            let mut t =
+                parse_transaction(v.to_string().as_bytes()).unwrap_or_else(|e| panic!("{v}: {e}"));
             t.seq = txs.len() as i64;
             txs.push(t);
         }
@@ -176,11 +176,23 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
             let s = statistics(w0, w0_date, &series, &query);
             let e = &block["statistics"];
             let ctx = format!("{ctx} {q}");
-            close(&format!("{ctx} max_drawdown"), Some(s.max_drawdown), &e["max_drawdown"]);
+            close(
+                &format!("{ctx} max_drawdown"),
+                Some(s.max_drawdown),
+                &e["max_drawdown"],
+            );
             close(&format!("{ctx} volatility"), s.volatility, &e["volatility"]);
             close(&format!("{ctx} sharpe"), s.sharpe_ratio, &e["sharpe_ratio"]);
-            close(&format!("{ctx} sortino"), s.sortino_ratio, &e["sortino_ratio"]);
-            close(&format!("{ctx} total"), Some(s.total_return), &e["total_return"]);
+            close(
+                &format!("{ctx} sortino"),
+                s.sortino_ratio,
+                &e["sortino_ratio"],
+            );
+            close(
+                &format!("{ctx} total"),
+                Some(s.total_return),
+                &e["total_return"],
+            );
             let peak = (!e["max_drawdown_peak"].is_null()).then(|| date(&e["max_drawdown_peak"]));
             assert_eq!(s.max_drawdown_peak, peak, "{ctx} peak");
             assert_eq!(

@@ -16,18 +16,18 @@ fn dec(s: &str) -> Decimal {
 }
 
 fn tx(n: u128, side: Side, symbol: &str, qty: &str, price: &str, fee: &str, d: u32) -> Transaction {
-    Transaction {
-        event_id: Uuid::from_u128(n),
+    let mut t = Transaction::trade(
+        Uuid::from_u128(n),
         side,
-        portfolio_id: PortfolioId::parse("p-1").unwrap(),
-        symbol: Symbol::parse(symbol).unwrap(),
-        quantity: dec(qty),
-        price: dec(price),
-        fee: dec(fee),
-        trade_date: day(d),
-        occurred_at: None,
-        seq: n as i64,
-    }
+        PortfolioId::parse("p-1").unwrap(),
+        Symbol::parse(symbol).unwrap(),
+        dec(qty),
+        dec(price),
+        dec(fee),
+        day(d),
+    );
+    t.seq = n as i64;
+    t
 }
 
 /// A free position bought for a fee while the portfolio is empty: V(d−1) = 0

@@ -107,6 +107,9 @@ SELECT create_distributed_table('portfolio_marks', 'portfolio_id', colocate_with
 
 SELECT create_reference_table('prices')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'prices'::regclass);
+-- Splits are keyed by symbol and read by every fold, like closes.
+SELECT create_reference_table('splits')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'splits'::regclass);
 
 -- ---------------------------------------------------------------------------
 -- 4. dead_letters and consumer_offsets stay ordinary tables on the
@@ -139,6 +142,7 @@ SELECT truncate_local_data_after_distributing_table('transactions');
 SELECT truncate_local_data_after_distributing_table('portfolio_symbols');
 SELECT truncate_local_data_after_distributing_table('portfolio_nav_history');
 SELECT truncate_local_data_after_distributing_table('prices');
+SELECT truncate_local_data_after_distributing_table('splits');
 
 -- Check: five distributed tables in one co-location group, one reference table.
 SELECT logicalrelid AS table_name,

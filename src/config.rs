@@ -77,6 +77,8 @@ pub struct KafkaConfig {
     pub group: String,
     pub transactions_topic: String,
     pub prices_topic: String,
+    /// Splits (`NAVD_CORPORATE_ACTIONS_TOPIC`).
+    pub corporate_actions_topic: String,
     /// Most messages folded in one database transaction.
     pub batch_max: usize,
     /// Longest wait to fill a batch once it has a message.
@@ -201,6 +203,8 @@ impl Config {
                     transactions_topic: get("NAVD_TRANSACTIONS_TOPIC")
                         .unwrap_or_else(|| "nav.transactions".into()),
                     prices_topic: get("NAVD_PRICES_TOPIC").unwrap_or_else(|| "nav.prices".into()),
+                    corporate_actions_topic: get("NAVD_CORPORATE_ACTIONS_TOPIC")
+                        .unwrap_or_else(|| "nav.corporate_actions".into()),
                     batch_max: parse_num(&get, "NAVD_BATCH_MAX", 5000)?,
                     batch_wait_ms: parse_num(&get, "NAVD_BATCH_WAIT_MS", 20)?,
                     properties: parse_properties(get("NAVD_KAFKA_PROPERTIES").as_deref())?,
@@ -302,6 +306,7 @@ mod tests {
         assert_eq!(k.group, "navd");
         assert_eq!(k.transactions_topic, "nav.transactions");
         assert_eq!(k.prices_topic, "nav.prices");
+        assert_eq!(k.corporate_actions_topic, "nav.corporate_actions");
         assert_eq!(c.http_addr.to_string(), "127.0.0.1:8080");
         assert_eq!(c.http_header_timeout_ms, 10_000);
         assert_eq!(c.http_idle_timeout_ms, 60_000);

@@ -57,6 +57,7 @@ pub async fn run(http_addr: Option<std::net::SocketAddr>) -> Result<()> {
         group: "navd-demo".into(),
         transactions_topic: "nav.transactions".into(),
         prices_topic: "nav.prices".into(),
+        corporate_actions_topic: "nav.corporate_actions".into(),
         batch_max: 5000,
         batch_wait_ms: 20,
         properties: vec![],
@@ -64,6 +65,7 @@ pub async fn run(http_addr: Option<std::net::SocketAddr>) -> Result<()> {
     };
     cluster.create_topic(&kafka.transactions_topic, 6, 1)?;
     cluster.create_topic(&kafka.prices_topic, 3, 1)?;
+    cluster.create_topic(&kafka.corporate_actions_topic, 1, 1)?;
 
     let book = sample_book(42, 24, 24, 3 * 365, today);
     let produced = produce_sample(

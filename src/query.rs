@@ -73,6 +73,16 @@ pub struct Point {
     pub cost: String,
     pub net_flow: String,
     pub profit: String,
+    /// Σ quantity · price: the securities alone.
+    pub holdings_value: String,
+    /// The cash balance (0 unless the portfolio tracks cash).
+    pub cash: String,
+    /// Dividends past their ex-date, not yet paid.
+    pub receivable: String,
+    /// Net dividends (at their ex-dates) and net interest so far.
+    pub income: String,
+    /// Proceeds of sells less the cost they released, so far.
+    pub realized_pnl: String,
 }
 
 impl From<&HistoryRow> for Point {
@@ -90,6 +100,11 @@ impl From<&HistoryRow> for Point {
             cost: money_text(r.cost),
             net_flow: money_text(r.net_flow),
             profit: money_text(r.profit),
+            holdings_value: money_text(r.holdings_value),
+            cash: money_text(r.cash),
+            receivable: money_text(r.receivable),
+            income: money_text(r.income),
+            realized_pnl: money_text(r.realized_pnl),
         }
     }
 }

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 const TX: &str = "nav.transactions";
 const PX: &str = "nav.prices";
+const CA: &str = "nav.corporate_actions";
 
 struct Broker {
     cluster: MockCluster<'static, DefaultProducerContext>,
@@ -34,6 +35,7 @@ impl Broker {
         let cluster = MockCluster::new(1).expect("mock cluster");
         cluster.create_topic(TX, tx_partitions, 1).unwrap();
         cluster.create_topic(PX, price_partitions, 1).unwrap();
+        cluster.create_topic(CA, 1, 1).unwrap();
         let producer = ClientConfig::new()
             .set("bootstrap.servers", cluster.bootstrap_servers())
             .set("linger.ms", "2")
@@ -75,6 +77,7 @@ fn kafka(brokers: &str, group: &str) -> KafkaConfig {
         group: group.into(),
         transactions_topic: TX.into(),
         prices_topic: PX.into(),
+        corporate_actions_topic: CA.into(),
         batch_max: 500,
         batch_wait_ms: 10,
         properties: vec![("session.timeout.ms".into(), "6000".into())],

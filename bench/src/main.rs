@@ -71,6 +71,7 @@ pub const TODAY: &str = "2026-06-30";
 
 const TX_TOPIC: &str = "nav.transactions";
 const PX_TOPIC: &str = "nav.prices";
+const CA_TOPIC: &str = "nav.corporate_actions";
 const GROUP: &str = "navd-bench";
 /// Partitions per unit of `--scale`. librdkafka's mock broker keeps at most
 /// 5 MB and 100,000 messages per partition and silently drops older ones,
@@ -311,6 +312,7 @@ impl Bench {
         };
         cluster.create_topic(TX_TOPIC, topics.tx, 1)?;
         cluster.create_topic(PX_TOPIC, topics.px, 1)?;
+        cluster.create_topic(CA_TOPIC, 1, 1)?;
         let brokers = cluster.bootstrap_servers();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(120))
@@ -1560,7 +1562,11 @@ async fn fold_only_ms(
     let mut conn = pool.acquire().await?;
     let txs = storage::load_transactions(&mut conn, id, None, to).await?;
     let start = projections::DayState::initial(first_day);
-    let mut symbols: Vec<String> = txs.iter().map(|t| t.symbol.to_string()).collect();
+    let mut symbols: Vec<String> = txs
+        .iter()
+        .filter_map(|t| t.kind.position_symbol())
+        .map(|s| s.to_string())
+        .collect();
     symbols.sort();
     symbols.dedup();
     let book = storage::load_prices(&mut conn, &symbols, start.date, to).await?;
@@ -1758,6 +1764,7 @@ impl NavdChild {
             .env("NAVD_KAFKA_GROUP", group)
             .env("NAVD_TRANSACTIONS_TOPIC", TX_TOPIC)
             .env("NAVD_PRICES_TOPIC", PX_TOPIC)
+            .env("NAVD_CORPORATE_ACTIONS_TOPIC", CA_TOPIC)
             .env("NAVD_HTTP_ADDR", format!("127.0.0.1:{port}"))
             .env("NAVD_AUTH", "none")
             .env("NAVD_TODAY", today.to_string())
@@ -2174,14 +2181,15 @@ navd_http_request_duration_seconds_sum{route=\"/a\",method=\"GET\",status=\"200\
         let mut held = std::collections::HashMap::new();
         for i in 0..a.trades.len() {
             let t = projections::parse_transaction(a.trade_event(i).1.as_bytes()).unwrap();
+            let (side, tr) = t.as_trade().expect("a buy or sell");
             let q = held
-                .entry((t.portfolio_id.to_string(), t.symbol.to_string()))
+                .entry((t.portfolio_id.to_string(), tr.symbol.to_string()))
                 .or_insert(rust_decimal::Decimal::ZERO);
-            if t.side == projections::Side::Sell {
-                assert!(*q >= t.quantity, "oversell at trade {i}");
-                *q -= t.quantity;
+            if side == projections::Side::Sell {
+                assert!(*q >= tr.quantity, "oversell at trade {i}");
+                *q -= tr.quantity;
             } else {
-                *q += t.quantity;
+                *q += tr.quantity;
             }
         }
         let (_, close) = a.close_event(3, 10);

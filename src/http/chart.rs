@@ -937,6 +937,9 @@ fn render_page(
             // plotters escapes the text it writes, so the SVG can be inlined.
             let _ = writeln!(h, "<div class=\"card chart\" role=\"img\" aria-label=\"NAV curve and drawdown\">{}</div>", d.chart);
             write_stats(&mut h, &d.history.statistics, d.query);
+            if let Some(last) = d.history.points.last() {
+                write_last_day(&mut h, last);
+            }
             let _ = writeln!(
                 h,
                 "<div class=\"card links\"><a href=\"{json_href}\">JSON of this range</a>\
@@ -1017,6 +1020,36 @@ fn write_stats(h: &mut String, s: &Statistics, q: &HistoryQuery) {
             "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"note\">{}</td></tr>",
             escape_html(name),
             escape_html(&value),
+            escape_html(note)
+        );
+    }
+    h.push_str("</table></div>\n");
+}
+
+/// The money of the range's last day: what the value is made of, and what
+/// the portfolio earned so far besides price moves.
+fn write_last_day(h: &mut String, p: &crate::query::Point) {
+    let rows: [(&str, &str, &str); 8] = [
+        ("Market value", &p.market_value, "holdings + cash + receivable"),
+        ("Holdings", &p.holdings_value, "quantity \u{d7} price"),
+        ("Cash", &p.cash, "0 unless the portfolio tracks cash"),
+        ("Receivable", &p.receivable, "dividends past their ex-date, not yet paid"),
+        ("Cost", &p.cost, "moving-average cost of the open positions"),
+        ("Profit", &p.profit, "value + money out \u{2212} money in"),
+        ("Income", &p.income, "net dividends and interest so far"),
+        ("Realized P&L", &p.realized_pnl, "sells' proceeds less the cost they released"),
+    ];
+    let _ = writeln!(
+        h,
+        "<div class=\"card\"><h2>{}</h2><table>",
+        escape_html(&format!("On {}", p.date))
+    );
+    for (name, value, note) in rows {
+        let _ = writeln!(
+            h,
+            "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"note\">{}</td></tr>",
+            escape_html(name),
+            escape_html(value),
             escape_html(note)
         );
     }
@@ -1136,6 +1169,11 @@ mod tests {
                 cost: "0".into(),
                 net_flow: "0".into(),
                 profit: "0".into(),
+                holdings_value: "0".into(),
+                cash: "12.50000000".into(),
+                receivable: "0".into(),
+                income: "3.25000000".into(),
+                realized_pnl: "0".into(),
             })
             .collect();
         let mut status = PortfolioStatus::ok();
@@ -1183,6 +1221,9 @@ mod tests {
         assert!(html.contains("sell of &lt;XYZ&gt; exceeds"));
         assert!(html.contains("-12.34%") && html.contains("15.67%") && html.contains("0.81"));
         assert!(html.contains("not recovered yet"));
+        assert!(html.contains("Realized P&amp;L"));
+        assert!(html.contains("<td class=\"num\">12.50000000</td>"));
+        assert!(html.contains("<td class=\"num\">3.25000000</td>"));
         assert!(html.contains("<option value=\"all\" selected>"));
         assert!(html.contains("value=\"2021-01-01\""));
         assert!(

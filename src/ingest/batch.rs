@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Result;
-use projections::{echo, parse_price_with, parse_transaction_with};
+use projections::{echo, parse_price_with, parse_split_with, parse_transaction_with};
 use rdkafka::message::{Message, OwnedMessage};
 use sqlx::PgPool;
 
@@ -115,6 +115,7 @@ impl BatchOutcome {
         r.transactions_stored += o.report.transactions_stored;
         r.duplicates_ignored += o.report.duplicates_ignored;
         r.prices_stored += o.report.prices_stored;
+        r.splits_stored += o.report.splits_stored;
         r.dead_letters += o.report.dead_letters;
         r.affected.extend(o.report.affected);
         r.affected.sort();
@@ -170,6 +171,14 @@ fn parse_into(
         match parse_price_with(&source.payload, &cfg.rules) {
             Ok(p) => match key_mismatch(m.key(), p.symbol.as_str(), "symbol") {
                 None => batch.prices.push((p, source)),
+                Some(reason) => batch.dead_letters.push(dead(reason)),
+            },
+            Err(e) => batch.dead_letters.push(dead(e.to_string())),
+        }
+    } else if m.topic() == cfg.corporate_actions_topic {
+        match parse_split_with(&source.payload, &cfg.rules) {
+            Ok(s) => match key_mismatch(m.key(), s.symbol.as_str(), "symbol") {
+                None => batch.splits.push((s, source)),
                 Some(reason) => batch.dead_letters.push(dead(reason)),
             },
             Err(e) => batch.dead_letters.push(dead(e.to_string())),

@@ -112,7 +112,11 @@ impl Consumer {
             .create_with_context(ctx)
             .context("creating the Kafka consumer")?;
         consumer
-            .subscribe(&[&self.cfg.transactions_topic, &self.cfg.prices_topic])
+            .subscribe(&[
+                &self.cfg.transactions_topic,
+                &self.cfg.prices_topic,
+                &self.cfg.corporate_actions_topic,
+            ])
             .context("subscribing to the topics")?;
         Ok(consumer)
     }

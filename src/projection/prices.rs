@@ -33,6 +33,9 @@ const DEFAULT_MAX_CLOSES: usize = 4_000_000;
 struct Series {
     version: i64,
     closes: Vec<(NaiveDate, Decimal)>,
+    /// Splits in effect (ex-date, numerator, denominator), under the same
+    /// version: storing a split bumps it too.
+    splits: Vec<(NaiveDate, u32, u32)>,
 }
 
 #[derive(Debug)]
@@ -108,10 +111,12 @@ impl PriceCache {
         }
         if !missing.is_empty() {
             let mut loaded = storage::prices::series(conn, &missing).await?;
+            let mut splits = storage::prices::splits(conn, &missing).await?;
             for s in missing {
                 let series = Arc::new(Series {
                     version: versions[&s],
                     closes: loaded.remove(&s).unwrap_or_default(),
+                    splits: splits.remove(&s).unwrap_or_default(),
                 });
                 self.put(&s, series.clone());
                 have.insert(s, series);
@@ -123,8 +128,12 @@ impl PriceCache {
             let start = closes.partition_point(|(d, _)| *d <= after);
             let end = closes.partition_point(|(d, _)| *d <= through);
             let from = start.saturating_sub(1);
+            let symbol = Symbol::parse(&s)?;
+            for (day, n, d) in &series.splits {
+                book.set_split(symbol.clone(), *day, *n, *d);
+            }
             if from < end {
-                book.insert_series(Symbol::parse(&s)?, closes[from..end].iter().copied());
+                book.insert_series(symbol, closes[from..end].iter().copied());
             }
         }
         Ok(book)

@@ -122,11 +122,13 @@ fn plan(
 /// still valid, or a rebuild at the end of `from`−1.
 fn start_of(p: &PortfolioRow, from: NaiveDate) -> Start {
     if from <= p.first_day {
-        return Start::State(DayState::initial(p.first_day));
+        return Start::State(DayState::initial_in(p.first_day, p.cash_mode));
     }
     if let Some(base) = &p.base_state {
         if let Ok(state) = serde_json::from_value::<DayState>(base.clone()) {
-            if state.date < from && state.date >= pred(p.first_day) {
+            // A settings change marks the whole history, so a base state
+            // still in use has the portfolio's cash mode.
+            if state.date < from && state.date >= pred(p.first_day) && state.cash_mode == p.cash_mode {
                 return Start::State(state);
             }
         }
@@ -159,39 +161,71 @@ async fn load(
         })
         .collect();
     let mut txs = storage::load_transactions_many(conn, &wanted, today).await?;
-    let ready: Vec<Ready> = plans
+    let mine: Vec<Vec<Transaction>> = plans
         .iter()
-        .enumerate()
-        .filter_map(|(i, pl)| {
-            let mine = txs.remove(&pl.p.portfolio_id).unwrap_or_default();
-            ready(i, pl, mine, &stored)
-        })
+        .map(|pl| txs.remove(&pl.p.portfolio_id).unwrap_or_default())
         .collect();
-    let mut symbols: Vec<String> = ready
+    // Every symbol a fold can value: held at its start, owed by a pending
+    // dividend, or moved by one of its events (a rebuild's start is not
+    // known yet, so all of its events count).
+    let mut symbols: Vec<String> = plans
         .iter()
-        .flat_map(|r| {
-            r.start
-                .positions
-                .keys()
-                .map(|k| k.to_string())
-                .chain(r.txs.iter().map(|x| x.symbol.to_string()))
+        .zip(&mine)
+        .flat_map(|(pl, txs)| {
+            let held: Vec<String> = match &pl.start {
+                Some(Start::State(s)) => state_symbols(s).collect(),
+                _ => Vec::new(),
+            };
+            held.into_iter().chain(tx_symbols(txs))
         })
         .collect();
     symbols.sort();
     symbols.dedup();
-    let earliest = ready.iter().map(|r| r.start.date).min().unwrap_or(today);
+    let earliest = plans
+        .iter()
+        .filter_map(|pl| match &pl.start {
+            Some(Start::State(s)) => Some(s.date),
+            Some(Start::Rebuild(d)) => Some(*d),
+            None => None,
+        })
+        .min()
+        .unwrap_or(today);
     let book = prices.book(conn, &symbols, earliest, today).await?;
+    let ready: Vec<Ready> = plans
+        .iter()
+        .zip(mine)
+        .enumerate()
+        .filter_map(|(i, (pl, mine))| ready(i, pl, mine, &stored, &book))
+        .collect();
     Ok((ready, book))
 }
 
+/// Symbols a state holds or is owed a dividend in.
+fn state_symbols(s: &DayState) -> impl Iterator<Item = String> + '_ {
+    s.positions
+        .keys()
+        .chain(s.receivables.iter().map(|r| &r.symbol))
+        .map(|k| k.to_string())
+}
+
+/// Symbols whose positions the transactions can move.
+fn tx_symbols(txs: &[Transaction]) -> impl Iterator<Item = String> + '_ {
+    txs.iter()
+        .filter_map(|t| t.kind.position_symbol())
+        .map(|s| s.to_string())
+}
+
 /// The fold of plan `i`: its starting state and the transactions after it.
-/// A rebuild splits the loaded transactions at its day, and falls back to
-/// D0 when the stored day is missing or its positions cannot be rebuilt.
+/// A rebuild replays the loaded transactions up to its day (positions,
+/// cash and receivables do not depend on closes) and takes the market value
+/// and NAV from the stored day; it falls back to D0 when the stored day is
+/// missing or the replay stops.
 fn ready(
     i: usize,
     pl: &Plan,
     mine: Vec<Transaction>,
     stored: &HashMap<String, HistoryRow>,
+    book: &PriceBook,
 ) -> Option<Ready> {
     let day = match pl.start.as_ref()? {
         Start::State(s) => {
@@ -203,22 +237,21 @@ fn ready(
         }
         Start::Rebuild(day) => *day,
     };
+    let initial = DayState::initial_in(pl.p.first_day, pl.p.cash_mode);
     let (before, after): (Vec<Transaction>, Vec<Transaction>) =
         mine.into_iter().partition(|t| t.trade_date <= day);
-    let positions = stored
-        .get(&pl.p.portfolio_id)
-        .and_then(|row| Some((row, projections::positions_from(&before).ok()?.ok()?)));
-    Some(match positions {
-        Some((row, positions)) => Ready {
+    let rebuilt = stored.get(&pl.p.portfolio_id).and_then(|row| {
+        let mut state = projections::replay(&initial, &before, book, day).ok()?.ok()?;
+        (state.date == day && state.started).then(|| {
+            state.market_value = row.market_value_exact;
+            state.nav = row.nav_exact;
+            state
+        })
+    });
+    Some(match rebuilt {
+        Some(start) => Ready {
             plan: i,
-            start: DayState {
-                date: day,
-                positions,
-                market_value: row.market_value_exact,
-                nav: row.nav_exact,
-                cum_in: row.record.cum_in,
-                cum_out: row.record.cum_out,
-            },
+            start,
             txs: after,
         },
         None => {
@@ -226,7 +259,7 @@ fn ready(
             all.extend(after);
             Ready {
                 plan: i,
-                start: DayState::initial(pl.p.first_day),
+                start: initial,
                 txs: all,
             }
         }
@@ -319,8 +352,8 @@ pub(super) async fn prices_for(
     txs: &[Transaction],
     through: NaiveDate,
 ) -> Result<PriceBook> {
-    let mut symbols: Vec<String> = start.positions.keys().map(|s| s.to_string()).collect();
-    symbols.extend(txs.iter().map(|t| t.symbol.to_string()));
+    let mut symbols: Vec<String> = state_symbols(start).collect();
+    symbols.extend(tx_symbols(txs));
     symbols.sort();
     symbols.dedup();
     Ok(prices.book(conn, &symbols, start.date, through).await?)

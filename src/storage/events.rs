@@ -8,7 +8,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
-use projections::{ClosePrice, PortfolioId, Side, Symbol, Transaction};
+use projections::{
+    CashMode, ClosePrice, Currency, Dividend, Kind, PortfolioId, Reinvest, Split, Symbol, Trade,
+    Transaction,
+};
 use rust_decimal::Decimal;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
@@ -50,6 +53,7 @@ pub struct DeadLetter {
 pub struct IngestBatch {
     pub transactions: Vec<(Transaction, Source)>,
     pub prices: Vec<(ClosePrice, Source)>,
+    pub splits: Vec<(Split, Source)>,
     pub dead_letters: Vec<DeadLetter>,
 }
 
@@ -58,6 +62,7 @@ pub struct IngestReport {
     pub transactions_stored: usize,
     pub duplicates_ignored: usize,
     pub prices_stored: usize,
+    pub splits_stored: usize,
     pub dead_letters: usize,
     /// Portfolios whose projection is now pending.
     pub affected: Vec<String>,
@@ -156,7 +161,14 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
     // Pending recomputes are appended as marks: no portfolio row is
     // updated here, so ingestion never waits for a refresh holding one.
     let mut earliest: BTreeMap<&str, NaiveDate> = BTreeMap::new();
+    // A settings change holds for the whole history: its portfolio is
+    // recomputed from its first day, whatever the event's date.
+    let mut resettled: Vec<&str> = Vec::new();
     for (t, _, _) in &fresh {
+        if matches!(t.kind, Kind::PortfolioSettings { .. }) {
+            resettled.push(t.portfolio_id.as_str());
+            continue;
+        }
         let e = earliest
             .entry(t.portfolio_id.as_str())
             .or_insert(t.trade_date);
@@ -167,6 +179,14 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
     let mut first: BTreeMap<&str, NaiveDate> = BTreeMap::new();
     for (s, d) in latest.keys() {
         first.entry(s.as_str()).or_insert(*d);
+    }
+    // A split recomputes every portfolio that ever held its symbol from
+    // its ex-date, as a corrected close does from its day.
+    let splits = store_splits(conn, batch.splits, &mut dead).await?;
+    report.splits_stored = splits.len();
+    for (sym, day) in &splits {
+        let e = first.entry(sym.as_str()).or_insert(*day);
+        *e = (*e).min(*day);
     }
     let (p1, d1): (Vec<&str>, Vec<NaiveDate>) = earliest.into_iter().unzip();
     let (s2, d2): (Vec<&str>, Vec<NaiveDate>) = first.into_iter().unzip();
@@ -213,6 +233,19 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
             .affected
             .extend(rows.into_iter().map(|r| r.get::<String, _>(0)));
     }
+    if !resettled.is_empty() {
+        let rows = sqlx::query(
+            "INSERT INTO portfolio_marks (portfolio_id, from_day)
+             SELECT portfolio_id, first_day FROM portfolios WHERE portfolio_id = ANY($1)
+             RETURNING portfolio_id",
+        )
+        .bind(&resettled)
+        .fetch_all(&mut *conn)
+        .await?;
+        report
+            .affected
+            .extend(rows.into_iter().map(|r| r.get::<String, _>(0)));
+    }
     report.affected.sort();
     report.affected.dedup();
 
@@ -239,61 +272,54 @@ async fn insert_transactions(
             .fetch_all(&mut *conn)
             .await?;
     seqs.sort_unstable();
-    let n = rows.len();
-    let mut pid = Vec::with_capacity(n);
-    let mut eid = Vec::with_capacity(n);
-    let mut side = Vec::with_capacity(n);
-    let mut sym = Vec::with_capacity(n);
-    let mut qty = Vec::with_capacity(n);
-    let mut price = Vec::with_capacity(n);
-    let mut fee = Vec::with_capacity(n);
-    let mut day = Vec::with_capacity(n);
-    let mut at: Vec<Option<DateTime<Utc>>> = Vec::with_capacity(n);
-    let mut fp = Vec::with_capacity(n);
-    let mut topic = Vec::with_capacity(n);
-    let mut part = Vec::with_capacity(n);
-    let mut off = Vec::with_capacity(n);
-    for (t, s, f) in rows {
-        pid.push(t.portfolio_id.as_str());
-        eid.push(t.event_id);
-        side.push(t.side.as_str());
-        sym.push(t.symbol.as_str());
-        qty.push(t.quantity);
-        price.push(t.price);
-        fee.push(t.fee);
-        day.push(t.trade_date);
-        at.push(t.occurred_at);
-        fp.push(f.as_str());
-        topic.push(s.topic.as_str());
-        part.push(s.partition);
-        off.push(s.offset);
+    let mut c = Columns::default();
+    for (t, src, f) in rows {
+        c.push(t, src, f);
     }
     sqlx::query(
-        "INSERT INTO transactions (portfolio_id, event_id, seq, side, symbol, quantity, price, fee,
-                                   trade_date, occurred_at, fingerprint, source_topic, source_partition, source_offset)
+        "INSERT INTO transactions (portfolio_id, event_id, seq, kind, symbol, quantity, price, fee,
+                                   trade_date, occurred_at, fingerprint, source_topic, source_partition,
+                                   source_offset, amount, tax, cost_basis, pay_date, reinvest_quantity,
+                                   reinvest_price, cash_mode, base_currency)
          SELECT * FROM UNNEST($1::text[], $2::uuid[], $3::int8[], $4::text[], $5::text[], $6::numeric[],
                               $7::numeric[], $8::numeric[], $9::date[], $10::timestamptz[], $11::text[],
-                              $12::text[], $13::int4[], $14::int8[])",
+                              $12::text[], $13::int4[], $14::int8[], $15::numeric[], $16::numeric[],
+                              $17::numeric[], $18::date[], $19::numeric[], $20::numeric[], $21::text[],
+                              $22::text[])",
     )
-    .bind(&pid)
-    .bind(&eid)
+    .bind(&c.pid)
+    .bind(&c.eid)
     .bind(&seqs)
-    .bind(&side)
-    .bind(&sym)
-    .bind(&qty)
-    .bind(&price)
-    .bind(&fee)
-    .bind(&day)
-    .bind(&at)
-    .bind(&fp)
-    .bind(&topic)
-    .bind(&part)
-    .bind(&off)
+    .bind(&c.kind)
+    .bind(&c.sym)
+    .bind(&c.qty)
+    .bind(&c.price)
+    .bind(&c.fee)
+    .bind(&c.day)
+    .bind(&c.at)
+    .bind(&c.fp)
+    .bind(&c.topic)
+    .bind(&c.part)
+    .bind(&c.off)
+    .bind(&c.amount)
+    .bind(&c.tax)
+    .bind(&c.cost)
+    .bind(&c.pay)
+    .bind(&c.rq)
+    .bind(&c.rp)
+    .bind(&c.cash)
+    .bind(&c.ccy)
     .execute(&mut *conn)
     .await?;
+    // Which symbols a portfolio may hold: those its events can move.
     let mut pairs: HashSet<(&str, &str)> = HashSet::new();
     for (t, _, _) in rows {
-        pairs.insert((t.portfolio_id.as_str(), t.symbol.as_str()));
+        if let Some(symbol) = t.kind.position_symbol() {
+            pairs.insert((t.portfolio_id.as_str(), symbol.as_str()));
+        }
+    }
+    if pairs.is_empty() {
+        return Ok(());
     }
     let (p2, s2): (Vec<&str>, Vec<&str>) = pairs.into_iter().unzip();
     sqlx::query(
@@ -336,8 +362,9 @@ pub async fn load_transactions_many(
     let pids: Vec<&str> = wanted.iter().map(|(p, _)| p.as_str()).collect();
     let afters: Vec<Option<NaiveDate>> = wanted.iter().map(|(_, a)| *a).collect();
     let rows = sqlx::query(
-        "SELECT t.portfolio_id, t.event_id, t.side, t.symbol, t.quantity, t.price, t.fee,
-                t.trade_date, t.occurred_at, t.seq
+        "SELECT t.portfolio_id, t.event_id, t.kind, t.symbol, t.quantity, t.price, t.fee,
+                t.trade_date, t.occurred_at, t.seq, t.amount, t.tax, t.cost_basis, t.pay_date,
+                t.reinvest_quantity, t.reinvest_price, t.cash_mode, t.base_currency
            FROM UNNEST($1::text[], $2::date[]) AS u(pid, after)
            JOIN transactions t ON t.portfolio_id = u.pid
                               AND t.trade_date > COALESCE(u.after, '-infinity'::date)
@@ -360,22 +387,311 @@ pub async fn load_transactions_many(
                 p
             }
         };
+        let kind = kind_of(&r)?;
         out.entry(pid_text).or_default().push(Transaction {
             event_id: r.get(1),
-            side: match r.get::<&str, _>(2) {
-                "buy" => Side::Buy,
-                "sell" => Side::Sell,
-                other => anyhow::bail!("stored transaction with unknown side `{other}`"),
-            },
             portfolio_id: pid,
-            symbol: Symbol::parse(r.get::<&str, _>(3))?,
-            quantity: r.get(4),
-            price: r.get(5),
-            fee: r.get(6),
             trade_date: r.get(7),
             occurred_at: r.get(8),
             seq: r.get(9),
+            kind,
         });
     }
     Ok(out)
+}
+
+/// The columns of stored transactions, one vector each.
+#[derive(Default)]
+struct Columns<'a> {
+    pid: Vec<&'a str>,
+    eid: Vec<Uuid>,
+    kind: Vec<&'static str>,
+    sym: Vec<Option<&'a str>>,
+    qty: Vec<Option<Decimal>>,
+    price: Vec<Option<Decimal>>,
+    fee: Vec<Option<Decimal>>,
+    day: Vec<NaiveDate>,
+    at: Vec<Option<DateTime<Utc>>>,
+    fp: Vec<&'a str>,
+    topic: Vec<&'a str>,
+    part: Vec<i32>,
+    off: Vec<i64>,
+    amount: Vec<Option<Decimal>>,
+    tax: Vec<Option<Decimal>>,
+    cost: Vec<Option<Decimal>>,
+    pay: Vec<Option<NaiveDate>>,
+    rq: Vec<Option<Decimal>>,
+    rp: Vec<Option<Decimal>>,
+    cash: Vec<Option<&'static str>>,
+    ccy: Vec<Option<&'a str>>,
+}
+
+impl<'a> Columns<'a> {
+    fn push(&mut self, t: &'a Transaction, src: &'a Source, fp: &'a str) {
+        self.pid.push(t.portfolio_id.as_str());
+        self.eid.push(t.event_id);
+        self.kind.push(t.kind.name());
+        self.day.push(t.trade_date);
+        self.at.push(t.occurred_at);
+        self.fp.push(fp);
+        self.topic.push(src.topic.as_str());
+        self.part.push(src.partition);
+        self.off.push(src.offset);
+        let (mut sym, mut qty, mut price, mut fee) = (None, None, None, None);
+        let (mut amount, mut tax, mut cost, mut pay, mut rq, mut rp) =
+            (None, None, None, None, None, None);
+        let (mut cash, mut ccy) = (None, None);
+        match &t.kind {
+            Kind::Buy(tr) | Kind::Sell(tr) => {
+                sym = Some(tr.symbol.as_str());
+                qty = Some(tr.quantity);
+                price = Some(tr.price);
+                fee = Some(tr.fee);
+            }
+            Kind::PortfolioSettings {
+                cash: mode,
+                base_currency,
+            } => {
+                cash = Some(mode.as_str());
+                ccy = base_currency.as_ref().map(Currency::as_str);
+            }
+            Kind::Deposit { amount: a } | Kind::Withdrawal { amount: a } => amount = Some(*a),
+            Kind::Fee { amount: a, symbol }
+            | Kind::Tax { amount: a, symbol }
+            | Kind::FeeRefund { amount: a, symbol }
+            | Kind::TaxRefund { amount: a, symbol } => {
+                amount = Some(*a);
+                sym = symbol.as_ref().map(Symbol::as_str);
+            }
+            Kind::Interest { amount: a, tax: x } => {
+                amount = Some(*a);
+                tax = Some(*x);
+            }
+            Kind::TransferIn {
+                symbol,
+                quantity,
+                price: p,
+                cost: c,
+            } => {
+                sym = Some(symbol.as_str());
+                qty = Some(*quantity);
+                price = Some(*p);
+                cost = *c;
+            }
+            Kind::TransferOut {
+                symbol,
+                quantity,
+                price: p,
+            } => {
+                sym = Some(symbol.as_str());
+                qty = Some(*quantity);
+                price = Some(*p);
+            }
+            Kind::Dividend(d) => {
+                sym = Some(d.symbol.as_str());
+                amount = Some(d.amount);
+                tax = Some(d.tax);
+                fee = Some(d.fee);
+                pay = Some(d.pay_date);
+                rq = d.reinvest.map(|r| r.quantity);
+                rp = d.reinvest.map(|r| r.price);
+            }
+        }
+        self.sym.push(sym);
+        self.qty.push(qty);
+        self.price.push(price);
+        self.fee.push(fee);
+        self.amount.push(amount);
+        self.tax.push(tax);
+        self.cost.push(cost);
+        self.pay.push(pay);
+        self.rq.push(rq);
+        self.rp.push(rp);
+        self.cash.push(cash);
+        self.ccy.push(ccy);
+    }
+}
+
+/// The event kind of a stored transaction row (columns as selected by
+/// [`load_transactions_many`]).
+fn kind_of(r: &sqlx::postgres::PgRow) -> anyhow::Result<Kind> {
+    let name: &str = r.get(2);
+    let need = |i: usize, what: &str| -> anyhow::Result<Decimal> {
+        r.get::<Option<Decimal>, _>(i)
+            .ok_or_else(|| anyhow::anyhow!("stored {name} without {what}"))
+    };
+    let symbol = || -> anyhow::Result<Symbol> {
+        let s: Option<&str> = r.get(3);
+        Ok(Symbol::parse(
+            s.ok_or_else(|| anyhow::anyhow!("stored {name} without symbol"))?,
+        )?)
+    };
+    let opt_symbol = || -> anyhow::Result<Option<Symbol>> {
+        Ok(r.get::<Option<&str>, _>(3).map(Symbol::parse).transpose()?)
+    };
+    let trade = || -> anyhow::Result<Trade> {
+        Ok(Trade {
+            symbol: symbol()?,
+            quantity: need(4, "quantity")?,
+            price: need(5, "price")?,
+            fee: need(6, "fee")?,
+        })
+    };
+    Ok(match name {
+        "buy" => Kind::Buy(trade()?),
+        "sell" => Kind::Sell(trade()?),
+        "portfolio_settings" => Kind::PortfolioSettings {
+            cash: r
+                .get::<Option<&str>, _>(16)
+                .and_then(CashMode::parse)
+                .unwrap_or_default(),
+            base_currency: r
+                .get::<Option<&str>, _>(17)
+                .map(Currency::parse)
+                .transpose()?,
+        },
+        "deposit" => Kind::Deposit {
+            amount: need(10, "amount")?,
+        },
+        "withdrawal" => Kind::Withdrawal {
+            amount: need(10, "amount")?,
+        },
+        "fee" => Kind::Fee {
+            amount: need(10, "amount")?,
+            symbol: opt_symbol()?,
+        },
+        "tax" => Kind::Tax {
+            amount: need(10, "amount")?,
+            symbol: opt_symbol()?,
+        },
+        "fee_refund" => Kind::FeeRefund {
+            amount: need(10, "amount")?,
+            symbol: opt_symbol()?,
+        },
+        "tax_refund" => Kind::TaxRefund {
+            amount: need(10, "amount")?,
+            symbol: opt_symbol()?,
+        },
+        "interest" => Kind::Interest {
+            amount: need(10, "amount")?,
+            tax: need(11, "tax")?,
+        },
+        "transfer_in" => Kind::TransferIn {
+            symbol: symbol()?,
+            quantity: need(4, "quantity")?,
+            price: need(5, "price")?,
+            cost: r.get(12),
+        },
+        "transfer_out" => Kind::TransferOut {
+            symbol: symbol()?,
+            quantity: need(4, "quantity")?,
+            price: need(5, "price")?,
+        },
+        "dividend" => Kind::Dividend(Dividend {
+            symbol: symbol()?,
+            amount: need(10, "amount")?,
+            tax: need(11, "tax")?,
+            fee: need(6, "fee")?,
+            pay_date: r
+                .get::<Option<NaiveDate>, _>(13)
+                .ok_or_else(|| anyhow::anyhow!("stored dividend without pay_date"))?,
+            reinvest: match (r.get::<Option<Decimal>, _>(14), r.get::<Option<Decimal>, _>(15)) {
+                (Some(quantity), Some(price)) => Some(Reinvest { quantity, price }),
+                _ => None,
+            },
+        }),
+        other => anyhow::bail!("stored transaction of unknown kind `{other}`"),
+    })
+}
+
+/// Stores split events (a redelivery ignored, a reused id with other
+/// content dead-lettered) and bumps their symbols' price versions, so that
+/// cached series reload with them. Returns each stored split's symbol and
+/// ex-date.
+async fn store_splits(
+    conn: &mut PgConnection,
+    splits: Vec<(Split, Source)>,
+    dead: &mut Vec<DeadLetter>,
+) -> sqlx::Result<Vec<(String, NaiveDate)>> {
+    if splits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut fresh: Vec<(Split, Source, String)> = Vec::new();
+    let mut seen: HashMap<Uuid, String> = HashMap::new();
+    let ids: Vec<Uuid> = splits.iter().map(|(s, _)| s.event_id).collect();
+    let stored: HashMap<Uuid, String> =
+        sqlx::query("SELECT event_id, fingerprint FROM splits WHERE event_id = ANY($1)")
+            .bind(&ids)
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .map(|r| (r.get::<Uuid, _>(0), r.get::<String, _>(1)))
+            .collect();
+    for (split, src) in splits {
+        let fp = split.fingerprint();
+        match seen.get(&split.event_id).or(stored.get(&split.event_id)) {
+            Some(prev) if *prev == fp => {}
+            Some(_) => dead.push(DeadLetter {
+                source: src,
+                reason: reused_reason(split.event_id),
+            }),
+            None => {
+                seen.insert(split.event_id, fp.clone());
+                fresh.push((split, src, fp));
+            }
+        }
+    }
+    if fresh.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Log positions in batch order: the latest split of a (symbol, ex-date)
+    // is the one in effect.
+    let mut seqs: Vec<i64> =
+        sqlx::query_scalar("SELECT nextval('transaction_seq') FROM generate_series(1, $1)")
+            .bind(fresh.len() as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+    seqs.sort_unstable();
+    let eid: Vec<Uuid> = fresh.iter().map(|(s, _, _)| s.event_id).collect();
+    let sym: Vec<&str> = fresh.iter().map(|(s, _, _)| s.symbol.as_str()).collect();
+    let day: Vec<NaiveDate> = fresh.iter().map(|(s, _, _)| s.ex_date).collect();
+    let num: Vec<i64> = fresh.iter().map(|(s, _, _)| i64::from(s.numerator)).collect();
+    let den: Vec<i64> = fresh.iter().map(|(s, _, _)| i64::from(s.denominator)).collect();
+    let fp: Vec<&str> = fresh.iter().map(|(_, _, f)| f.as_str()).collect();
+    let topic: Vec<&str> = fresh.iter().map(|(_, s, _)| s.topic.as_str()).collect();
+    let part: Vec<i32> = fresh.iter().map(|(_, s, _)| s.partition).collect();
+    let off: Vec<i64> = fresh.iter().map(|(_, s, _)| s.offset).collect();
+    sqlx::query(
+        "INSERT INTO splits (event_id, symbol, ex_date, numerator, denominator, seq, fingerprint,
+                             source_topic, source_partition, source_offset)
+         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::date[], $4::int8[], $5::int8[], $6::int8[],
+                              $7::text[], $8::text[], $9::int4[], $10::int8[])",
+    )
+    .bind(&eid)
+    .bind(&sym)
+    .bind(&day)
+    .bind(&num)
+    .bind(&den)
+    .bind(&seqs)
+    .bind(&fp)
+    .bind(&topic)
+    .bind(&part)
+    .bind(&off)
+    .execute(&mut *conn)
+    .await?;
+    let mut changed: Vec<&str> = sym.clone();
+    changed.sort_unstable();
+    changed.dedup();
+    sqlx::query(
+        "INSERT INTO price_versions (symbol, version)
+         SELECT s, nextval('price_version_seq') FROM UNNEST($1::text[]) AS s
+         ON CONFLICT (symbol) DO UPDATE SET version = EXCLUDED.version",
+    )
+    .bind(&changed)
+    .execute(&mut *conn)
+    .await?;
+    Ok(fresh
+        .iter()
+        .map(|(s, _, _)| (s.symbol.to_string(), s.ex_date))
+        .collect())
 }

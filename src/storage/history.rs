@@ -29,25 +29,36 @@ impl HistoryRow {
 }
 
 const HISTORY_COLUMNS: &str = "day, market_value, cost, net_flow, daily_return, net_value, \
-     return_rate, profit, nav_exact, market_value_exact, cum_in, cum_out";
+     return_rate, profit, nav_exact, market_value_exact, cum_in, cum_out, holdings_value, cash, \
+     receivable, income, realized_pnl";
 
-fn history_from_row(r: sqlx::postgres::PgRow) -> HistoryRow {
+/// A row of [`HISTORY_COLUMNS`] starting at column `at`.
+fn history_at(r: &sqlx::postgres::PgRow, at: usize) -> HistoryRow {
     HistoryRow {
         record: projections::DailyRecord {
-            date: r.get(0),
-            market_value: r.get(1),
-            cost: r.get(2),
-            net_flow: r.get(3),
-            daily_return: r.get(4),
-            net_value: r.get(5),
-            return_rate: r.get(6),
-            profit: r.get(7),
-            cum_in: r.get(10),
-            cum_out: r.get(11),
+            date: r.get(at),
+            market_value: r.get(at + 1),
+            cost: r.get(at + 2),
+            net_flow: r.get(at + 3),
+            daily_return: r.get(at + 4),
+            net_value: r.get(at + 5),
+            return_rate: r.get(at + 6),
+            profit: r.get(at + 7),
+            cum_in: r.get(at + 10),
+            cum_out: r.get(at + 11),
+            holdings_value: r.get(at + 12),
+            cash: r.get(at + 13),
+            receivable: r.get(at + 14),
+            income: r.get(at + 15),
+            realized_pnl: r.get(at + 16),
         },
-        nav_exact: r.get(8),
-        market_value_exact: r.get(9),
+        nav_exact: r.get(at + 8),
+        market_value_exact: r.get(at + 9),
     }
+}
+
+fn history_from_row(r: sqlx::postgres::PgRow) -> HistoryRow {
+    history_at(&r, 0)
 }
 
 pub async fn load_history(
@@ -139,23 +150,7 @@ pub async fn history_rows_at(
         .into_iter()
         .map(|r| {
             let pid: String = r.get(0);
-            let row = HistoryRow {
-                record: projections::DailyRecord {
-                    date: r.get(1),
-                    market_value: r.get(2),
-                    cost: r.get(3),
-                    net_flow: r.get(4),
-                    daily_return: r.get(5),
-                    net_value: r.get(6),
-                    return_rate: r.get(7),
-                    profit: r.get(8),
-                    cum_in: r.get(11),
-                    cum_out: r.get(12),
-                },
-                nav_exact: r.get(9),
-                market_value_exact: r.get(10),
-            };
-            (pid, row)
+            (pid, history_at(&r, 1))
         })
         .collect())
 }
@@ -194,10 +189,12 @@ async fn insert_history(conn: &mut PgConnection, rows: &[(&str, &HistoryRow)]) -
     sqlx::query(
         "INSERT INTO portfolio_nav_history (portfolio_id, day, market_value, cost, net_flow, daily_return,
                                             net_value, return_rate, profit, nav_exact, market_value_exact,
-                                            cum_in, cum_out)
+                                            cum_in, cum_out, holdings_value, cash, receivable, income,
+                                            realized_pnl)
          SELECT * FROM UNNEST($1::text[], $2::date[], $3::numeric[], $4::numeric[], $5::numeric[],
                               $6::numeric[], $7::numeric[], $8::numeric[], $9::numeric[], $10::numeric[],
-                              $11::numeric[], $12::numeric[], $13::numeric[])",
+                              $11::numeric[], $12::numeric[], $13::numeric[], $14::numeric[],
+                              $15::numeric[], $16::numeric[], $17::numeric[], $18::numeric[])",
     )
     .bind(&pid)
     .bind(&day)
@@ -212,6 +209,11 @@ async fn insert_history(conn: &mut PgConnection, rows: &[(&str, &HistoryRow)]) -
     .bind(col(|r| r.market_value_exact))
     .bind(col(|r| r.record.cum_in))
     .bind(col(|r| r.record.cum_out))
+    .bind(col(|r| r.record.holdings_value))
+    .bind(col(|r| r.record.cash))
+    .bind(col(|r| r.record.receivable))
+    .bind(col(|r| r.record.income))
+    .bind(col(|r| r.record.realized_pnl))
     .execute(&mut *conn)
     .await?;
     Ok(())

@@ -2,7 +2,7 @@
 //! it (the one writer per portfolio), and what is due for a refresh.
 
 use chrono::{DateTime, NaiveDate, Utc};
-use projections::{Inconsistency, Status};
+use projections::{CashMode, Inconsistency, Status};
 use sqlx::{PgConnection, PgPool, Row};
 use uuid::Uuid;
 
@@ -23,11 +23,15 @@ pub struct PortfolioRow {
     /// The pending marks read with the row; a writer that brings the
     /// projection up to date deletes exactly these.
     pub mark_ids: Vec<i64>,
+    /// From the latest settings event in log order (none: `none`).
+    pub cash_mode: CashMode,
 }
 
 const PORTFOLIO_COLUMNS: &str = "p.portfolio_id, p.first_day, p.last_day, p.computed_through, \
      p.base_state, m.from_day, p.status, p.status_since, p.status_event_id, p.status_detail, \
-     m.since, p.version, m.ids";
+     m.since, p.version, m.ids, \
+     (SELECT t.cash_mode FROM transactions t WHERE t.portfolio_id = p.portfolio_id \
+       AND t.kind = 'portfolio_settings' ORDER BY t.seq DESC LIMIT 1)";
 
 /// The marks of `p`, aggregated (a LATERAL join, usable with FOR UPDATE OF p).
 const MARKS_JOIN: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS from_day, min(k.marked_at) AS since, \
@@ -53,6 +57,10 @@ fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
         pending_since: r.get(10),
         version: r.get(11),
         mark_ids: r.get(12),
+        cash_mode: r
+            .get::<Option<&str>, _>(13)
+            .and_then(CashMode::parse)
+            .unwrap_or_default(),
     }
 }
 

@@ -39,7 +39,39 @@ pub async fn load_prices(
     for r in rows {
         book.insert(Symbol::parse(r.get::<&str, _>(0))?, r.get(1), r.get(2));
     }
+    for (symbol, list) in splits(conn, symbols).await? {
+        let symbol = Symbol::parse(&symbol)?;
+        for (day, n, d) in list {
+            book.set_split(symbol.clone(), day, n, d);
+        }
+    }
     Ok(book)
+}
+
+/// The splits in effect for each of `symbols`: per (symbol, ex-date) the
+/// latest event in log order, ex-date ascending (1/1 ones included; they
+/// cancel).
+pub async fn splits(
+    conn: &mut PgConnection,
+    symbols: &[String],
+) -> sqlx::Result<HashMap<String, Vec<(NaiveDate, u32, u32)>>> {
+    let rows = sqlx::query(
+        "SELECT DISTINCT ON (symbol, ex_date) symbol, ex_date, numerator, denominator
+           FROM splits WHERE symbol = ANY($1)
+          ORDER BY symbol, ex_date, seq DESC",
+    )
+    .bind(symbols)
+    .fetch_all(conn)
+    .await?;
+    let mut out: HashMap<String, Vec<(NaiveDate, u32, u32)>> = HashMap::new();
+    for r in rows {
+        // The table's CHECKs keep both within 1 ..= 10^9.
+        let term = |i: usize| u32::try_from(r.get::<i64, _>(i)).unwrap_or(1);
+        out.entry(r.get::<String, _>(0))
+            .or_default()
+            .push((r.get(1), term(2), term(3)));
+    }
+    Ok(out)
 }
 
 /// The current version of each of `symbols` that has closes.

@@ -1000,3 +1000,269 @@ fn serve_exits_non_zero_when_a_part_fails() {
     };
     assert!(!status.success(), "exit status {status}");
 }
+
+// ---------------------------------------------------------------------------
+// Schema-version-2 events: cash, income, dividends, transfers and splits,
+// produced to the broker and read back over HTTP.
+// ---------------------------------------------------------------------------
+
+const MONEY_AND_RATIOS: [&str; 12] = [
+    "market_value",
+    "cost",
+    "net_flow",
+    "profit",
+    "holdings_value",
+    "cash",
+    "receivable",
+    "income",
+    "realized_pnl",
+    "daily_return",
+    "net_value",
+    "return_rate",
+];
+
+fn golden_file(name: &str) -> Value {
+    let path = format!("{}/fixtures/golden/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Produces a golden batch (transactions, prices, splits) in topic order;
+/// returns how many messages were sent.
+async fn produce_golden(b: &Broker, batch: &Value) -> i64 {
+    let mut n = 0;
+    for t in batch["transactions"].as_array().unwrap() {
+        b.tx(t).await;
+        n += 1;
+    }
+    for p in batch["prices"].as_array().unwrap() {
+        b.price(p).await;
+        n += 1;
+    }
+    for s in batch["corporate_actions"].as_array().unwrap() {
+        let key = s["symbol"].as_str().unwrap().to_string();
+        b.send(CA, &key, &serde_json::to_vec(s).unwrap()).await;
+        n += 1;
+    }
+    n
+}
+
+/// Every portfolio of `expected` read over HTTP: status and every reported
+/// string of every record as in the golden file.
+async fn assert_golden_portfolios(base: &str, file: &str, expected: &Value) {
+    for (id, exp) in expected.as_object().unwrap() {
+        let v = get_curve(base, id, "?calendar=all").await;
+        let status = &exp["status"];
+        assert_eq!(v["status"]["state"], status["state"], "{file} {id} status");
+        if status["state"] == "inconsistent" {
+            assert_eq!(v["status"]["since"], status["since"], "{file} {id}");
+            assert_eq!(v["status"]["event_id"], status["event_id"], "{file} {id}");
+            assert_eq!(v["status"]["detail"], status["detail"], "{file} {id}");
+        }
+        let points = v["points"].as_array().unwrap();
+        let want = exp["expected_records"].as_array().unwrap();
+        assert_eq!(points.len(), want.len(), "{file} {id} record count");
+        for (p, w) in points.iter().zip(want) {
+            assert_eq!(p["date"], w["date"], "{file} {id}");
+            for f in MONEY_AND_RATIOS {
+                assert_eq!(p[f], w[f], "{file} {id} {} {f}", w["date"]);
+            }
+        }
+    }
+}
+
+/// When each stored record was written, by (portfolio, day).
+async fn written_at(pool: &PgPool) -> std::collections::BTreeMap<(String, String), String> {
+    sqlx::query_as::<_, (String, String, String)>(
+        "SELECT portfolio_id, day::text, computed_at::text FROM portfolio_nav_history",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(p, d, t)| ((p, d), t))
+    .collect()
+}
+
+/// The golden books of cash, income, dividends and splits, produced to the
+/// broker and read over HTTP, equal the golden records string for string;
+/// the late batch of the splits book (a split that repairs an oversell, a
+/// corrected close) recomputes exactly the portfolios that hold the
+/// symbols, from the right day, and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_golden_books_through_the_broker() {
+    for file in ["cash-and-income", "dividends", "splits"] {
+        let (pool, _) = fresh_db().await;
+        let b = Broker::new(3, 2);
+        let g = golden_file(file);
+        let today = day(g["today"].as_str().unwrap());
+        let mut sent = produce_golden(&b, &g).await;
+        let group = format!("v2-{file}");
+        let svc = start(&pool, kafka(&b.servers(), &group), today).await;
+        caught_up(&pool, &group, sent, Duration::from_secs(60)).await;
+        let base = format!("http://{}", svc.addr);
+        assert_eq!(scalar(&pool, "SELECT count(*) FROM dead_letters").await, 0, "{file}");
+        assert_golden_portfolios(&base, file, &g["portfolios"]).await;
+
+        if let Some(then) = g.get("then") {
+            let before = written_at(&pool).await;
+            // The worker writes rows with now(): a later write is visible.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            sent += produce_golden(&b, then).await;
+            caught_up(&pool, &group, sent, Duration::from_secs(60)).await;
+            assert_golden_portfolios(&base, &format!("{file} then"), &then["portfolios"]).await;
+            let after = written_at(&pool).await;
+            // The late batch: a split of LATE on 06-05, a BIG close of 06-05.
+            for ((id, d), t) in &before {
+                let affected_from = match id.as_str() {
+                    "split-late" | "split-forward" => Some("2024-06-05"),
+                    _ => None,
+                };
+                let rewritten = after.get(&(id.clone(), d.clone())) != Some(t);
+                match affected_from {
+                    Some(from) => assert_eq!(rewritten, d.as_str() >= from, "{id} {d}"),
+                    None => assert!(!rewritten, "{id} {d} was rewritten"),
+                }
+            }
+        }
+        stop(svc).await;
+    }
+}
+
+/// A dividend that arrives after its pay date recomputes its portfolio from
+/// its ex-date only, and gives the golden records; a settings event that
+/// arrives last recomputes the whole history in the new cash mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_dividend_and_late_settings() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(2, 2);
+    let g = golden_file("dividends");
+    let today = day(g["today"].as_str().unwrap());
+    let txs = g["transactions"].as_array().unwrap();
+    let is_late = |t: &Value| t["event_id"] == "00000000-0000-4000-8002-000000000002";
+    let settings = |t: &Value| t["type"] == "portfolio_settings";
+    let late: Vec<&Value> = txs.iter().filter(|t| is_late(t)).collect();
+    assert_eq!(late.len(), 1, "the reinvested dividend of div-reinvest");
+    let held_back: Vec<&Value> = txs.iter().filter(|t| settings(t)).collect();
+    assert!(!held_back.is_empty(), "the golden book has a settings event");
+    let mut sent = 0;
+    for t in txs.iter().filter(|t| !is_late(t) && !settings(t)) {
+        b.tx(t).await;
+        sent += 1;
+    }
+    for p in g["prices"].as_array().unwrap() {
+        b.price(p).await;
+        sent += 1;
+    }
+    let svc = start(&pool, kafka(&b.servers(), "late-div"), today).await;
+    caught_up(&pool, "late-div", sent, Duration::from_secs(60)).await;
+    let before = written_at(&pool).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    b.tx(late[0]).await;
+    sent += 1;
+    caught_up(&pool, "late-div", sent, Duration::from_secs(60)).await;
+    let after = written_at(&pool).await;
+    let ex_date = late[0]["trade_date"].as_str().unwrap();
+    for ((id, d), t) in &before {
+        let rewritten = after.get(&(id.clone(), d.clone())) != Some(t);
+        if id == "div-reinvest" {
+            assert_eq!(rewritten, d.as_str() >= ex_date, "{id} {d}");
+        } else {
+            assert!(!rewritten, "{id} {d} was rewritten");
+        }
+    }
+    // Now the settings: the tracked portfolio's whole history changes mode.
+    for t in &held_back {
+        b.tx(t).await;
+        sent += 1;
+    }
+    caught_up(&pool, "late-div", sent, Duration::from_secs(60)).await;
+    let base = format!("http://{}", svc.addr);
+    assert_golden_portfolios(&base, "dividends", &g["portfolios"]).await;
+    stop(svc).await;
+}
+
+/// Every refusal of the event contract's version 2 becomes one dead letter
+/// whose reason names the field; the good events around them count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_v2_refusal_is_one_dead_letter_naming_its_field() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(2, 1);
+    let base_tx = |n: u32, ty: &str, extra: Value| {
+        let mut v = json!({
+            "event_id": format!("00000000-0000-4000-9000-{n:012}"),
+            "type": ty, "portfolio_id": "bad-v2", "trade_date": "2024-05-07",
+            "schema_version": 2,
+        });
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v
+    };
+    let bad: Vec<(Value, &str)> = vec![
+        (base_tx(1, "deposit", json!({"amount": "0"})), "amount"),
+        (base_tx(2, "withdrawal", json!({})), "amount"),
+        (base_tx(3, "fee", json!({"amount": "-1"})), "amount"),
+        (base_tx(4, "interest", json!({"amount": "10", "tax": "11"})), "tax"),
+        (base_tx(5, "transfer_in", json!({"symbol": "W", "quantity": "0", "price": "1"})), "quantity"),
+        (base_tx(6, "transfer_in", json!({"symbol": "W", "quantity": "1", "price": "1", "cost": "-2"})), "cost"),
+        (base_tx(7, "transfer_out", json!({"quantity": "1", "price": "1"})), "symbol"),
+        (base_tx(8, "dividend", json!({"symbol": "X", "amount": "10", "tax": "6", "fee": "5"})), "amount"),
+        (base_tx(9, "dividend", json!({"symbol": "X", "amount": "10", "pay_date": "2024-05-01"})), "pay_date"),
+        (base_tx(10, "dividend", json!({"symbol": "X", "amount": "10", "reinvest": {"quantity": "0", "price": "1"}})), "reinvest.quantity"),
+        (base_tx(11, "dividend", json!({"amount": "10"})), "symbol"),
+        (base_tx(12, "portfolio_settings", json!({"cash": "sometimes"})), "cash"),
+        (base_tx(13, "portfolio_settings", json!({"base_currency": "GBX"})), "base_currency"),
+        (base_tx(14, "deposit", json!({"amount": "5", "schema_version": 1})), "type"),
+        (base_tx(15, "buy", json!({"symbol": "A", "quantity": "1", "price": "1", "amount": "1", "schema_version": 1})), "amount"),
+    ];
+    for (v, _) in &bad {
+        b.tx(v).await;
+    }
+    let good = base_tx(99, "buy", json!({"symbol": "A", "quantity": "1", "price": "10"}));
+    b.tx(&good).await;
+    let bad_splits: Vec<(Value, &str)> = vec![
+        (json!({"event_id": "00000000-0000-4000-9001-000000000001", "type": "split", "symbol": "A",
+                "ex_date": "2024-05-08", "numerator": 0, "denominator": 1}), "numerator"),
+        (json!({"event_id": "00000000-0000-4000-9001-000000000002", "type": "split", "symbol": "A",
+                "ex_date": "2024-05-08", "numerator": 2, "denominator": 1.5}), "denominator"),
+        (json!({"event_id": "00000000-0000-4000-9001-000000000003", "type": "split", "symbol": "A",
+                "ex_date": "1800-05-08", "numerator": 2, "denominator": 1}), "ex_date"),
+    ];
+    for (v, _) in &bad_splits {
+        b.send(CA, "A", &serde_json::to_vec(v).unwrap()).await;
+    }
+    let good_split = json!({"event_id": "00000000-0000-4000-9001-000000000009", "type": "split",
+        "symbol": "A", "ex_date": "2024-05-08", "numerator": 2, "denominator": 1, "schema_version": 2});
+    // Keyed by another symbol: refused for its key.
+    b.send(CA, "B", &serde_json::to_vec(&good_split).unwrap()).await;
+    b.send(CA, "A", &serde_json::to_vec(&good_split).unwrap()).await;
+    let sent = (bad.len() + 1 + bad_splits.len() + 2) as i64;
+    let svc = start(&pool, kafka(&b.servers(), "bad-v2"), day("2024-05-09")).await;
+    caught_up(&pool, "bad-v2", sent, Duration::from_secs(60)).await;
+    let reasons: Vec<(String, i64, String)> = sqlx::query_as(
+        "SELECT topic, \"offset\", reason FROM dead_letters ORDER BY topic DESC, \"offset\"",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let expected: Vec<&str> = bad
+        .iter()
+        .map(|(_, f)| *f)
+        .chain(bad_splits.iter().map(|(_, f)| *f))
+        .collect();
+    assert_eq!(reasons.len(), expected.len() + 1, "{reasons:#?}");
+    for ((topic, offset, reason), field) in reasons.iter().zip(&expected) {
+        assert!(
+            reason.contains(&format!("`{field}`")),
+            "{topic}@{offset}: `{reason}` does not name `{field}`"
+        );
+    }
+    assert!(reasons.last().unwrap().2.contains("key"), "{:?}", reasons.last());
+    // The good buy and the good split count: 1 A at 10, split 2/1 on 05-08.
+    let v = get_curve(&format!("http://{}", svc.addr), "bad-v2", "").await;
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3);
+    assert_eq!(points[2]["market_value"], "10.00000000");
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM splits").await, 1);
+    stop(svc).await;
+}

@@ -240,7 +240,7 @@ fn bad_events() -> Vec<(Vec<u8>, &'static str)> {
             "gift",
         ),
         (
-            ok(json!({"event_id": "20000000-0000-4000-8000-000000000004", "schema_version": 2})),
+            ok(json!({"event_id": "20000000-0000-4000-8000-000000000004", "schema_version": 3})),
             "schema_version",
         ),
         (
@@ -1100,7 +1100,11 @@ async fn v2_golden_books_through_the_broker() {
         let svc = start(&pool, kafka(&b.servers(), &group), today).await;
         caught_up(&pool, &group, sent, Duration::from_secs(60)).await;
         let base = format!("http://{}", svc.addr);
-        assert_eq!(scalar(&pool, "SELECT count(*) FROM dead_letters").await, 0, "{file}");
+        assert_eq!(
+            scalar(&pool, "SELECT count(*) FROM dead_letters").await,
+            0,
+            "{file}"
+        );
         assert_golden_portfolios(&base, file, &g["portfolios"]).await;
 
         if let Some(then) = g.get("then") {
@@ -1143,7 +1147,10 @@ async fn late_dividend_and_late_settings() {
     let late: Vec<&Value> = txs.iter().filter(|t| is_late(t)).collect();
     assert_eq!(late.len(), 1, "the reinvested dividend of div-reinvest");
     let held_back: Vec<&Value> = txs.iter().filter(|t| settings(t)).collect();
-    assert!(!held_back.is_empty(), "the golden book has a settings event");
+    assert!(
+        !held_back.is_empty(),
+        "the golden book has a settings event"
+    );
     let mut sent = 0;
     for t in txs.iter().filter(|t| !is_late(t) && !settings(t)) {
         b.tx(t).await;
@@ -1202,31 +1209,101 @@ async fn every_v2_refusal_is_one_dead_letter_naming_its_field() {
         (base_tx(1, "deposit", json!({"amount": "0"})), "amount"),
         (base_tx(2, "withdrawal", json!({})), "amount"),
         (base_tx(3, "fee", json!({"amount": "-1"})), "amount"),
-        (base_tx(4, "interest", json!({"amount": "10", "tax": "11"})), "tax"),
-        (base_tx(5, "transfer_in", json!({"symbol": "W", "quantity": "0", "price": "1"})), "quantity"),
-        (base_tx(6, "transfer_in", json!({"symbol": "W", "quantity": "1", "price": "1", "cost": "-2"})), "cost"),
-        (base_tx(7, "transfer_out", json!({"quantity": "1", "price": "1"})), "symbol"),
-        (base_tx(8, "dividend", json!({"symbol": "X", "amount": "10", "tax": "6", "fee": "5"})), "amount"),
-        (base_tx(9, "dividend", json!({"symbol": "X", "amount": "10", "pay_date": "2024-05-01"})), "pay_date"),
-        (base_tx(10, "dividend", json!({"symbol": "X", "amount": "10", "reinvest": {"quantity": "0", "price": "1"}})), "reinvest.quantity"),
+        (
+            base_tx(4, "interest", json!({"amount": "10", "tax": "11"})),
+            "tax",
+        ),
+        (
+            base_tx(
+                5,
+                "transfer_in",
+                json!({"symbol": "W", "quantity": "0", "price": "1"}),
+            ),
+            "quantity",
+        ),
+        (
+            base_tx(
+                6,
+                "transfer_in",
+                json!({"symbol": "W", "quantity": "1", "price": "1", "cost": "-2"}),
+            ),
+            "cost",
+        ),
+        (
+            base_tx(7, "transfer_out", json!({"quantity": "1", "price": "1"})),
+            "symbol",
+        ),
+        (
+            base_tx(
+                8,
+                "dividend",
+                json!({"symbol": "X", "amount": "10", "tax": "6", "fee": "5"}),
+            ),
+            "amount",
+        ),
+        (
+            base_tx(
+                9,
+                "dividend",
+                json!({"symbol": "X", "amount": "10", "pay_date": "2024-05-01"}),
+            ),
+            "pay_date",
+        ),
+        (
+            base_tx(
+                10,
+                "dividend",
+                json!({"symbol": "X", "amount": "10", "reinvest": {"quantity": "0", "price": "1"}}),
+            ),
+            "reinvest.quantity",
+        ),
         (base_tx(11, "dividend", json!({"amount": "10"})), "symbol"),
-        (base_tx(12, "portfolio_settings", json!({"cash": "sometimes"})), "cash"),
-        (base_tx(13, "portfolio_settings", json!({"base_currency": "GBX"})), "base_currency"),
-        (base_tx(14, "deposit", json!({"amount": "5", "schema_version": 1})), "type"),
-        (base_tx(15, "buy", json!({"symbol": "A", "quantity": "1", "price": "1", "amount": "1", "schema_version": 1})), "amount"),
+        (
+            base_tx(12, "portfolio_settings", json!({"cash": "sometimes"})),
+            "cash",
+        ),
+        (
+            base_tx(13, "portfolio_settings", json!({"base_currency": "GBX"})),
+            "base_currency",
+        ),
+        (
+            base_tx(14, "deposit", json!({"amount": "5", "schema_version": 1})),
+            "type",
+        ),
+        (
+            base_tx(
+                15,
+                "buy",
+                json!({"symbol": "A", "quantity": "1", "price": "1", "amount": "1", "schema_version": 1}),
+            ),
+            "amount",
+        ),
     ];
     for (v, _) in &bad {
         b.tx(v).await;
     }
-    let good = base_tx(99, "buy", json!({"symbol": "A", "quantity": "1", "price": "10"}));
+    let good = base_tx(
+        99,
+        "buy",
+        json!({"symbol": "A", "quantity": "1", "price": "10"}),
+    );
     b.tx(&good).await;
     let bad_splits: Vec<(Value, &str)> = vec![
-        (json!({"event_id": "00000000-0000-4000-9001-000000000001", "type": "split", "symbol": "A",
-                "ex_date": "2024-05-08", "numerator": 0, "denominator": 1}), "numerator"),
-        (json!({"event_id": "00000000-0000-4000-9001-000000000002", "type": "split", "symbol": "A",
-                "ex_date": "2024-05-08", "numerator": 2, "denominator": 1.5}), "denominator"),
-        (json!({"event_id": "00000000-0000-4000-9001-000000000003", "type": "split", "symbol": "A",
-                "ex_date": "1800-05-08", "numerator": 2, "denominator": 1}), "ex_date"),
+        (
+            json!({"event_id": "00000000-0000-4000-9001-000000000001", "type": "split", "symbol": "A",
+                "ex_date": "2024-05-08", "numerator": 0, "denominator": 1}),
+            "numerator",
+        ),
+        (
+            json!({"event_id": "00000000-0000-4000-9001-000000000002", "type": "split", "symbol": "A",
+                "ex_date": "2024-05-08", "numerator": 2, "denominator": 1.5}),
+            "denominator",
+        ),
+        (
+            json!({"event_id": "00000000-0000-4000-9001-000000000003", "type": "split", "symbol": "A",
+                "ex_date": "1800-05-08", "numerator": 2, "denominator": 1}),
+            "ex_date",
+        ),
     ];
     for (v, _) in &bad_splits {
         b.send(CA, "A", &serde_json::to_vec(v).unwrap()).await;
@@ -1234,8 +1311,10 @@ async fn every_v2_refusal_is_one_dead_letter_naming_its_field() {
     let good_split = json!({"event_id": "00000000-0000-4000-9001-000000000009", "type": "split",
         "symbol": "A", "ex_date": "2024-05-08", "numerator": 2, "denominator": 1, "schema_version": 2});
     // Keyed by another symbol: refused for its key.
-    b.send(CA, "B", &serde_json::to_vec(&good_split).unwrap()).await;
-    b.send(CA, "A", &serde_json::to_vec(&good_split).unwrap()).await;
+    b.send(CA, "B", &serde_json::to_vec(&good_split).unwrap())
+        .await;
+    b.send(CA, "A", &serde_json::to_vec(&good_split).unwrap())
+        .await;
     let sent = (bad.len() + 1 + bad_splits.len() + 2) as i64;
     let svc = start(&pool, kafka(&b.servers(), "bad-v2"), day("2024-05-09")).await;
     caught_up(&pool, "bad-v2", sent, Duration::from_secs(60)).await;
@@ -1257,7 +1336,11 @@ async fn every_v2_refusal_is_one_dead_letter_naming_its_field() {
             "{topic}@{offset}: `{reason}` does not name `{field}`"
         );
     }
-    assert!(reasons.last().unwrap().2.contains("key"), "{:?}", reasons.last());
+    assert!(
+        reasons.last().unwrap().2.contains("key"),
+        "{:?}",
+        reasons.last()
+    );
     // The good buy and the good split count: 1 A at 10, split 2/1 on 05-08.
     let v = get_curve(&format!("http://{}", svc.addr), "bad-v2", "").await;
     let points = v["points"].as_array().unwrap();

@@ -8,8 +8,8 @@ use std::hint::black_box;
 use chrono::{Datelike, Days, NaiveDate};
 use criterion::{criterion_group, criterion_main, Criterion};
 use projections::{
-    fold, resume, statistics, Calendar, PortfolioId, PriceBook, Side, StatsQuery, Symbol,
-    Transaction,
+    fold, resume, statistics, Calendar, Dividend, Kind, PortfolioId, PriceBook, Reinvest, Side,
+    StatsQuery, Symbol, Transaction,
 };
 use rust_decimal::Decimal;
 use uuid::Uuid;
@@ -119,8 +119,102 @@ fn book() -> Book {
     }
 }
 
+/// The v1 book plus what a real account carries: a dividend on every
+/// symbol every quarter (paid two weeks later, every other one reinvested),
+/// a fee every month and two forward splits (trades and closes after an
+/// ex-date in post-split units, so nothing is oversold).
+fn book_v2() -> Book {
+    let mut b = book();
+    let splits = [(0usize, 3 * 365u64, 2u32), (1, 7 * 365, 3)];
+    for (s, at, n) in splits {
+        let symbol = Symbol::parse(&format!("S{s:02}")).unwrap();
+        let ex = b.first + Days::new(at);
+        b.prices.set_split(symbol.clone(), ex, n, 1);
+        for t in &mut b.transactions {
+            if let Kind::Buy(tr) | Kind::Sell(tr) = &mut t.kind {
+                if tr.symbol == symbol && t.trade_date >= ex {
+                    tr.quantity *= Decimal::from(n);
+                    tr.price /= Decimal::from(n);
+                }
+            }
+        }
+        let mut d = ex;
+        while d <= b.last {
+            if let Some(c) = b
+                .prices
+                .close_on_or_before(&symbol, d)
+                .filter(|_| d.weekday().number_from_monday() <= 5)
+            {
+                b.prices.insert(symbol.clone(), d, c / Decimal::from(n));
+            }
+            d = d + Days::new(1);
+        }
+    }
+    let portfolio = PortfolioId::parse("bench-1").unwrap();
+    let mut seq = b.transactions.len() as i64;
+    let mut push = |b: &mut Book, day: NaiveDate, kind: Kind| {
+        seq += 1;
+        b.transactions.push(Transaction {
+            event_id: Uuid::from_u128(seq as u128 + 1),
+            portfolio_id: portfolio.clone(),
+            trade_date: day,
+            occurred_at: None,
+            seq,
+            kind,
+        });
+    };
+    for month in 0..(DAYS / 30) {
+        let day = b.first + Days::new(month * 30 + 3);
+        push(
+            &mut b,
+            day,
+            Kind::Fee {
+                amount: Decimal::new(995, 2),
+                symbol: None,
+            },
+        );
+        if month % 3 != 0 {
+            continue;
+        }
+        for s in 0..SYMBOLS {
+            let symbol = Symbol::parse(&format!("S{s:02}")).unwrap();
+            let pay = day + Days::new(14);
+            let reinvest = (s % 2 == 0)
+                .then(|| b.prices.close_on_or_before(&symbol, pay))
+                .flatten()
+                .map(|price| Reinvest {
+                    quantity: Decimal::ONE,
+                    price,
+                });
+            push(
+                &mut b,
+                day,
+                Kind::Dividend(Dividend {
+                    symbol,
+                    amount: Decimal::new(12_345, 2),
+                    tax: Decimal::new(1_851, 2),
+                    fee: Decimal::ZERO,
+                    pay_date: pay,
+                    reinvest,
+                }),
+            );
+        }
+    }
+    b
+}
+
 fn benches(c: &mut Criterion) {
     let b = book();
+    let b2 = book_v2();
+    let full2 = fold(&b2.transactions, &b2.prices, b2.last).unwrap();
+    assert!(full2.inconsistency.is_none(), "{:?}", full2.inconsistency);
+    assert_eq!(full2.records.len() as u64, DAYS);
+    eprintln!(
+        "events: v1 book {}, v2 book {} (per-event ratio = time ratio × {:.4})",
+        b.transactions.len(),
+        b2.transactions.len(),
+        b.transactions.len() as f64 / b2.transactions.len() as f64
+    );
     let full = fold(&b.transactions, &b.prices, b.last).unwrap();
     assert!(full.inconsistency.is_none());
     assert_eq!(full.records.len() as u64, DAYS);
@@ -157,6 +251,9 @@ fn benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("fold");
     g.bench_function("full_fold", |bench| {
         bench.iter(|| fold(black_box(&b.transactions), &b.prices, b.last).unwrap())
+    });
+    g.bench_function("full_fold_v2_book", |bench| {
+        bench.iter(|| fold(black_box(&b2.transactions), &b2.prices, b2.last).unwrap())
     });
     g.bench_function("resume_one_event_today", |bench| {
         bench.iter(|| resume(black_box(&prev), black_box(&today), &b.prices, b.last).unwrap())

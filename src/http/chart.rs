@@ -1030,14 +1030,26 @@ fn write_stats(h: &mut String, s: &Statistics, q: &HistoryQuery) {
 /// the portfolio earned so far besides price moves.
 fn write_last_day(h: &mut String, p: &crate::query::Point) {
     let rows: [(&str, &str, &str); 8] = [
-        ("Market value", &p.market_value, "holdings + cash + receivable"),
+        (
+            "Market value",
+            &p.market_value,
+            "holdings + cash + receivable",
+        ),
         ("Holdings", &p.holdings_value, "quantity \u{d7} price"),
         ("Cash", &p.cash, "0 unless the portfolio tracks cash"),
-        ("Receivable", &p.receivable, "dividends past their ex-date, not yet paid"),
+        (
+            "Receivable",
+            &p.receivable,
+            "dividends past their ex-date, not yet paid",
+        ),
         ("Cost", &p.cost, "moving-average cost of the open positions"),
         ("Profit", &p.profit, "value + money out \u{2212} money in"),
         ("Income", &p.income, "net dividends and interest so far"),
-        ("Realized P&L", &p.realized_pnl, "sells' proceeds less the cost they released"),
+        (
+            "Realized P&L",
+            &p.realized_pnl,
+            "sells' proceeds less the cost they released",
+        ),
     ];
     let _ = writeln!(
         h,

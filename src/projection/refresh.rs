@@ -128,7 +128,10 @@ fn start_of(p: &PortfolioRow, from: NaiveDate) -> Start {
         if let Ok(state) = serde_json::from_value::<DayState>(base.clone()) {
             // A settings change marks the whole history, so a base state
             // still in use has the portfolio's cash mode.
-            if state.date < from && state.date >= pred(p.first_day) && state.cash_mode == p.cash_mode {
+            if state.date < from
+                && state.date >= pred(p.first_day)
+                && state.cash_mode == p.cash_mode
+            {
                 return Start::State(state);
             }
         }
@@ -241,7 +244,9 @@ fn ready(
     let (before, after): (Vec<Transaction>, Vec<Transaction>) =
         mine.into_iter().partition(|t| t.trade_date <= day);
     let rebuilt = stored.get(&pl.p.portfolio_id).and_then(|row| {
-        let mut state = projections::replay(&initial, &before, book, day).ok()?.ok()?;
+        let mut state = projections::replay(&initial, &before, book, day)
+            .ok()?
+            .ok()?;
         (state.date == day && state.started).then(|| {
             state.market_value = row.market_value_exact;
             state.nav = row.nav_exact;

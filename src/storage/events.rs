@@ -522,9 +522,9 @@ fn kind_of(r: &sqlx::postgres::PgRow) -> anyhow::Result<Kind> {
     };
     let symbol = || -> anyhow::Result<Symbol> {
         let s: Option<&str> = r.get(3);
-        Ok(Symbol::parse(
-            s.ok_or_else(|| anyhow::anyhow!("stored {name} without symbol"))?,
-        )?)
+        Ok(Symbol::parse(s.ok_or_else(|| {
+            anyhow::anyhow!("stored {name} without symbol")
+        })?)?)
     };
     let opt_symbol = || -> anyhow::Result<Option<Symbol>> {
         Ok(r.get::<Option<&str>, _>(3).map(Symbol::parse).transpose()?)
@@ -595,7 +595,10 @@ fn kind_of(r: &sqlx::postgres::PgRow) -> anyhow::Result<Kind> {
             pay_date: r
                 .get::<Option<NaiveDate>, _>(13)
                 .ok_or_else(|| anyhow::anyhow!("stored dividend without pay_date"))?,
-            reinvest: match (r.get::<Option<Decimal>, _>(14), r.get::<Option<Decimal>, _>(15)) {
+            reinvest: match (
+                r.get::<Option<Decimal>, _>(14),
+                r.get::<Option<Decimal>, _>(15),
+            ) {
                 (Some(quantity), Some(price)) => Some(Reinvest { quantity, price }),
                 _ => None,
             },
@@ -655,8 +658,14 @@ async fn store_splits(
     let eid: Vec<Uuid> = fresh.iter().map(|(s, _, _)| s.event_id).collect();
     let sym: Vec<&str> = fresh.iter().map(|(s, _, _)| s.symbol.as_str()).collect();
     let day: Vec<NaiveDate> = fresh.iter().map(|(s, _, _)| s.ex_date).collect();
-    let num: Vec<i64> = fresh.iter().map(|(s, _, _)| i64::from(s.numerator)).collect();
-    let den: Vec<i64> = fresh.iter().map(|(s, _, _)| i64::from(s.denominator)).collect();
+    let num: Vec<i64> = fresh
+        .iter()
+        .map(|(s, _, _)| i64::from(s.numerator))
+        .collect();
+    let den: Vec<i64> = fresh
+        .iter()
+        .map(|(s, _, _)| i64::from(s.denominator))
+        .collect();
     let fp: Vec<&str> = fresh.iter().map(|(_, _, f)| f.as_str()).collect();
     let topic: Vec<&str> = fresh.iter().map(|(_, s, _)| s.topic.as_str()).collect();
     let part: Vec<i32> = fresh.iter().map(|(_, s, _)| s.partition).collect();

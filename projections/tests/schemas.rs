@@ -10,8 +10,9 @@
 //! refuse them, naming the field. So every event navd accepts is valid
 //! against its schema, and the schemas refuse nothing navd accepts.
 //!
-//! The golden books' events go through both as well, and mutated schemas
-//! show that the corpus notices a schema drifting from the parser.
+//! The golden books' events and the examples of docs/events.md go through
+//! both as well, and mutated schemas show that the corpus notices a schema
+//! drifting from the parser.
 
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::Validator;
@@ -1360,6 +1361,80 @@ fn the_golden_events_are_valid_against_the_schemas() {
     assert!(corpus.0.len() > 200, "{} golden events", corpus.0.len());
     let failures = disagreements(&schemas, &corpus.0);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+const EVENTS_MD: &str = include_str!("../../docs/events.md");
+
+/// The examples of docs/events.md: its JSON blocks (topic told by their
+/// content) and its kcat lines (topic from `-t`, with their key).
+fn doc_examples() -> Vec<(Topic, Option<String>, String)> {
+    let topic_named = |name: &str| match name {
+        "nav.transactions" => Topic::Transactions,
+        "nav.prices" => Topic::Prices,
+        "nav.corporate_actions" => Topic::CorporateActions,
+        other => panic!("unknown topic {other}"),
+    };
+    let mut out = Vec::new();
+    let mut lines = EVENTS_MD.lines();
+    while let Some(line) = lines.next() {
+        if line == "```json" {
+            let block: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+            let text = block.join("\n");
+            let v: Value = serde_json::from_str(&text).expect("a JSON example");
+            let topic = if v.get("close").is_some() {
+                Topic::Prices
+            } else if v["type"] == "split" {
+                Topic::CorporateActions
+            } else {
+                Topic::Transactions
+            };
+            out.push((topic, None, text));
+        } else if let Some(rest) = line.strip_prefix("echo '") {
+            let (key, tail) = rest.split_once('|').expect("a key");
+            let payload = tail.rsplit_once('\'').expect("a closing quote").0;
+            let next = lines.next().expect("the kcat line");
+            let topic = next
+                .split_whitespace()
+                .skip_while(|w| *w != "-t")
+                .nth(1)
+                .expect("a topic");
+            out.push((
+                topic_named(topic),
+                Some(key.to_string()),
+                payload.to_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// Every example of docs/events.md is accepted by its schema and its
+/// parser, and a kcat line's key is the event's own.
+#[test]
+fn the_examples_of_the_docs_are_valid() {
+    let values = schema_values();
+    let schemas = Schemas::compile([&values[0], &values[1], &values[2]]);
+    let examples = doc_examples();
+    assert!(examples.len() >= 12, "{} examples", examples.len());
+    let mut kinds = Vec::new();
+    for (topic, key, payload) in &examples {
+        if let Err(errors) = schema_verdict(&schemas, *topic, payload) {
+            panic!("{payload}: {}", describe(&errors));
+        }
+        let kind = parser_verdict(*topic, payload).unwrap_or_else(|e| panic!("{payload}: {e}"));
+        kinds.push(kind);
+        if let Some(key) = key {
+            let v: Value = serde_json::from_str(payload).unwrap();
+            let own = match topic {
+                Topic::Transactions => &v["portfolio_id"],
+                Topic::Prices | Topic::CorporateActions => &v["symbol"],
+            };
+            assert_eq!(own, key.as_str(), "the key of {payload}");
+        }
+    }
+    for kind in ["buy", "dividend", "price", "split"] {
+        assert!(kinds.contains(&kind), "no {kind} example: {kinds:?}");
+    }
 }
 
 /// The branch of the transactions schema whose `$comment` starts with

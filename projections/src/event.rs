@@ -17,11 +17,17 @@
 //! - Unknown fields are accepted and ignored, so producers can add fields
 //!   without breaking consumers; a known field given twice is refused (the
 //!   two values would be ambiguous).
-//! - `type` is case-sensitive (`buy` / `sell`); `event_id` must be the
-//!   hyphenated 36-character UUID form (any hex case).
-//! - `schema_version` must be the number `1` or the string `"1"`; anything
-//!   else, `1.0` included, is [`EventError::UnsupportedVersion`]. A price
-//!   event may carry it too, with the same rule.
+//! - `type` is case-sensitive; `event_id` must be the hyphenated
+//!   36-character UUID form (any hex case).
+//! - `schema_version` must be the number `1` or `2` (or the string `"1"` /
+//!   `"2"`); anything else, `1.0` included, is
+//!   [`EventError::UnsupportedVersion`]. Absent means 1. Version 1 knows
+//!   `buy` and `sell` only: a version-1 transaction of another type, or
+//!   carrying a field version 2 added (`amount`, `tax`, `cost`, `pay_date`,
+//!   `reinvest`, `cash`, `base_currency`), is refused naming it. Price and
+//!   split events may carry either version; it changes nothing for them.
+//! - Fields that belong to other types are ignored (`quantity` on a
+//!   deposit), like unknown fields.
 //! - Dates are exactly `YYYY-MM-DD`; `occurred_at` is RFC 3339 with an
 //!   offset, converted to UTC. No date (nor `occurred_at`'s day) may lie
 //!   before [`Rules::earliest`] (default 1900-01-01): a buy dated year 1

@@ -174,17 +174,15 @@ pub async fn read_history(
         .ok_or(QueryError::NotFound)?;
     let rows = storage::load_history(&mut tx, id, q.from, q.to).await?;
     // W0, the NAV the statistics start from: that of the day before the
-    // first record read (1 when there is none, i.e. the range starts at D0).
-    let (w0, w0_date) = match rows.first() {
+    // first record read (1 when there is none, i.e. the range starts at D0),
+    // with that day's value and flow totals for the money-weighted figures.
+    let (before, w0_date) = match rows.first() {
         Some(first) => {
             let day = first.record.date.pred_opt().expect("date in range");
-            let w0 = storage::history_row(&mut tx, id, day)
-                .await?
-                .map_or(Decimal::ONE, |r| r.nav_exact);
-            (w0, day)
+            (storage::history_row(&mut tx, id, day).await?, day)
         }
         None => (
-            Decimal::ONE,
+            None,
             q.from
                 .unwrap_or(p.first_day)
                 .pred_opt()
@@ -201,7 +199,9 @@ pub async fn read_history(
         let _span = span.enter();
         let series: Vec<(NaiveDate, Decimal)> =
             rows.iter().map(|r| (r.record.date, r.nav_exact)).collect();
-        let statistics = projections::statistics(w0, w0_date, &series, &q.stats);
+        let w0 = before.as_ref().map_or(Decimal::ONE, |r| r.nav_exact);
+        let mut statistics = projections::statistics(w0, w0_date, &series, &q.stats);
+        money_weighted(&mut statistics, before.as_ref(), w0_date, &rows);
         History {
             portfolio_id: id,
             from: q.from.or(rows.first().map(|r| r.record.date)),
@@ -216,4 +216,38 @@ pub async fn read_history(
     })
     .await
     .map_err(|e| QueryError::Failed(e.into()))
+}
+
+/// Fills the money-weighted figures of `statistics` from the range's rows:
+/// V and the day's In and Out (differences of the exact running totals),
+/// starting from the stored day before the range (none: V_0 = 0).
+fn money_weighted(
+    statistics: &mut projections::Statistics,
+    before: Option<&HistoryRow>,
+    v0_date: NaiveDate,
+    rows: &[HistoryRow],
+) {
+    let (v0, mut cum_in, mut cum_out) = before.map_or(
+        (Decimal::ZERO, Decimal::ZERO, Decimal::ZERO),
+        |r| (r.market_value_exact, r.record.cum_in, r.record.cum_out),
+    );
+    let mut days = Vec::with_capacity(rows.len());
+    for r in rows {
+        let (Some(inflow), Some(outflow)) = (
+            r.record.cum_in.checked_sub(cum_in),
+            r.record.cum_out.checked_sub(cum_out),
+        ) else {
+            return;
+        };
+        days.push(projections::FlowDay {
+            date: r.record.date,
+            value: r.market_value_exact,
+            inflow,
+            outflow,
+        });
+        cum_in = r.record.cum_in;
+        cum_out = r.record.cum_out;
+    }
+    statistics.money_weighted_return = projections::money_weighted_return(v0, v0_date, &days);
+    statistics.modified_dietz = projections::modified_dietz(v0, &days);
 }

@@ -1315,7 +1315,13 @@ async fn every_v2_refusal_is_one_dead_letter_naming_its_field() {
         .await;
     b.send(CA, "A", &serde_json::to_vec(&good_split).unwrap())
         .await;
-    let sent = (bad.len() + 1 + bad_splits.len() + 2) as i64;
+    // A redelivery is ignored; the same id with other content is refused.
+    b.send(CA, "A", &serde_json::to_vec(&good_split).unwrap())
+        .await;
+    let mut reused = good_split.clone();
+    reused["numerator"] = json!(3);
+    b.send(CA, "A", &serde_json::to_vec(&reused).unwrap()).await;
+    let sent = (bad.len() + 1 + bad_splits.len() + 4) as i64;
     let svc = start(&pool, kafka(&b.servers(), "bad-v2"), day("2024-05-09")).await;
     caught_up(&pool, "bad-v2", sent, Duration::from_secs(60)).await;
     let reasons: Vec<(String, i64, String)> = sqlx::query_as(
@@ -1329,17 +1335,19 @@ async fn every_v2_refusal_is_one_dead_letter_naming_its_field() {
         .map(|(_, f)| *f)
         .chain(bad_splits.iter().map(|(_, f)| *f))
         .collect();
-    assert_eq!(reasons.len(), expected.len() + 1, "{reasons:#?}");
+    assert_eq!(reasons.len(), expected.len() + 2, "{reasons:#?}");
     for ((topic, offset, reason), field) in reasons.iter().zip(&expected) {
         assert!(
             reason.contains(&format!("`{field}`")),
             "{topic}@{offset}: `{reason}` does not name `{field}`"
         );
     }
+    let n = reasons.len();
+    assert!(reasons[n - 2].2.contains("key"), "{:?}", reasons[n - 2]);
     assert!(
-        reasons.last().unwrap().2.contains("key"),
+        reasons[n - 1].2.contains("already used"),
         "{:?}",
-        reasons.last()
+        reasons[n - 1]
     );
     // The good buy and the good split count: 1 A at 10, split 2/1 on 05-08.
     let v = get_curve(&format!("http://{}", svc.addr), "bad-v2", "").await;
@@ -1347,5 +1355,62 @@ async fn every_v2_refusal_is_one_dead_letter_naming_its_field() {
     assert_eq!(points.len(), 3);
     assert_eq!(points[2]["market_value"], "10.00000000");
     assert_eq!(scalar(&pool, "SELECT count(*) FROM splits").await, 1);
+    stop(svc).await;
+}
+
+/// A dividend whose pay date lies after today stays receivable, and is
+/// paid by the refresh of the day it falls due, when the service's today
+/// reaches it (a restart with a later clock here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dividend_is_paid_when_its_day_comes() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(1, 1);
+    let id = |n: u32| format!("00000000-0000-4000-9100-{n:012}");
+    b.tx(&json!({"event_id": id(1), "type": "buy", "portfolio_id": "div-later", "symbol": "D",
+        "quantity": "10", "price": "20", "trade_date": "2024-05-01"}))
+        .await;
+    b.tx(&json!({"event_id": id(2), "type": "dividend", "portfolio_id": "div-later", "symbol": "D",
+        "amount": "30", "tax": "4.5", "trade_date": "2024-05-02", "pay_date": "2024-05-06",
+        "schema_version": 2}))
+        .await;
+    b.price(&json!({"symbol": "D", "date": "2024-05-01", "close": "20"})).await;
+    let svc = start(&pool, kafka(&b.servers(), "div-later"), day("2024-05-04")).await;
+    caught_up(&pool, "div-later", 3, Duration::from_secs(60)).await;
+    let base = format!("http://{}", svc.addr);
+    let v = get_curve(&base, "div-later", "").await;
+    let last = v["points"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["date"], "2024-05-04");
+    assert_eq!(last["receivable"], "25.50000000");
+    assert_eq!(last["income"], "25.50000000");
+    assert_eq!(last["market_value"], "225.50000000");
+    stop(svc).await;
+
+    let svc = start(&pool, kafka(&b.servers(), "div-later"), day("2024-05-07")).await;
+    // The day roll: the worker brings the portfolio through the new today.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let through: Option<chrono::NaiveDate> = sqlx::query_scalar(
+            "SELECT computed_through FROM portfolios WHERE portfolio_id = 'div-later'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if through == Some(day("2024-05-07")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not rolled to 2024-05-07: {through:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let base = format!("http://{}", svc.addr);
+    let v = get_curve(&base, "div-later", "").await;
+    let points = v["points"].as_array().unwrap();
+    let paid = points.iter().find(|p| p["date"] == "2024-05-06").unwrap();
+    assert_eq!(paid["receivable"], "0.00000000");
+    // Without cash tracking the paid dividend leaves the portfolio.
+    assert_eq!(paid["net_flow"], "-25.50000000");
+    assert_eq!(paid["market_value"], "200.00000000");
+    assert_eq!(paid["daily_return"], "0.000000000000");
+    let before = points.iter().find(|p| p["date"] == "2024-05-05").unwrap();
+    assert_eq!(before["receivable"], "25.50000000");
     stop(svc).await;
 }

@@ -16,6 +16,7 @@ pub mod decimal;
 pub mod event;
 mod exact;
 pub mod fold;
+pub mod money;
 pub mod stats;
 pub mod types;
 
@@ -28,6 +29,7 @@ pub use fold::{
     cash_mode_of, fold, replay, resume, DayState, FoldError, FoldOutput, Folder, Inconsistency,
     Position, PriceBook, Receivable, Status,
 };
+pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};
 pub use stats::{statistics, Calendar, Statistics, StatsQuery};
 pub use types::{
     CashMode, ClosePrice, Currency, DailyRecord, Dividend, Kind, PortfolioId, Reinvest, Side,

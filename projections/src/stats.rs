@@ -59,6 +59,16 @@ pub struct Statistics {
     pub annual_return: Option<f64>,
     pub calmar_ratio: Option<f64>,
     pub observations: usize,
+    /// XIRR of the range's external flows ([`crate::money`]); set by
+    /// callers that have the flows, `None` otherwise.
+    #[serde(default)]
+    pub money_weighted_return: Option<f64>,
+    /// Modified Dietz return of the range; as `money_weighted_return`.
+    #[serde(default)]
+    pub modified_dietz: Option<f64>,
+    /// Monthly and yearly returns over every record of the range.
+    #[serde(default)]
+    pub periods: crate::money::Periods,
 }
 
 /// Statistics of `series` (the range's records as (day, exact NAV),
@@ -134,6 +144,9 @@ pub fn statistics(
         annual_return,
         calmar_ratio,
         observations: n,
+        money_weighted_return: None,
+        modified_dietz: None,
+        periods: crate::money::periods(w0, series),
     }
 }
 

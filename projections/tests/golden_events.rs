@@ -10,8 +10,9 @@ use std::str::FromStr;
 
 use chrono::NaiveDate;
 use projections::{
-    fold, money_text, parse_price, parse_split, parse_transaction, ratio_text, statistics,
-    Calendar, DailyRecord, PriceBook, StatsQuery, Transaction,
+    fold, modified_dietz, money_text, money_weighted_return, parse_price, parse_split,
+    parse_transaction, ratio_text, statistics, Calendar, DailyRecord, FlowDay, PriceBook,
+    StatsQuery, Transaction,
 };
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -173,7 +174,25 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
                 .filter(|r| r.date >= from && r.date <= to)
                 .map(|r| (r.date, r.net_value))
                 .collect();
-            let s = statistics(w0, w0_date, &series, &query);
+            let mut s = statistics(w0, w0_date, &series, &query);
+            // The money-weighted figures from the records' values and flows.
+            let before = out.records.iter().find(|r| r.date == w0_date);
+            let (v0, mut cin, mut cout) = before.map_or(
+                (Decimal::ZERO, Decimal::ZERO, Decimal::ZERO),
+                |r| (r.market_value, r.cum_in, r.cum_out),
+            );
+            let mut days = Vec::new();
+            for r in out.records.iter().filter(|r| r.date >= from && r.date <= to) {
+                days.push(FlowDay {
+                    date: r.date,
+                    value: r.market_value,
+                    inflow: r.cum_in - cin,
+                    outflow: r.cum_out - cout,
+                });
+                (cin, cout) = (r.cum_in, r.cum_out);
+            }
+            s.money_weighted_return = money_weighted_return(v0, w0_date, &days);
+            s.modified_dietz = modified_dietz(v0, &days);
             let e = &block["statistics"];
             let ctx = format!("{ctx} {q}");
             close(
@@ -193,6 +212,19 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
                 Some(s.total_return),
                 &e["total_return"],
             );
+            if e.get("money_weighted_return").is_some() {
+                close(&format!("{ctx} mwr"), s.money_weighted_return, &e["money_weighted_return"]);
+                close(&format!("{ctx} dietz"), s.modified_dietz, &e["modified_dietz"]);
+                for (kind, got) in [("monthly", &s.periods.monthly), ("yearly", &s.periods.yearly)] {
+                    let want = e["periods"][kind].as_array().unwrap();
+                    assert_eq!(got.len(), want.len(), "{ctx} {kind} periods");
+                    for (g, w) in got.iter().zip(want) {
+                        assert_eq!(g.period, w["period"].as_str().unwrap(), "{ctx}");
+                        assert_eq!(g.partial, w["partial"].as_bool().unwrap(), "{ctx} {}", g.period);
+                        close(&format!("{ctx} {}", g.period), Some(g.value), &w["return"]);
+                    }
+                }
+            }
             let peak = (!e["max_drawdown_peak"].is_null()).then(|| date(&e["max_drawdown_peak"]));
             assert_eq!(s.max_drawdown_peak, peak, "{ctx} peak");
             assert_eq!(
@@ -234,6 +266,14 @@ fn dividends() {
     golden(
         "dividends",
         include_str!("../../fixtures/golden/dividends.json"),
+    );
+}
+
+#[test]
+fn money_weighted_and_periods() {
+    golden(
+        "mwr-and-periods",
+        include_str!("../../fixtures/golden/mwr-and-periods.json"),
     );
 }
 

@@ -953,7 +953,7 @@ fn render_page(
 
 fn write_stats(h: &mut String, s: &Statistics, q: &HistoryQuery) {
     let not_recovered = s.max_drawdown < 0.0 && s.max_drawdown_recovery.is_none();
-    let rows: [(&str, String, &str); 12] = [
+    let rows: [(&str, String, &str); 14] = [
         (
             "Total return",
             pct(s.total_return),
@@ -991,6 +991,16 @@ fn write_stats(h: &mut String, s: &Statistics, q: &HistoryQuery) {
             "Calmar ratio",
             opt(s.calmar_ratio, ratio),
             "annual return / |max drawdown|",
+        ),
+        (
+            "Money-weighted return",
+            opt(s.money_weighted_return, pct),
+            "annual rate your deposits and withdrawals earned (XIRR)",
+        ),
+        (
+            "Modified Dietz",
+            opt(s.modified_dietz, pct),
+            "the range's gain over its time-weighted capital",
         ),
         (
             "Observations",
@@ -1213,6 +1223,9 @@ mod tests {
                 annual_return: Some(0.157),
                 calmar_ratio: Some(1.27),
                 observations: 782,
+                money_weighted_return: Some(0.0912),
+                modified_dietz: Some(0.0877),
+                periods: Default::default(),
             },
         };
         let q = HistoryQuery::parse(Some("from=2021-01-01&calendar=all")).unwrap();
@@ -1234,6 +1247,7 @@ mod tests {
         assert!(html.contains("-12.34%") && html.contains("15.67%") && html.contains("0.81"));
         assert!(html.contains("not recovered yet"));
         assert!(html.contains("Realized P&amp;L"));
+        assert!(html.contains("9.12%") && html.contains("8.77%"));
         assert!(html.contains("<td class=\"num\">12.50000000</td>"));
         assert!(html.contains("<td class=\"num\">3.25000000</td>"));
         assert!(html.contains("<option value=\"all\" selected>"));

@@ -9,7 +9,7 @@ use utoipa::{Modify, OpenApi};
 use super::admin::{DeadLetterPage, DeadLetterView, ReplayResponse};
 use super::error::Problem;
 use super::schema::{
-    BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse, StatisticsDoc,
+    BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse, PeriodReturnDoc, PeriodsDoc, StatisticsDoc,
 };
 use crate::query::Point;
 use crate::query::PortfolioStatus;
@@ -89,6 +89,8 @@ impl Modify for BodiesAreObjects {
         Point,
         PortfolioStatus,
         StatisticsDoc,
+        PeriodsDoc,
+        PeriodReturnDoc,
         BackfillBody,
         BackfillResponse,
         CalculateResponse,

@@ -121,4 +121,35 @@ pub struct StatisticsDoc {
     annual_return: Option<f64>,
     calmar_ratio: Option<f64>,
     observations: u64,
+    /// XIRR (actual/365) of the range's external flows, with V before the
+    /// range as the first flow and V of its last day as the last; the root
+    /// nearest 0, null when the flows have one sign or no root lies in
+    /// (−0.999999, 10^6).
+    money_weighted_return: Option<f64>,
+    /// Modified Dietz return of the range; null when its denominator is ≤ 0.
+    modified_dietz: Option<f64>,
+    periods: PeriodsDoc,
+}
+
+/// Monthly and yearly returns over every record of the range.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[derive(Debug)]
+pub struct PeriodsDoc {
+    monthly: Vec<PeriodReturnDoc>,
+    yearly: Vec<PeriodReturnDoc>,
+}
+
+/// A period's return: the NAV of its last record in the range over the
+/// NAV before its first, − 1.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[derive(Debug)]
+pub struct PeriodReturnDoc {
+    /// `YYYY-MM` or `YYYY`.
+    period: String,
+    #[schema(rename = "return")]
+    value: f64,
+    /// The range does not cover the whole period.
+    partial: bool,
 }

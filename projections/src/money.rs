@@ -1,0 +1,310 @@
+//! What the portfolio's money earned, beside the time-weighted figures of
+//! [`crate::stats`]: the money-weighted return (XIRR, actual/365), the
+//! modified Dietz return, and the monthly and yearly returns of a range
+//! (docs/valuation.md).
+//!
+//! All three look at every record of the range, whatever calendar the
+//! time-weighted statistics sample.
+//!
+//! The XIRR solver never hangs and never returns a non-root: it looks for
+//! sign changes of the net present value on a fixed grid of rates from
+//! −0.999999 to 10^6 (the sums compared in logarithms, so no power
+//! overflows), bisects each bracket to 1e−13, and answers the root nearest
+//! 0, or nothing when the flows all have one sign or no bracket exists.
+
+use chrono::{Datelike, NaiveDate};
+use rust_decimal::prelude::ToPrimitive;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+/// One record's money: its value and the day's external flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowDay {
+    pub date: NaiveDate,
+    /// V(d), exact.
+    pub value: Decimal,
+    /// In(d) and Out(d).
+    pub inflow: Decimal,
+    pub outflow: Decimal,
+}
+
+/// The money-weighted return of a range: the annual rate x > −1 with
+/// Σ CF_i · (1 + x)^(−(t_i − t_0)/365) = 0, the flows being −V_0 on
+/// `v0_date` (when V_0 ≠ 0), −In(d) + Out(d) on each day and +V_n on the
+/// last. The root nearest 0; `None` when the flows have one sign or no
+/// root lies in (−0.999999, 10^6).
+pub fn money_weighted_return(v0: Decimal, v0_date: NaiveDate, days: &[FlowDay]) -> Option<f64> {
+    let last = days.last()?;
+    let mut flows: Vec<(i64, f64)> = Vec::with_capacity(days.len() + 1);
+    if !v0.is_zero() {
+        flows.push((0, -v0.to_f64()?));
+    }
+    for d in days {
+        let mut cf = d.outflow.checked_sub(d.inflow)?;
+        if d.date == last.date {
+            cf = cf.checked_add(d.value)?;
+        }
+        if !cf.is_zero() {
+            flows.push(((d.date - v0_date).num_days(), cf.to_f64()?));
+        }
+    }
+    let t0 = flows.first()?.0;
+    let flows: Vec<(f64, f64)> = flows
+        .into_iter()
+        .map(|(t, cf)| ((t - t0) as f64 / 365.0, cf))
+        .collect();
+    if flows.iter().all(|f| f.1 > 0.0) || flows.iter().all(|f| f.1 < 0.0) {
+        return None;
+    }
+    xirr(&flows)
+}
+
+/// The sign of the net present value at ln(1 + x) = `g`, from the
+/// logarithms of the positive and the negative parts (log-sum-exp), so that
+/// no term overflows whatever the rate and the span.
+fn npv_sign(flows: &[(f64, f64)], g: f64) -> std::cmp::Ordering {
+    let log_sum = |positive: bool| -> f64 {
+        let terms: Vec<f64> = flows
+            .iter()
+            .filter(|(_, cf)| (*cf > 0.0) == positive && *cf != 0.0)
+            .map(|(t, cf)| cf.abs().ln() - t * g)
+            .collect();
+        let Some(max) = terms.iter().copied().reduce(f64::max) else {
+            return f64::NEG_INFINITY;
+        };
+        max + terms.iter().map(|x| (x - max).exp()).sum::<f64>().ln()
+    };
+    let (p, n) = (log_sum(true), log_sum(false));
+    p.partial_cmp(&n).unwrap_or(std::cmp::Ordering::Equal)
+}
+
+fn xirr(flows: &[(f64, f64)]) -> Option<f64> {
+    const LO: f64 = -0.999_999;
+    const HI: f64 = 1e6;
+    const STEPS: usize = 4000;
+    let (glo, ghi) = ((1.0 + LO).ln(), (1.0 + HI).ln());
+    let at = |k: usize| glo + (ghi - glo) * k as f64 / STEPS as f64;
+    let mut best: Option<f64> = None;
+    let mut consider = |x: f64| {
+        if best.is_none_or(|b| x.abs() < b.abs()) {
+            best = Some(x);
+        }
+    };
+    let mut prev = npv_sign(flows, at(0));
+    for k in 1..=STEPS {
+        let g = at(k);
+        let s = npv_sign(flows, g);
+        if s == std::cmp::Ordering::Equal {
+            consider(g.exp_m1());
+        } else if prev != std::cmp::Ordering::Equal && s != prev {
+            // Bisect on the rate itself, to an absolute 1e-13.
+            let (mut a, mut b) = (at(k - 1).exp_m1(), g.exp_m1());
+            let sa = prev;
+            for _ in 0..200 {
+                if b - a <= 1e-13 {
+                    break;
+                }
+                let m = a + (b - a) / 2.0;
+                let sm = npv_sign(flows, m.ln_1p());
+                if sm == std::cmp::Ordering::Equal {
+                    a = m;
+                    b = m;
+                    break;
+                }
+                if sm == sa {
+                    a = m;
+                } else {
+                    b = m;
+                }
+            }
+            consider(a + (b - a) / 2.0);
+        }
+        prev = s;
+    }
+    best
+}
+
+/// The modified Dietz return of a range of n days with flows on day j
+/// (1-based): (V_n − V_0 − ΣIn + ΣOut) / (V_0 + Σ In_j·(n−j+1)/n −
+/// Σ Out_j·(n−j)/n); `None` when the denominator is ≤ 0. Computed exactly
+/// (both sides scaled by n) and converted once.
+pub fn modified_dietz(v0: Decimal, days: &[FlowDay]) -> Option<f64> {
+    let last = days.last()?;
+    let n = Decimal::from(days.len());
+    let mut gain = last.value.checked_sub(v0)?;
+    let mut weighted = v0.checked_mul(n)?;
+    for (i, d) in days.iter().enumerate() {
+        let j = Decimal::from(i + 1);
+        gain = gain.checked_sub(d.inflow)?.checked_add(d.outflow)?;
+        weighted = weighted
+            .checked_add(d.inflow.checked_mul(n - j + Decimal::ONE)?)?
+            .checked_sub(d.outflow.checked_mul(n - j)?)?;
+    }
+    if weighted <= Decimal::ZERO {
+        return None;
+    }
+    gain.checked_mul(n)?.checked_div(weighted)?.to_f64()
+}
+
+/// One month's or year's return within a range.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeriodReturn {
+    /// `2024-03` or `2024`.
+    pub period: String,
+    #[serde(rename = "return")]
+    pub value: f64,
+    /// The range's records do not cover the whole period.
+    pub partial: bool,
+}
+
+/// Monthly and yearly returns of a range.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Periods {
+    pub monthly: Vec<PeriodReturn>,
+    pub yearly: Vec<PeriodReturn>,
+}
+
+/// The returns of each month and year the range's records touch: NAV of
+/// the period's last record in the range over the NAV before its first
+/// (the previous period's last, or `w0` for the first) − 1. `series` holds
+/// every record of the range, ascending.
+pub fn periods(w0: Decimal, series: &[(NaiveDate, Decimal)]) -> Periods {
+    let month = |d: NaiveDate| (d.year(), d.month());
+    Periods {
+        monthly: by(w0, series, month, |&(y, m)| {
+            let first = NaiveDate::from_ymd_opt(y, m, 1).expect("a month");
+            let next = if m == 12 {
+                NaiveDate::from_ymd_opt(y + 1, 1, 1)
+            } else {
+                NaiveDate::from_ymd_opt(y, m + 1, 1)
+            }
+            .expect("a month");
+            (format!("{y:04}-{m:02}"), first, next.pred_opt().expect("a day"))
+        }),
+        yearly: by(w0, series, |d| d.year(), |&y| {
+            (
+                format!("{y:04}"),
+                NaiveDate::from_ymd_opt(y, 1, 1).expect("a year"),
+                NaiveDate::from_ymd_opt(y, 12, 31).expect("a year"),
+            )
+        }),
+    }
+}
+
+fn by<K: PartialEq + Copy>(
+    w0: Decimal,
+    series: &[(NaiveDate, Decimal)],
+    key: impl Fn(NaiveDate) -> K,
+    describe: impl Fn(&K) -> (String, NaiveDate, NaiveDate),
+) -> Vec<PeriodReturn> {
+    let mut out = Vec::new();
+    let mut base = w0;
+    let mut i = 0;
+    while i < series.len() {
+        let k = key(series[i].0);
+        let j = i + series[i..].iter().take_while(|(d, _)| key(*d) == k).count();
+        let (name, first, last) = describe(&k);
+        let end = series[j - 1].1;
+        let value = if base.is_zero() {
+            0.0
+        } else {
+            end.checked_div(base)
+                .and_then(|q| (q - Decimal::ONE).to_f64())
+                .unwrap_or(0.0)
+        };
+        out.push(PeriodReturn {
+            period: name,
+            value,
+            partial: series[i].0 > first || series[j - 1].0 < last,
+        });
+        base = end;
+        i = j;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(s: &str) -> NaiveDate {
+        s.parse().unwrap()
+    }
+
+    fn flow(d: &str, value: i64, inflow: i64, outflow: i64) -> FlowDay {
+        FlowDay {
+            date: day(d),
+            value: Decimal::from(value),
+            inflow: Decimal::from(inflow),
+            outflow: Decimal::from(outflow),
+        }
+    }
+
+    /// The NPV at the answered rate is 0 (to the solver's precision), and
+    /// one flow sign gives no answer.
+    #[test]
+    fn xirr_is_a_root() {
+        let days = [
+            flow("2024-01-01", 1000, 1000, 0),
+            flow("2024-07-01", 1600, 500, 0),
+            flow("2024-10-01", 1450, 0, 200),
+            flow("2024-12-31", 1400, 0, 0),
+        ];
+        let x = money_weighted_return(Decimal::ZERO, day("2023-12-31"), &days).unwrap();
+        let npv: f64 = [(0.0, -1000.0), (182.0, -500.0), (274.0, 200.0), (365.0, 1400.0)]
+            .iter()
+            .map(|(t, cf)| cf * (1.0 + x).powf(-t / 365.0))
+            .sum();
+        assert!(npv.abs() < 1e-8, "{x} {npv}");
+        assert!((x - 0.083521254499).abs() < 1e-9, "{x}");
+        // Only money in, nothing back.
+        let all_in = [flow("2024-01-01", 0, 1000, 0), flow("2024-01-02", 0, 10, 0)];
+        assert_eq!(money_weighted_return(Decimal::ZERO, day("2023-12-31"), &all_in), None);
+        // Everything lost: −100 % is outside (−0.999999, 10^6).
+        let lost = [flow("2024-01-01", 0, 1000, 0), flow("2025-01-01", 0, 0, 0)];
+        assert_eq!(money_weighted_return(Decimal::ZERO, day("2023-12-31"), &lost), None);
+        // A huge gain over a day stays finite.
+        let rocket = [flow("2024-01-01", 1, 1, 0), flow("2024-01-02", 1000, 0, 0)];
+        let x = money_weighted_return(Decimal::ZERO, day("2023-12-31"), &rocket);
+        assert!(x.is_none() || x.unwrap() > 1e5, "{x:?}");
+    }
+
+    #[test]
+    fn dietz_of_one_day_is_the_daily_return() {
+        // V_0 = 100, In 50 at the open, V_1 = 165: r = 165 / 150 − 1.
+        let d = [FlowDay {
+            date: day("2024-01-02"),
+            value: Decimal::from(165),
+            inflow: Decimal::from(50),
+            outflow: Decimal::ZERO,
+        }];
+        let r = modified_dietz(Decimal::from(100), &d).unwrap();
+        assert!((r - 0.1).abs() < 1e-15, "{r}");
+        assert_eq!(modified_dietz(Decimal::ZERO, &[flow("2024-01-02", 0, 0, 0)]), None);
+    }
+
+    #[test]
+    fn periods_chain_and_flag_partial_ones() {
+        let s: Vec<(NaiveDate, Decimal)> = [
+            ("2024-01-30", "1.1"),
+            ("2024-01-31", "1.2"),
+            ("2024-02-01", "1.32"),
+            ("2024-02-29", "1.2"),
+        ]
+        .iter()
+        .map(|(d, v)| (day(d), v.parse().unwrap()))
+        .collect();
+        let p = periods(Decimal::ONE, &s);
+        assert_eq!(p.monthly.len(), 2);
+        assert_eq!(p.monthly[0].period, "2024-01");
+        assert!(p.monthly[0].partial);
+        assert!((p.monthly[0].value - 0.2).abs() < 1e-15);
+        assert_eq!(p.monthly[1].period, "2024-02");
+        assert!(!p.monthly[1].partial);
+        assert!((p.monthly[1].value - 0.0).abs() < 1e-15);
+        assert_eq!(p.yearly.len(), 1);
+        assert!(p.yearly[0].partial);
+        let chained: f64 = p.monthly.iter().map(|m| 1.0 + m.value).product::<f64>() - 1.0;
+        assert!((chained - p.yearly[0].value).abs() < 1e-12);
+    }
+}

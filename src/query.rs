@@ -227,10 +227,10 @@ fn money_weighted(
     v0_date: NaiveDate,
     rows: &[HistoryRow],
 ) {
-    let (v0, mut cum_in, mut cum_out) = before.map_or(
-        (Decimal::ZERO, Decimal::ZERO, Decimal::ZERO),
-        |r| (r.market_value_exact, r.record.cum_in, r.record.cum_out),
-    );
+    let (v0, mut cum_in, mut cum_out) = before
+        .map_or((Decimal::ZERO, Decimal::ZERO, Decimal::ZERO), |r| {
+            (r.market_value_exact, r.record.cum_in, r.record.cum_out)
+        });
     let mut days = Vec::with_capacity(rows.len());
     for r in rows {
         let (Some(inflow), Some(outflow)) = (

@@ -1061,6 +1061,15 @@ async fn assert_golden_portfolios(base: &str, file: &str, expected: &Value) {
         let points = v["points"].as_array().unwrap();
         let want = exp["expected_records"].as_array().unwrap();
         assert_eq!(points.len(), want.len(), "{file} {id} record count");
+        for block in exp["expected_statistics"].as_array().unwrap() {
+            let q = block["query"].as_object().unwrap();
+            let query: Vec<String> = q
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+                .collect();
+            let got = get_curve(base, id, &format!("?{}", query.join("&"))).await;
+            assert_stats(&got["statistics"], &block["statistics"]);
+        }
         for (p, w) in points.iter().zip(want) {
             assert_eq!(p["date"], w["date"], "{file} {id}");
             for f in MONEY_AND_RATIOS {
@@ -1090,7 +1099,7 @@ async fn written_at(pool: &PgPool) -> std::collections::BTreeMap<(String, String
 /// symbols, from the right day, and nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v2_golden_books_through_the_broker() {
-    for file in ["cash-and-income", "dividends", "splits"] {
+    for file in ["cash-and-income", "dividends", "splits", "mwr-and-periods"] {
         let (pool, _) = fresh_db().await;
         let b = Broker::new(3, 2);
         let g = golden_file(file);
@@ -1366,14 +1375,19 @@ async fn a_dividend_is_paid_when_its_day_comes() {
     let (pool, _) = fresh_db().await;
     let b = Broker::new(1, 1);
     let id = |n: u32| format!("00000000-0000-4000-9100-{n:012}");
-    b.tx(&json!({"event_id": id(1), "type": "buy", "portfolio_id": "div-later", "symbol": "D",
-        "quantity": "10", "price": "20", "trade_date": "2024-05-01"}))
-        .await;
-    b.tx(&json!({"event_id": id(2), "type": "dividend", "portfolio_id": "div-later", "symbol": "D",
+    b.tx(
+        &json!({"event_id": id(1), "type": "buy", "portfolio_id": "div-later", "symbol": "D",
+        "quantity": "10", "price": "20", "trade_date": "2024-05-01"}),
+    )
+    .await;
+    b.tx(
+        &json!({"event_id": id(2), "type": "dividend", "portfolio_id": "div-later", "symbol": "D",
         "amount": "30", "tax": "4.5", "trade_date": "2024-05-02", "pay_date": "2024-05-06",
-        "schema_version": 2}))
+        "schema_version": 2}),
+    )
+    .await;
+    b.price(&json!({"symbol": "D", "date": "2024-05-01", "close": "20"}))
         .await;
-    b.price(&json!({"symbol": "D", "date": "2024-05-01", "close": "20"})).await;
     let svc = start(&pool, kafka(&b.servers(), "div-later"), day("2024-05-04")).await;
     caught_up(&pool, "div-later", 3, Duration::from_secs(60)).await;
     let base = format!("http://{}", svc.addr);
@@ -1398,7 +1412,10 @@ async fn a_dividend_is_paid_when_its_day_comes() {
         if through == Some(day("2024-05-07")) {
             break;
         }
-        assert!(Instant::now() < deadline, "not rolled to 2024-05-07: {through:?}");
+        assert!(
+            Instant::now() < deadline,
+            "not rolled to 2024-05-07: {through:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let base = format!("http://{}", svc.addr);

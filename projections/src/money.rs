@@ -179,15 +179,24 @@ pub fn periods(w0: Decimal, series: &[(NaiveDate, Decimal)]) -> Periods {
                 NaiveDate::from_ymd_opt(y, m + 1, 1)
             }
             .expect("a month");
-            (format!("{y:04}-{m:02}"), first, next.pred_opt().expect("a day"))
-        }),
-        yearly: by(w0, series, |d| d.year(), |&y| {
             (
-                format!("{y:04}"),
-                NaiveDate::from_ymd_opt(y, 1, 1).expect("a year"),
-                NaiveDate::from_ymd_opt(y, 12, 31).expect("a year"),
+                format!("{y:04}-{m:02}"),
+                first,
+                next.pred_opt().expect("a day"),
             )
         }),
+        yearly: by(
+            w0,
+            series,
+            |d| d.year(),
+            |&y| {
+                (
+                    format!("{y:04}"),
+                    NaiveDate::from_ymd_opt(y, 1, 1).expect("a year"),
+                    NaiveDate::from_ymd_opt(y, 12, 31).expect("a year"),
+                )
+            },
+        ),
     }
 }
 
@@ -251,18 +260,29 @@ mod tests {
             flow("2024-12-31", 1400, 0, 0),
         ];
         let x = money_weighted_return(Decimal::ZERO, day("2023-12-31"), &days).unwrap();
-        let npv: f64 = [(0.0, -1000.0), (182.0, -500.0), (274.0, 200.0), (365.0, 1400.0)]
-            .iter()
-            .map(|(t, cf)| cf * (1.0 + x).powf(-t / 365.0))
-            .sum();
+        let npv: f64 = [
+            (0.0, -1000.0),
+            (182.0, -500.0),
+            (274.0, 200.0),
+            (365.0, 1400.0),
+        ]
+        .iter()
+        .map(|(t, cf)| cf * (1.0 + x).powf(-t / 365.0))
+        .sum();
         assert!(npv.abs() < 1e-8, "{x} {npv}");
         assert!((x - 0.083521254499).abs() < 1e-9, "{x}");
         // Only money in, nothing back.
         let all_in = [flow("2024-01-01", 0, 1000, 0), flow("2024-01-02", 0, 10, 0)];
-        assert_eq!(money_weighted_return(Decimal::ZERO, day("2023-12-31"), &all_in), None);
+        assert_eq!(
+            money_weighted_return(Decimal::ZERO, day("2023-12-31"), &all_in),
+            None
+        );
         // Everything lost: −100 % is outside (−0.999999, 10^6).
         let lost = [flow("2024-01-01", 0, 1000, 0), flow("2025-01-01", 0, 0, 0)];
-        assert_eq!(money_weighted_return(Decimal::ZERO, day("2023-12-31"), &lost), None);
+        assert_eq!(
+            money_weighted_return(Decimal::ZERO, day("2023-12-31"), &lost),
+            None
+        );
         // A huge gain over a day stays finite.
         let rocket = [flow("2024-01-01", 1, 1, 0), flow("2024-01-02", 1000, 0, 0)];
         let x = money_weighted_return(Decimal::ZERO, day("2023-12-31"), &rocket);
@@ -280,7 +300,10 @@ mod tests {
         }];
         let r = modified_dietz(Decimal::from(100), &d).unwrap();
         assert!((r - 0.1).abs() < 1e-15, "{r}");
-        assert_eq!(modified_dietz(Decimal::ZERO, &[flow("2024-01-02", 0, 0, 0)]), None);
+        assert_eq!(
+            modified_dietz(Decimal::ZERO, &[flow("2024-01-02", 0, 0, 0)]),
+            None
+        );
     }
 
     #[test]

@@ -177,12 +177,16 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
             let mut s = statistics(w0, w0_date, &series, &query);
             // The money-weighted figures from the records' values and flows.
             let before = out.records.iter().find(|r| r.date == w0_date);
-            let (v0, mut cin, mut cout) = before.map_or(
-                (Decimal::ZERO, Decimal::ZERO, Decimal::ZERO),
-                |r| (r.market_value, r.cum_in, r.cum_out),
-            );
+            let (v0, mut cin, mut cout) = before
+                .map_or((Decimal::ZERO, Decimal::ZERO, Decimal::ZERO), |r| {
+                    (r.market_value, r.cum_in, r.cum_out)
+                });
             let mut days = Vec::new();
-            for r in out.records.iter().filter(|r| r.date >= from && r.date <= to) {
+            for r in out
+                .records
+                .iter()
+                .filter(|r| r.date >= from && r.date <= to)
+            {
                 days.push(FlowDay {
                     date: r.date,
                     value: r.market_value,
@@ -213,14 +217,30 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
                 &e["total_return"],
             );
             if e.get("money_weighted_return").is_some() {
-                close(&format!("{ctx} mwr"), s.money_weighted_return, &e["money_weighted_return"]);
-                close(&format!("{ctx} dietz"), s.modified_dietz, &e["modified_dietz"]);
-                for (kind, got) in [("monthly", &s.periods.monthly), ("yearly", &s.periods.yearly)] {
+                close(
+                    &format!("{ctx} mwr"),
+                    s.money_weighted_return,
+                    &e["money_weighted_return"],
+                );
+                close(
+                    &format!("{ctx} dietz"),
+                    s.modified_dietz,
+                    &e["modified_dietz"],
+                );
+                for (kind, got) in [
+                    ("monthly", &s.periods.monthly),
+                    ("yearly", &s.periods.yearly),
+                ] {
                     let want = e["periods"][kind].as_array().unwrap();
                     assert_eq!(got.len(), want.len(), "{ctx} {kind} periods");
                     for (g, w) in got.iter().zip(want) {
                         assert_eq!(g.period, w["period"].as_str().unwrap(), "{ctx}");
-                        assert_eq!(g.partial, w["partial"].as_bool().unwrap(), "{ctx} {}", g.period);
+                        assert_eq!(
+                            g.partial,
+                            w["partial"].as_bool().unwrap(),
+                            "{ctx} {}",
+                            g.period
+                        );
                         close(&format!("{ctx} {}", g.period), Some(g.value), &w["return"]);
                     }
                 }

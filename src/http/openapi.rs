@@ -9,7 +9,8 @@ use utoipa::{Modify, OpenApi};
 use super::admin::{DeadLetterPage, DeadLetterView, ReplayResponse};
 use super::error::Problem;
 use super::schema::{
-    BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse, PeriodReturnDoc, PeriodsDoc, StatisticsDoc,
+    BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse, PeriodReturnDoc,
+    PeriodsDoc, StatisticsDoc,
 };
 use crate::query::Point;
 use crate::query::PortfolioStatus;

@@ -308,16 +308,30 @@ pub fn assert_golden_points(points: &[Value]) {
     }
 }
 
-/// Asserts statistics within 1e-9 (numbers) or exactly (dates, nulls).
+/// Asserts statistics within 1e-9 (numbers) or exactly (dates, nulls),
+/// looking into nested lists and objects (the period returns).
 pub fn assert_stats(actual: &Value, expected: &Value) {
-    for (k, e) in expected.as_object().unwrap() {
-        let a = &actual[k];
-        match e {
-            Value::Number(n) => {
-                let (a, e) = (a.as_f64().unwrap_or(f64::NAN), n.as_f64().unwrap());
-                assert!((a - e).abs() <= 1e-9, "{k}: {a} vs {e}");
-            }
-            other => assert_eq!(a, other, "{k}"),
+    assert_close("statistics", actual, expected);
+}
+
+fn assert_close(at: &str, a: &Value, e: &Value) {
+    match e {
+        Value::Number(n) => {
+            let (a, e) = (a.as_f64().unwrap_or(f64::NAN), n.as_f64().unwrap());
+            assert!((a - e).abs() <= 1e-9, "{at}: {a} vs {e}");
         }
+        Value::Object(m) => {
+            for (k, e) in m {
+                assert_close(&format!("{at}.{k}"), &a[k], e);
+            }
+        }
+        Value::Array(list) => {
+            let got = a.as_array().map_or(0, Vec::len);
+            assert_eq!(got, list.len(), "{at}: length");
+            for (i, e) in list.iter().enumerate() {
+                assert_close(&format!("{at}[{i}]"), &a[i], e);
+            }
+        }
+        other => assert_eq!(a, other, "{at}"),
     }
 }

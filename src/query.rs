@@ -155,6 +155,9 @@ pub enum QueryError {
     /// The portfolio does not exist.
     #[error("no such portfolio")]
     NotFound,
+    /// The portfolio has no record on the day asked for.
+    #[error("{0}")]
+    NoRecord(String),
     #[error(transparent)]
     Db(#[from] sqlx::Error),
     /// The computation off the async threads did not finish (a panic).
@@ -250,4 +253,150 @@ fn money_weighted(
     }
     statistics.money_weighted_return = projections::money_weighted_return(v0, v0_date, &days);
     statistics.modified_dietz = projections::modified_dietz(v0, &days);
+}
+
+/// The currency a portfolio reports in when its settings name none.
+pub const DEFAULT_CURRENCY: &str = "USD";
+
+/// One open position at the end of a day, as reported.
+#[derive(Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct PositionView {
+    pub symbol: String,
+    /// As held: a split's result keeps its 10 decimal places.
+    pub quantity: String,
+    /// Moving-average cost, buy fees included.
+    pub cost: String,
+    /// cost / quantity.
+    pub average_cost: String,
+    /// The latest close on or before the day, adjusted for the splits since
+    /// it; with no close, the last trade price.
+    pub price: String,
+    /// The date of that close (or trade).
+    pub price_date: Option<NaiveDate>,
+    /// The currency of the price.
+    pub currency: String,
+    /// Units of the portfolio's currency per unit of `currency` (12 places
+    /// at most).
+    pub fx_rate: String,
+    /// quantity · price, in the portfolio's currency.
+    pub value: String,
+    /// value / market value; null when the market value is 0.
+    pub weight: Option<f64>,
+    /// value − cost.
+    pub unrealized_pnl: String,
+}
+
+/// A cash balance, as reported.
+#[derive(Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct CashView {
+    pub currency: String,
+    pub amount: String,
+    pub fx_rate: String,
+    pub value: String,
+}
+
+/// What a portfolio held at the end of a day.
+#[derive(Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct Positions {
+    pub portfolio_id: String,
+    pub date: NaiveDate,
+    /// The day's market value: holdings + cash + receivable.
+    pub market_value: String,
+    /// Open positions, by symbol.
+    pub positions: Vec<PositionView>,
+    /// Cash balances (none without cash tracking).
+    pub cash: Vec<CashView>,
+    /// Dividends past their ex-date, not yet paid.
+    pub receivable: String,
+}
+
+/// The positions of a portfolio at the end of `date` (default: its last
+/// record), replayed from the stored events up to that day and valued as
+/// the fold valued them; a day without a record is [`QueryError::NoRecord`].
+pub async fn read_positions(
+    pool: &sqlx::PgPool,
+    id: &str,
+    date: Option<NaiveDate>,
+) -> Result<Positions, QueryError> {
+    use projections::money_text;
+    let mut tx = storage::read_snapshot(pool).await?;
+    let p = storage::get_portfolio(&mut tx, id)
+        .await?
+        .ok_or(QueryError::NotFound)?;
+    let span = || match p.last_day {
+        Some(last) => format!("its records run through {last}"),
+        None => "it has no records yet".to_string(),
+    };
+    let Some(day) = date.or(p.last_day) else {
+        return Err(QueryError::NoRecord(format!("no positions: {}", span())));
+    };
+    let Some(record) = storage::history_row(&mut tx, id, day).await? else {
+        return Err(QueryError::NoRecord(format!(
+            "no record on {day}: {}",
+            span()
+        )));
+    };
+    let txs = storage::load_transactions(&mut tx, id, None, day)
+        .await
+        .map_err(QueryError::Failed)?;
+    let mut symbols: Vec<String> = txs
+        .iter()
+        .filter_map(|t| t.kind.position_symbol())
+        .map(|s| s.to_string())
+        .collect();
+    symbols.sort();
+    symbols.dedup();
+    let book = storage::prices::load_prices(&mut tx, &symbols, day, day)
+        .await
+        .map_err(QueryError::Failed)?;
+    tx.commit().await?;
+    let start = projections::DayState::initial_in(p.first_day, p.cash_mode);
+    let state = match projections::replay(&start, &txs, &book, day) {
+        Ok(Ok(state)) => state,
+        Ok(Err(i)) => return Err(QueryError::NoRecord(i.detail)),
+        Err(e) => return Err(QueryError::Failed(e.into())),
+    };
+    let valued =
+        projections::value_positions(&state, &book).map_err(|e| QueryError::Failed(e.into()))?;
+    let currency = p
+        .base_currency
+        .clone()
+        .unwrap_or_else(|| DEFAULT_CURRENCY.to_string());
+    let v = record.market_value_exact;
+    let positions = valued
+        .iter()
+        .map(|x| PositionView {
+            symbol: x.symbol.to_string(),
+            quantity: x.quantity.to_string(),
+            cost: money_text(x.cost),
+            average_cost: money_text(x.cost.checked_div(x.quantity).unwrap_or_default()),
+            price: x.price.normalize().to_string(),
+            price_date: x.price_date,
+            currency: currency.clone(),
+            fx_rate: "1".into(),
+            value: money_text(x.value),
+            weight: (!v.is_zero())
+                .then(|| x.value.checked_div(v))
+                .flatten()
+                .and_then(|w| w.to_string().parse().ok()),
+            unrealized_pnl: money_text(x.value - x.cost),
+        })
+        .collect();
+    let cash = match state.cash_mode {
+        projections::CashMode::Tracked => vec![CashView {
+            currency: currency.clone(),
+            amount: money_text(state.cash),
+            fx_rate: "1".into(),
+            value: money_text(state.cash),
+        }],
+        projections::CashMode::None => Vec::new(),
+    };
+    Ok(Positions {
+        portfolio_id: id.to_string(),
+        date: day,
+        market_value: money_text(record.record.market_value),
+        positions,
+        cash,
+        receivable: money_text(state.receivable),
+    })
 }

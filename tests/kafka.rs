@@ -1061,6 +1061,25 @@ async fn assert_golden_portfolios(base: &str, file: &str, expected: &Value) {
         let points = v["points"].as_array().unwrap();
         let want = exp["expected_records"].as_array().unwrap();
         assert_eq!(points.len(), want.len(), "{file} {id} record count");
+        for block in exp
+            .get("expected_positions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let query = block["query"]
+                .get("date")
+                .map(|d| format!("?date={}", d.as_str().unwrap()))
+                .unwrap_or_default();
+            let got: Value = reqwest::get(format!("{base}/api/v1/portfolio/{id}/positions{query}"))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(got["portfolio_id"], id.as_str());
+            assert_stats(&got, &block["positions"]);
+        }
         for block in exp["expected_statistics"].as_array().unwrap() {
             let q = block["query"].as_object().unwrap();
             let query: Vec<String> = q
@@ -1429,5 +1448,41 @@ async fn a_dividend_is_paid_when_its_day_comes() {
     assert_eq!(paid["daily_return"], "0.000000000000");
     let before = points.iter().find(|p| p["date"] == "2024-05-05").unwrap();
     assert_eq!(before["receivable"], "25.50000000");
+    stop(svc).await;
+}
+
+/// Positions answer 404 with a reason on a day without a record (before
+/// the history's first day), and for an unknown portfolio; a malformed
+/// date is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn positions_outside_the_history_are_404() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(1, 1);
+    b.tx(&json!({"event_id": "00000000-0000-4000-9200-000000000001", "type": "buy",
+        "portfolio_id": "pos-1", "symbol": "P", "quantity": "3", "price": "7", "trade_date": "2024-05-02"}))
+        .await;
+    let svc = start(&pool, kafka(&b.servers(), "pos"), day("2024-05-03")).await;
+    caught_up(&pool, "pos", 1, Duration::from_secs(60)).await;
+    let base = format!("http://{}", svc.addr);
+    let get = |q: &str| reqwest::get(format!("{base}/api/v1/portfolio/{q}"));
+    let r = get("pos-1/positions?date=2024-05-01").await.unwrap();
+    assert_eq!(r.status(), 404);
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no record on 2024-05-01"),
+        "{body}"
+    );
+    let r = get("nobody/positions").await.unwrap();
+    assert_eq!(r.status(), 404);
+    let r = get("pos-1/positions?date=2024-13-01").await.unwrap();
+    assert_eq!(r.status(), 400);
+    let ok: Value = get("pos-1/positions").await.unwrap().json().await.unwrap();
+    assert_eq!(ok["date"], "2024-05-03");
+    assert_eq!(ok["positions"][0]["quantity"], "3");
+    assert_eq!(ok["positions"][0]["price_date"], "2024-05-02");
+    assert_eq!(ok["positions"][0]["value"], "21.00000000");
     stop(svc).await;
 }

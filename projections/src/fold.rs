@@ -47,6 +47,10 @@ pub struct Position {
     /// Price of the latest transaction in the symbol (fold order): the
     /// valuation price while no close is known (docs/valuation.md).
     pub last_trade_price: Decimal,
+    /// The day of that transaction (none in states stored before it was
+    /// kept).
+    #[serde(default)]
+    pub last_trade_date: Option<NaiveDate>,
 }
 
 /// Compact end-of-day state: everything needed to fold the next day.
@@ -406,6 +410,7 @@ struct Slot {
     qty: Decimal,
     cost: Decimal,
     last_trade_price: Decimal,
+    last_trade_date: Option<NaiveDate>,
     /// The symbol's closes: `Series::runs[run]`.
     run: usize,
     /// Index in the run of the first close dated after the folder's day.
@@ -452,6 +457,7 @@ impl Slot {
             qty: pos.qty,
             cost: pos.cost,
             last_trade_price: pos.last_trade_price,
+            last_trade_date: pos.last_trade_date,
             run,
             cursor,
             close,
@@ -486,6 +492,7 @@ impl Slot {
             qty: self.qty,
             cost: self.cost,
             last_trade_price: self.last_trade_price,
+            last_trade_date: self.last_trade_date,
         }
     }
 }
@@ -531,11 +538,13 @@ fn split_price(x: Decimal, (n, d): (u32, u32)) -> Result<Decimal, ArithmeticErro
     dec::div(dec::mul(x, Decimal::from(d))?, Decimal::from(n))
 }
 
-/// A quantity after a split: q · n / d, half-even to 10 places.
+/// A quantity after a split: q · n / d, half-even to 10 places, and
+/// written with 10 (reported as such: `100.0000000000`).
 fn split_qty(q: Decimal, (n, d): (u32, u32)) -> Result<Decimal, ArithmeticError> {
-    Ok(dec::div(dec::mul(q, Decimal::from(n))?, Decimal::from(d))?
-        .round_dp_with_strategy(10, RoundingStrategy::MidpointNearestEven)
-        .normalize())
+    let mut q = dec::div(dec::mul(q, Decimal::from(n))?, Decimal::from(d))?
+        .round_dp_with_strategy(10, RoundingStrategy::MidpointNearestEven);
+    q.rescale(10);
+    Ok(q)
 }
 
 /// Everything of a day that does not depend on prices: its flows and the
@@ -609,15 +618,18 @@ fn buy_into(
     qty: Decimal,
     price: Decimal,
     cost: Decimal,
+    day: NaiveDate,
 ) -> Result<(), ArithmeticError> {
     let p = pos.get_or_insert(Position {
         qty: Decimal::ZERO,
         cost: Decimal::ZERO,
         last_trade_price: price,
+        last_trade_date: Some(day),
     });
     p.qty = dec::add(p.qty, qty)?;
     p.cost = dec::add(p.cost, cost)?;
     p.last_trade_price = price;
+    p.last_trade_date = Some(day);
     Ok(())
 }
 
@@ -629,6 +641,7 @@ fn take_out(
     symbol: &Symbol,
     qty: Decimal,
     price: Decimal,
+    day: NaiveDate,
 ) -> Result<Result<Decimal, String>, ArithmeticError> {
     let held = pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
     if qty > held {
@@ -651,6 +664,7 @@ fn take_out(
         p.cost = dec::sub(p.cost, released)?;
         p.qty = left;
         p.last_trade_price = price;
+        p.last_trade_date = Some(day);
         Ok(Ok(released))
     }
 }
@@ -661,12 +675,13 @@ fn pay_dividend(
     pos: &mut Option<Position>,
     r: &Receivable,
     ledger: &mut Ledger,
+    day: NaiveDate,
 ) -> Result<(), ArithmeticError> {
     ledger.receivable = dec::sub(ledger.receivable, r.net)?;
     let bought = match r.reinvest {
         Some(x) => {
             let spent = dec::mul(x.quantity, x.price)?;
-            buy_into(pos, x.quantity, x.price, spent)?;
+            buy_into(pos, x.quantity, x.price, spent, day)?;
             spent
         }
         None => Decimal::ZERO,
@@ -700,11 +715,11 @@ fn apply(
     match &tx.kind {
         Kind::Buy(t) => {
             let amount = dec::add(dec::mul(t.quantity, t.price)?, t.fee)?;
-            buy_into(pos, t.quantity, t.price, amount)?;
+            buy_into(pos, t.quantity, t.price, amount, day)?;
             ledger.pay(amount)?;
         }
         Kind::Sell(t) => {
-            let released = match take_out(pos, "sell", &t.symbol, t.quantity, t.price)? {
+            let released = match take_out(pos, "sell", &t.symbol, t.quantity, t.price, day)? {
                 Ok(r) => r,
                 Err(detail) => return Ok(Err(detail)),
             };
@@ -741,7 +756,7 @@ fn apply(
             ..
         } => {
             let value = dec::mul(*quantity, *price)?;
-            buy_into(pos, *quantity, *price, cost.unwrap_or(value))?;
+            buy_into(pos, *quantity, *price, cost.unwrap_or(value), day)?;
             ledger.inflow(value)?;
         }
         Kind::TransferOut {
@@ -749,7 +764,7 @@ fn apply(
             quantity,
             price,
         } => {
-            if let Err(detail) = take_out(pos, "transfer_out", symbol, *quantity, *price)? {
+            if let Err(detail) = take_out(pos, "transfer_out", symbol, *quantity, *price, day)? {
                 return Ok(Err(detail));
             }
             ledger.outflow(dec::mul(*quantity, *price)?)?;
@@ -764,7 +779,7 @@ fn apply(
             ledger.receivable = dec::add(ledger.receivable, r.net)?;
             ledger.income = dec::add(ledger.income, r.net)?;
             if d.pay_date == day {
-                pay_dividend(pos, &r, ledger)?;
+                pay_dividend(pos, &r, ledger, day)?;
             } else {
                 ledger.receivables.push(r);
             }
@@ -960,7 +975,7 @@ impl<'a> Folder<'a> {
         };
         for r in &paid {
             let i = self.touch(&mut touched, &r.symbol);
-            pay_dividend(&mut touched[i].pos, r, &mut ledger).map_err(overflow)?;
+            pay_dividend(&mut touched[i].pos, r, &mut ledger, day).map_err(overflow)?;
         }
         for tx in day_transactions {
             let i = tx
@@ -999,6 +1014,7 @@ impl<'a> Folder<'a> {
                     slot.qty = p.qty;
                     slot.cost = p.cost;
                     slot.last_trade_price = p.last_trade_price;
+                    slot.last_trade_date = p.last_trade_date;
                     if let Some(ratio) = t.split {
                         slot.close = match slot.close {
                             Some(c) => Some(split_price(c, ratio).map_err(overflow)?),
@@ -1366,4 +1382,56 @@ pub fn replay(
         Some(i) => Err(i),
         None => Ok(out.end_state.unwrap_or_else(|| start.clone())),
     })
+}
+
+/// A position as it stands at the end of a state's day: what a positions
+/// report shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValuedPosition {
+    pub symbol: Symbol,
+    pub quantity: Decimal,
+    pub cost: Decimal,
+    /// The valuation price: the latest close on or before the day, adjusted
+    /// for the splits since it, else the last trade price.
+    pub price: Decimal,
+    /// The close's date, or the last trade's.
+    pub price_date: Option<NaiveDate>,
+    /// quantity · price.
+    pub value: Decimal,
+}
+
+/// The open positions of `state` valued at the end of its day, by symbol,
+/// as the fold valued them.
+pub fn value_positions(
+    state: &DayState,
+    prices: &PriceBook,
+) -> Result<Vec<ValuedPosition>, ArithmeticError> {
+    let day = state.date;
+    state
+        .positions
+        .iter()
+        .map(|(symbol, pos)| {
+            let close = prices
+                .by_symbol
+                .get(symbol)
+                .and_then(|m| m.range(..=day).next_back());
+            let (price, price_date) = match close {
+                Some((t, c)) => (
+                    prices
+                        .splits_between(symbol, *t, day)
+                        .try_fold(*c, split_price)?,
+                    Some(*t),
+                ),
+                None => (pos.last_trade_price, pos.last_trade_date),
+            };
+            Ok(ValuedPosition {
+                symbol: symbol.clone(),
+                quantity: pos.qty,
+                cost: pos.cost,
+                price,
+                price_date,
+                value: dec::mul(pos.qty, price)?,
+            })
+        })
+        .collect()
 }

@@ -26,8 +26,8 @@ pub use event::{
     parse_transaction_with, EventError, Rules, TRANSACTION_TYPES,
 };
 pub use fold::{
-    cash_mode_of, fold, replay, resume, DayState, FoldError, FoldOutput, Folder, Inconsistency,
-    Position, PriceBook, Receivable, Status,
+    cash_mode_of, fold, replay, resume, value_positions, DayState, FoldError, FoldOutput, Folder,
+    Inconsistency, Position, PriceBook, Receivable, Status, ValuedPosition,
 };
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};
 pub use stats::{statistics, Calendar, Statistics, StatsQuery};

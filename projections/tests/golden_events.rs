@@ -11,8 +11,8 @@ use std::str::FromStr;
 use chrono::NaiveDate;
 use projections::{
     fold, modified_dietz, money_text, money_weighted_return, parse_price, parse_split,
-    parse_transaction, ratio_text, statistics, Calendar, DailyRecord, FlowDay, PriceBook,
-    StatsQuery, Transaction,
+    parse_transaction, ratio_text, statistics, value_positions, Calendar, DailyRecord, FlowDay,
+    PriceBook, StatsQuery, Transaction,
 };
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -252,6 +252,69 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
                 e["observations"].as_u64().unwrap(),
                 "{ctx} observations"
             );
+        }
+        for block in exp
+            .get("expected_positions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let on = block["query"].get("date").map(date).unwrap_or(today);
+            let at = fold(&mine, &log.prices, on).unwrap();
+            let state = at.end_state.expect("a record on the day");
+            let want = &block["positions"];
+            let record = at.records.last().unwrap().rounded();
+            assert_eq!(record.date, on);
+            assert_eq!(
+                money_text(record.market_value),
+                want["market_value"],
+                "{ctx} {on}"
+            );
+            assert_eq!(
+                money_text(state.receivable),
+                want["receivable"],
+                "{ctx} {on}"
+            );
+            let valued = value_positions(&state, &log.prices).unwrap();
+            let rows = want["positions"].as_array().unwrap();
+            assert_eq!(valued.len(), rows.len(), "{ctx} {on} positions");
+            for (v, w) in valued.iter().zip(rows) {
+                let c = format!("{ctx} {on} {}", v.symbol);
+                assert_eq!(v.symbol.as_str(), w["symbol"], "{c}");
+                assert_eq!(v.quantity.to_string(), w["quantity"], "{c} quantity");
+                assert_eq!(money_text(v.cost), w["cost"], "{c} cost");
+                assert_eq!(
+                    money_text(v.cost / v.quantity),
+                    w["average_cost"],
+                    "{c} average"
+                );
+                assert_eq!(v.price.normalize().to_string(), w["price"], "{c} price");
+                assert_eq!(
+                    v.price_date.map(|d| d.to_string()).unwrap_or_default(),
+                    w["price_date"].as_str().unwrap(),
+                    "{c} price_date"
+                );
+                assert_eq!(money_text(v.value), w["value"], "{c} value");
+                assert_eq!(
+                    money_text(v.value - v.cost),
+                    w["unrealized_pnl"],
+                    "{c} unrealized"
+                );
+                let weight = (v.value / state.market_value)
+                    .to_string()
+                    .parse::<f64>()
+                    .unwrap();
+                close(&format!("{c} weight"), Some(weight), &w["weight"]);
+            }
+            let cash = want["cash"].as_array().unwrap();
+            match state.cash_mode {
+                projections::CashMode::Tracked => {
+                    assert_eq!(cash.len(), 1, "{ctx}");
+                    assert_eq!(money_text(state.cash), cash[0]["amount"], "{ctx} cash");
+                }
+                projections::CashMode::None => assert!(cash.is_empty(), "{ctx}"),
+            }
+            compared += 1;
         }
     }
     compared

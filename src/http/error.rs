@@ -174,6 +174,7 @@ impl From<crate::query::QueryError> for ApiError {
         use crate::query::QueryError;
         match e {
             QueryError::NotFound => ApiError::NotFound,
+            QueryError::NoRecord(why) => ApiError::RouteNotFound(why),
             QueryError::Db(d) => d.into(),
             QueryError::Failed(e) => ApiError::Internal(e),
         }

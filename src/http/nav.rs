@@ -73,6 +73,40 @@ pub async fn get_history(
     Ok(cached_response(&headers, &entry))
 }
 
+/// What a portfolio held at the end of a day.
+#[utoipa::path(
+    get,
+    path = "/api/v1/portfolio/{id}/positions",
+    tag = "nav",
+    params(
+        ("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001"),
+        ("date" = Option<NaiveDate>, Query, description = "the day (YYYY-MM-DD); default: the last record's"),
+    ),
+    responses(
+        (status = 200, description = "the open positions, cash and receivable at the end of the day", body = query::Positions),
+        (status = 400, description = "malformed id or date", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "token lacks nav:read", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "unknown or hidden portfolio, or no record on that day (before the history's first day, after its last, or while it is inconsistent)", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
+    ),
+    security(("bearer" = ["nav:read"]))
+)]
+pub async fn get_positions(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<query::Positions>, ApiError> {
+    let id = params::portfolio_id(&id)?;
+    caller.authorize(SCOPE_READ, id.as_str())?;
+    let q = params::query(raw.as_deref(), &["date"])?;
+    let date = q.get("date").map(|v| params::date("date", v)).transpose()?;
+    Ok(Json(
+        query::read_positions(&s.pool, id.as_str(), date).await?,
+    ))
+}
+
 /// The cache validator (and ETag) of what a read reflects: the portfolio
 /// row's version and its pending day.
 fn validator(version: i64, pending: Option<NaiveDate>) -> String {

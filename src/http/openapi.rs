@@ -79,6 +79,7 @@ impl Modify for BodiesAreObjects {
     ),
     paths(
         super::nav::get_history,
+        super::nav::get_positions,
         super::nav::backfill,
         super::nav::calculate,
         super::chart::svg,
@@ -92,6 +93,9 @@ impl Modify for BodiesAreObjects {
         StatisticsDoc,
         PeriodsDoc,
         PeriodReturnDoc,
+        crate::query::Positions,
+        crate::query::PositionView,
+        crate::query::CashView,
         BackfillBody,
         BackfillResponse,
         CalculateResponse,

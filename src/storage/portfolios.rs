@@ -25,12 +25,16 @@ pub struct PortfolioRow {
     pub mark_ids: Vec<i64>,
     /// From the latest settings event in log order (none: `none`).
     pub cash_mode: CashMode,
+    /// The same event's `base_currency`, if it named one.
+    pub base_currency: Option<String>,
 }
 
 const PORTFOLIO_COLUMNS: &str = "p.portfolio_id, p.first_day, p.last_day, p.computed_through, \
      p.base_state, m.from_day, p.status, p.status_since, p.status_event_id, p.status_detail, \
      m.since, p.version, m.ids, \
      (SELECT t.cash_mode FROM transactions t WHERE t.portfolio_id = p.portfolio_id \
+       AND t.kind = 'portfolio_settings' ORDER BY t.seq DESC LIMIT 1), \
+     (SELECT t.base_currency FROM transactions t WHERE t.portfolio_id = p.portfolio_id \
        AND t.kind = 'portfolio_settings' ORDER BY t.seq DESC LIMIT 1)";
 
 /// The marks of `p`, aggregated (a LATERAL join, usable with FOR UPDATE OF p).
@@ -61,6 +65,7 @@ fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
             .get::<Option<&str>, _>(13)
             .and_then(CashMode::parse)
             .unwrap_or_default(),
+        base_currency: r.get(14),
     }
 }
 

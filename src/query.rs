@@ -400,3 +400,49 @@ pub async fn read_positions(
         receivable: money_text(state.receivable),
     })
 }
+
+/// One portfolio in a list.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PortfolioSummary {
+    pub portfolio_id: String,
+    pub status: PortfolioStatus,
+    /// The day of its first record (null: no record yet).
+    pub first_day: Option<NaiveDate>,
+    /// The day of its last record.
+    pub last_day: Option<NaiveDate>,
+    /// The NAV of its last record, 12 places.
+    pub net_value: Option<String>,
+}
+
+/// A page of portfolios, by id.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PortfolioPage {
+    pub portfolios: Vec<PortfolioSummary>,
+    /// The `after` of the next page; null on the last.
+    pub next: Option<String>,
+}
+
+/// The portfolios after `after` (by id) that `only` allows (None: all).
+pub async fn list_portfolios(
+    pool: &sqlx::PgPool,
+    after: &str,
+    limit: i64,
+    only: Option<&[String]>,
+) -> Result<PortfolioPage, QueryError> {
+    let mut conn = pool.acquire().await?;
+    let rows = storage::portfolios::portfolios_page(&mut conn, after, limit, only).await?;
+    let next = (rows.len() as i64 == limit)
+        .then(|| rows.last().map(|(p, _, _)| p.portfolio_id.clone()))
+        .flatten();
+    let portfolios = rows
+        .into_iter()
+        .map(|(p, first, nav)| PortfolioSummary {
+            status: PortfolioStatus::of(&p),
+            first_day: first,
+            last_day: p.last_day,
+            net_value: nav.map(projections::ratio_text),
+            portfolio_id: p.portfolio_id,
+        })
+        .collect();
+    Ok(PortfolioPage { portfolios, next })
+}

@@ -883,3 +883,71 @@ async fn a_backfill_with_nothing_in_range_says_so() {
         (Some("2024-01-02"), Some("2024-01-15"))
     );
 }
+
+/// The portfolio list shows what the token may see, by id, a page at a
+/// time, with each portfolio's status, first and last record and NAV; a
+/// token limited to some portfolios never sees the others.
+#[tokio::test]
+async fn portfolio_list_pages_and_hides() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    let g = golden();
+    let base_tx = g["transactions"][0].clone();
+    let mut txs = vec![];
+    for (i, id) in ["pl-a", "pl-b", "pl-c"].iter().enumerate() {
+        let mut t = base_tx.clone();
+        t["portfolio_id"] = json!(id);
+        t["event_id"] = json!(format!("00000000-0000-4000-9300-{i:012}"));
+        txs.push(t);
+    }
+    ingest(&app.pool, &txs, g["prices"].as_array().unwrap()).await;
+    let tok = admin();
+    for id in ["pl-a", "pl-b", "pl-c"] {
+        let r = post(
+            &app,
+            &format!("/api/v1/portfolio/{id}/nav-history/calculate"),
+            &tok,
+            None,
+        )
+        .await;
+        assert_eq!(r.status(), 200);
+    }
+
+    let (s, v) = get_json(&app, "/api/v1/portfolios?limit=2", &tok).await;
+    assert_eq!(s, 200, "{v}");
+    let page = v["portfolios"].as_array().unwrap();
+    assert_eq!(page.len(), 2);
+    assert_eq!(page[0]["portfolio_id"], "pl-a");
+    assert_eq!(page[1]["portfolio_id"], "pl-b");
+    assert_eq!(v["next"], "pl-b");
+    let first = base_tx["trade_date"].as_str().unwrap();
+    assert_eq!(page[0]["first_day"], first);
+    assert_eq!(page[0]["last_day"], "2024-01-15");
+    assert_eq!(page[0]["status"]["state"], "ok");
+    let (_, curve) = get_json(&app, "/api/v1/portfolio/pl-a/nav-history", &tok).await;
+    let last = curve["points"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(page[0]["net_value"], last["net_value"]);
+    let (_, v) = get_json(&app, "/api/v1/portfolios?limit=2&after=pl-b", &tok).await;
+    let page = v["portfolios"].as_array().unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0]["portfolio_id"], "pl-c");
+    assert!(v["next"].is_null());
+
+    // A token for pl-c alone sees pl-c alone.
+    let limited = token("nav:read", &["pl-c"]);
+    let (s, v) = get_json(&app, "/api/v1/portfolios", &limited).await;
+    assert_eq!(s, 200);
+    let ids: Vec<&str> = v["portfolios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["portfolio_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["pl-c"]);
+    // Bad paging is a 400; no nav:read is a 403.
+    for q in ["limit=0", "limit=1001", "limit=x", "after=%20bad"] {
+        let (s, _) = get_json(&app, &format!("/api/v1/portfolios?{q}"), &tok).await;
+        assert_eq!(s, 400, "{q}");
+    }
+    let (s, _) = get_json(&app, "/api/v1/portfolios", &token("nav:write", &["*"])).await;
+    assert_eq!(s, 403);
+}

@@ -168,6 +168,12 @@ impl Caller {
                 .any(|p| p == "*" || p == portfolio_id)
     }
 
+    /// The portfolios this caller may see: `None` for all of them.
+    pub fn visible(&self) -> Option<&[String]> {
+        (!self.is_admin() && !self.portfolios.iter().any(|p| p == "*"))
+            .then_some(self.portfolios.as_slice())
+    }
+
     /// Scope, then visibility: 403 before 404, and 404 for both unknown and
     /// hidden portfolios.
     pub fn authorize(&self, scope: &str, portfolio_id: &str) -> Result<(), ApiError> {

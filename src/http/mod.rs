@@ -44,6 +44,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
     let api = Router::new()
         .route("/portfolio/{id}/nav-history", get(nav::get_history))
         .route("/portfolio/{id}/positions", get(nav::get_positions))
+        .route("/portfolios", get(nav::list_portfolios))
         .route("/portfolio/{id}/nav-history/backfill", post(nav::backfill))
         .route(
             "/portfolio/{id}/nav-history/calculate",

@@ -107,6 +107,58 @@ pub async fn get_positions(
     ))
 }
 
+/// The portfolios the caller may see, by id, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/api/v1/portfolios",
+    tag = "nav",
+    params(
+        ("limit" = Option<u32>, Query, description = "page size, 1 to 1000 (default 100)", minimum = 1, maximum = 1000),
+        ("after" = Option<String>, Query, description = "the `next` of the previous page", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"),
+    ),
+    responses(
+        (status = 200, description = "a page of portfolios", body = query::PortfolioPage),
+        (status = 400, description = "malformed limit or cursor", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "token lacks nav:read", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
+    ),
+    security(("bearer" = ["nav:read"]))
+)]
+pub async fn list_portfolios(
+    State(s): State<AppState>,
+    caller: Caller,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<query::PortfolioPage>, ApiError> {
+    caller.require(SCOPE_READ)?;
+    let q = params::query(raw.as_deref(), &["limit", "after"])?;
+    let limit = match q.get("limit") {
+        None => 100,
+        Some(v) => match params::digits(v) {
+            Some(n) if (1..=1000).contains(&n) => n,
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "`limit` must be an integer from 1 to 1000, got `{v}`"
+                )))
+            }
+        },
+    };
+    let after = match q.get("after") {
+        None => String::new(),
+        Some(v) => params::portfolio_id(v)
+            .map_err(|_| {
+                ApiError::BadRequest(format!(
+                    "`after` is not a cursor from a previous page: `{}`",
+                    projections::echo(v)
+                ))
+            })?
+            .to_string(),
+    };
+    Ok(Json(
+        query::list_portfolios(&s.pool, &after, limit, caller.visible()).await?,
+    ))
+}
+
 /// The cache validator (and ETag) of what a read reflects: the portfolio
 /// row's version and its pending day.
 fn validator(version: i64, pending: Option<NaiveDate>) -> String {

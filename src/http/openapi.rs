@@ -80,6 +80,7 @@ impl Modify for BodiesAreObjects {
     paths(
         super::nav::get_history,
         super::nav::get_positions,
+        super::nav::list_portfolios,
         super::nav::backfill,
         super::nav::calculate,
         super::chart::svg,
@@ -96,6 +97,8 @@ impl Modify for BodiesAreObjects {
         crate::query::Positions,
         crate::query::PositionView,
         crate::query::CashView,
+        crate::query::PortfolioPage,
+        crate::query::PortfolioSummary,
         BackfillBody,
         BackfillResponse,
         CalculateResponse,

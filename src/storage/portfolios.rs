@@ -284,3 +284,42 @@ pub async fn set_extent(
     .await?;
     Ok(())
 }
+
+/// A page of portfolios by id, those after `after`, at most `limit`, only
+/// `only` when given; each with the day of its first record and the NAV of
+/// its last (reported, rounded).
+pub async fn portfolios_page(
+    conn: &mut PgConnection,
+    after: &str,
+    limit: i64,
+    only: Option<&[String]>,
+) -> sqlx::Result<
+    Vec<(
+        PortfolioRow,
+        Option<NaiveDate>,
+        Option<rust_decimal::Decimal>,
+    )>,
+> {
+    let sql = format!(
+        "SELECT {PORTFOLIO_COLUMNS},
+                (SELECT min(h.day) FROM portfolio_nav_history h WHERE h.portfolio_id = p.portfolio_id),
+                (SELECT h.net_value FROM portfolio_nav_history h
+                  WHERE h.portfolio_id = p.portfolio_id AND h.day = p.last_day)
+           FROM portfolios p {MARKS_JOIN}
+          WHERE p.portfolio_id > $1 AND ($2::text[] IS NULL OR p.portfolio_id = ANY($2))
+          ORDER BY p.portfolio_id LIMIT $3"
+    );
+    Ok(sqlx::query(&sql)
+        .bind(after)
+        .bind(only)
+        .bind(limit)
+        .fetch_all(conn)
+        .await?
+        .into_iter()
+        .map(|r| {
+            let first: Option<NaiveDate> = r.get(15);
+            let nav: Option<rust_decimal::Decimal> = r.get(16);
+            (portfolio_from_row(r), first, nav)
+        })
+        .collect())
+}

@@ -106,6 +106,18 @@ async fn chart_page_renders_in_headless_chromium() {
     assert!(dom.contains("sharpe"), "statistics table");
     assert!(dom.contains("<form"), "date-range form");
     assert!(
+        dom.contains("Returns by month and year"),
+        "period returns table"
+    );
+    assert!(
+        dom.contains("Held on 2024-01-15"),
+        "positions at the range's end"
+    );
+    assert!(
+        dom.contains("Money-weighted return"),
+        "money-weighted statistics"
+    );
+    assert!(
         !dom.contains("problem+json") && !dom.contains("internal error"),
         "not an error page"
     );

@@ -600,6 +600,14 @@ pub async fn page(
     };
     let slot = RenderPool::global().slot().await?;
     let h = read_history(&s.pool, id.as_str(), &q).await?;
+    // The positions table is a convenience: a range ending where there is
+    // no record simply shows none.
+    let held = match h.points.last() {
+        Some(last) => crate::query::read_positions(&s.pool, id.as_str(), Some(last.date))
+            .await
+            .ok(),
+        None => None,
+    };
     let html = RenderPool::run(slot, move || {
         let chart = chart_of(&h)?;
         Ok(render_page(
@@ -610,6 +618,7 @@ pub async fn page(
                 history: &h,
                 query: &q,
                 chart: &chart,
+                positions: held.as_ref(),
             }),
         ))
     })
@@ -791,6 +800,9 @@ struct PageData<'a> {
     history: &'a History,
     query: &'a HistoryQuery,
     chart: &'a str,
+    /// What was held at the range's end (none when there is no record
+    /// there).
+    positions: Option<&'a crate::query::Positions>,
 }
 
 const CSS: &str = "\
@@ -818,6 +830,8 @@ th,td{padding:6px 10px;border-bottom:1px solid #eceef1;text-align:left;vertical-
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
 td.note{color:#777;font-size:.88em}\
 tr:last-child th,tr:last-child td{border-bottom:0}\
+.scroll{overflow-x:auto}\
+td.up{color:#17653a}td.down{color:#9b1c11}\
 a{color:#0063a0}\
 .links{display:flex;gap:18px;flex-wrap:wrap}\
 ";
@@ -937,8 +951,12 @@ fn render_page(
             // plotters escapes the text it writes, so the SVG can be inlined.
             let _ = writeln!(h, "<div class=\"card chart\" role=\"img\" aria-label=\"NAV curve and drawdown\">{}</div>", d.chart);
             write_stats(&mut h, &d.history.statistics, d.query);
+            write_periods(&mut h, &d.history.statistics.periods);
             if let Some(last) = d.history.points.last() {
                 write_last_day(&mut h, last);
+            }
+            if let Some(p) = d.positions {
+                write_positions(&mut h, p);
             }
             let _ = writeln!(
                 h,
@@ -1032,6 +1050,88 @@ fn write_stats(h: &mut String, s: &Statistics, q: &HistoryQuery) {
             escape_html(&value),
             escape_html(note)
         );
+    }
+    h.push_str("</table></div>\n");
+}
+
+/// Monthly returns, a row per year with its months and the year's own
+/// return, coloured by sign; a period the range covers only in part is
+/// marked with an asterisk.
+fn write_periods(h: &mut String, p: &projections::Periods) {
+    if p.monthly.is_empty() {
+        return;
+    }
+    let cell = |r: &projections::PeriodReturn| {
+        let class = if r.value > 0.0 {
+            "num up"
+        } else if r.value < 0.0 {
+            "num down"
+        } else {
+            "num"
+        };
+        format!(
+            "<td class=\"{class}\">{}{}</td>",
+            escape_html(&pct(r.value)),
+            if r.partial { "*" } else { "" }
+        )
+    };
+    h.push_str(
+        "<div class=\"card scroll\"><h2>Returns by month and year</h2><table><tr><th>Year</th>",
+    );
+    for m in [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ] {
+        let _ = write!(h, "<th>{m}</th>");
+    }
+    h.push_str("<th>Year</th></tr>\n");
+    for y in &p.yearly {
+        let _ = write!(h, "<tr><th scope=\"row\">{}</th>", escape_html(&y.period));
+        for m in 1..=12 {
+            let name = format!("{}-{m:02}", y.period);
+            match p.monthly.iter().find(|x| x.period == name) {
+                Some(r) => h.push_str(&cell(r)),
+                None => h.push_str("<td></td>"),
+            }
+        }
+        h.push_str(&cell(y));
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table><p class=\"sub\">* the range covers only part of the period</p></div>\n");
+}
+
+/// The positions at the range's end.
+fn write_positions(h: &mut String, p: &crate::query::Positions) {
+    let _ = write!(
+        h,
+        "<div class=\"card scroll\"><h2>{}</h2><table><tr><th>Symbol</th><th>Quantity</th>\
+         <th>Price</th><th>Value</th><th>Weight</th><th>Cost</th><th>Unrealized</th></tr>\n",
+        escape_html(&format!("Held on {}", p.date))
+    );
+    for x in &p.positions {
+        let _ = writeln!(
+            h,
+            "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td></tr>",
+            escape_html(&x.symbol),
+            escape_html(&x.quantity),
+            escape_html(&x.price),
+            escape_html(&x.value),
+            x.weight.map_or_else(|| NULL.to_string(), pct),
+            escape_html(&x.cost),
+            escape_html(&x.unrealized_pnl),
+        );
+    }
+    for c in &p.cash {
+        let _ = writeln!(
+            h,
+            "<tr><th scope=\"row\">Cash {}</th><td></td><td></td><td class=\"num\">{}</td><td></td><td></td><td></td></tr>",
+            escape_html(&c.currency),
+            escape_html(&c.value)
+        );
+    }
+    if p.positions.is_empty() && p.cash.is_empty() {
+        h.push_str("<tr><td colspan=\"7\">nothing held</td></tr>\n");
     }
     h.push_str("</table></div>\n");
 }
@@ -1225,7 +1325,25 @@ mod tests {
                 observations: 782,
                 money_weighted_return: Some(0.0912),
                 modified_dietz: Some(0.0877),
-                periods: Default::default(),
+                periods: projections::Periods {
+                    monthly: vec![
+                        projections::PeriodReturn {
+                            period: "2023-11".into(),
+                            value: 0.0123,
+                            partial: true,
+                        },
+                        projections::PeriodReturn {
+                            period: "2023-12".into(),
+                            value: -0.0456,
+                            partial: false,
+                        },
+                    ],
+                    yearly: vec![projections::PeriodReturn {
+                        period: "2023".into(),
+                        value: -0.0339,
+                        partial: true,
+                    }],
+                },
             },
         };
         let q = HistoryQuery::parse(Some("from=2021-01-01&calendar=all")).unwrap();
@@ -1239,6 +1357,26 @@ mod tests {
                 history: &history,
                 query: &q,
                 chart: &chart,
+                positions: Some(&crate::query::Positions {
+                    portfolio_id: "p-1001".into(),
+                    date: day("2023-12-29"),
+                    market_value: "100.00000000".into(),
+                    positions: vec![crate::query::PositionView {
+                        symbol: "<ACME>".into(),
+                        quantity: "3".into(),
+                        cost: "90.00000000".into(),
+                        average_cost: "30.00000000".into(),
+                        price: "33.5".into(),
+                        price_date: Some(day("2023-12-29")),
+                        currency: "USD".into(),
+                        fx_rate: "1".into(),
+                        value: "100.50000000".into(),
+                        weight: Some(1.0),
+                        unrealized_pnl: "10.50000000".into(),
+                    }],
+                    cash: vec![],
+                    receivable: "0.00000000".into(),
+                }),
             }),
         );
         assert!(html.contains("<svg"));
@@ -1248,6 +1386,11 @@ mod tests {
         assert!(html.contains("not recovered yet"));
         assert!(html.contains("Realized P&amp;L"));
         assert!(html.contains("9.12%") && html.contains("8.77%"));
+        assert!(html.contains("Held on 2023-12-29") && html.contains("&lt;ACME&gt;"));
+        assert!(html.contains("<td class=\"num up\">1.23%*</td>"));
+        assert!(html.contains("<td class=\"num down\">-4.56%</td>"));
+        assert!(html.contains("<td class=\"num down\">-3.39%*</td>"));
+        assert!(html.contains("<td class=\"num\">100.50000000</td>"));
         assert!(html.contains("<td class=\"num\">12.50000000</td>"));
         assert!(html.contains("<td class=\"num\">3.25000000</td>"));
         assert!(html.contains("<option value=\"all\" selected>"));

@@ -1101,10 +1101,10 @@ fn write_periods(h: &mut String, p: &projections::Periods) {
 
 /// The positions at the range's end.
 fn write_positions(h: &mut String, p: &crate::query::Positions) {
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<div class=\"card scroll\"><h2>{}</h2><table><tr><th>Symbol</th><th>Quantity</th>\
-         <th>Price</th><th>Value</th><th>Weight</th><th>Cost</th><th>Unrealized</th></tr>\n",
+         <th>Price</th><th>Value</th><th>Weight</th><th>Cost</th><th>Unrealized</th></tr>",
         escape_html(&format!("Held on {}", p.date))
     );
     for x in &p.positions {

@@ -951,3 +951,112 @@ async fn portfolio_list_pages_and_hides() {
     let (s, _) = get_json(&app, "/api/v1/portfolios", &token("nav:write", &["*"])).await;
     assert_eq!(s, 403);
 }
+
+/// The curve as CSV: a header, then each point's fields as the JSON has
+/// them; hidden portfolios stay 404.
+#[tokio::test]
+async fn curve_as_csv_matches_the_json() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    let tok = admin();
+    let r = post(
+        &app,
+        "/api/v1/portfolio/golden-1/nav-history/calculate",
+        &tok,
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let (_, json) = get_json(
+        &app,
+        "/api/v1/portfolio/golden-1/nav-history?from=2024-01-03",
+        &tok,
+    )
+    .await;
+    let r = app
+        .client
+        .get(app.url("/api/v1/portfolio/golden-1/nav-history.csv?from=2024-01-03"))
+        .bearer_auth(&tok)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "text/csv; charset=utf-8");
+    assert!(r.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .contains("golden-1-nav-history.csv"));
+    let text = r.text().await.unwrap();
+    let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
+    let header: Vec<&str> = lines[0].split(',').collect();
+    assert_eq!(header[0], "date");
+    let points = json["points"].as_array().unwrap();
+    assert_eq!(lines.len(), points.len() + 1);
+    for (line, p) in lines[1..].iter().zip(points) {
+        for (name, value) in header.iter().zip(line.split(',')) {
+            assert_eq!(p[*name], *value, "{name} of {}", p["date"]);
+        }
+    }
+    let hidden = token("nav:read", &["someone-else"]);
+    let r = app
+        .client
+        .get(app.url("/api/v1/portfolio/golden-1/nav-history.csv"))
+        .bearer_auth(&hidden)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+/// The index page lists the portfolios the token may see, each linking to
+/// its page, and no other.
+#[tokio::test]
+async fn index_page_lists_what_the_token_may_see() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    let g = golden();
+    let mut txs = vec![];
+    for (i, id) in ["ix-a", "ix-b"].iter().enumerate() {
+        let mut t = g["transactions"][0].clone();
+        t["portfolio_id"] = json!(id);
+        t["event_id"] = json!(format!("00000000-0000-4000-9400-{i:012}"));
+        txs.push(t);
+    }
+    ingest(&app.pool, &txs, g["prices"].as_array().unwrap()).await;
+    for id in ["ix-a", "ix-b"] {
+        let r = post(
+            &app,
+            &format!("/api/v1/portfolio/{id}/nav-history/calculate"),
+            &admin(),
+            None,
+        )
+        .await;
+        assert_eq!(r.status(), 200);
+    }
+    let page = |tok: String| {
+        let app = &app;
+        async move {
+            let r = app
+                .client
+                .get(app.url("/"))
+                .bearer_auth(tok)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            assert!(r.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html"));
+            r.text().await.unwrap()
+        }
+    };
+    let all = page(admin()).await;
+    assert!(
+        all.contains("<a href=\"/portfolio/ix-a\">ix-a</a>"),
+        "{all}"
+    );
+    assert!(all.contains("<a href=\"/portfolio/ix-b\">ix-b</a>"));
+    assert!(all.contains("2024-01-15"));
+    let one = page(token("nav:read", &["ix-b"])).await;
+    assert!(one.contains("ix-b") && !one.contains("ix-a"), "{one}");
+}

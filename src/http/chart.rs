@@ -626,6 +626,64 @@ pub async fn page(
     Ok(html_response(StatusCode::OK, html))
 }
 
+/// The index page: the portfolios the caller may see, with their status,
+/// days and latest NAV, each linking to its page; 200 at a time
+/// (`?after=` for the next ones).
+pub async fn index(
+    State(s): State<AppState>,
+    caller: Caller,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    caller.require(SCOPE_READ)?;
+    let q = params::query(raw.as_deref(), &["after"])?;
+    let after = match q.get("after") {
+        None => String::new(),
+        Some(v) => params::portfolio_id(v)?.to_string(),
+    };
+    let page = crate::query::list_portfolios(&s.pool, &after, 200, caller.visible()).await?;
+    Ok(html_response(StatusCode::OK, render_index(&page)))
+}
+
+fn render_index(page: &crate::query::PortfolioPage) -> String {
+    let mut h = String::with_capacity(16 * 1024);
+    let _ = writeln!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>NAV \u{2014} portfolios</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n\
+         <h1>Portfolios</h1>\n<div class=\"card scroll\"><table>\n\
+         <tr><th>Portfolio</th><th>Status</th><th>From</th><th>Through</th><th>NAV</th></tr>"
+    );
+    for p in &page.portfolios {
+        let id = escape_html(&p.portfolio_id);
+        let _ = writeln!(
+            h,
+            "<tr><th scope=\"row\"><a href=\"/portfolio/{id}\">{id}</a></th>\
+             <td><span class=\"badge {state}\">{state}</span></td><td>{}</td><td>{}</td>\
+             <td class=\"num\">{}</td></tr>",
+            p.first_day
+                .map_or_else(|| NULL.to_string(), |d| d.to_string()),
+            p.last_day
+                .map_or_else(|| NULL.to_string(), |d| d.to_string()),
+            escape_html(p.net_value.as_deref().unwrap_or(NULL)),
+            state = escape_html(p.status.state),
+        );
+    }
+    if page.portfolios.is_empty() {
+        h.push_str("<tr><td colspan=\"5\">no portfolio to show</td></tr>\n");
+    }
+    h.push_str("</table></div>\n");
+    if let Some(next) = &page.next {
+        let _ = writeln!(
+            h,
+            "<div class=\"card links\"><a href=\"/?after={}\">Next portfolios</a></div>",
+            escape_html(next)
+        );
+    }
+    h.push_str("</main>\n</body>\n</html>\n");
+    h
+}
+
 /// Where charts are drawn: on blocking threads, at most as many at once as
 /// there are CPUs, so drawing never occupies the async workers that answer
 /// every other request (`/healthz` included), and a burst of chart requests
@@ -846,6 +904,7 @@ fn render_page(
     let suffix = query.map(|q| format!("?{q}")).unwrap_or_default();
     let json_href = escape_html(&format!("/api/v1/portfolio/{id}/nav-history{suffix}"));
     let svg_href = escape_html(&format!("/api/v1/portfolio/{id}/nav-history.svg{suffix}"));
+    let csv_href = escape_html(&format!("/api/v1/portfolio/{id}/nav-history.csv{suffix}"));
     let page_href = escape_html(&format!("/portfolio/{id}"));
 
     let mut h = String::with_capacity(64 * 1024);
@@ -961,7 +1020,8 @@ fn render_page(
             let _ = writeln!(
                 h,
                 "<div class=\"card links\"><a href=\"{json_href}\">JSON of this range</a>\
-                 <a href=\"{svg_href}\">SVG picture</a></div>"
+                 <a href=\"{csv_href}\">CSV of this range</a>\
+                 <a href=\"{svg_href}\">SVG picture</a><a href=\"/\">All portfolios</a></div>"
             );
         }
     }

@@ -51,11 +51,13 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
             post(nav::calculate),
         )
         .route("/portfolio/{id}/nav-history.svg", get(chart::svg))
+        .route("/portfolio/{id}/nav-history.csv", get(nav::get_history_csv))
         .route("/admin/dead-letters", get(admin::dead_letters))
         .route("/admin/replay", post(admin::replay))
         .route("/openapi.json", get(openapi::document));
     Router::new()
         .nest("/api/v1", api)
+        .route("/", get(chart::index))
         .route("/portfolio/{id}", get(chart::page))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))

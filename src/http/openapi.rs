@@ -80,6 +80,7 @@ impl Modify for BodiesAreObjects {
     paths(
         super::nav::get_history,
         super::nav::get_positions,
+        super::nav::get_history_csv,
         super::nav::list_portfolios,
         super::nav::backfill,
         super::nav::calculate,

@@ -48,12 +48,14 @@ pub fn money_weighted_return(v0: Decimal, v0_date: NaiveDate, days: &[FlowDay]) 
             flows.push(((d.date - v0_date).num_days(), cf.to_f64()?));
         }
     }
-    let t0 = flows.first()?.0;
+    // Times from V_0's day: any origin gives the same root (it scales
+    // every term alike), and flows of one sign never change the sign of
+    // the present value, so the solver answers none for them.
     let flows: Vec<(f64, f64)> = flows
         .into_iter()
-        .map(|(t, cf)| ((t - t0) as f64 / 365.0, cf))
+        .map(|(t, cf)| (t as f64 / 365.0, cf))
         .collect();
-    if flows.iter().all(|f| f.1 > 0.0) || flows.iter().all(|f| f.1 < 0.0) {
+    if flows.is_empty() {
         return None;
     }
     xirr(&flows)
@@ -277,6 +279,9 @@ mod tests {
             money_weighted_return(Decimal::ZERO, day("2023-12-31"), &all_in),
             None
         );
+        // No money moved at all: no rate.
+        let still = [flow("2024-01-01", 0, 0, 0), flow("2024-01-02", 0, 0, 0)];
+        assert_eq!(money_weighted_return(Decimal::ZERO, day("2023-12-31"), &still), None);
         // Everything lost: −100 % is outside (−0.999999, 10^6).
         let lost = [flow("2024-01-01", 0, 1000, 0), flow("2025-01-01", 0, 0, 0)];
         assert_eq!(

@@ -239,6 +239,31 @@ impl PriceBook {
             })
     }
 
+    /// The latest close dated ≤ `date`, with its date.
+    pub fn close_dated(&self, symbol: &Symbol, date: NaiveDate) -> Option<(NaiveDate, Decimal)> {
+        self.by_symbol
+            .get(symbol)?
+            .range(..=date)
+            .next_back()
+            .map(|(d, c)| (*d, *c))
+    }
+
+    /// Splits of `symbol` with `after < ex_date <= through`, ascending, as
+    /// (numerator, denominator).
+    pub fn splits_after(
+        &self,
+        symbol: &Symbol,
+        after: NaiveDate,
+        through: NaiveDate,
+    ) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.splits_between(symbol, after, through)
+    }
+
+    /// Whether any close of `symbol` is known.
+    pub fn has_closes(&self, symbol: &Symbol) -> bool {
+        self.by_symbol.get(symbol).is_some_and(|m| !m.is_empty())
+    }
+
     /// The latest close dated ≤ `date`.
     pub fn close_on_or_before(&self, symbol: &Symbol, date: NaiveDate) -> Option<Decimal> {
         self.by_symbol

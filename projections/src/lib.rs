@@ -12,6 +12,7 @@
 //! in docs/valuation.md ([`stats`]), rounding of reported values in docs/valuation.md
 //! ([`decimal`]).
 
+pub mod benchmark;
 pub mod decimal;
 pub mod event;
 mod exact;
@@ -20,6 +21,7 @@ pub mod money;
 pub mod stats;
 pub mod types;
 
+pub use benchmark::{benchmark, Benchmark, BenchmarkStats};
 pub use decimal::{money_text, ratio_text, round_money, round_ratio, ArithmeticError};
 pub use event::{
     echo, parse_price, parse_price_with, parse_split, parse_split_with, parse_transaction,

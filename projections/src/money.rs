@@ -281,7 +281,10 @@ mod tests {
         );
         // No money moved at all: no rate.
         let still = [flow("2024-01-01", 0, 0, 0), flow("2024-01-02", 0, 0, 0)];
-        assert_eq!(money_weighted_return(Decimal::ZERO, day("2023-12-31"), &still), None);
+        assert_eq!(
+            money_weighted_return(Decimal::ZERO, day("2023-12-31"), &still),
+            None
+        );
         // Everything lost: −100 % is outside (−0.999999, 10^6).
         let lost = [flow("2024-01-01", 0, 1000, 0), flow("2025-01-01", 0, 0, 0)];
         assert_eq!(

@@ -25,6 +25,8 @@ fn date(v: &Value) -> NaiveDate {
 struct Log {
     txs: Vec<Transaction>,
     prices: PriceBook,
+    /// Symbols quoted in a currency other than the default.
+    foreign: std::collections::BTreeSet<String>,
 }
 
 fn log(json: &Value, late: bool) -> Log {
@@ -34,6 +36,7 @@ fn log(json: &Value, late: bool) -> Log {
     }
     let mut txs = Vec::new();
     let mut prices = PriceBook::new();
+    let mut foreign = std::collections::BTreeSet::new();
     for b in &batches {
         for v in b["transactions"].as_array().unwrap() {
             let mut t =
@@ -42,6 +45,11 @@ fn log(json: &Value, late: bool) -> Log {
             txs.push(t);
         }
         for v in b["prices"].as_array().unwrap() {
+            if v.get("currency")
+                .is_some_and(|c| *c != json["default_currency"])
+            {
+                foreign.insert(v["symbol"].as_str().unwrap().to_string());
+            }
             let p = parse_price(v.to_string().as_bytes()).unwrap();
             prices.insert(p.symbol, p.date, p.close);
         }
@@ -52,7 +60,11 @@ fn log(json: &Value, late: bool) -> Log {
             prices.apply_split(&parse_split(v.to_string().as_bytes()).unwrap());
         }
     }
-    Log { txs, prices }
+    Log {
+        txs,
+        prices,
+        foreign,
+    }
 }
 
 const MONEY: [&str; 9] = [
@@ -216,6 +228,37 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
                 Some(s.total_return),
                 &e["total_return"],
             );
+            if let Some(sym) = q.get("benchmark").and_then(Value::as_str) {
+                let symbol = projections::Symbol::parse(sym).unwrap();
+                // Benchmarks quoted in another currency need exchange rates,
+                // which the fold does not read yet.
+                let foreign = log.foreign.contains(sym);
+                if !foreign {
+                    let bm =
+                        projections::benchmark(&symbol, &log.prices, w0, w0_date, &series, &query);
+                    let st = serde_json::to_value(&bm.stats).unwrap();
+                    for k in [
+                        "beta",
+                        "alpha",
+                        "tracking_error",
+                        "information_ratio",
+                        "correlation",
+                        "up_capture",
+                        "down_capture",
+                        "benchmark_total_return",
+                    ] {
+                        close(&format!("{ctx} {k}"), st[k].as_f64(), &e[k]);
+                    }
+                    assert_eq!(st["benchmark_status"], e["benchmark_status"], "{ctx}");
+                    let want = block["benchmark_index"].as_array().unwrap();
+                    assert_eq!(bm.index.len(), want.len(), "{ctx} index length");
+                    for ((d, _), (got, w)) in series.iter().zip(bm.index.iter().zip(want)) {
+                        assert_eq!(d.to_string(), w["date"].as_str().unwrap(), "{ctx}");
+                        let got = got.map(|g| g.to_string().parse::<f64>().unwrap());
+                        close(&format!("{ctx} index {d}"), got, &w["value"]);
+                    }
+                }
+            }
             if e.get("money_weighted_return").is_some() {
                 close(
                     &format!("{ctx} mwr"),
@@ -357,6 +400,14 @@ fn money_weighted_and_periods() {
     golden(
         "mwr-and-periods",
         include_str!("../../fixtures/golden/mwr-and-periods.json"),
+    );
+}
+
+#[test]
+fn benchmark_statistics() {
+    golden(
+        "benchmark",
+        include_str!("../../fixtures/golden/benchmark.json"),
     );
 }
 

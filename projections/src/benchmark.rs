@@ -1,0 +1,208 @@
+//! A curve against a benchmark symbol (docs/valuation.md): the benchmark's
+//! closes sampled on the portfolio's days, and beta, alpha, tracking error,
+//! information ratio, correlation and up/down capture as empyrical computes
+//! them on the two return series.
+//!
+//! B_k is the benchmark's close on or before day k (closes only; a symbol
+//! without any close is unknown), adjusted for every split after its date
+//! up to the range's last day, so a split inside the range is not a return.
+//! B_0 is taken on W0's day; without a close by then, every statistic is
+//! null and the status says why.
+
+use chrono::{Datelike, NaiveDate};
+use rust_decimal::prelude::ToPrimitive;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use crate::fold::PriceBook;
+use crate::stats::{Calendar, StatsQuery};
+use crate::types::Symbol;
+
+/// Benchmark-relative statistics of a range.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchmarkStats {
+    pub beta: Option<f64>,
+    pub alpha: Option<f64>,
+    pub tracking_error: Option<f64>,
+    pub information_ratio: Option<f64>,
+    pub correlation: Option<f64>,
+    pub up_capture: Option<f64>,
+    pub down_capture: Option<f64>,
+    pub benchmark_total_return: Option<f64>,
+    /// `ok`, or why the statistics are null.
+    pub benchmark_status: String,
+}
+
+/// The benchmark over a range: its statistics, and B_k / B_0 on each day
+/// of `series` (None before its first close).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Benchmark {
+    pub stats: BenchmarkStats,
+    pub index: Vec<Option<Decimal>>,
+}
+
+/// B on `day`: the latest close on or before it, in the units of `last`.
+fn level(prices: &PriceBook, symbol: &Symbol, day: NaiveDate, last: NaiveDate) -> Option<Decimal> {
+    let (t, close) = prices.close_dated(symbol, day)?;
+    prices
+        .splits_after(symbol, t, last)
+        .try_fold(close, |c, (n, d)| {
+            c.checked_mul(Decimal::from(d))?
+                .checked_div(Decimal::from(n))
+        })
+}
+
+fn ratio(a: Decimal, b: Decimal) -> Option<f64> {
+    a.checked_div(b).and_then(|q| (q - Decimal::ONE).to_f64())
+}
+
+/// The benchmark `symbol` against the range's NAVs (`series`, every
+/// record; `w0` on `w0_date`), sampled by `query`'s calendar.
+pub fn benchmark(
+    symbol: &Symbol,
+    prices: &PriceBook,
+    w0: Decimal,
+    w0_date: NaiveDate,
+    series: &[(NaiveDate, Decimal)],
+    query: &StatsQuery,
+) -> Benchmark {
+    let last = series.last().map_or(w0_date, |(d, _)| *d);
+    let b0 = level(prices, symbol, w0_date, last);
+    let index = series
+        .iter()
+        .map(|(d, _)| {
+            let b = level(prices, symbol, *d, last)?;
+            b0.filter(|b0| !b0.is_zero())
+                .and_then(|b0| b.checked_div(b0))
+        })
+        .collect();
+    let null = |why: String| BenchmarkStats {
+        beta: None,
+        alpha: None,
+        tracking_error: None,
+        information_ratio: None,
+        correlation: None,
+        up_capture: None,
+        down_capture: None,
+        benchmark_total_return: None,
+        benchmark_status: why,
+    };
+    let Some(b0) = b0.filter(|b| !b.is_zero()) else {
+        return Benchmark {
+            stats: null(format!("no price for {symbol} on or before {w0_date}")),
+            index,
+        };
+    };
+    let sampled: Vec<&(NaiveDate, Decimal)> = series
+        .iter()
+        .filter(|(d, _)| match query.calendar {
+            Calendar::All => true,
+            Calendar::Trading => d.weekday().number_from_monday() <= 5,
+        })
+        .collect();
+    let (mut r, mut b) = (Vec::new(), Vec::new());
+    let (mut prev_w, mut prev_b) = (w0, b0);
+    for (d, w) in &sampled {
+        let bk = level(prices, symbol, *d, last).unwrap_or(prev_b);
+        r.push(if prev_w.is_zero() {
+            0.0
+        } else {
+            ratio(*w, prev_w).unwrap_or(0.0)
+        });
+        b.push(if prev_b.is_zero() {
+            0.0
+        } else {
+            ratio(bk, prev_b).unwrap_or(0.0)
+        });
+        prev_w = *w;
+        prev_b = bk;
+    }
+    let total = ratio(prev_b, b0);
+    let mut stats = relative(&r, &b, query);
+    stats.benchmark_total_return = total;
+    Benchmark { stats, index }
+}
+
+fn mean(x: &[f64]) -> f64 {
+    x.iter().sum::<f64>() / x.len() as f64
+}
+
+fn std1(x: &[f64]) -> Option<f64> {
+    (x.len() >= 2).then(|| {
+        let m = mean(x);
+        (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt()
+    })
+}
+
+/// Empyrical's statistics of `r` against `b` (same days).
+fn relative(r: &[f64], b: &[f64], query: &StatsQuery) -> BenchmarkStats {
+    let n = r.len();
+    let p = query.calendar.periods_per_year();
+    let mut s = BenchmarkStats {
+        beta: None,
+        alpha: None,
+        tracking_error: None,
+        information_ratio: None,
+        correlation: None,
+        up_capture: None,
+        down_capture: None,
+        benchmark_total_return: None,
+        benchmark_status: "ok".into(),
+    };
+    if n < 2 {
+        return s;
+    }
+    let (mr, mb) = (mean(r), mean(b));
+    let cov = r
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - mr) * (y - mb))
+        .sum::<f64>();
+    let var_b = b.iter().map(|y| (y - mb).powi(2)).sum::<f64>();
+    let var_r = r.iter().map(|x| (x - mr).powi(2)).sum::<f64>();
+    let rf = (1.0 + query.risk_free).powf(1.0 / p) - 1.0;
+    if var_b > 0.0 {
+        let beta = cov / var_b;
+        s.beta = Some(beta);
+        let excess: Vec<f64> = r
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - rf) - beta * (y - rf))
+            .collect();
+        s.alpha = Some((1.0 + mean(&excess)).powf(p) - 1.0);
+    }
+    if var_b > 0.0 && var_r > 0.0 {
+        s.correlation = Some(cov / (var_b.sqrt() * var_r.sqrt()));
+    }
+    let active: Vec<f64> = r.iter().zip(b).map(|(x, y)| x - y).collect();
+    if let Some(sd) = std1(&active) {
+        s.tracking_error = Some(sd * p.sqrt());
+        if sd > 0.0 {
+            s.information_ratio = Some(mean(&active) / sd * p.sqrt());
+        }
+    }
+    let capture = |up: bool| -> Option<f64> {
+        let days: Vec<(f64, f64)> = r
+            .iter()
+            .zip(b)
+            .filter(|(_, y)| if up { **y > 0.0 } else { **y < 0.0 })
+            .map(|(x, y)| (*x, *y))
+            .collect();
+        let m = days.len();
+        if m == 0 {
+            return None;
+        }
+        let a = |f: &dyn Fn(&(f64, f64)) -> f64| {
+            days.iter()
+                .map(|d| 1.0 + f(d))
+                .product::<f64>()
+                .powf(p / m as f64)
+                - 1.0
+        };
+        let bench = a(&|d| d.1);
+        (bench != 0.0).then(|| a(&|d| d.0) / bench)
+    };
+    s.up_capture = capture(true);
+    s.down_capture = capture(false);
+    s
+}

@@ -83,6 +83,12 @@ pub struct Point {
     pub income: String,
     /// Proceeds of sells less the cost they released, so far.
     pub realized_pnl: String,
+    /// With `benchmark=`: the benchmark's level over its level on the day
+    /// before the range (12 places), null before its first close; absent
+    /// without a benchmark.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schema(value_type = Option<String>)]
+    pub benchmark_index: Option<Option<String>>,
 }
 
 impl From<&HistoryRow> for Point {
@@ -105,6 +111,7 @@ impl From<&HistoryRow> for Point {
             receivable: money_text(r.receivable),
             income: money_text(r.income),
             realized_pnl: money_text(r.realized_pnl),
+            benchmark_index: None,
         }
     }
 }
@@ -112,11 +119,13 @@ impl From<&HistoryRow> for Point {
 /// What to read: an optional range (both ends inclusive) and how to compute
 /// the statistics. The default is the whole history, trading calendar,
 /// risk-free rate 0.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct HistoryQuery {
     pub from: Option<NaiveDate>,
     pub to: Option<NaiveDate>,
     pub stats: StatsQuery,
+    /// A symbol to compare the curve with.
+    pub benchmark: Option<projections::Symbol>,
 }
 
 impl HistoryQuery {
@@ -124,8 +133,12 @@ impl HistoryQuery {
     /// read cache keys on it).
     pub fn cache_key(&self) -> String {
         format!(
-            "from={:?}&to={:?}&calendar={:?}&rf={}",
-            self.from, self.to, self.stats.calendar, self.stats.risk_free
+            "from={:?}&to={:?}&calendar={:?}&rf={}&benchmark={}",
+            self.from,
+            self.to,
+            self.stats.calendar,
+            self.stats.risk_free,
+            self.benchmark.as_ref().map_or("", |s| s.as_str())
         )
     }
 }
@@ -158,6 +171,9 @@ pub enum QueryError {
     /// The portfolio has no record on the day asked for.
     #[error("{0}")]
     NoRecord(String),
+    /// The benchmark symbol has no close at all.
+    #[error("{0}")]
+    UnknownBenchmark(String),
     #[error(transparent)]
     Db(#[from] sqlx::Error),
     /// The computation off the async threads did not finish (a panic).
@@ -192,8 +208,32 @@ pub async fn read_history(
                 .expect("date in range"),
         ),
     };
+    // The benchmark's closes and splits: all of them (the series is short
+    // next to a history, and B_0 may lie before the range).
+    let bench_book = match &q.benchmark {
+        None => None,
+        Some(sym) => {
+            let wanted = [sym.to_string()];
+            let mut closes = storage::prices::series(&mut tx, &wanted).await?;
+            let Some(series) = closes.remove(sym.as_str()).filter(|c| !c.is_empty()) else {
+                return Err(QueryError::UnknownBenchmark(format!(
+                    "unknown benchmark `{sym}`: navd has no close for it"
+                )));
+            };
+            let mut book = projections::PriceBook::new();
+            book.insert_series(sym.clone(), series);
+            for (day, n, d) in storage::prices::splits(&mut tx, &wanted)
+                .await?
+                .remove(sym.as_str())
+                .unwrap_or_default()
+            {
+                book.set_split(sym.clone(), day, n, d);
+            }
+            Some(book)
+        }
+    };
     tx.commit().await?;
-    let (id, q) = (id.to_string(), *q);
+    let (id, q) = (id.to_string(), q.clone());
     let span = tracing::Span::current();
     // Statistics and points are linear in the range, which can be decades
     // of days: computed on a blocking thread, not an async worker (in the
@@ -205,13 +245,21 @@ pub async fn read_history(
         let w0 = before.as_ref().map_or(Decimal::ONE, |r| r.nav_exact);
         let mut statistics = projections::statistics(w0, w0_date, &series, &q.stats);
         money_weighted(&mut statistics, before.as_ref(), w0_date, &rows);
+        let mut points: Vec<Point> = rows.iter().map(Point::from).collect();
+        if let (Some(sym), Some(book)) = (&q.benchmark, &bench_book) {
+            let bm = projections::benchmark(sym, book, w0, w0_date, &series, &q.stats);
+            for (p, x) in points.iter_mut().zip(&bm.index) {
+                p.benchmark_index = Some(x.map(projections::ratio_text));
+            }
+            statistics.benchmark = Some(bm.stats);
+        }
         History {
             portfolio_id: id,
             from: q.from.or(rows.first().map(|r| r.record.date)),
             to: q.to.or(rows.last().map(|r| r.record.date)),
             as_of: p.last_day,
             status: PortfolioStatus::of(&p),
-            points: rows.iter().map(Point::from).collect(),
+            points,
             statistics,
             version: p.version,
             pending_from: p.pending_from,

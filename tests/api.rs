@@ -1060,3 +1060,58 @@ async fn index_page_lists_what_the_token_may_see() {
     let one = page(token("nav:read", &["ix-b"])).await;
     assert!(one.contains("ix-b") && !one.contains("ix-a"), "{one}");
 }
+
+/// A benchmark read is cached like any other, and a new close of the
+/// benchmark makes the next read fresh (its price version is part of the
+/// validator).
+#[tokio::test]
+async fn a_benchmark_close_refreshes_cached_reads() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    let bm = |d: &str, c: &str| json!({"symbol": "BMK", "date": d, "close": c});
+    ingest(
+        &app.pool,
+        &[],
+        &[bm("2024-01-01", "100"), bm("2024-01-10", "110")],
+    )
+    .await;
+    let tok = admin();
+    let r = post(
+        &app,
+        "/api/v1/portfolio/golden-1/nav-history/calculate",
+        &tok,
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let path = "/api/v1/portfolio/golden-1/nav-history?benchmark=BMK";
+    let (s, v) = get_json(&app, path, &tok).await;
+    assert_eq!(s, 200, "{v}");
+    assert!((v["statistics"]["benchmark_total_return"].as_f64().unwrap() - 0.1).abs() < 1e-12);
+    assert_eq!(v["points"][0]["benchmark_index"], "1.000000000000");
+    let (_, again) = get_json(&app, path, &tok).await;
+    assert_eq!(again, v, "served from the cache, unchanged");
+    ingest(&app.pool, &[], &[bm("2024-01-12", "121")]).await;
+    let (_, fresh) = get_json(&app, path, &tok).await;
+    assert!(
+        (fresh["statistics"]["benchmark_total_return"]
+            .as_f64()
+            .unwrap()
+            - 0.21)
+            .abs()
+            < 1e-12,
+        "{}",
+        fresh["statistics"]
+    );
+    // Without a benchmark: no benchmark fields at all.
+    let (_, plain) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &tok).await;
+    assert!(plain["statistics"].get("beta").is_none());
+    assert!(plain["points"][0].get("benchmark_index").is_none());
+    let (s, _) = get_json(
+        &app,
+        "/api/v1/portfolio/golden-1/nav-history?benchmark=a%20b",
+        &tok,
+    )
+    .await;
+    assert_eq!(s, 400);
+}

@@ -69,6 +69,9 @@ pub struct Statistics {
     /// Monthly and yearly returns over every record of the range.
     #[serde(default)]
     pub periods: crate::money::Periods,
+    /// With a benchmark: the statistics against it.
+    #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
+    pub benchmark: Option<crate::benchmark::BenchmarkStats>,
 }
 
 /// Statistics of `series` (the range's records as (day, exact NAV),
@@ -147,6 +150,7 @@ pub fn statistics(
         money_weighted_return: None,
         modified_dietz: None,
         periods: crate::money::periods(w0, series),
+        benchmark: None,
     }
 }
 

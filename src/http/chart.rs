@@ -1356,6 +1356,7 @@ mod tests {
                 receivable: "0".into(),
                 income: "3.25000000".into(),
                 realized_pnl: "0".into(),
+                benchmark_index: None,
             })
             .collect();
         let mut status = PortfolioStatus::ok();
@@ -1404,6 +1405,7 @@ mod tests {
                         partial: true,
                     }],
                 },
+                benchmark: None,
             },
         };
         let q = HistoryQuery::parse(Some("from=2021-01-01&calendar=all")).unwrap();

@@ -175,6 +175,7 @@ impl From<crate::query::QueryError> for ApiError {
         match e {
             QueryError::NotFound => ApiError::NotFound,
             QueryError::NoRecord(why) => ApiError::RouteNotFound(why),
+            QueryError::UnknownBenchmark(why) => ApiError::BadRequest(why),
             QueryError::Db(d) => d.into(),
             QueryError::Failed(e) => ApiError::Internal(e),
         }

@@ -48,14 +48,31 @@ pub async fn get_history(
     caller.authorize(SCOPE_READ, id.as_str())?;
     let q = HistoryQuery::parse(raw.as_deref())?;
     let key = format!("{id}?{}", q.cache_key());
-    let (version, pending) = storage::portfolio_validator(&s.pool, id.as_str())
-        .await?
-        .ok_or(ApiError::NotFound)?;
-    let entry = match s.cache.get(&key, &validator(version, pending)) {
+    let bench = q.benchmark.as_ref().map(|b| b.as_str());
+    let (version, pending, bench_version) =
+        storage::portfolio_validator(&s.pool, id.as_str(), bench)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+    let bench_tag = |v: Option<i64>| match (bench, v) {
+        (Some(_), Some(v)) => format!("-b{v}"),
+        _ => String::new(),
+    };
+    let current = format!(
+        "{}{}",
+        validator(version, pending),
+        bench_tag(bench_version)
+    );
+    let entry = match s.cache.get(&key, &current) {
         Some(e) => e,
         None => {
             let h = query::read_history(&s.pool, id.as_str(), &q).await?;
-            let tag = validator(h.version, h.pending_from);
+            // The benchmark's version as read before the closes: a close
+            // written in between only makes the next read reload.
+            let tag = format!(
+                "{}{}",
+                validator(h.version, h.pending_from),
+                bench_tag(bench_version)
+            );
             let resp = HistoryResponse::from(h);
             // Serializing and compressing a long history takes tens of ms:
             // not on the async threads.

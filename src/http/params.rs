@@ -138,7 +138,15 @@ pub trait ParseQuery: Sized {
 /// same): `from`, `to`, `calendar`, `risk_free`.
 impl ParseQuery for HistoryQuery {
     fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
-        let q = query(raw, &["from", "to", "calendar", "risk_free"])?;
+        let q = query(raw, &["from", "to", "calendar", "risk_free", "benchmark"])?;
+        let benchmark = q
+            .get("benchmark")
+            .map(|v| {
+                projections::Symbol::parse(v).map_err(|e| {
+                    ApiError::BadRequest(format!("`benchmark` is not a symbol: {}", e.reason))
+                })
+            })
+            .transpose()?;
         let from = q.get("from").map(|v| date("from", v)).transpose()?;
         let to = q.get("to").map(|v| date("to", v)).transpose()?;
         range(from, to)?;
@@ -169,6 +177,7 @@ impl ParseQuery for HistoryQuery {
                 calendar,
                 risk_free,
             },
+            benchmark,
         })
     }
 }

@@ -92,6 +92,11 @@ pub struct HistoryParams {
     /// Annual risk-free rate, −1 < rf < 1 (default 0).
     #[param(exclusive_minimum = -1.0, exclusive_maximum = 1.0)]
     risk_free: Option<f64>,
+    /// A symbol to compare with (its closes, split-adjusted): adds the
+    /// benchmark statistics and each point's `benchmark_index`; a symbol
+    /// without any close answers 400.
+    #[param(pattern = "^[A-Za-z0-9._:-]{1,32}$")]
+    benchmark: Option<String>,
 }
 
 /// The `calendar` values of GET nav-history.
@@ -129,6 +134,25 @@ pub struct StatisticsDoc {
     /// Modified Dietz return of the range; null when its denominator is ≤ 0.
     modified_dietz: Option<f64>,
     periods: PeriodsDoc,
+    /// With `benchmark=`: cov(r, b) / var(b).
+    beta: Option<f64>,
+    /// With `benchmark=`: (1 + mean(r − rf − β·(b − rf)))^P − 1.
+    alpha: Option<f64>,
+    /// With `benchmark=`: stdev(r − b, ddof 1) · √P.
+    tracking_error: Option<f64>,
+    /// With `benchmark=`: mean(r − b) / stdev(r − b) · √P.
+    information_ratio: Option<f64>,
+    /// With `benchmark=`: Pearson's correlation of r and b.
+    correlation: Option<f64>,
+    /// With `benchmark=`: annualized return on the benchmark's up days over
+    /// the benchmark's on them.
+    up_capture: Option<f64>,
+    /// With `benchmark=`: the same on its down days.
+    down_capture: Option<f64>,
+    /// With `benchmark=`: B_n / B_0 − 1.
+    benchmark_total_return: Option<f64>,
+    /// With `benchmark=`: `ok`, or why the benchmark statistics are null.
+    benchmark_status: Option<String>,
 }
 
 /// Monthly and yearly returns over every record of the range.

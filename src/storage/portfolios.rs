@@ -172,15 +172,20 @@ pub async fn due_portfolios(
 pub async fn portfolio_validator(
     pool: &PgPool,
     portfolio_id: &str,
-) -> sqlx::Result<Option<(i64, Option<NaiveDate>)>> {
+    benchmark: Option<&str>,
+) -> sqlx::Result<Option<(i64, Option<NaiveDate>, Option<i64>)>> {
+    // The benchmark's price version too, in the same round trip: a read
+    // with a benchmark is stale when its closes change.
     let row = sqlx::query(
-        "SELECT p.version, (SELECT min(from_day) FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id)
+        "SELECT p.version, (SELECT min(from_day) FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id),
+                (SELECT v.version FROM price_versions v WHERE v.symbol = $2)
            FROM portfolios p WHERE p.portfolio_id = $1",
     )
     .bind(portfolio_id)
+    .bind(benchmark)
     .fetch_optional(pool)
     .await?;
-    Ok(row.map(|r| (r.get(0), r.get(1))))
+    Ok(row.map(|r| (r.get(0), r.get(1), r.get(2))))
 }
 
 /// The `portfolios` updates of a batch refresh, applied in one statement,

@@ -1114,4 +1114,20 @@ async fn a_benchmark_close_refreshes_cached_reads() {
     )
     .await;
     assert_eq!(s, 400);
+    // The page: the benchmark's rows, or the form with the reason.
+    for (q, status, want) in [
+        ("?benchmark=BMK", 200, ">Beta<"),
+        ("?benchmark=NOPE", 400, "unknown benchmark `NOPE`"),
+    ] {
+        let r = app
+            .client
+            .get(app.url(&format!("/portfolio/golden-1{q}")))
+            .bearer_auth(&tok)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status, "{q}");
+        let html = r.text().await.unwrap();
+        assert!(html.contains(want) && html.contains("<form"), "{q}: {html}");
+    }
 }

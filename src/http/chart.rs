@@ -599,7 +599,15 @@ pub async fn page(
         Err(e) => return Err(e),
     };
     let slot = RenderPool::global().slot().await?;
-    let h = read_history(&s.pool, id.as_str(), &q).await?;
+    let h = match read_history(&s.pool, id.as_str(), &q).await {
+        Ok(h) => h,
+        // A benchmark symbol navd does not know is a typo to fix in place.
+        Err(crate::query::QueryError::UnknownBenchmark(reason)) => {
+            let html = render_page(id.as_str(), &form, query.as_deref(), Err(&reason));
+            return Ok(html_response(StatusCode::BAD_REQUEST, html));
+        }
+        Err(e) => return Err(e.into()),
+    };
     // The positions table is a convenience: a range ending where there is
     // no record simply shows none.
     let held = match h.points.last() {
@@ -834,6 +842,7 @@ struct FormValues {
     to: String,
     calendar: String,
     risk_free: String,
+    benchmark: String,
 }
 
 impl FormValues {
@@ -850,6 +859,7 @@ impl FormValues {
             to: get("to"),
             calendar: get("calendar"),
             risk_free: get("risk_free"),
+            benchmark: get("benchmark"),
         }
     }
 }
@@ -989,6 +999,8 @@ fn render_page(
          <option value=\"all\"{}>all days (365/yr)</option></select></label>\n\
          <label>Risk-free rate (annual, e.g. 0.02)<input type=\"number\" name=\"risk_free\" \
          step=\"any\" min=\"-0.9999\" max=\"0.9999\" placeholder=\"0\" value=\"{}\"></label>\n\
+         <label>Benchmark symbol<input type=\"text\" name=\"benchmark\" maxlength=\"32\" \
+         placeholder=\"none\" value=\"{}\"></label>\n\
          <button type=\"submit\">Show</button> <a href=\"{page_href}\">reset</a>\n\
          </form></div>",
         escape_html(&form.from),
@@ -996,6 +1008,7 @@ fn render_page(
         selected("trading"),
         selected("all"),
         escape_html(&form.risk_free),
+        escape_html(&form.benchmark),
     );
 
     match &data {
@@ -1101,8 +1114,56 @@ fn write_stats(h: &mut String, s: &Statistics, q: &HistoryQuery) {
             },
         ),
     ];
+    let bench_rows: Vec<(&str, String, &str)> = match &s.benchmark {
+        None => Vec::new(),
+        Some(b) => vec![
+            (
+                "Benchmark",
+                q.benchmark
+                    .as_ref()
+                    .map_or_else(String::new, |s| s.to_string()),
+                if b.benchmark_status == "ok" {
+                    ""
+                } else {
+                    b.benchmark_status.as_str()
+                },
+            ),
+            (
+                "Benchmark return",
+                opt(b.benchmark_total_return, pct),
+                "over the same days",
+            ),
+            ("Beta", opt(b.beta, ratio), "sensitivity to the benchmark"),
+            (
+                "Alpha",
+                opt(b.alpha, pct),
+                "annualized, beyond what beta explains",
+            ),
+            (
+                "Tracking error",
+                opt(b.tracking_error, pct),
+                "annualized stdev of the difference",
+            ),
+            (
+                "Information ratio",
+                opt(b.information_ratio, ratio),
+                "annualized",
+            ),
+            ("Correlation", opt(b.correlation, ratio), ""),
+            (
+                "Up capture",
+                opt(b.up_capture, ratio),
+                "on the benchmark's up days",
+            ),
+            (
+                "Down capture",
+                opt(b.down_capture, ratio),
+                "on its down days",
+            ),
+        ],
+    };
     h.push_str("<div class=\"card\"><h2>Statistics of the range</h2><table>\n");
-    for (name, value, note) in rows {
+    for (name, value, note) in rows.into_iter().chain(bench_rows) {
         let _ = writeln!(
             h,
             "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"note\">{}</td></tr>",
@@ -1405,10 +1466,20 @@ mod tests {
                         partial: true,
                     }],
                 },
-                benchmark: None,
+                benchmark: Some(projections::BenchmarkStats {
+                    beta: Some(1.234),
+                    alpha: Some(0.0456),
+                    tracking_error: Some(0.07),
+                    information_ratio: Some(0.5),
+                    correlation: Some(0.9),
+                    up_capture: Some(1.1),
+                    down_capture: Some(0.8),
+                    benchmark_total_return: Some(0.31),
+                    benchmark_status: "ok".into(),
+                }),
             },
         };
-        let q = HistoryQuery::parse(Some("from=2021-01-01&calendar=all")).unwrap();
+        let q = HistoryQuery::parse(Some("from=2021-01-01&calendar=all&benchmark=IDX")).unwrap();
         let chart = chart_of(&history).unwrap();
         let form = FormValues::of(&non_empty_pairs(Some("from=2021-01-01&calendar=all")));
         let html = render_page(
@@ -1448,6 +1519,7 @@ mod tests {
         assert!(html.contains("not recovered yet"));
         assert!(html.contains("Realized P&amp;L"));
         assert!(html.contains("9.12%") && html.contains("8.77%"));
+        assert!(html.contains(">Beta<") && html.contains("1.23") && html.contains("31.00%"));
         assert!(html.contains("Held on 2023-12-29") && html.contains("&lt;ACME&gt;"));
         assert!(html.contains("<td class=\"num up\">1.23%*</td>"));
         assert!(html.contains("<td class=\"num down\">-4.56%</td>"));

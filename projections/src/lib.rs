@@ -1,16 +1,17 @@
 //! navd's pure domain: what an event is, how a portfolio's daily net value is
-//! folded from its transactions and closing prices, and the statistics of the
-//! resulting curve.
+//! folded from its transactions, closing prices and splits, and the
+//! statistics of the resulting curve.
 //!
 //! Nothing in this crate does I/O or knows about async runtimes, databases or
 //! brokers; the service (`navd`) feeds it events and stores what it returns.
 //! Money is exact (`rust_decimal`) everywhere; only the statistics, which the
 //! contract reports as JSON numbers, are computed in `f64` from exact returns.
 //!
-//! The contract implemented here is the contract in docs/events.md and docs/valuation.md: events in
-//! docs/events.md ([`event`], [`types`]), valuation in docs/valuation.md ([`fold`](mod@fold)), statistics
-//! in docs/valuation.md ([`stats`]), rounding of reported values in docs/valuation.md
-//! ([`decimal`]).
+//! The contract implemented here is the contract in docs/events.md and
+//! docs/valuation.md: events ([`event`], [`types`]), valuation and positions
+//! ([`fold`](mod@fold)), time-weighted statistics ([`stats`]), money-weighted
+//! figures and period returns ([`money`]), statistics against a benchmark
+//! ([`benchmark`](mod@benchmark)), rounding of reported values ([`decimal`]).
 
 pub mod benchmark;
 pub mod decimal;

@@ -206,3 +206,36 @@ fn relative(r: &[f64], b: &[f64], query: &StatsQuery) -> BenchmarkStats {
     s.down_capture = capture(false);
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query() -> StatsQuery {
+        StatsQuery {
+            calendar: Calendar::All,
+            risk_free: 0.0,
+        }
+    }
+
+    /// Fewer than two returns: no statistic but the total; two: all.
+    #[test]
+    fn two_returns_are_the_least() {
+        let one = relative(&[0.01], &[0.02], &query());
+        assert_eq!(
+            (
+                one.beta,
+                one.up_capture,
+                one.tracking_error,
+                one.correlation
+            ),
+            (None, None, None, None)
+        );
+        assert_eq!(one.benchmark_status, "ok");
+        let two = relative(&[0.01, -0.02], &[0.02, -0.01], &query());
+        let beta = two.beta.expect("two returns give a beta");
+        assert!((beta - 1.0).abs() < 1e-12, "{beta}");
+        assert!(two.up_capture.is_some() && two.down_capture.is_some());
+        assert!(two.tracking_error.is_some() && two.correlation.is_some());
+    }
+}

@@ -15,7 +15,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use crate::fold::PriceBook;
-use crate::stats::{Calendar, StatsQuery};
+use crate::stats::{Calendar, StatsQuery, MIN_SD};
 use crate::types::Symbol;
 
 /// Benchmark-relative statistics of a range.
@@ -161,7 +161,13 @@ fn relative(r: &[f64], b: &[f64], query: &StatsQuery) -> BenchmarkStats {
     let var_b = b.iter().map(|y| (y - mb).powi(2)).sum::<f64>();
     let var_r = r.iter().map(|x| (x - mr).powi(2)).sum::<f64>();
     let rf = (1.0 + query.risk_free).powf(1.0 / p) - 1.0;
-    if var_b > 0.0 {
+    // Sample deviations, compared with the rounding noise of converted
+    // returns rather than with an exact 0.
+    let (sd_b, sd_r) = (
+        (var_b / (n - 1) as f64).sqrt(),
+        (var_r / (n - 1) as f64).sqrt(),
+    );
+    if sd_b > MIN_SD {
         let beta = cov / var_b;
         s.beta = Some(beta);
         let excess: Vec<f64> = r
@@ -171,13 +177,13 @@ fn relative(r: &[f64], b: &[f64], query: &StatsQuery) -> BenchmarkStats {
             .collect();
         s.alpha = Some((1.0 + mean(&excess)).powf(p) - 1.0);
     }
-    if var_b > 0.0 && var_r > 0.0 {
+    if sd_b > MIN_SD && sd_r > MIN_SD {
         s.correlation = Some(cov / (var_b.sqrt() * var_r.sqrt()));
     }
     let active: Vec<f64> = r.iter().zip(b).map(|(x, y)| x - y).collect();
     if let Some(sd) = std1(&active) {
         s.tracking_error = Some(sd * p.sqrt());
-        if sd > 0.0 {
+        if sd > MIN_SD {
             s.information_ratio = Some(mean(&active) / sd * p.sqrt());
         }
     }
@@ -237,5 +243,25 @@ mod tests {
         assert!((beta - 1.0).abs() < 1e-12, "{beta}");
         assert!(two.up_capture.is_some() && two.down_capture.is_some());
         assert!(two.tracking_error.is_some() && two.correlation.is_some());
+    }
+
+    /// A zero variance or deviation makes its ratios null, never NaN or
+    /// infinite.
+    #[test]
+    fn degenerate_series_give_nulls() {
+        // A benchmark that does not move: no beta, alpha or correlation.
+        let flat_b = relative(&[0.01, 0.03], &[0.02, 0.02], &query());
+        assert_eq!(
+            (flat_b.beta, flat_b.alpha, flat_b.correlation),
+            (None, None, None)
+        );
+        // A curve that does not move: beta 0, no correlation.
+        let flat_r = relative(&[0.01, 0.01], &[0.02, -0.01], &query());
+        assert_eq!(flat_r.beta, Some(0.0));
+        assert_eq!(flat_r.correlation, None);
+        // A constant difference: no tracking, so no information ratio.
+        let same = relative(&[0.03, 0.01], &[0.02, 0.0], &query());
+        assert!(same.tracking_error.unwrap().abs() < 1e-15);
+        assert_eq!(same.information_ratio, None);
     }
 }

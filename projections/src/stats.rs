@@ -20,6 +20,12 @@ use rust_decimal::prelude::ToPrimitive;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+/// A per-period standard deviation below this is the rounding noise of
+/// returns converted from exact decimals (a curve or a difference that is
+/// constant up to its last bits), taken as 0: a ratio over it would be a
+/// meaningless 10^17, so it is null instead.
+pub(crate) const MIN_SD: f64 = 1e-14;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Calendar {
@@ -112,7 +118,7 @@ pub fn statistics(
 
     let volatility = sample_std(&returns).map(|s| s * sqrt_p);
     let sharpe_ratio = match sample_std(&excess) {
-        Some(s) if s > 0.0 => Some(mean(&excess) / s * sqrt_p),
+        Some(s) if s > MIN_SD => Some(mean(&excess) / s * sqrt_p),
         _ => None,
     };
     let sortino_ratio = if n == 0 {
@@ -120,7 +126,7 @@ pub fn statistics(
     } else {
         let downside =
             (excess.iter().map(|x| x.min(0.0).powi(2)).sum::<f64>() / n as f64).sqrt() * sqrt_p;
-        (downside > 0.0).then(|| mean(&excess) * periods / downside)
+        (downside / sqrt_p > MIN_SD).then(|| mean(&excess) * periods / downside)
     };
 
     let total_return = to_f64(ratio_minus_one(wn, w0));
@@ -242,6 +248,29 @@ fn max_drawdown(w0: Decimal, w0_date: NaiveDate, sampled: &[(NaiveDate, Decimal)
 
 #[cfg(test)]
 mod tests {
+    /// A curve growing at one constant rate has no dispersion: its Sharpe
+    /// ratio is null, not the 10^17 that the last bits of converted
+    /// returns would give.
+    #[test]
+    fn a_constant_return_has_no_sharpe_ratio() {
+        let mut w = Decimal::ONE;
+        let d0 = chrono::NaiveDate::from_ymd_opt(2024, 1, 1).unwrap();
+        let series: Vec<(NaiveDate, Decimal)> = (1..=400)
+            .map(|k| {
+                w *= Decimal::new(10001, 4);
+                (d0 + chrono::Days::new(k), w)
+            })
+            .collect();
+        let q = StatsQuery {
+            calendar: Calendar::All,
+            risk_free: 0.0,
+        };
+        let s = statistics(Decimal::ONE, d0, &series, &q);
+        assert_eq!(s.sharpe_ratio, None, "{s:?}");
+        assert!(s.volatility.unwrap() < 1e-12);
+        assert_eq!(s.sortino_ratio, None);
+    }
+
     use super::*;
     use std::str::FromStr;
 

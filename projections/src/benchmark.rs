@@ -45,7 +45,7 @@ pub struct Benchmark {
 fn level(prices: &PriceBook, symbol: &Symbol, day: NaiveDate, last: NaiveDate) -> Option<Decimal> {
     let (t, close) = prices.close_dated(symbol, day)?;
     prices
-        .splits_after(symbol, t, last)
+        .splits_between(symbol, t, last)
         .try_fold(close, |c, (n, d)| {
             c.checked_mul(Decimal::from(d))?
                 .checked_div(Decimal::from(n))

@@ -223,7 +223,7 @@ impl PriceBook {
     }
 
     /// Splits of `symbol` with `after < ex_date <= through`, ascending.
-    fn splits_between(
+    pub(crate) fn splits_between(
         &self,
         symbol: &Symbol,
         after: NaiveDate,
@@ -246,22 +246,6 @@ impl PriceBook {
             .range(..=date)
             .next_back()
             .map(|(d, c)| (*d, *c))
-    }
-
-    /// Splits of `symbol` with `after < ex_date <= through`, ascending, as
-    /// (numerator, denominator).
-    pub fn splits_after(
-        &self,
-        symbol: &Symbol,
-        after: NaiveDate,
-        through: NaiveDate,
-    ) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.splits_between(symbol, after, through)
-    }
-
-    /// Whether any close of `symbol` is known.
-    pub fn has_closes(&self, symbol: &Symbol) -> bool {
-        self.by_symbol.get(symbol).is_some_and(|m| !m.is_empty())
     }
 
     /// The latest close dated ≤ `date`.

@@ -71,17 +71,7 @@ pub async fn dead_letters(
 ) -> Result<Json<DeadLetterPage>, ApiError> {
     caller.require(SCOPE_ADMIN)?;
     let q = params::query(raw.as_deref(), &["limit", "after"])?;
-    let limit = match q.get("limit") {
-        None => 100,
-        Some(v) => match params::digits(v) {
-            Some(n) if (1..=1000).contains(&n) => n,
-            _ => {
-                return Err(ApiError::BadRequest(format!(
-                    "`limit` must be an integer from 1 to 1000, got `{v}`"
-                )))
-            }
-        },
-    };
+    let limit = params::page_limit(&q)?;
     let after = match q.get("after") {
         None => 0,
         Some(v) => params::digits(v).ok_or_else(|| {

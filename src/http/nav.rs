@@ -229,17 +229,7 @@ pub async fn list_portfolios(
 ) -> Result<Json<query::PortfolioPage>, ApiError> {
     caller.require(SCOPE_READ)?;
     let q = params::query(raw.as_deref(), &["limit", "after"])?;
-    let limit = match q.get("limit") {
-        None => 100,
-        Some(v) => match params::digits(v) {
-            Some(n) if (1..=1000).contains(&n) => n,
-            _ => {
-                return Err(ApiError::BadRequest(format!(
-                    "`limit` must be an integer from 1 to 1000, got `{v}`"
-                )))
-            }
-        },
-    };
+    let limit = params::page_limit(&q)?;
     let after = match q.get("after") {
         None => String::new(),
         Some(v) => params::portfolio_id(v)

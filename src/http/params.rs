@@ -126,6 +126,19 @@ pub fn json_body<T: DeserializeOwned>(
         .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
 }
 
+/// A page's `limit`: an integer from 1 to 1000, 100 when absent.
+pub fn page_limit(q: &HashMap<String, String>) -> Result<i64, ApiError> {
+    match q.get("limit") {
+        None => Ok(100),
+        Some(v) => match digits(v) {
+            Some(n) if (1..=1000).contains(&n) => Ok(n),
+            _ => Err(ApiError::BadRequest(format!(
+                "`limit` must be an integer from 1 to 1000, got `{v}`"
+            ))),
+        },
+    }
+}
+
 /// A value parsed from a request's raw query string. A trait (rather than a
 /// `parse` on the type) so the read model's [`HistoryQuery`] stays free of
 /// query-string grammar and HTTP errors, while call sites still read

@@ -148,14 +148,7 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         // New versions tell in-memory price caches to reload these series.
         let mut changed: Vec<&str> = syms.iter().map(String::as_str).collect();
         changed.dedup();
-        sqlx::query(
-            "INSERT INTO price_versions (symbol, version)
-             SELECT s, nextval('price_version_seq') FROM UNNEST($1::text[]) AS s
-             ON CONFLICT (symbol) DO UPDATE SET version = EXCLUDED.version",
-        )
-        .bind(&changed)
-        .execute(&mut *conn)
-        .await?;
+        bump_price_versions(conn, &changed).await?;
     }
 
     // Pending recomputes are appended as marks: no portfolio row is
@@ -691,16 +684,23 @@ async fn store_splits(
     let mut changed: Vec<&str> = sym.clone();
     changed.sort_unstable();
     changed.dedup();
+    bump_price_versions(conn, &changed).await?;
+    Ok(fresh
+        .iter()
+        .map(|(s, _, _)| (s.symbol.to_string(), s.ex_date))
+        .collect())
+}
+
+/// Gives `symbols` new price versions (from one sequence), so in-memory
+/// caches of their closes and splits reload them.
+async fn bump_price_versions(conn: &mut PgConnection, symbols: &[&str]) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO price_versions (symbol, version)
          SELECT s, nextval('price_version_seq') FROM UNNEST($1::text[]) AS s
          ON CONFLICT (symbol) DO UPDATE SET version = EXCLUDED.version",
     )
-    .bind(&changed)
+    .bind(symbols)
     .execute(&mut *conn)
     .await?;
-    Ok(fresh
-        .iter()
-        .map(|(s, _, _)| (s.symbol.to_string(), s.ex_date))
-        .collect())
+    Ok(())
 }

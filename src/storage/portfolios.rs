@@ -31,15 +31,15 @@ pub struct PortfolioRow {
 
 const PORTFOLIO_COLUMNS: &str = "p.portfolio_id, p.first_day, p.last_day, p.computed_through, \
      p.base_state, m.from_day, p.status, p.status_since, p.status_event_id, p.status_detail, \
-     m.since, p.version, m.ids, \
-     (SELECT t.cash_mode FROM transactions t WHERE t.portfolio_id = p.portfolio_id \
-       AND t.kind = 'portfolio_settings' ORDER BY t.seq DESC LIMIT 1), \
-     (SELECT t.base_currency FROM transactions t WHERE t.portfolio_id = p.portfolio_id \
-       AND t.kind = 'portfolio_settings' ORDER BY t.seq DESC LIMIT 1)";
+     m.since, p.version, m.ids, st.cash_mode, st.base_currency";
 
-/// The marks of `p`, aggregated (a LATERAL join, usable with FOR UPDATE OF p).
-const MARKS_JOIN: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS from_day, min(k.marked_at) AS since, \
-     COALESCE(array_agg(k.id), '{}') AS ids FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id) m ON true";
+/// The marks of `p`, aggregated, and its latest settings event (LATERAL
+/// joins, usable with FOR UPDATE OF p; the settings in one index probe).
+const ROW_JOINS: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS from_day, min(k.marked_at) AS since, \
+     COALESCE(array_agg(k.id), '{}') AS ids FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id) m ON true \
+     LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency FROM transactions t \
+     WHERE t.portfolio_id = p.portfolio_id AND t.kind = 'portfolio_settings' \
+     ORDER BY t.seq DESC LIMIT 1) st ON true";
 
 fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
     PortfolioRow {
@@ -74,7 +74,7 @@ pub async fn get_portfolio(
     portfolio_id: &str,
 ) -> sqlx::Result<Option<PortfolioRow>> {
     let sql = format!(
-        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {MARKS_JOIN} WHERE p.portfolio_id = $1"
+        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {ROW_JOINS} WHERE p.portfolio_id = $1"
     );
     Ok(sqlx::query(&sql)
         .bind(portfolio_id)
@@ -126,7 +126,7 @@ pub async fn lock_portfolios(
         return Ok(vec![]);
     }
     let sql = format!(
-        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {MARKS_JOIN}
+        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {ROW_JOINS}
           WHERE p.portfolio_id = ANY($1) ORDER BY p.portfolio_id"
     );
     let rows: Vec<PortfolioRow> = sqlx::query(&sql)
@@ -310,7 +310,7 @@ pub async fn portfolios_page(
                 (SELECT min(h.day) FROM portfolio_nav_history h WHERE h.portfolio_id = p.portfolio_id),
                 (SELECT h.net_value FROM portfolio_nav_history h
                   WHERE h.portfolio_id = p.portfolio_id AND h.day = p.last_day)
-           FROM portfolios p {MARKS_JOIN}
+           FROM portfolios p {ROW_JOINS}
           WHERE p.portfolio_id > $1 AND ($2::text[] IS NULL OR p.portfolio_id = ANY($2))
           ORDER BY p.portfolio_id LIMIT $3"
     );

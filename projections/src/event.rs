@@ -47,7 +47,7 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::types::{
-    CashMode, ClosePrice, Currency, Dividend, FieldError, Kind, PortfolioId, Reinvest, Split,
+    CashMode, ClosePrice, Currency, Dividend, FieldError, FxRate, Kind, PortfolioId, Reinvest, Split,
     Symbol, Trade, Transaction,
 };
 
@@ -159,6 +159,8 @@ const TRANSACTION_FIELDS: &[&str] = &[
     "reinvest",
     "cash",
     "base_currency",
+    "currency",
+    "fx_rate",
 ];
 /// Fields that exist from schema_version 2 on: a version-1 event carrying
 /// one is refused rather than read with a meaning it did not have.
@@ -170,8 +172,11 @@ const V2_FIELDS: &[&str] = &[
     "reinvest",
     "cash",
     "base_currency",
+    "currency",
+    "fx_rate",
 ];
-const PRICE_FIELDS: &[&str] = &["symbol", "date", "close", "schema_version"];
+const PRICE_FIELDS: &[&str] = &["symbol", "date", "close", "currency", "schema_version"];
+const FX_FIELDS: &[&str] = &["from", "to", "date", "rate", "schema_version"];
 const SPLIT_FIELDS: &[&str] = &[
     "event_id",
     "type",
@@ -371,6 +376,37 @@ pub fn parse_transaction_with(payload: &[u8], rules: &Rules) -> Result<Transacti
         }
         _ => unreachable!("checked against TRANSACTION_TYPES"),
     };
+    let (currency, fx_rate) = match ty {
+        // Settings have no amounts to convert; their currency is
+        // `base_currency`.
+        "portfolio_settings" => (None, None),
+        _ => {
+            let currency = match obj.get("currency") {
+                None => None,
+                Some(raw) => Some(Currency::parse_field(
+                    "currency",
+                    &string_of("currency", raw)?,
+                )?),
+            };
+            let fx_rate = match obj.get("fx_rate") {
+                None => None,
+                Some(raw) => {
+                    let r = parse_number("fx_rate", raw)?;
+                    if r <= Decimal::ZERO {
+                        return Err(invalid("fx_rate", "must be greater than 0"));
+                    }
+                    if currency.is_none() {
+                        return Err(invalid(
+                            "fx_rate",
+                            "needs `currency`: without it the amounts are in the base currency",
+                        ));
+                    }
+                    Some(r)
+                }
+            };
+            (currency, fx_rate)
+        }
+    };
     Ok(Transaction {
         event_id,
         portfolio_id,
@@ -378,6 +414,8 @@ pub fn parse_transaction_with(payload: &[u8], rules: &Rules) -> Result<Transacti
         occurred_at,
         seq: 0,
         kind,
+        currency,
+        fx_rate,
     })
 }
 
@@ -443,10 +481,48 @@ pub fn parse_price_with(payload: &[u8], rules: &Rules) -> Result<ClosePrice, Eve
     if close <= Decimal::ZERO {
         return Err(invalid("close", "must be greater than 0"));
     }
+    let currency = match obj.get("currency") {
+        None => None,
+        Some(raw) => Some(Currency::parse_field(
+            "currency",
+            &string_of("currency", raw)?,
+        )?),
+    };
     Ok(ClosePrice {
         symbol,
         date,
         close,
+        currency,
+    })
+}
+
+/// Parses an exchange-rate payload (docs/events.md, `nav.fx`) under the
+/// default [`Rules`].
+pub fn parse_fx(payload: &[u8]) -> Result<FxRate, EventError> {
+    parse_fx_with(payload, &Rules::default())
+}
+
+/// Parses an exchange-rate payload (docs/events.md, `nav.fx`): 1 `from` =
+/// `rate` `to` on `date`.
+pub fn parse_fx_with(payload: &[u8], rules: &Rules) -> Result<FxRate, EventError> {
+    let text = json_text(payload)?;
+    let obj = Object::parse(text, FX_FIELDS)?;
+    check_version(&obj)?;
+    let from = Currency::parse_field("from", &obj.string("from")?)?;
+    let to = Currency::parse_field("to", &obj.string("to")?)?;
+    if from == to {
+        return Err(invalid("to", format!("is `from` again ({from}): a currency's rate to itself is 1")));
+    }
+    let date = parse_date("date", &obj.string("date")?, rules)?;
+    let rate = obj.number("rate")?;
+    if rate <= Decimal::ZERO {
+        return Err(invalid("rate", "must be greater than 0"));
+    }
+    Ok(FxRate {
+        from,
+        to,
+        date,
+        rate,
     })
 }
 

@@ -36,7 +36,9 @@ use crate::decimal::{self as dec, ArithmeticError};
 use crate::exact::{ExactSum, Units};
 use rust_decimal::RoundingStrategy;
 
-use crate::types::{CashMode, ClosePrice, DailyRecord, Kind, Reinvest, Split, Symbol, Transaction};
+use crate::types::{
+    CashMode, ClosePrice, Currency, DailyRecord, FxRate, Kind, Reinvest, Split, Symbol, Transaction,
+};
 
 /// An open position.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +53,9 @@ pub struct Position {
     /// kept).
     #[serde(default)]
     pub last_trade_date: Option<NaiveDate>,
+    /// The currency of `last_trade_price`; `None`: the base currency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<Currency>,
 }
 
 /// Compact end-of-day state: everything needed to fold the next day.
@@ -91,6 +96,14 @@ pub struct DayState {
     /// Σ over sells of proceeds less the cost released.
     #[serde(default)]
     pub realized_pnl: Decimal,
+    /// The currency every amount of the state is in; `None`: the price
+    /// book's default currency (docs/valuation.md, currencies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_currency: Option<Currency>,
+    /// Cash balances in other currencies than the base (`cash` is the
+    /// base one's), non-zero only.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub foreign_cash: BTreeMap<Currency, Decimal>,
 }
 
 fn yes() -> bool {
@@ -102,9 +115,22 @@ fn yes() -> bool {
 pub struct Receivable {
     pub pay_date: NaiveDate,
     pub symbol: Symbol,
-    /// N = amount − tax − fee.
+    /// N = amount − tax − fee, in the base currency.
     pub net: Decimal,
     pub reinvest: Option<Reinvest>,
+    /// A dividend in another currency: N in it, and the rate of its
+    /// ex-date that converted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign: Option<ForeignAmount>,
+}
+
+/// An amount in another currency than the base, with the rate fixed for
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForeignAmount {
+    pub currency: Currency,
+    pub amount: Decimal,
+    pub rate: Decimal,
 }
 
 impl DayState {
@@ -117,6 +143,16 @@ impl DayState {
 
     /// [`DayState::initial`] for a portfolio of `cash_mode`.
     pub fn initial_in(d0: NaiveDate, cash_mode: CashMode) -> DayState {
+        DayState::initial_for(d0, cash_mode, None)
+    }
+
+    /// [`DayState::initial`] for a portfolio of `cash_mode` whose amounts
+    /// are in `base_currency` (`None`: the price book's default).
+    pub fn initial_for(
+        d0: NaiveDate,
+        cash_mode: CashMode,
+        base_currency: Option<Currency>,
+    ) -> DayState {
         DayState {
             date: d0.pred_opt().expect("date in range"),
             positions: BTreeMap::new(),
@@ -131,28 +167,149 @@ impl DayState {
             receivable: Decimal::ZERO,
             income: Decimal::ZERO,
             realized_pnl: Decimal::ZERO,
+            base_currency,
+            foreign_cash: BTreeMap::new(),
         }
     }
 }
 
 /// Closing prices by symbol and day. A later insert for the same
 /// (symbol, day) replaces the earlier one (docs/events.md).
-#[derive(Debug, Clone, Default)]
+///
+/// It also holds what valuation needs besides closes: the splits, the
+/// exchange rates, and the default currency (of closes that name none and
+/// of portfolios whose settings name no base).
+#[derive(Debug, Clone)]
 pub struct PriceBook {
     by_symbol: BTreeMap<Symbol, BTreeMap<NaiveDate, Decimal>>,
+    /// The currency of each close not in the default currency (most
+    /// books have none).
+    quoted_in: BTreeMap<Symbol, BTreeMap<NaiveDate, Currency>>,
     /// Splits in effect: (numerator, denominator) by symbol and ex-date.
     splits: BTreeMap<Symbol, BTreeMap<NaiveDate, (u32, u32)>>,
+    /// Rates by (from, to) and day: 1 from = rate to.
+    rates: BTreeMap<(Currency, Currency), BTreeMap<NaiveDate, Decimal>>,
+    default_currency: Currency,
+}
+
+impl Default for PriceBook {
+    fn default() -> Self {
+        PriceBook {
+            by_symbol: BTreeMap::new(),
+            quoted_in: BTreeMap::new(),
+            splits: BTreeMap::new(),
+            rates: BTreeMap::new(),
+            default_currency: Currency::parse("USD").expect("a currency code"),
+        }
+    }
 }
 
 impl PriceBook {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// An empty book whose default currency is `c`.
+    pub fn with_default_currency(c: Currency) -> Self {
+        PriceBook {
+            default_currency: c,
+            ..Self::default()
+        }
+    }
+
+    /// The currency of closes that name none, and the base of portfolios
+    /// whose settings name none.
+    pub fn default_currency(&self) -> &Currency {
+        &self.default_currency
+    }
+
+    /// A close in the default currency.
     pub fn insert(&mut self, symbol: Symbol, date: NaiveDate, close: Decimal) {
+        self.insert_priced(symbol, date, close, None);
+    }
+
+    /// A close in `currency` (`None`: the default currency); replaces any
+    /// close of the same (symbol, day), currency included.
+    pub fn insert_priced(
+        &mut self,
+        symbol: Symbol,
+        date: NaiveDate,
+        close: Decimal,
+        currency: Option<Currency>,
+    ) {
+        self.quote_in(&symbol, date, currency);
         self.by_symbol
             .entry(symbol)
             .or_default()
             .insert(date, close);
+    }
+
+    /// Sets the currency of the close of (`symbol`, `date`) (`None`: the
+    /// default currency).
+    pub fn quote_in(&mut self, symbol: &Symbol, date: NaiveDate, currency: Option<Currency>) {
+        match currency.filter(|c| *c != self.default_currency) {
+            Some(c) => {
+                self.quoted_in
+                    .entry(symbol.clone())
+                    .or_default()
+                    .insert(date, c);
+            }
+            None => {
+                if let Some(m) = self.quoted_in.get_mut(symbol) {
+                    m.remove(&date);
+                    if m.is_empty() {
+                        self.quoted_in.remove(symbol);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The currency of the close dated `date` (the default currency when
+    /// it names none, or when there is none).
+    pub fn close_currency(&self, symbol: &Symbol, date: NaiveDate) -> &Currency {
+        self.quoted_in
+            .get(symbol)
+            .and_then(|m| m.get(&date))
+            .unwrap_or(&self.default_currency)
+    }
+
+    /// Records a rate; a later one for the same (from, to, date) replaces
+    /// the earlier. Give them in log order.
+    pub fn insert_rate(&mut self, rate: &FxRate) {
+        self.set_rate(rate.from.clone(), rate.to.clone(), rate.date, rate.rate);
+    }
+
+    pub fn set_rate(&mut self, from: Currency, to: Currency, date: NaiveDate, rate: Decimal) {
+        self.rates.entry((from, to)).or_default().insert(date, rate);
+    }
+
+    /// FX(from→to, day) (docs/valuation.md): 1 for the same currency;
+    /// otherwise the newer of the latest direct rate dated ≤ `day` and the
+    /// inverse of the latest reverse rate dated ≤ `day` (the direct one on
+    /// equal dates). `None` when neither exists: never a later rate, never
+    /// 1 by default.
+    pub fn rate(
+        &self,
+        from: &Currency,
+        to: &Currency,
+        day: NaiveDate,
+    ) -> Result<Option<Decimal>, ArithmeticError> {
+        if from == to {
+            return Ok(Some(Decimal::ONE));
+        }
+        let latest = |a: &Currency, b: &Currency| {
+            self.rates
+                .get(&(a.clone(), b.clone()))
+                .and_then(|m| m.range(..=day).next_back())
+                .map(|(d, r)| (*d, *r))
+        };
+        Ok(match (latest(from, to), latest(to, from)) {
+            (Some((dd, r)), Some((rd, _))) if dd >= rd => Some(r),
+            (_, Some((_, r))) => Some(dec::div(Decimal::ONE, r)?),
+            (Some((_, r)), None) => Some(r),
+            (None, None) => None,
+        })
     }
     /// Adds a symbol's closes in one go (replacing any it had); a sorted
     /// input builds the map in linear time.
@@ -167,7 +324,7 @@ impl PriceBook {
     pub fn from_prices<'a>(prices: impl IntoIterator<Item = &'a ClosePrice>) -> Self {
         let mut book = Self::new();
         for p in prices {
-            book.insert(p.symbol.clone(), p.date, p.close);
+            book.insert_priced(p.symbol.clone(), p.date, p.close, p.currency.clone());
         }
         book
     }
@@ -214,11 +371,15 @@ impl PriceBook {
             .flat_map(|(s, m)| m.iter().map(move |(d, (n, q))| (s, *d, *n, *q)))
     }
 
-    /// The same splits and no closes: what a replay of positions needs.
+    /// The same splits, rates and default currency, and no closes: what
+    /// a replay of positions and flows needs.
     pub fn splits_only(&self) -> PriceBook {
         PriceBook {
             by_symbol: BTreeMap::new(),
+            quoted_in: BTreeMap::new(),
             splits: self.splits.clone(),
+            rates: self.rates.clone(),
+            default_currency: self.default_currency.clone(),
         }
     }
 
@@ -358,8 +519,11 @@ pub struct Folder<'a> {
     /// per symbol: walking 50 B-trees in step costs more in cache misses
     /// and node hops than the copy.
     series: Series,
-    /// Σ qty · price over the slots, exact.
-    value_sum: ExactSum,
+    /// Σ qty · price over the slots, exact, by the currency of the price
+    /// (indexes of `series.ccys`; 0 is the base).
+    value_sums: Vec<ExactSum>,
+    /// How many slots' terms are in each of `value_sums`.
+    held: Vec<u32>,
     /// Σ cost over the positions, exact.
     cost_sum: ExactSum,
     /// `cost_sum` rounded, as reported.
@@ -379,6 +543,12 @@ pub struct Folder<'a> {
     split_days: Vec<(NaiveDate, Symbol, (u32, u32))>,
     /// Index of the first split not yet applied.
     split_cursor: usize,
+    /// Whether a missing rate for a valuation stops the history (a replay
+    /// only wants positions and flows, and values nothing).
+    valuing: bool,
+    /// The last step committed its positions and then found no rate to
+    /// value them: the slots are ahead of `state`, which stays right.
+    poisoned: bool,
 }
 
 /// The first 8 bytes of a symbol, big-endian, zero-padded: ordered like
@@ -426,10 +596,16 @@ struct Slot {
     cursor: usize,
     /// The latest close dated ≤ the folder's day, if any.
     close: Option<Decimal>,
-    /// qty · price(day), exact.
+    /// qty · price(day), exact, in the price's currency.
     term: Units,
     /// Quantity or last trade price changed today: `term` to recompute.
     dirty: bool,
+    /// The currency of the price in use (the close's, else the last
+    /// trade's), of the last trade price, and of the `value_sums` entry
+    /// holding `term`: indexes of `Series::ccys`.
+    ccy: u16,
+    trade_ccy: u16,
+    term_ccy: u16,
 }
 
 impl Slot {
@@ -445,8 +621,13 @@ impl Slot {
         day: NaiveDate,
     ) -> Result<Self, ArithmeticError> {
         let run = series.run(prices, origin, symbol);
+        let trade_ccy = series.intern_opt(pos.currency.as_ref());
         let closes = &series.runs[run];
         let cursor = closes.partition_point(|(d, _)| *d <= day);
+        let ccy = match cursor.checked_sub(1) {
+            Some(i) => series.ccy_at(run, i),
+            None => trade_ccy,
+        };
         let close = match cursor.checked_sub(1).map(|i| closes[i]) {
             Some((t, c)) => Some(
                 prices
@@ -472,13 +653,23 @@ impl Slot {
             close,
             term: Units::default(),
             dirty: false,
+            ccy,
+            trade_ccy,
+            term_ccy: ccy,
         })
     }
 
     /// Moves the cursor to `day`; true when a close was passed (the price
-    /// may have changed).
+    /// may have changed). `ccys` are the run's close currencies (empty:
+    /// all in `default_ccy`).
     #[inline]
-    fn advance(&mut self, closes: &[(NaiveDate, Decimal)], day: NaiveDate) -> bool {
+    fn advance(
+        &mut self,
+        closes: &[(NaiveDate, Decimal)],
+        ccys: &[u16],
+        default_ccy: u16,
+        day: NaiveDate,
+    ) -> bool {
         let start = self.cursor;
         while self.cursor < closes.len() && closes[self.cursor].0 <= day {
             self.cursor += 1;
@@ -487,6 +678,7 @@ impl Slot {
             return false;
         }
         self.close = Some(closes[self.cursor - 1].1);
+        self.ccy = ccys.get(self.cursor - 1).copied().unwrap_or(default_ccy);
         true
     }
 
@@ -496,12 +688,13 @@ impl Slot {
         Units::product(self.qty, self.close.unwrap_or(self.last_trade_price))
     }
 
-    fn position(&self) -> Position {
+    fn position(&self, ccys: &[Currency]) -> Position {
         Position {
             qty: self.qty,
             cost: self.cost,
             last_trade_price: self.last_trade_price,
             last_trade_date: self.last_trade_date,
+            currency: (self.trade_ccy != 0).then(|| ccys[usize::from(self.trade_ccy)].clone()),
         }
     }
 }
@@ -510,15 +703,58 @@ impl Slot {
 /// the latest close on or before the folder's start day, then all later
 /// ones. An open slot knows its run; a closed one leaves it in `dormant`
 /// for when the symbol is bought again.
-#[derive(Default)]
 struct Series {
     runs: Vec<Vec<(NaiveDate, Decimal)>>,
+    /// Per run, the currency of each close (indexes of `ccys`); empty when
+    /// all are in the default currency, as in most books.
+    run_ccys: Vec<Vec<u16>>,
     dormant: BTreeMap<Symbol, usize>,
     /// Symbols of the slots, concatenated.
     names: String,
+    /// The currencies met so far; the base first.
+    ccys: Vec<Currency>,
+    /// The index of the price book's default currency.
+    default_ccy: u16,
 }
 
 impl Series {
+    fn new(base: Currency, default: &Currency) -> Self {
+        let mut s = Series {
+            runs: Vec::new(),
+            run_ccys: Vec::new(),
+            dormant: BTreeMap::new(),
+            names: String::new(),
+            ccys: vec![base],
+            default_ccy: 0,
+        };
+        s.default_ccy = s.intern(default);
+        s
+    }
+
+    fn intern(&mut self, c: &Currency) -> u16 {
+        let i = match self.ccys.iter().position(|x| x == c) {
+            Some(i) => i,
+            None => {
+                self.ccys.push(c.clone());
+                self.ccys.len() - 1
+            }
+        };
+        u16::try_from(i).expect("fewer than 65,536 currencies")
+    }
+
+    /// A trade's currency (`None`: the base).
+    fn intern_opt(&mut self, c: Option<&Currency>) -> u16 {
+        c.map_or(0, |c| self.intern(c))
+    }
+
+    /// The currency of close `i` of run `run`.
+    fn ccy_at(&self, run: usize, i: usize) -> u16 {
+        self.run_ccys[run]
+            .get(i)
+            .copied()
+            .unwrap_or(self.default_ccy)
+    }
+
     /// The run of `symbol`, copied from `prices` on first use.
     fn run(&mut self, prices: &PriceBook, origin: NaiveDate, symbol: &Symbol) -> usize {
         if let Some(r) = self.dormant.remove(symbol) {
@@ -537,7 +773,18 @@ impl Series {
             }
             None => Vec::new(),
         };
+        let ccys = match prices.quoted_in.get(symbol) {
+            None => Vec::new(),
+            Some(q) => closes
+                .iter()
+                .map(|(d, _)| match q.get(d) {
+                    Some(c) => self.intern(c),
+                    None => self.default_ccy,
+                })
+                .collect(),
+        };
         self.runs.push(closes);
+        self.run_ccys.push(ccys);
         self.runs.len() - 1
     }
 }
@@ -568,6 +815,46 @@ struct Ledger {
     receivable: Decimal,
     income: Decimal,
     realized_pnl: Decimal,
+    foreign_cash: BTreeMap<Currency, Decimal>,
+}
+
+/// The currency of an event's amounts and the rate φ that converts them
+/// to the base (docs/valuation.md): fixed at the event.
+#[derive(Clone, Copy)]
+struct Fx<'c> {
+    /// `None`: the base currency (φ = 1).
+    currency: Option<&'c Currency>,
+    rate: Decimal,
+}
+
+impl<'c> Fx<'c> {
+    const BASE: Fx<'static> = Fx {
+        currency: None,
+        rate: Decimal::ONE,
+    };
+
+    fn of(foreign: Option<&'c ForeignAmount>) -> Fx<'c> {
+        match foreign {
+            Some(f) => Fx {
+                currency: Some(&f.currency),
+                rate: f.rate,
+            },
+            None => Fx::BASE,
+        }
+    }
+
+    /// `a` in the base currency.
+    fn base(&self, a: Decimal) -> Result<Decimal, ArithmeticError> {
+        match self.currency {
+            None => Ok(a),
+            Some(_) => dec::mul(a, self.rate),
+        }
+    }
+}
+
+/// The status detail of a missing rate.
+fn no_rate(from: &Currency, to: &Currency, day: NaiveDate) -> String {
+    format!("no {from}→{to} rate on or before {day}")
 }
 
 impl Ledger {
@@ -582,7 +869,25 @@ impl Ledger {
             receivable: state.receivable,
             income: state.income,
             realized_pnl: state.realized_pnl,
+            // Likewise free without foreign cash.
+            foreign_cash: state.foreign_cash.clone(),
         }
+    }
+
+    /// Adds `a` (may be negative) to the balance of `currency` (`None`:
+    /// the base). A foreign balance of 0 is dropped: it needs no rate.
+    fn add_cash(&mut self, currency: Option<&Currency>, a: Decimal) -> Result<(), ArithmeticError> {
+        match currency {
+            None => self.cash = dec::add(self.cash, a)?,
+            Some(c) => {
+                let b = self.foreign_cash.entry(c.clone()).or_default();
+                *b = dec::add(*b, a)?;
+                if b.is_zero() {
+                    self.foreign_cash.remove(c);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn tracked(&self) -> bool {
@@ -599,46 +904,49 @@ impl Ledger {
         Ok(())
     }
 
-    /// Money paid by the portfolio: from its cash when tracked, else brought
-    /// in from outside (In).
-    fn pay(&mut self, a: Decimal) -> Result<(), ArithmeticError> {
+    /// Money paid by the portfolio: from its cash in the event's currency
+    /// when tracked, else brought in from outside (In, at φ).
+    fn pay(&mut self, a: Decimal, fx: Fx<'_>) -> Result<(), ArithmeticError> {
         if self.tracked() {
-            self.cash = dec::sub(self.cash, a)?;
-            Ok(())
+            self.add_cash(fx.currency, -a)
         } else {
-            self.inflow(a)
+            self.inflow(fx.base(a)?)
         }
     }
 
     /// Money received by the portfolio: into its cash when tracked, else
-    /// taken out (Out).
-    fn receive(&mut self, a: Decimal) -> Result<(), ArithmeticError> {
+    /// taken out (Out, at φ).
+    fn receive(&mut self, a: Decimal, fx: Fx<'_>) -> Result<(), ArithmeticError> {
         if self.tracked() {
-            self.cash = dec::add(self.cash, a)?;
-            Ok(())
+            self.add_cash(fx.currency, a)
         } else {
-            self.outflow(a)
+            self.outflow(fx.base(a)?)
         }
     }
 }
 
+/// Adds `qty` at `price` (in `fx`'s currency) and `cost` (in the base) to
+/// a position.
 fn buy_into(
     pos: &mut Option<Position>,
     qty: Decimal,
     price: Decimal,
     cost: Decimal,
     day: NaiveDate,
+    fx: Fx<'_>,
 ) -> Result<(), ArithmeticError> {
     let p = pos.get_or_insert(Position {
         qty: Decimal::ZERO,
         cost: Decimal::ZERO,
         last_trade_price: price,
         last_trade_date: Some(day),
+        currency: None,
     });
     p.qty = dec::add(p.qty, qty)?;
     p.cost = dec::add(p.cost, cost)?;
     p.last_trade_price = price;
     p.last_trade_date = Some(day);
+    p.currency = fx.currency.cloned();
     Ok(())
 }
 
@@ -651,6 +959,7 @@ fn take_out(
     qty: Decimal,
     price: Decimal,
     day: NaiveDate,
+    fx: Fx<'_>,
 ) -> Result<Result<Decimal, String>, ArithmeticError> {
     let held = pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
     if qty > held {
@@ -674,6 +983,7 @@ fn take_out(
         p.qty = left;
         p.last_trade_price = price;
         p.last_trade_date = Some(day);
+        p.currency = fx.currency.cloned();
         Ok(Ok(released))
     }
 }
@@ -687,22 +997,26 @@ fn pay_dividend(
     day: NaiveDate,
 ) -> Result<(), ArithmeticError> {
     ledger.receivable = dec::sub(ledger.receivable, r.net)?;
+    // Amounts in the dividend's currency, converted at its ex-date's rate.
+    let fx = Fx::of(r.foreign.as_ref());
+    let net = r.foreign.as_ref().map_or(r.net, |f| f.amount);
     let bought = match r.reinvest {
         Some(x) => {
             let spent = dec::mul(x.quantity, x.price)?;
-            buy_into(pos, x.quantity, x.price, spent, day)?;
+            buy_into(pos, x.quantity, x.price, fx.base(spent)?, day, fx)?;
             spent
         }
         None => Decimal::ZERO,
     };
+    let rest = dec::sub(net, bought)?;
     if ledger.tracked() {
         // Paid into cash, and the reinvested part spent from it: neither
         // is an external flow.
-        ledger.cash = dec::sub(dec::add(ledger.cash, r.net)?, bought)?;
+        ledger.add_cash(fx.currency, rest)?;
     } else {
         // Only what is left after the reinvestment leaves (or, when the
         // reinvestment cost more, comes in).
-        let rest = dec::sub(r.net, bought)?;
+        let rest = fx.base(rest)?;
         if rest > Decimal::ZERO {
             ledger.outflow(rest)?;
         } else if rest < Decimal::ZERO {
@@ -712,51 +1026,55 @@ fn pay_dividend(
     Ok(())
 }
 
-/// Applies one transaction. `pos` is the position in the event's position
-/// symbol (always `None` for events without one). `Ok(Err(detail))` is an
-/// oversell.
+/// Applies one transaction whose amounts are in `fx`'s currency. `pos` is
+/// the position in the event's position symbol (always `None` for events
+/// without one). `Ok(Err(detail))` is an oversell.
 fn apply(
     pos: &mut Option<Position>,
     tx: &Transaction,
     day: NaiveDate,
     ledger: &mut Ledger,
+    fx: Fx<'_>,
 ) -> Result<Result<(), String>, ArithmeticError> {
     match &tx.kind {
         Kind::Buy(t) => {
             let amount = dec::add(dec::mul(t.quantity, t.price)?, t.fee)?;
-            buy_into(pos, t.quantity, t.price, amount, day)?;
-            ledger.pay(amount)?;
+            buy_into(pos, t.quantity, t.price, fx.base(amount)?, day, fx)?;
+            ledger.pay(amount, fx)?;
         }
         Kind::Sell(t) => {
-            let released = match take_out(pos, "sell", &t.symbol, t.quantity, t.price, day)? {
+            let released = match take_out(pos, "sell", &t.symbol, t.quantity, t.price, day, fx)? {
                 Ok(r) => r,
                 Err(detail) => return Ok(Err(detail)),
             };
             let proceeds = dec::sub(dec::mul(t.quantity, t.price)?, t.fee)?;
-            ledger.realized_pnl = dec::add(ledger.realized_pnl, dec::sub(proceeds, released)?)?;
-            ledger.receive(proceeds)?;
+            ledger.realized_pnl = dec::add(
+                ledger.realized_pnl,
+                dec::sub(fx.base(proceeds)?, released)?,
+            )?;
+            ledger.receive(proceeds, fx)?;
         }
         Kind::PortfolioSettings { .. } => {}
         Kind::Deposit { amount } => {
             if ledger.tracked() {
-                ledger.inflow(*amount)?;
-                ledger.cash = dec::add(ledger.cash, *amount)?;
+                ledger.inflow(fx.base(*amount)?)?;
+                ledger.add_cash(fx.currency, *amount)?;
             }
         }
         Kind::Withdrawal { amount } => {
             if ledger.tracked() {
-                ledger.outflow(*amount)?;
-                ledger.cash = dec::sub(ledger.cash, *amount)?;
+                ledger.outflow(fx.base(*amount)?)?;
+                ledger.add_cash(fx.currency, -*amount)?;
             }
         }
-        Kind::Fee { amount, .. } | Kind::Tax { amount, .. } => ledger.pay(*amount)?,
+        Kind::Fee { amount, .. } | Kind::Tax { amount, .. } => ledger.pay(*amount, fx)?,
         Kind::FeeRefund { amount, .. } | Kind::TaxRefund { amount, .. } => {
-            ledger.receive(*amount)?
+            ledger.receive(*amount, fx)?
         }
         Kind::Interest { amount, tax } => {
             let net = dec::sub(*amount, *tax)?;
-            ledger.income = dec::add(ledger.income, net)?;
-            ledger.receive(net)?;
+            ledger.income = dec::add(ledger.income, fx.base(net)?)?;
+            ledger.receive(net, fx)?;
         }
         Kind::TransferIn {
             quantity,
@@ -765,25 +1083,32 @@ fn apply(
             ..
         } => {
             let value = dec::mul(*quantity, *price)?;
-            buy_into(pos, *quantity, *price, cost.unwrap_or(value), day)?;
-            ledger.inflow(value)?;
+            let basis = fx.base(cost.unwrap_or(value))?;
+            buy_into(pos, *quantity, *price, basis, day, fx)?;
+            ledger.inflow(fx.base(value)?)?;
         }
         Kind::TransferOut {
             symbol,
             quantity,
             price,
         } => {
-            if let Err(detail) = take_out(pos, "transfer_out", symbol, *quantity, *price, day)? {
+            if let Err(detail) = take_out(pos, "transfer_out", symbol, *quantity, *price, day, fx)? {
                 return Ok(Err(detail));
             }
-            ledger.outflow(dec::mul(*quantity, *price)?)?;
+            ledger.outflow(fx.base(dec::mul(*quantity, *price)?)?)?;
         }
         Kind::Dividend(d) => {
+            let net = d.net();
             let r = Receivable {
                 pay_date: d.pay_date,
                 symbol: d.symbol.clone(),
-                net: d.net(),
+                net: fx.base(net)?,
                 reinvest: d.reinvest,
+                foreign: fx.currency.map(|c| ForeignAmount {
+                    currency: c.clone(),
+                    amount: net,
+                    rate: fx.rate,
+                }),
             };
             ledger.receivable = dec::add(ledger.receivable, r.net)?;
             ledger.income = dec::add(ledger.income, r.net)?;
@@ -831,11 +1156,16 @@ struct Touched<'t> {
 
 impl<'a> Folder<'a> {
     pub fn new(start: DayState, prices: &'a PriceBook) -> Self {
-        let mut value_sum = ExactSum::default();
         let mut cost_sum = ExactSum::default();
         let mut slots = Vec::with_capacity(start.positions.len());
         let mut pending = None;
-        let mut series = Series::default();
+        let base = start
+            .base_currency
+            .clone()
+            .unwrap_or_else(|| prices.default_currency.clone());
+        let mut series = Series::new(base, &prices.default_currency);
+        let mut value_sums = vec![ExactSum::default(); series.ccys.len()];
+        let mut held = vec![0u32; series.ccys.len()];
         for (symbol, pos) in &start.positions {
             // A position too large to value cannot be folded: the first step
             // reports it.
@@ -851,7 +1181,13 @@ impl<'a> Folder<'a> {
                 Ok(term) => slot.term = term,
                 Err(e) => pending = Some(e),
             }
-            value_sum.add_units(&slot.term);
+            let c = usize::from(slot.ccy);
+            if c >= value_sums.len() {
+                value_sums.resize(c + 1, ExactSum::default());
+                held.resize(c + 1, 0);
+            }
+            value_sums[c].add_units(&slot.term);
+            held[c] += 1;
             cost_sum.add(pos.cost);
             slots.push(slot);
         }
@@ -867,7 +1203,8 @@ impl<'a> Folder<'a> {
             prices,
             slots,
             series,
-            value_sum,
+            value_sums,
+            held,
             cost_sum,
             total_cost: Decimal::ZERO,
             started: false,
@@ -877,7 +1214,42 @@ impl<'a> Folder<'a> {
             holdings: Decimal::ZERO,
             split_days,
             split_cursor: 0,
+            valuing: true,
+            poisoned: false,
         }
+    }
+
+    /// The base currency and its rate φ for `tx`'s amounts: its `fx_rate`,
+    /// else the rate of its day; the missing rate's detail when neither.
+    fn fx_of<'t>(&self, tx: &'t Transaction, day: NaiveDate) -> Result<Result<Fx<'t>, String>, ArithmeticError> {
+        let base = &self.series.ccys[0];
+        let Some(c) = tx.currency.as_ref().filter(|c| *c != base) else {
+            return Ok(Ok(Fx::BASE));
+        };
+        let rate = match tx.fx_rate {
+            Some(r) => r,
+            None => match self.prices.rate(c, base, day)? {
+                Some(r) => r,
+                None => return Ok(Err(no_rate(c, base, day))),
+            },
+        };
+        Ok(Ok(Fx {
+            currency: Some(c),
+            rate,
+        }))
+    }
+
+    /// FX(currency `i` → base, `day`), or the inconsistency of its absence.
+    fn rate_to_base(&self, c: &Currency, day: NaiveDate) -> Result<Result<Decimal, Inconsistency>, ArithmeticError> {
+        let base = &self.series.ccys[0];
+        Ok(match self.prices.rate(c, base, day)? {
+            Some(r) => Ok(r),
+            None => Err(Inconsistency {
+                day,
+                event_id: None,
+                detail: no_rate(c, base, day),
+            }),
+        })
     }
 
     /// Folds the day after the current state's day with that day's
@@ -951,7 +1323,7 @@ impl<'a> Folder<'a> {
             // Only held positions are split; a later buy is in post-split
             // units already.
             if let Ok(j) = self.slots.binary_search_by(|s| key.cmp_slot(s, names)) {
-                let mut p = self.slots[j].position();
+                let mut p = self.slots[j].position(&self.series.ccys);
                 p.qty = split_qty(p.qty, *ratio).map_err(overflow)?;
                 p.last_trade_price = split_price(p.last_trade_price, *ratio).map_err(overflow)?;
                 let i = touched
@@ -996,7 +1368,17 @@ impl<'a> Folder<'a> {
                 Some(i) => &mut touched[i].pos,
                 None => &mut none,
             };
-            if let Err(detail) = apply(pos, tx, day, &mut ledger).map_err(overflow)? {
+            let fx = match self.fx_of(tx, day).map_err(overflow)? {
+                Ok(fx) => fx,
+                Err(detail) => {
+                    return Ok(Err(Inconsistency {
+                        day,
+                        event_id: Some(tx.event_id),
+                        detail,
+                    }))
+                }
+            };
+            if let Err(detail) = apply(pos, tx, day, &mut ledger, fx).map_err(overflow)? {
                 return Ok(Err(Inconsistency {
                     day,
                     event_id: Some(tx.event_id),
@@ -1014,9 +1396,13 @@ impl<'a> Folder<'a> {
         if has_changes && !keep_positions {
             self.synced = false;
         }
+        // From here until the record, a failure (an overflow, a missing
+        // rate) leaves the slots ahead of the state: see `run`.
+        self.poisoned = true;
         for t in touched.into_iter().rev() {
             match (t.pos, t.slot) {
                 (Some(p), Ok(i)) => {
+                    let trade_ccy = self.series.intern_opt(p.currency.as_ref());
                     let slot = &mut self.slots[i];
                     self.cost_sum.sub(slot.cost);
                     self.cost_sum.add(p.cost);
@@ -1024,6 +1410,10 @@ impl<'a> Folder<'a> {
                     slot.cost = p.cost;
                     slot.last_trade_price = p.last_trade_price;
                     slot.last_trade_date = p.last_trade_date;
+                    slot.trade_ccy = trade_ccy;
+                    if slot.close.is_none() {
+                        slot.ccy = trade_ccy;
+                    }
                     if let Some(ratio) = t.split {
                         slot.close = match slot.close {
                             Some(c) => Some(split_price(c, ratio).map_err(overflow)?),
@@ -1049,7 +1439,13 @@ impl<'a> Folder<'a> {
                     )
                     .map_err(overflow)?;
                     slot.term = slot.value().map_err(overflow)?;
-                    self.value_sum.add_units(&slot.term);
+                    let c = usize::from(slot.ccy);
+                    if c >= self.value_sums.len() {
+                        self.value_sums.resize(c + 1, ExactSum::default());
+                        self.held.resize(c + 1, 0);
+                    }
+                    self.value_sums[c].add_units(&slot.term);
+                    self.held[c] += 1;
                     self.cost_sum.add(p.cost);
                     self.slots.insert(i, slot);
                     if keep_positions {
@@ -1058,7 +1454,9 @@ impl<'a> Folder<'a> {
                 }
                 (None, Ok(i)) => {
                     let slot = self.slots.remove(i);
-                    self.value_sum.sub_units(&slot.term);
+                    let c = usize::from(slot.term_ccy);
+                    self.value_sums[c].sub_units(&slot.term);
+                    self.held[c] -= 1;
                     self.cost_sum.sub(slot.cost);
                     if keep_positions {
                         self.state.positions.remove(t.symbol);
@@ -1076,27 +1474,70 @@ impl<'a> Folder<'a> {
         //    or quantity moved are recomputed.
         let mut holdings_changed = has_changes || !self.started;
         let runs = &self.series.runs;
+        let run_ccys = &self.series.run_ccys;
+        let default_ccy = self.series.default_ccy;
+        let ncy = self.series.ccys.len();
+        if self.value_sums.len() < ncy {
+            self.value_sums.resize(ncy, ExactSum::default());
+            self.held.resize(ncy, 0);
+        }
         for slot in &mut self.slots {
             // Both, not short-circuited: the cursor must move in any case.
-            if slot.advance(&runs[slot.run], day) | std::mem::take(&mut slot.dirty) {
+            if slot.advance(&runs[slot.run], &run_ccys[slot.run], default_ccy, day)
+                | std::mem::take(&mut slot.dirty)
+            {
                 let term = slot.value().map_err(overflow)?;
-                self.value_sum.sub_units(&slot.term);
-                self.value_sum.add_units(&term);
+                self.value_sums[usize::from(slot.term_ccy)].sub_units(&slot.term);
+                if slot.term_ccy != slot.ccy {
+                    self.held[usize::from(slot.term_ccy)] -= 1;
+                    self.held[usize::from(slot.ccy)] += 1;
+                    slot.term_ccy = slot.ccy;
+                }
+                self.value_sums[usize::from(slot.ccy)].add_units(&term);
                 slot.term = term;
                 holdings_changed = true;
             }
         }
-        if holdings_changed {
-            self.holdings = self.value_sum.to_decimal().map_err(overflow)?;
+        // Holdings priced in another currency are revalued every day: the
+        // rate moves.
+        let foreign_held = self.held.iter().skip(1).any(|h| *h > 0);
+        if holdings_changed || foreign_held {
+            let mut h = self.value_sums[0].to_decimal().map_err(overflow)?;
+            for i in 1..self.held.len() {
+                if self.held[i] == 0 {
+                    continue;
+                }
+                let rate = match self
+                    .rate_to_base(&self.series.ccys[i], day)
+                    .map_err(overflow)?
+                {
+                    Ok(r) => r,
+                    Err(_) if !self.valuing => continue,
+                    Err(missing) => return Ok(Err(missing)),
+                };
+                let local = self.value_sums[i].to_decimal().map_err(overflow)?;
+                h = dec::add(h, dec::mul(local, rate).map_err(overflow)?).map_err(overflow)?;
+            }
+            self.holdings = h;
+        }
+        // Cash in other currencies at the day's rates.
+        let mut cash = ledger.cash;
+        for (c, amount) in &ledger.foreign_cash {
+            let rate = match self.rate_to_base(c, day).map_err(overflow)? {
+                Ok(r) => r,
+                Err(_) if !self.valuing => continue,
+                Err(missing) => return Ok(Err(missing)),
+            };
+            cash = dec::add(cash, dec::mul(*amount, rate).map_err(overflow)?).map_err(overflow)?;
         }
         let prev_value = self.state.market_value;
         // Without cash or receivables (every v1 book) V is the holdings
         // alone: no additions to round.
-        let value = if ledger.cash.is_zero() && ledger.receivable.is_zero() {
+        let value = if cash.is_zero() && ledger.receivable.is_zero() {
             self.holdings
         } else {
             dec::add(
-                dec::add(self.holdings, ledger.cash).map_err(overflow)?,
+                dec::add(self.holdings, cash).map_err(overflow)?,
                 ledger.receivable,
             )
             .map_err(overflow)?
@@ -1135,11 +1576,13 @@ impl<'a> Folder<'a> {
         self.state.cum_out = cum_out;
         self.state.started = true;
         self.state.cash = ledger.cash;
+        self.state.foreign_cash = ledger.foreign_cash;
         self.state.receivables = ledger.receivables;
         self.state.receivable = ledger.receivable;
         self.state.income = ledger.income;
         self.state.realized_pnl = ledger.realized_pnl;
         self.started = true;
+        self.poisoned = false;
 
         Ok(Ok(Some(DailyRecord {
             date: day,
@@ -1151,7 +1594,7 @@ impl<'a> Folder<'a> {
             return_rate,
             profit,
             holdings_value: self.holdings,
-            cash: ledger.cash,
+            cash,
             receivable: ledger.receivable,
             income: ledger.income,
             realized_pnl: ledger.realized_pnl,
@@ -1169,7 +1612,9 @@ impl<'a> Folder<'a> {
                 let key = SymbolKey::of(symbol);
                 let names = &self.series.names;
                 let slot = self.slots.binary_search_by(|s| key.cmp_slot(s, names));
-                let pos = slot.ok().map(|j| self.slots[j].position());
+                let pos = slot
+                    .ok()
+                    .map(|j| self.slots[j].position(&self.series.ccys));
                 touched.insert(
                     i,
                     Touched {
@@ -1201,7 +1646,7 @@ impl<'a> Folder<'a> {
             .iter()
             .map(|s| {
                 let symbol = Symbol::parse(&names[s.name.0..s.name.1]).expect("a slot's symbol");
-                (symbol, s.position())
+                (symbol, s.position(&self.series.ccys))
             })
             .collect();
         self.synced = true;
@@ -1230,24 +1675,39 @@ fn is_settings(t: &Transaction) -> bool {
 /// The cash mode a log gives its portfolio: the latest settings event's
 /// (by log position), else [`CashMode::None`].
 pub fn cash_mode_of(transactions: &[Transaction]) -> CashMode {
+    latest_settings(transactions).map_or(CashMode::None, |(c, _)| c)
+}
+
+/// The base currency a log gives its portfolio: the latest settings
+/// event's (by log position); `None`: the price book's default.
+pub fn base_currency_of(transactions: &[Transaction]) -> Option<Currency> {
+    latest_settings(transactions).and_then(|(_, b)| b.cloned())
+}
+
+fn latest_settings(transactions: &[Transaction]) -> Option<(CashMode, Option<&Currency>)> {
     transactions
         .iter()
         .filter_map(|t| match &t.kind {
-            Kind::PortfolioSettings { cash, .. } => Some((t.seq, *cash)),
+            Kind::PortfolioSettings {
+                cash,
+                base_currency,
+            } => Some((t.seq, *cash, base_currency.as_ref())),
             _ => None,
         })
-        .max_by_key(|(seq, _)| *seq)
-        .map_or(CashMode::None, |(_, c)| c)
+        .max_by_key(|(seq, _, _)| *seq)
+        .map(|(_, c, b)| (c, b))
 }
 
 /// Folds `sorted` (all dated after `start.date`) from `start` through
-/// `as_of`, keeping the records when `keep` is set.
+/// `as_of`, keeping the records when `keep` is set; without `valuing`,
+/// a missing rate for a valuation does not stop the fold (a replay).
 fn run(
     start: &DayState,
     sorted: &[&Transaction],
     prices: &PriceBook,
     as_of: NaiveDate,
     keep: bool,
+    valuing: bool,
 ) -> Result<FoldOutput, FoldError> {
     let mut out = FoldOutput {
         records: Vec::new(),
@@ -1263,6 +1723,7 @@ fn run(
         out.records.reserve(usize::try_from(days).unwrap_or(0));
     }
     let mut folder = Folder::new(start.clone(), prices);
+    folder.valuing = valuing;
     // Over a few days, updating the position map in place is cheaper than
     // rebuilding it at the end.
     let keep_positions = (as_of - start.date).num_days() <= 16;
@@ -1304,22 +1765,36 @@ fn run(
     }
     if produced {
         let last = folder.state.date;
-        if out.inconsistency.is_some() {
-            // Stopped early: the state before the last record's day was not
-            // kept, fold again up to it (the rare, error path). Before the
-            // first record nothing has happened but the passing of days.
-            out.prev_state = Some(match last.pred_opt() {
-                Some(d) if d > start.date => run(start, sorted, prices, d, false)?
+        // The state at the end of `d`, folded again (the rare, error path).
+        // Before the first record nothing has happened but the passing of
+        // days.
+        let refold = |d: NaiveDate| -> Result<DayState, FoldError> {
+            Ok(if d > start.date {
+                run(start, sorted, prices, d, false, valuing)?
                     .end_state
                     .unwrap_or_else(|| DayState {
                         date: d,
                         ..start.clone()
-                    }),
-                _ => start.clone(),
+                    })
+            } else {
+                start.clone()
+            })
+        };
+        if out.inconsistency.is_some() {
+            // Stopped early: the state before the last record's day was
+            // not kept.
+            out.prev_state = Some(match last.pred_opt() {
+                Some(d) => refold(d)?,
+                None => start.clone(),
             });
         }
-        folder.sync();
-        out.end_state = Some(folder.state);
+        out.end_state = Some(if folder.poisoned {
+            // The failed day had committed its positions already.
+            refold(last)?
+        } else {
+            folder.sync();
+            folder.state
+        });
     }
     Ok(out)
 }
@@ -1343,8 +1818,12 @@ pub fn fold(
             inconsistency: None,
         });
     };
-    let start = DayState::initial_in(first.trade_date, cash_mode_of(transactions));
-    run(&start, &sorted, prices, as_of, true)
+    let start = DayState::initial_for(
+        first.trade_date,
+        cash_mode_of(transactions),
+        base_currency_of(transactions),
+    );
+    run(&start, &sorted, prices, as_of, true, true)
 }
 
 /// Resumes from `state` (end of day `state.date`) with the transactions dated
@@ -1369,7 +1848,7 @@ pub fn resume(
         });
     }
     let sorted = in_fold_order(transactions, as_of);
-    run(state, &sorted, prices, as_of, true)
+    run(state, &sorted, prices, as_of, true, true)
 }
 
 /// The state at the end of `through` without valuing anything: positions,
@@ -1386,7 +1865,7 @@ pub fn replay(
 ) -> Result<Result<DayState, Inconsistency>, FoldError> {
     let sorted = in_fold_order(transactions, through);
     let splits = prices.splits_only();
-    let out = run(start, &sorted, &splits, through, false)?;
+    let out = run(start, &sorted, &splits, through, false, false)?;
     Ok(match out.inconsistency {
         Some(i) => Err(i),
         None => Ok(out.end_state.unwrap_or_else(|| start.clone())),
@@ -1399,14 +1878,58 @@ pub fn replay(
 pub struct ValuedPosition {
     pub symbol: Symbol,
     pub quantity: Decimal,
+    /// In the base currency, at the rates of the trades.
     pub cost: Decimal,
     /// The valuation price: the latest close on or before the day, adjusted
     /// for the splits since it, else the last trade price.
     pub price: Decimal,
     /// The close's date, or the last trade's.
     pub price_date: Option<NaiveDate>,
-    /// quantity · price.
+    /// The price's currency.
+    pub currency: Currency,
+    /// FX(currency → base, day).
+    pub fx_rate: Decimal,
+    /// quantity · price · fx_rate, in the base currency.
     pub value: Decimal,
+}
+
+/// A cash balance at the end of a state's day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CashBalance {
+    pub currency: Currency,
+    pub amount: Decimal,
+    /// FX(currency → base, day).
+    pub fx_rate: Decimal,
+    /// amount · fx_rate, in the base currency.
+    pub value: Decimal,
+}
+
+/// Why a state's day cannot be valued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValuationError {
+    #[error(transparent)]
+    Arithmetic(#[from] ArithmeticError),
+    #[error("{0}")]
+    NoRate(String),
+}
+
+/// The base currency of `state` under `prices`.
+pub fn base_of<'s>(state: &'s DayState, prices: &'s PriceBook) -> &'s Currency {
+    state
+        .base_currency
+        .as_ref()
+        .unwrap_or(&prices.default_currency)
+}
+
+fn rate_or_missing(
+    prices: &PriceBook,
+    from: &Currency,
+    to: &Currency,
+    day: NaiveDate,
+) -> Result<Decimal, ValuationError> {
+    prices
+        .rate(from, to, day)?
+        .ok_or_else(|| ValuationError::NoRate(no_rate(from, to, day)))
 }
 
 /// The open positions of `state` valued at the end of its day, by symbol,
@@ -1414,8 +1937,9 @@ pub struct ValuedPosition {
 pub fn value_positions(
     state: &DayState,
     prices: &PriceBook,
-) -> Result<Vec<ValuedPosition>, ArithmeticError> {
+) -> Result<Vec<ValuedPosition>, ValuationError> {
     let day = state.date;
+    let base = base_of(state, prices);
     state
         .positions
         .iter()
@@ -1424,14 +1948,26 @@ pub fn value_positions(
                 .by_symbol
                 .get(symbol)
                 .and_then(|m| m.range(..=day).next_back());
-            let (price, price_date) = match close {
+            let (price, price_date, currency) = match close {
                 Some((t, c)) => (
                     prices
                         .splits_between(symbol, *t, day)
                         .try_fold(*c, split_price)?,
                     Some(*t),
+                    prices.close_currency(symbol, *t).clone(),
                 ),
-                None => (pos.last_trade_price, pos.last_trade_date),
+                None => (
+                    pos.last_trade_price,
+                    pos.last_trade_date,
+                    pos.currency.clone().unwrap_or_else(|| base.clone()),
+                ),
+            };
+            let fx_rate = rate_or_missing(prices, &currency, base, day)?;
+            let local = dec::mul(pos.qty, price)?;
+            let value = if currency == *base {
+                local
+            } else {
+                dec::mul(local, fx_rate)?
             };
             Ok(ValuedPosition {
                 symbol: symbol.clone(),
@@ -1439,8 +1975,40 @@ pub fn value_positions(
                 cost: pos.cost,
                 price,
                 price_date,
-                value: dec::mul(pos.qty, price)?,
+                currency,
+                fx_rate,
+                value,
             })
         })
         .collect()
+}
+
+/// The cash balances of `state` valued at the end of its day, by currency:
+/// none without cash tracking; the base currency's always with it, and
+/// every other non-zero one.
+pub fn value_cash(
+    state: &DayState,
+    prices: &PriceBook,
+) -> Result<Vec<CashBalance>, ValuationError> {
+    if state.cash_mode != CashMode::Tracked {
+        return Ok(Vec::new());
+    }
+    let base = base_of(state, prices);
+    let mut out = vec![CashBalance {
+        currency: base.clone(),
+        amount: state.cash,
+        fx_rate: Decimal::ONE,
+        value: state.cash,
+    }];
+    for (c, amount) in &state.foreign_cash {
+        let fx_rate = rate_or_missing(prices, c, base, state.date)?;
+        out.push(CashBalance {
+            currency: c.clone(),
+            amount: *amount,
+            fx_rate,
+            value: dec::mul(*amount, fx_rate)?,
+        });
+    }
+    out.sort_by(|a, b| a.currency.cmp(&b.currency));
+    Ok(out)
 }

@@ -346,6 +346,14 @@ pub struct Transaction {
     /// of the event's content.
     pub seq: i64,
     pub kind: Kind,
+    /// The currency of the event's amounts and prices (docs/events.md,
+    /// currencies); `None`: the portfolio's base currency.
+    #[serde(default)]
+    pub currency: Option<Currency>,
+    /// Units of base currency per unit of `currency` actually charged;
+    /// `None`: the day's rate (docs/valuation.md). Only with `currency`.
+    #[serde(default)]
+    pub fx_rate: Option<Decimal>,
 }
 
 impl Transaction {
@@ -373,6 +381,8 @@ impl Transaction {
             trade_date,
             occurred_at: None,
             seq: 0,
+            currency: None,
+            fx_rate: None,
             kind: match side {
                 Side::Buy => Kind::Buy(t),
                 Side::Sell => Kind::Sell(t),
@@ -468,14 +478,20 @@ impl Transaction {
                     .unwrap_or_default()
             ),
         };
+        // Events without a currency read as they did before currencies.
+        let money = match (&self.currency, &self.fx_rate) {
+            (None, None) => String::new(),
+            (c, r) => format!("|{}|{}", o(c), o(&r.map(|r| r.normalize()))),
+        };
         format!(
-            "{}|{}|{}|{}",
+            "{}|{}|{}|{}{}",
             self.kind.name(),
             body,
             self.trade_date,
             self.occurred_at
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            money
         )
     }
 
@@ -521,6 +537,27 @@ pub struct ClosePrice {
     pub symbol: Symbol,
     pub date: NaiveDate,
     pub close: Decimal,
+    /// The close's currency; `None`: the service's default currency.
+    #[serde(default)]
+    pub currency: Option<Currency>,
+}
+
+/// One exchange rate (docs/events.md, `nav.fx`): 1 `from` = `rate` `to`
+/// on `date`. A later rate for the same (from, to, date) replaces the
+/// earlier.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FxRate {
+    pub from: Currency,
+    pub to: Currency,
+    pub date: NaiveDate,
+    pub rate: Decimal,
+}
+
+impl FxRate {
+    /// The message key the rate must be produced with: `FROM/TO`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.from, self.to)
+    }
 }
 
 /// One day of a portfolio's history (docs/valuation.md). Values produced by the fold

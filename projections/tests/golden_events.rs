@@ -1,5 +1,5 @@
-//! The worked examples of cash, income, dividends and splits
-//! (`fixtures/golden/{cash-and-income,dividends,splits}.json`) through the
+//! The worked examples of cash, income, dividends, splits, currencies,
+//! money-weighted figures and benchmarks (`fixtures/golden/*.json`) through the
 //! pure fold: every reported record string equal to the golden one, the
 //! status, and the time-weighted statistics to 1e-9. Events go through the
 //! real parsers, in topic order; a file's `then` block is a second batch
@@ -11,8 +11,8 @@ use std::str::FromStr;
 use chrono::NaiveDate;
 use projections::{
     fold, modified_dietz, money_text, money_weighted_return, parse_price, parse_split,
-    parse_transaction, ratio_text, statistics, value_positions, Calendar, DailyRecord, FlowDay,
-    PriceBook, StatsQuery, Transaction,
+    parse_fx, parse_transaction, ratio_text, statistics, value_cash, value_positions, Calendar,
+    Currency, DailyRecord, FlowDay, PriceBook, StatsQuery, Transaction,
 };
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -25,8 +25,6 @@ fn date(v: &Value) -> NaiveDate {
 struct Log {
     txs: Vec<Transaction>,
     prices: PriceBook,
-    /// Symbols quoted in a currency other than the default.
-    foreign: std::collections::BTreeSet<String>,
 }
 
 fn log(json: &Value, late: bool) -> Log {
@@ -35,8 +33,10 @@ fn log(json: &Value, late: bool) -> Log {
         batches.push(&json["then"]);
     }
     let mut txs = Vec::new();
-    let mut prices = PriceBook::new();
-    let mut foreign = std::collections::BTreeSet::new();
+    let mut prices = match json.get("default_currency").and_then(Value::as_str) {
+        Some(c) => PriceBook::with_default_currency(Currency::parse(c).unwrap()),
+        None => PriceBook::new(),
+    };
     for b in &batches {
         for v in b["transactions"].as_array().unwrap() {
             let mut t =
@@ -45,13 +45,11 @@ fn log(json: &Value, late: bool) -> Log {
             txs.push(t);
         }
         for v in b["prices"].as_array().unwrap() {
-            if v.get("currency")
-                .is_some_and(|c| *c != json["default_currency"])
-            {
-                foreign.insert(v["symbol"].as_str().unwrap().to_string());
-            }
             let p = parse_price(v.to_string().as_bytes()).unwrap();
-            prices.insert(p.symbol, p.date, p.close);
+            prices.insert_priced(p.symbol, p.date, p.close, p.currency);
+        }
+        for v in b.get("fx").and_then(Value::as_array).into_iter().flatten() {
+            prices.insert_rate(&parse_fx(v.to_string().as_bytes()).unwrap());
         }
     }
     // Splits after closes: their order among themselves is what counts.
@@ -60,11 +58,7 @@ fn log(json: &Value, late: bool) -> Log {
             prices.apply_split(&parse_split(v.to_string().as_bytes()).unwrap());
         }
     }
-    Log {
-        txs,
-        prices,
-        foreign,
-    }
+    Log { txs, prices }
 }
 
 const MONEY: [&str; 9] = [
@@ -230,10 +224,7 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
             );
             if let Some(sym) = q.get("benchmark").and_then(Value::as_str) {
                 let symbol = projections::Symbol::parse(sym).unwrap();
-                // Benchmarks quoted in another currency need exchange rates,
-                // which the fold does not read yet.
-                let foreign = log.foreign.contains(sym);
-                if !foreign {
+                {
                     let bm =
                         projections::benchmark(&symbol, &log.prices, w0, w0_date, &series, &query);
                     let st = serde_json::to_value(&bm.stats).unwrap();
@@ -337,6 +328,12 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
                     w["price_date"].as_str().unwrap(),
                     "{c} price_date"
                 );
+                assert_eq!(v.currency.as_str(), w["currency"], "{c} currency");
+                assert_eq!(
+                    v.fx_rate.normalize().to_string(),
+                    w["fx_rate"].as_str().unwrap(),
+                    "{c} fx_rate"
+                );
                 assert_eq!(money_text(v.value), w["value"], "{c} value");
                 assert_eq!(
                     money_text(v.value - v.cost),
@@ -350,12 +347,18 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
                 close(&format!("{c} weight"), Some(weight), &w["weight"]);
             }
             let cash = want["cash"].as_array().unwrap();
-            match state.cash_mode {
-                projections::CashMode::Tracked => {
-                    assert_eq!(cash.len(), 1, "{ctx}");
-                    assert_eq!(money_text(state.cash), cash[0]["amount"], "{ctx} cash");
-                }
-                projections::CashMode::None => assert!(cash.is_empty(), "{ctx}"),
+            let balances = value_cash(&state, &log.prices).unwrap();
+            assert_eq!(balances.len(), cash.len(), "{ctx} {on} cash lines");
+            for (b, w) in balances.iter().zip(cash) {
+                let c = format!("{ctx} {on} cash {}", b.currency);
+                assert_eq!(b.currency.as_str(), w["currency"], "{c}");
+                assert_eq!(money_text(b.amount), w["amount"], "{c} amount");
+                assert_eq!(
+                    b.fx_rate.normalize().to_string(),
+                    w["fx_rate"].as_str().unwrap(),
+                    "{c} fx_rate"
+                );
+                assert_eq!(money_text(b.value), w["value"], "{c} value");
             }
             compared += 1;
         }
@@ -414,4 +417,12 @@ fn benchmark_statistics() {
 #[test]
 fn splits() {
     golden("splits", include_str!("../../fixtures/golden/splits.json"));
+}
+
+#[test]
+fn currencies() {
+    golden(
+        "currencies",
+        include_str!("../../fixtures/golden/currencies.json"),
+    );
 }

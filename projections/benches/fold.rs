@@ -161,6 +161,8 @@ fn book_v2() -> Book {
             occurred_at: None,
             seq,
             kind,
+            currency: None,
+            fx_rate: None,
         });
     };
     for month in 0..(DAYS / 30) {

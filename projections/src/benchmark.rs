@@ -7,7 +7,9 @@
 //! without any close is unknown), adjusted for every split after its date
 //! up to the range's last day, so a split inside the range is not a return.
 //! B_0 is taken on W0's day; without a close by then, every statistic is
-//! null and the status says why.
+//! null and the status says why. A close in another currency than the
+//! portfolio's base is converted at the rate of the day it is sampled on
+//! (without one, that day has no level).
 
 use chrono::{Datelike, NaiveDate};
 use rust_decimal::prelude::ToPrimitive;
@@ -16,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fold::PriceBook;
 use crate::stats::{Calendar, StatsQuery, MIN_SD};
-use crate::types::Symbol;
+use crate::types::{Currency, Symbol};
 
 /// Benchmark-relative statistics of a range.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,15 +43,33 @@ pub struct Benchmark {
     pub index: Vec<Option<Decimal>>,
 }
 
-/// B on `day`: the latest close on or before it, in the units of `last`.
-fn level(prices: &PriceBook, symbol: &Symbol, day: NaiveDate, last: NaiveDate) -> Option<Decimal> {
-    let (t, close) = prices.close_dated(symbol, day)?;
-    prices
+/// B on `day`: the latest close on or before it, in the units of `last`,
+/// in `base`. `Err` names a missing rate.
+fn level(
+    prices: &PriceBook,
+    symbol: &Symbol,
+    day: NaiveDate,
+    last: NaiveDate,
+    base: &Currency,
+) -> Result<Option<Decimal>, String> {
+    let Some((t, close)) = prices.close_dated(symbol, day) else {
+        return Ok(None);
+    };
+    let adjusted = prices
         .splits_between(symbol, t, last)
         .try_fold(close, |c, (n, d)| {
             c.checked_mul(Decimal::from(d))?
                 .checked_div(Decimal::from(n))
-        })
+        });
+    let currency = prices.close_currency(symbol, t);
+    if currency == base {
+        return Ok(adjusted);
+    }
+    match prices.rate(currency, base, day) {
+        Ok(Some(rate)) => Ok(adjusted.and_then(|a| a.checked_mul(rate))),
+        Ok(None) => Err(format!("no {currency}→{base} rate on or before {day}")),
+        Err(_) => Ok(None),
+    }
 }
 
 fn ratio(a: Decimal, b: Decimal) -> Option<f64> {
@@ -61,17 +81,19 @@ fn ratio(a: Decimal, b: Decimal) -> Option<f64> {
 pub fn benchmark(
     symbol: &Symbol,
     prices: &PriceBook,
+    base: &Currency,
     w0: Decimal,
     w0_date: NaiveDate,
     series: &[(NaiveDate, Decimal)],
     query: &StatsQuery,
 ) -> Benchmark {
     let last = series.last().map_or(w0_date, |(d, _)| *d);
-    let b0 = level(prices, symbol, w0_date, last);
+    let b0 = level(prices, symbol, w0_date, last, base);
     let index = series
         .iter()
         .map(|(d, _)| {
-            let b = level(prices, symbol, *d, last)?;
+            let b = level(prices, symbol, *d, last, base).ok()??;
+            let b0 = b0.as_ref().ok().copied().flatten();
             b0.filter(|b0| !b0.is_zero())
                 .and_then(|b0| b.checked_div(b0))
         })
@@ -87,11 +109,20 @@ pub fn benchmark(
         benchmark_total_return: None,
         benchmark_status: why,
     };
-    let Some(b0) = b0.filter(|b| !b.is_zero()) else {
-        return Benchmark {
-            stats: null(format!("no price for {symbol} on or before {w0_date}")),
-            index,
-        };
+    let b0 = match b0 {
+        Ok(Some(b)) if !b.is_zero() => b,
+        Err(no_rate) => {
+            return Benchmark {
+                stats: null(no_rate),
+                index,
+            }
+        }
+        _ => {
+            return Benchmark {
+                stats: null(format!("no price for {symbol} on or before {w0_date}")),
+                index,
+            }
+        }
     };
     let sampled: Vec<&(NaiveDate, Decimal)> = series
         .iter()
@@ -103,7 +134,10 @@ pub fn benchmark(
     let (mut r, mut b) = (Vec::new(), Vec::new());
     let (mut prev_w, mut prev_b) = (w0, b0);
     for (d, w) in &sampled {
-        let bk = level(prices, symbol, *d, last).unwrap_or(prev_b);
+        let bk = level(prices, symbol, *d, last, base)
+            .ok()
+            .flatten()
+            .unwrap_or(prev_b);
         r.push(if prev_w.is_zero() {
             0.0
         } else {

@@ -47,8 +47,8 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::types::{
-    CashMode, ClosePrice, Currency, Dividend, FieldError, FxRate, Kind, PortfolioId, Reinvest, Split,
-    Symbol, Trade, Transaction,
+    CashMode, ClosePrice, Currency, Dividend, FieldError, FxRate, Kind, PortfolioId, Reinvest,
+    Split, Symbol, Trade, Transaction,
 };
 
 /// What the parsers check beyond the shape of an event: deployment-level
@@ -511,7 +511,10 @@ pub fn parse_fx_with(payload: &[u8], rules: &Rules) -> Result<FxRate, EventError
     let from = Currency::parse_field("from", &obj.string("from")?)?;
     let to = Currency::parse_field("to", &obj.string("to")?)?;
     if from == to {
-        return Err(invalid("to", format!("is `from` again ({from}): a currency's rate to itself is 1")));
+        return Err(invalid(
+            "to",
+            format!("is `from` again ({from}): a currency's rate to itself is 1"),
+        ));
     }
     let date = parse_date("date", &obj.string("date")?, rules)?;
     let rate = obj.number("rate")?;

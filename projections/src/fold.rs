@@ -1048,10 +1048,8 @@ fn apply(
                 Err(detail) => return Ok(Err(detail)),
             };
             let proceeds = dec::sub(dec::mul(t.quantity, t.price)?, t.fee)?;
-            ledger.realized_pnl = dec::add(
-                ledger.realized_pnl,
-                dec::sub(fx.base(proceeds)?, released)?,
-            )?;
+            ledger.realized_pnl =
+                dec::add(ledger.realized_pnl, dec::sub(fx.base(proceeds)?, released)?)?;
             ledger.receive(proceeds, fx)?;
         }
         Kind::PortfolioSettings { .. } => {}
@@ -1092,7 +1090,8 @@ fn apply(
             quantity,
             price,
         } => {
-            if let Err(detail) = take_out(pos, "transfer_out", symbol, *quantity, *price, day, fx)? {
+            if let Err(detail) = take_out(pos, "transfer_out", symbol, *quantity, *price, day, fx)?
+            {
                 return Ok(Err(detail));
             }
             ledger.outflow(fx.base(dec::mul(*quantity, *price)?)?)?;
@@ -1221,7 +1220,11 @@ impl<'a> Folder<'a> {
 
     /// The base currency and its rate φ for `tx`'s amounts: its `fx_rate`,
     /// else the rate of its day; the missing rate's detail when neither.
-    fn fx_of<'t>(&self, tx: &'t Transaction, day: NaiveDate) -> Result<Result<Fx<'t>, String>, ArithmeticError> {
+    fn fx_of<'t>(
+        &self,
+        tx: &'t Transaction,
+        day: NaiveDate,
+    ) -> Result<Result<Fx<'t>, String>, ArithmeticError> {
         let base = &self.series.ccys[0];
         let Some(c) = tx.currency.as_ref().filter(|c| *c != base) else {
             return Ok(Ok(Fx::BASE));
@@ -1240,7 +1243,11 @@ impl<'a> Folder<'a> {
     }
 
     /// FX(currency `i` → base, `day`), or the inconsistency of its absence.
-    fn rate_to_base(&self, c: &Currency, day: NaiveDate) -> Result<Result<Decimal, Inconsistency>, ArithmeticError> {
+    fn rate_to_base(
+        &self,
+        c: &Currency,
+        day: NaiveDate,
+    ) -> Result<Result<Decimal, Inconsistency>, ArithmeticError> {
         let base = &self.series.ccys[0];
         Ok(match self.prices.rate(c, base, day)? {
             Some(r) => Ok(r),
@@ -1612,9 +1619,7 @@ impl<'a> Folder<'a> {
                 let key = SymbolKey::of(symbol);
                 let names = &self.series.names;
                 let slot = self.slots.binary_search_by(|s| key.cmp_slot(s, names));
-                let pos = slot
-                    .ok()
-                    .map(|j| self.slots[j].position(&self.series.ccys));
+                let pos = slot.ok().map(|j| self.slots[j].position(&self.series.ccys));
                 touched.insert(
                     i,
                     Touched {

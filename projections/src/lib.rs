@@ -25,8 +25,8 @@ pub mod types;
 pub use benchmark::{benchmark, Benchmark, BenchmarkStats};
 pub use decimal::{money_text, ratio_text, round_money, round_ratio, ArithmeticError};
 pub use event::{
-    echo, parse_fx, parse_fx_with, parse_price, parse_price_with, parse_split, parse_split_with, parse_transaction,
-    parse_transaction_with, EventError, Rules, TRANSACTION_TYPES,
+    echo, parse_fx, parse_fx_with, parse_price, parse_price_with, parse_split, parse_split_with,
+    parse_transaction, parse_transaction_with, EventError, Rules, TRANSACTION_TYPES,
 };
 pub use fold::{
     base_currency_of, base_of, cash_mode_of, fold, replay, resume, value_cash, value_positions,
@@ -36,6 +36,6 @@ pub use fold::{
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};
 pub use stats::{statistics, Calendar, Statistics, StatsQuery};
 pub use types::{
-    CashMode, ClosePrice, Currency, DailyRecord, Dividend, FxRate, Kind, PortfolioId, Reinvest, Side,
-    Split, Symbol, Trade, Transaction,
+    CashMode, ClosePrice, Currency, DailyRecord, Dividend, FxRate, Kind, PortfolioId, Reinvest,
+    Side, Split, Symbol, Trade, Transaction,
 };

@@ -163,7 +163,7 @@ proptest! {
             calendar: if all { Calendar::All } else { Calendar::Trading },
             risk_free: 0.0,
         };
-        let bm = benchmark(&symbol, &book, Decimal::ONE, base(), &series, &query);
+        let bm = benchmark(&symbol, &book, book.default_currency(), Decimal::ONE, base(), &series, &query);
         // Independent: returns from the sampled levels, then textbook
         // moments with ddof 1 throughout.
         let sampled: Vec<usize> = (0..series.len())

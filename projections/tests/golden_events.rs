@@ -10,9 +10,9 @@ use std::str::FromStr;
 
 use chrono::NaiveDate;
 use projections::{
-    fold, modified_dietz, money_text, money_weighted_return, parse_price, parse_split,
-    parse_fx, parse_transaction, ratio_text, statistics, value_cash, value_positions, Calendar,
-    Currency, DailyRecord, FlowDay, PriceBook, StatsQuery, Transaction,
+    fold, modified_dietz, money_text, money_weighted_return, parse_fx, parse_price, parse_split,
+    parse_transaction, ratio_text, statistics, value_cash, value_positions, Calendar, Currency,
+    DailyRecord, FlowDay, PriceBook, StatsQuery, Transaction,
 };
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -112,6 +112,8 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
             .cloned()
             .collect();
         let out = fold(&mine, &log.prices, today).unwrap();
+        let base = projections::base_currency_of(&mine)
+            .unwrap_or_else(|| log.prices.default_currency().clone());
         let ctx = format!("{file} {id}");
 
         let status = &exp["status"];
@@ -225,8 +227,15 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
             if let Some(sym) = q.get("benchmark").and_then(Value::as_str) {
                 let symbol = projections::Symbol::parse(sym).unwrap();
                 {
-                    let bm =
-                        projections::benchmark(&symbol, &log.prices, w0, w0_date, &series, &query);
+                    let bm = projections::benchmark(
+                        &symbol,
+                        &log.prices,
+                        &base,
+                        w0,
+                        w0_date,
+                        &series,
+                        &query,
+                    );
                     let st = serde_json::to_value(&bm.stats).unwrap();
                     for k in [
                         "beta",

@@ -194,6 +194,8 @@ fn event(n: u128, seq: i64, day: NaiveDate, kind: Kind) -> Transaction {
         occurred_at: None,
         seq,
         kind,
+        currency: None,
+        fx_rate: None,
     }
 }
 

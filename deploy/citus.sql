@@ -110,6 +110,12 @@ SELECT create_reference_table('prices')
 -- Splits are keyed by symbol and read by every fold, like closes.
 SELECT create_reference_table('splits')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'splits'::regclass);
+-- Exchange rates and the currencies symbols are quoted in: per currency
+-- and symbol, read by every fold, like closes.
+SELECT create_reference_table('fx_rates')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'fx_rates'::regclass);
+SELECT create_reference_table('symbol_currencies')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'symbol_currencies'::regclass);
 
 -- ---------------------------------------------------------------------------
 -- 4. dead_letters and consumer_offsets stay ordinary tables on the

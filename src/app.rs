@@ -121,6 +121,9 @@ impl Service {
     /// Starts worker, consumer (when Kafka is configured) and HTTP on an
     /// already migrated pool.
     pub async fn start(config: &Config, pool: PgPool, stop: CancellationToken) -> Result<Service> {
+        // Every fold and read of this database values in this default.
+        crate::projection::prices::cache_for(&pool)
+            .set_default_currency(config.default_currency.clone());
         let health = Arc::new(Health::default());
         let wake = Arc::new(Notify::new());
         let mut tasks = Vec::new();

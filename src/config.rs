@@ -79,6 +79,10 @@ pub struct KafkaConfig {
     pub prices_topic: String,
     /// Splits (`NAVD_CORPORATE_ACTIONS_TOPIC`).
     pub corporate_actions_topic: String,
+    /// Exchange rates (`NAVD_FX_TOPIC`).
+    pub fx_topic: String,
+    /// `NAVD_DEFAULT_CURRENCY`, as [`Config::default_currency`].
+    pub default_currency: projections::Currency,
     /// Most messages folded in one database transaction.
     pub batch_max: usize,
     /// Longest wait to fill a batch once it has a message.
@@ -107,6 +111,9 @@ pub struct Config {
     pub request_timeout_ms: u64,
     /// Bound of the rendered-response cache of GET nav-history, in MiB.
     pub read_cache_mb: usize,
+    /// The currency of closes that name none and the base of portfolios
+    /// whose settings name none (`NAVD_DEFAULT_CURRENCY`).
+    pub default_currency: projections::Currency,
 }
 
 impl Config {
@@ -195,6 +202,11 @@ impl Config {
                 .filter(|d| d.format("%Y").to_string().len() == 4)
                 .with_context(|| format!("NAVD_EARLIEST_DATE={d} is not a date YYYY-MM-DD"))?;
         }
+        let default_currency = match get("NAVD_DEFAULT_CURRENCY") {
+            None => projections::Currency::parse("USD").expect("a currency code"),
+            Some(c) => projections::Currency::parse_field("NAVD_DEFAULT_CURRENCY", &c)
+                .map_err(|e| anyhow::anyhow!("NAVD_DEFAULT_CURRENCY={c}: {}", e.reason))?,
+        };
         let kafka = get("NAVD_KAFKA_BROKERS")
             .map(|brokers| -> Result<KafkaConfig> {
                 Ok(KafkaConfig {
@@ -205,6 +217,8 @@ impl Config {
                     prices_topic: get("NAVD_PRICES_TOPIC").unwrap_or_else(|| "nav.prices".into()),
                     corporate_actions_topic: get("NAVD_CORPORATE_ACTIONS_TOPIC")
                         .unwrap_or_else(|| "nav.corporate_actions".into()),
+                    fx_topic: get("NAVD_FX_TOPIC").unwrap_or_else(|| "nav.fx".into()),
+                    default_currency: default_currency.clone(),
                     batch_max: parse_num(&get, "NAVD_BATCH_MAX", 5000)?,
                     batch_wait_ms: parse_num(&get, "NAVD_BATCH_WAIT_MS", 20)?,
                     properties: parse_properties(get("NAVD_KAFKA_PROPERTIES").as_deref())?,
@@ -225,6 +239,7 @@ impl Config {
             db_max_connections: parse_num(&get, "NAVD_DB_MAX_CONNECTIONS", 16)?,
             request_timeout_ms: parse_num(&get, "NAVD_REQUEST_TIMEOUT_MS", 10_000)?,
             read_cache_mb: parse_num(&get, "NAVD_READ_CACHE_MB", 64)?,
+            default_currency,
         })
     }
 }
@@ -307,6 +322,8 @@ mod tests {
         assert_eq!(k.transactions_topic, "nav.transactions");
         assert_eq!(k.prices_topic, "nav.prices");
         assert_eq!(k.corporate_actions_topic, "nav.corporate_actions");
+        assert_eq!(k.fx_topic, "nav.fx");
+        assert_eq!(k.default_currency.as_str(), "USD");
         assert_eq!(c.http_addr.to_string(), "127.0.0.1:8080");
         assert_eq!(c.http_header_timeout_ms, 10_000);
         assert_eq!(c.http_idle_timeout_ms, 60_000);

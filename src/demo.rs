@@ -58,6 +58,8 @@ pub async fn run(http_addr: Option<std::net::SocketAddr>) -> Result<()> {
         transactions_topic: "nav.transactions".into(),
         prices_topic: "nav.prices".into(),
         corporate_actions_topic: "nav.corporate_actions".into(),
+        fx_topic: "nav.fx".into(),
+        default_currency: projections::Currency::parse("USD").expect("a currency code"),
         batch_max: 5000,
         batch_wait_ms: 20,
         properties: vec![],
@@ -66,6 +68,7 @@ pub async fn run(http_addr: Option<std::net::SocketAddr>) -> Result<()> {
     cluster.create_topic(&kafka.transactions_topic, 6, 1)?;
     cluster.create_topic(&kafka.prices_topic, 3, 1)?;
     cluster.create_topic(&kafka.corporate_actions_topic, 1, 1)?;
+    cluster.create_topic(&kafka.fx_topic, 1, 1)?;
 
     let book = sample_book(42, 24, 24, 3 * 365, today);
     let produced = produce_sample(
@@ -101,6 +104,7 @@ pub async fn run(http_addr: Option<std::net::SocketAddr>) -> Result<()> {
         db_max_connections: 16,
         request_timeout_ms: 10_000,
         read_cache_mb: 64,
+        default_currency: kafka.default_currency.clone(),
     };
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());

@@ -214,14 +214,28 @@ pub async fn read_history(
         None => None,
         Some(sym) => {
             let wanted = [sym.to_string()];
-            let mut closes = storage::prices::series(&mut tx, &wanted).await?;
-            let Some(series) = closes.remove(sym.as_str()).filter(|c| !c.is_empty()) else {
+            let mut closes = storage::prices::series(&mut tx, &wanted)
+                .await
+                .map_err(QueryError::Failed)?;
+            let Some(series) = closes.remove(sym.as_str()).filter(|c| !c.closes.is_empty()) else {
                 return Err(QueryError::UnknownBenchmark(format!(
                     "unknown benchmark `{sym}`: navd has no close for it"
                 )));
             };
-            let mut book = projections::PriceBook::new();
-            book.insert_series(sym.clone(), series);
+            let cache = crate::projection::prices::cache_for(pool);
+            let mut book = cache.empty_book();
+            for (day, c) in series.quoted {
+                book.quote_in(sym, day, Some(c));
+            }
+            book.insert_series(sym.clone(), series.closes);
+            if book.has_quoted_closes() || base_currency(&p, &book) != *book.default_currency() {
+                let base = base_currency(&p, &book);
+                let through = q.to.unwrap_or(NaiveDate::MAX);
+                cache
+                    .add_rates(&mut tx, &mut book, &[base], through)
+                    .await
+                    .map_err(QueryError::Failed)?;
+            }
             for (day, n, d) in storage::prices::splits(&mut tx, &wanted)
                 .await?
                 .remove(sym.as_str())
@@ -247,7 +261,8 @@ pub async fn read_history(
         money_weighted(&mut statistics, before.as_ref(), w0_date, &rows);
         let mut points: Vec<Point> = rows.iter().map(Point::from).collect();
         if let (Some(sym), Some(book)) = (&q.benchmark, &bench_book) {
-            let bm = projections::benchmark(sym, book, w0, w0_date, &series, &q.stats);
+            let base = base_currency(&p, book);
+            let bm = projections::benchmark(sym, book, &base, w0, w0_date, &series, &q.stats);
             for (p, x) in points.iter_mut().zip(&bm.index) {
                 p.benchmark_index = Some(x.map(projections::ratio_text));
             }
@@ -302,9 +317,6 @@ fn money_weighted(
     statistics.money_weighted_return = projections::money_weighted_return(v0, v0_date, &days);
     statistics.modified_dietz = projections::modified_dietz(v0, &days);
 }
-
-/// The currency a portfolio reports in when its settings name none.
-pub const DEFAULT_CURRENCY: &str = "USD";
 
 /// One open position at the end of a day, as reported.
 #[derive(Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
@@ -394,22 +406,30 @@ pub async fn read_positions(
         .collect();
     symbols.sort();
     symbols.dedup();
-    let book = storage::prices::load_prices(&mut tx, &symbols, day, day)
+    let cache = crate::projection::prices::cache_for(pool);
+    let mut book =
+        storage::prices::load_prices(&mut tx, &symbols, day, day, &cache.default_currency())
+            .await
+            .map_err(QueryError::Failed)?;
+    let base = base_currency(&p, &book);
+    cache
+        .add_rates(&mut tx, &mut book, std::slice::from_ref(&base), day)
         .await
         .map_err(QueryError::Failed)?;
     tx.commit().await?;
-    let start = projections::DayState::initial_in(p.first_day, p.cash_mode);
+    let start = projections::DayState::initial_for(
+        p.first_day,
+        p.cash_mode,
+        (base != *book.default_currency()).then(|| base.clone()),
+    );
     let state = match projections::replay(&start, &txs, &book, day) {
         Ok(Ok(state)) => state,
         Ok(Err(i)) => return Err(QueryError::NoRecord(i.detail)),
         Err(e) => return Err(QueryError::Failed(e.into())),
     };
-    let valued =
-        projections::value_positions(&state, &book).map_err(|e| QueryError::Failed(e.into()))?;
-    let currency = p
-        .base_currency
-        .clone()
-        .unwrap_or_else(|| DEFAULT_CURRENCY.to_string());
+    let failed = |e: projections::ValuationError| QueryError::Failed(e.into());
+    let valued = projections::value_positions(&state, &book).map_err(failed)?;
+    let balances = projections::value_cash(&state, &book).map_err(failed)?;
     let v = record.market_value_exact;
     let positions = valued
         .iter()
@@ -420,8 +440,8 @@ pub async fn read_positions(
             average_cost: money_text(x.cost.checked_div(x.quantity).unwrap_or_default()),
             price: x.price.normalize().to_string(),
             price_date: x.price_date,
-            currency: currency.clone(),
-            fx_rate: "1".into(),
+            currency: x.currency.to_string(),
+            fx_rate: x.fx_rate.normalize().to_string(),
             value: money_text(x.value),
             weight: (!v.is_zero())
                 .then(|| x.value.checked_div(v))
@@ -430,15 +450,15 @@ pub async fn read_positions(
             unrealized_pnl: money_text(x.value - x.cost),
         })
         .collect();
-    let cash = match state.cash_mode {
-        projections::CashMode::Tracked => vec![CashView {
-            currency: currency.clone(),
-            amount: money_text(state.cash),
-            fx_rate: "1".into(),
-            value: money_text(state.cash),
-        }],
-        projections::CashMode::None => Vec::new(),
-    };
+    let cash = balances
+        .iter()
+        .map(|b| CashView {
+            currency: b.currency.to_string(),
+            amount: money_text(b.amount),
+            fx_rate: b.fx_rate.normalize().to_string(),
+            value: money_text(b.value),
+        })
+        .collect();
     Ok(Positions {
         portfolio_id: id.to_string(),
         date: day,
@@ -493,4 +513,15 @@ pub async fn list_portfolios(
         })
         .collect();
     Ok(PortfolioPage { portfolios, next })
+}
+
+/// The portfolio's base currency: its settings', else the book's default.
+fn base_currency(
+    p: &storage::PortfolioRow,
+    book: &projections::PriceBook,
+) -> projections::Currency {
+    p.base_currency
+        .as_deref()
+        .and_then(|c| projections::Currency::parse(c).ok())
+        .unwrap_or_else(|| book.default_currency().clone())
 }

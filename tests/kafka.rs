@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 const TX: &str = "nav.transactions";
 const PX: &str = "nav.prices";
 const CA: &str = "nav.corporate_actions";
+const FX: &str = "nav.fx";
 
 struct Broker {
     cluster: MockCluster<'static, DefaultProducerContext>,
@@ -36,6 +37,7 @@ impl Broker {
         cluster.create_topic(TX, tx_partitions, 1).unwrap();
         cluster.create_topic(PX, price_partitions, 1).unwrap();
         cluster.create_topic(CA, 1, 1).unwrap();
+        cluster.create_topic(FX, 1, 1).unwrap();
         let producer = ClientConfig::new()
             .set("bootstrap.servers", cluster.bootstrap_servers())
             .set("linger.ms", "2")
@@ -78,6 +80,8 @@ fn kafka(brokers: &str, group: &str) -> KafkaConfig {
         transactions_topic: TX.into(),
         prices_topic: PX.into(),
         corporate_actions_topic: CA.into(),
+        fx_topic: FX.into(),
+        default_currency: projections::Currency::parse("USD").unwrap(),
         batch_max: 500,
         batch_wait_ms: 10,
         properties: vec![("session.timeout.ms".into(), "6000".into())],
@@ -88,7 +92,7 @@ fn kafka(brokers: &str, group: &str) -> KafkaConfig {
 async fn start(pool: &PgPool, k: KafkaConfig, today: chrono::NaiveDate) -> Service {
     let config = Config {
         database_url: None,
-        kafka: Some(k),
+        kafka: Some(k.clone()),
         http_addr: "127.0.0.1:0".parse().unwrap(),
         http_header_timeout_ms: 10_000,
         http_idle_timeout_ms: 60_000,
@@ -99,6 +103,7 @@ async fn start(pool: &PgPool, k: KafkaConfig, today: chrono::NaiveDate) -> Servi
         db_max_connections: 8,
         request_timeout_ms: 10_000,
         read_cache_mb: 64,
+        default_currency: k.default_currency.clone(),
     };
     Service::start(&config, pool.clone(), CancellationToken::new())
         .await
@@ -1043,6 +1048,20 @@ async fn produce_golden(b: &Broker, batch: &Value) -> i64 {
         b.send(CA, &key, &serde_json::to_vec(s).unwrap()).await;
         n += 1;
     }
+    for r in batch
+        .get("fx")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = format!(
+            "{}/{}",
+            r["from"].as_str().unwrap(),
+            r["to"].as_str().unwrap()
+        );
+        b.send(FX, &key, &serde_json::to_vec(r).unwrap()).await;
+        n += 1;
+    }
     n
 }
 
@@ -1082,11 +1101,6 @@ async fn assert_golden_portfolios(base: &str, file: &str, expected: &Value) {
         }
         for block in exp["expected_statistics"].as_array().unwrap() {
             let q = block["query"].as_object().unwrap();
-            // Benchmarks quoted in another currency need exchange rates,
-            // which are not read yet.
-            if q.get("benchmark").is_some_and(|b| b == "IDXE") {
-                continue;
-            }
             let query: Vec<String> = q
                 .iter()
                 .map(|(k, v)| match v.as_str() {
@@ -1146,6 +1160,7 @@ async fn v2_golden_books_through_the_broker() {
         "splits",
         "mwr-and-periods",
         "benchmark",
+        "currencies",
     ] {
         let (pool, _) = fresh_db().await;
         let b = Broker::new(3, 2);

@@ -1569,7 +1569,14 @@ async fn fold_only_ms(
         .collect();
     symbols.sort();
     symbols.dedup();
-    let book = storage::load_prices(&mut conn, &symbols, start.date, to).await?;
+    let book = storage::load_prices(
+        &mut conn,
+        &symbols,
+        start.date,
+        to,
+        &projections::Currency::parse("USD")?,
+    )
+    .await?;
     drop(conn);
     let mut times = Vec::new();
     for _ in 0..runs.max(1) {

@@ -265,6 +265,11 @@ impl PriceBook {
         }
     }
 
+    /// Whether any close is quoted in another currency than the default.
+    pub fn has_quoted_closes(&self) -> bool {
+        !self.quoted_in.is_empty()
+    }
+
     /// The currency of the close dated `date` (the default currency when
     /// it names none, or when there is none).
     pub fn close_currency(&self, symbol: &Symbol, date: NaiveDate) -> &Currency {

@@ -6,7 +6,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Result;
-use projections::{echo, parse_price_with, parse_split_with, parse_transaction_with};
+use projections::{
+    echo, parse_fx_with, parse_price_with, parse_split_with, parse_transaction_with,
+};
 use rdkafka::message::{Message, OwnedMessage};
 use sqlx::PgPool;
 
@@ -175,6 +177,14 @@ fn parse_into(
             },
             Err(e) => batch.dead_letters.push(dead(e.to_string())),
         }
+    } else if m.topic() == cfg.fx_topic {
+        match parse_fx_with(&source.payload, &cfg.rules) {
+            Ok(r) => match key_mismatch(m.key(), &r.key(), "from/to pair") {
+                None => batch.rates.push((r, source)),
+                Some(reason) => batch.dead_letters.push(dead(reason)),
+            },
+            Err(e) => batch.dead_letters.push(dead(e.to_string())),
+        }
     } else if m.topic() == cfg.corporate_actions_topic {
         match parse_split_with(&source.payload, &cfg.rules) {
             Ok(s) => match key_mismatch(m.key(), s.symbol.as_str(), "symbol") {
@@ -251,7 +261,10 @@ pub async fn store_batch(
             ..Default::default()
         });
     }
-    let mut batch = IngestBatch::default();
+    let mut batch = IngestBatch {
+        default_currency: Some(cfg.default_currency.clone()),
+        ..IngestBatch::default()
+    };
     let mut skipped = 0;
     let mut per_topic: HashMap<&str, u64> = HashMap::new();
     for m in msgs {

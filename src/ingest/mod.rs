@@ -116,6 +116,7 @@ impl Consumer {
                 &self.cfg.transactions_topic,
                 &self.cfg.prices_topic,
                 &self.cfg.corporate_actions_topic,
+                &self.cfg.fx_topic,
             ])
             .context("subscribing to the topics")?;
         Ok(consumer)

@@ -3,7 +3,7 @@
 //! through today).
 
 use chrono::NaiveDate;
-use projections::{DayState, Inconsistency};
+use projections::Inconsistency;
 use serde::Serialize;
 use sqlx::PgPool;
 
@@ -59,7 +59,7 @@ pub async fn backfill(
     };
     let from = from.unwrap_or(p.first_day).max(p.first_day);
     let to = to.unwrap_or(pred(today)).min(today);
-    let start = DayState::initial_in(p.first_day, p.cash_mode);
+    let start = super::refresh::initial_of(&p);
     let txs = storage::load_transactions(&mut tx, portfolio_id, None, to).await?;
     let book = prices_for(&mut tx, &prices::cache_for(pool), &start, &txs, to).await?;
     let run = run_fold(start, &txs, &book, to).map_err(ProjectorError::from)?;

@@ -19,7 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use chrono::NaiveDate;
-use projections::{PriceBook, Symbol};
+use projections::{Currency, PriceBook, Symbol};
 use rust_decimal::Decimal;
 use sqlx::{PgConnection, PgPool};
 
@@ -33,6 +33,8 @@ const DEFAULT_MAX_CLOSES: usize = 4_000_000;
 struct Series {
     version: i64,
     closes: Vec<(NaiveDate, Decimal)>,
+    /// The currency of each close that named one (most name none).
+    quoted: Vec<(NaiveDate, Currency)>,
     /// Splits in effect (ex-date, numerator, denominator), under the same
     /// version: storing a split bumps it too.
     splits: Vec<(NaiveDate, u32, u32)>,
@@ -42,6 +44,9 @@ struct Series {
 pub struct PriceCache {
     max_closes: usize,
     inner: Mutex<Inner>,
+    /// `NAVD_DEFAULT_CURRENCY`: of closes that name none, and the base of
+    /// portfolios whose settings name none.
+    default_currency: Mutex<Currency>,
 }
 
 #[derive(Debug, Default)]
@@ -79,7 +84,40 @@ impl PriceCache {
         Self {
             max_closes,
             inner: Mutex::new(Inner::default()),
+            default_currency: Mutex::new(PriceBook::new().default_currency().clone()),
         }
+    }
+
+    /// Sets the deployment's default currency (the service does at start).
+    pub fn set_default_currency(&self, c: Currency) {
+        *self.default_currency.lock().unwrap() = c;
+    }
+
+    pub fn default_currency(&self) -> Currency {
+        self.default_currency.lock().unwrap().clone()
+    }
+
+    /// An empty book with the deployment's default currency.
+    pub fn empty_book(&self) -> PriceBook {
+        PriceBook::with_default_currency(self.default_currency())
+    }
+
+    /// Adds to `book` every stored rate between one of `bases` and another
+    /// currency, dated on or before `through`.
+    pub async fn add_rates(
+        &self,
+        conn: &mut PgConnection,
+        book: &mut PriceBook,
+        bases: &[Currency],
+        through: NaiveDate,
+    ) -> anyhow::Result<()> {
+        let mut wanted: Vec<String> = bases.iter().map(|c| c.to_string()).collect();
+        wanted.sort();
+        wanted.dedup();
+        for (from, to, day, rate) in storage::prices::rates(conn, &wanted, through).await? {
+            book.set_rate(from, to, day, rate);
+        }
+        Ok(())
     }
 
     /// The closes of `symbols` needed to value the days `after+1 ..= through`:
@@ -91,7 +129,7 @@ impl PriceCache {
         after: NaiveDate,
         through: NaiveDate,
     ) -> anyhow::Result<PriceBook> {
-        let mut book = PriceBook::new();
+        let mut book = self.empty_book();
         if symbols.is_empty() {
             return Ok(book);
         }
@@ -113,9 +151,11 @@ impl PriceCache {
             let mut loaded = storage::prices::series(conn, &missing).await?;
             let mut splits = storage::prices::splits(conn, &missing).await?;
             for s in missing {
+                let stored = loaded.remove(&s).unwrap_or_default();
                 let series = Arc::new(Series {
                     version: versions[&s],
-                    closes: loaded.remove(&s).unwrap_or_default(),
+                    closes: stored.closes,
+                    quoted: stored.quoted,
                     splits: splits.remove(&s).unwrap_or_default(),
                 });
                 self.put(&s, series.clone());
@@ -133,6 +173,12 @@ impl PriceCache {
                 book.set_split(symbol.clone(), *day, *n, *d);
             }
             if from < end {
+                let (first, last) = (closes[from].0, closes[end - 1].0);
+                for (day, c) in &series.quoted {
+                    if *day >= first && *day <= last {
+                        book.quote_in(&symbol, *day, Some(c.clone()));
+                    }
+                }
                 book.insert_series(symbol, closes[from..end].iter().copied());
             }
         }

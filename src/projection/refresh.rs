@@ -39,7 +39,7 @@ struct Plan {
 #[derive(Debug)]
 enum Start {
     /// From a known state (initial or the stored `base_state`).
-    State(DayState),
+    State(Box<DayState>),
     /// From the state at the end of this day, rebuilt from its stored exact
     /// values and the positions of the transactions up to it.
     Rebuild(NaiveDate),
@@ -122,7 +122,7 @@ fn plan(
 /// still valid, or a rebuild at the end of `from`−1.
 fn start_of(p: &PortfolioRow, from: NaiveDate) -> Start {
     if from <= p.first_day {
-        return Start::State(DayState::initial_in(p.first_day, p.cash_mode));
+        return Start::State(Box::new(initial_of(p)));
     }
     if let Some(base) = &p.base_state {
         if let Ok(state) = serde_json::from_value::<DayState>(base.clone()) {
@@ -131,12 +131,47 @@ fn start_of(p: &PortfolioRow, from: NaiveDate) -> Start {
             if state.date < from
                 && state.date >= pred(p.first_day)
                 && state.cash_mode == p.cash_mode
+                && state.base_currency == base_currency_of(p)
             {
-                return Start::State(state);
+                return Start::State(Box::new(state));
             }
         }
     }
     Start::Rebuild(pred(from))
+}
+
+/// The portfolio's base currency as its settings name it (`None`: the
+/// default currency).
+fn base_currency_of(p: &PortfolioRow) -> Option<projections::Currency> {
+    // Stored from a parsed event: valid.
+    p.base_currency
+        .as_deref()
+        .and_then(|c| projections::Currency::parse(c).ok())
+}
+
+/// The state before a portfolio's first day.
+pub(super) fn initial_of(p: &PortfolioRow) -> DayState {
+    DayState::initial_for(p.first_day, p.cash_mode, base_currency_of(p))
+}
+
+/// Whether folds of these states and transactions may need an exchange
+/// rate under `book`: a base other than the default, an amount or a
+/// holding in another currency, or a close quoted in another.
+fn needs_rates(
+    book: &PriceBook,
+    bases: &[projections::Currency],
+    starts: &[&DayState],
+    txs: &[&Transaction],
+) -> bool {
+    let default = book.default_currency();
+    bases.iter().any(|b| b != default)
+        || book.has_quoted_closes()
+        || txs.iter().any(|t| t.currency.is_some())
+        || starts.iter().any(|s| {
+            !s.foreign_cash.is_empty()
+                || s.positions.values().any(|p| p.currency.is_some())
+                || s.receivables.iter().any(|r| r.foreign.is_some())
+        })
 }
 
 /// Everything the folds of a group need, fetched once for the group: the
@@ -193,7 +228,23 @@ async fn load(
         })
         .min()
         .unwrap_or(today);
-    let book = prices.book(conn, &symbols, earliest, today).await?;
+    let mut book = prices.book(conn, &symbols, earliest, today).await?;
+    let bases: Vec<projections::Currency> = plans
+        .iter()
+        .map(|pl| base_currency_of(&pl.p).unwrap_or_else(|| book.default_currency().clone()))
+        .collect();
+    let starts: Vec<&DayState> = plans
+        .iter()
+        .filter_map(|pl| match &pl.start {
+            Some(Start::State(s)) => Some(&**s),
+            _ => None,
+        })
+        .collect();
+    let all_txs: Vec<&Transaction> = mine.iter().flatten().collect();
+    if needs_rates(&book, &bases, &starts, &all_txs) {
+        prices.add_rates(conn, &mut book, &bases, today).await?;
+    }
+    drop((starts, all_txs));
     let ready: Vec<Ready> = plans
         .iter()
         .zip(mine)
@@ -234,13 +285,13 @@ fn ready(
         Start::State(s) => {
             return Some(Ready {
                 plan: i,
-                start: s.clone(),
+                start: (**s).clone(),
                 txs: mine,
             })
         }
         Start::Rebuild(day) => *day,
     };
-    let initial = DayState::initial_in(pl.p.first_day, pl.p.cash_mode);
+    let initial = initial_of(&pl.p);
     let (before, after): (Vec<Transaction>, Vec<Transaction>) =
         mine.into_iter().partition(|t| t.trade_date <= day);
     let rebuilt = stored.get(&pl.p.portfolio_id).and_then(|row| {
@@ -361,7 +412,16 @@ pub(super) async fn prices_for(
     symbols.extend(tx_symbols(txs));
     symbols.sort();
     symbols.dedup();
-    Ok(prices.book(conn, &symbols, start.date, through).await?)
+    let mut book = prices.book(conn, &symbols, start.date, through).await?;
+    let base = start
+        .base_currency
+        .clone()
+        .unwrap_or_else(|| book.default_currency().clone());
+    let txs: Vec<&Transaction> = txs.iter().collect();
+    if needs_rates(&book, std::slice::from_ref(&base), &[start], &txs) {
+        prices.add_rates(conn, &mut book, &[base], through).await?;
+    }
+    Ok(book)
 }
 
 /// Records of a fold run, with the exact values stored beside them.

@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use projections::{
-    CashMode, ClosePrice, Currency, Dividend, Kind, PortfolioId, Reinvest, Split, Symbol, Trade,
-    Transaction,
+    CashMode, ClosePrice, Currency, Dividend, FxRate, Kind, PortfolioId, Reinvest, Split, Symbol,
+    Trade, Transaction,
 };
 use rust_decimal::Decimal;
 use sqlx::{PgConnection, Row};
@@ -54,7 +54,10 @@ pub struct IngestBatch {
     pub transactions: Vec<(Transaction, Source)>,
     pub prices: Vec<(ClosePrice, Source)>,
     pub splits: Vec<(Split, Source)>,
+    pub rates: Vec<(FxRate, Source)>,
     pub dead_letters: Vec<DeadLetter>,
+    /// The currency of closes and portfolios that name none (`None`: USD).
+    pub default_currency: Option<Currency>,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -63,6 +66,7 @@ pub struct IngestReport {
     pub duplicates_ignored: usize,
     pub prices_stored: usize,
     pub splits_stored: usize,
+    pub rates_stored: usize,
     pub dead_letters: usize,
     /// Portfolios whose projection is now pending.
     pub affected: Vec<String>,
@@ -123,25 +127,41 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
 
     // Prices: the last of a batch for one (symbol, day) wins, as it would
     // had they arrived in separate batches.
-    let mut latest: BTreeMap<(String, NaiveDate), Decimal> = BTreeMap::new();
+    let mut latest: BTreeMap<(String, NaiveDate), (Decimal, Option<&str>)> = BTreeMap::new();
     for (p, _) in &batch.prices {
-        latest.insert((p.symbol.to_string(), p.date), p.close);
+        latest.insert(
+            (p.symbol.to_string(), p.date),
+            (p.close, p.currency.as_ref().map(Currency::as_str)),
+        );
     }
     if !latest.is_empty() {
-        let (mut syms, mut days, mut closes) = (vec![], vec![], vec![]);
-        for ((s, d), c) in &latest {
+        let (mut syms, mut days, mut closes, mut ccys) = (vec![], vec![], vec![], vec![]);
+        for ((s, d), (c, ccy)) in &latest {
             syms.push(s.clone());
             days.push(*d);
             closes.push(*c);
+            ccys.push(*ccy);
         }
         sqlx::query(
-            "INSERT INTO prices (symbol, day, close)
-             SELECT * FROM UNNEST($1::text[], $2::date[], $3::numeric[])
-             ON CONFLICT (symbol, day) DO UPDATE SET close = EXCLUDED.close, received_at = now()",
+            "INSERT INTO prices (symbol, day, close, currency)
+             SELECT * FROM UNNEST($1::text[], $2::date[], $3::numeric[], $4::text[])
+             ON CONFLICT (symbol, day) DO UPDATE
+                SET close = EXCLUDED.close, currency = EXCLUDED.currency, received_at = now()",
         )
         .bind(&syms)
         .bind(&days)
         .bind(&closes)
+        .bind(&ccys)
+        .execute(&mut *conn)
+        .await?;
+        // '' stands for the default currency (a close that names none).
+        let quoted: Vec<&str> = ccys.iter().map(|c| c.unwrap_or("")).collect();
+        sqlx::query(
+            "INSERT INTO symbol_currencies (symbol, currency)
+             SELECT DISTINCT * FROM UNNEST($1::text[], $2::text[]) ON CONFLICT DO NOTHING",
+        )
+        .bind(&syms)
+        .bind(&quoted)
         .execute(&mut *conn)
         .await?;
         report.prices_stored = latest.len();
@@ -180,6 +200,18 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
     for (sym, day) in &splits {
         let e = first.entry(sym.as_str()).or_insert(*day);
         *e = (*e).min(*day);
+    }
+    let default_currency = batch
+        .default_currency
+        .as_ref()
+        .map_or("USD", Currency::as_str)
+        .to_string();
+    let rates = store_rates(conn, batch.rates).await?;
+    report.rates_stored = rates.len();
+    if !rates.is_empty() {
+        report
+            .affected
+            .extend(mark_exposed(conn, &rates, &default_currency).await?);
     }
     let (p1, d1): (Vec<&str>, Vec<NaiveDate>) = earliest.into_iter().unzip();
     let (s2, d2): (Vec<&str>, Vec<NaiveDate>) = first.into_iter().unzip();
@@ -249,6 +281,90 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
     Ok(report)
 }
 
+/// Stores rates (the last of a batch for one (from, to, day) wins, then
+/// the stored one is replaced); returns what was stored.
+async fn store_rates(
+    conn: &mut PgConnection,
+    rates: Vec<(FxRate, Source)>,
+) -> sqlx::Result<Vec<(String, String, NaiveDate)>> {
+    let mut latest: BTreeMap<(String, String, NaiveDate), Decimal> = BTreeMap::new();
+    for (r, _) in rates {
+        latest.insert((r.from.to_string(), r.to.to_string(), r.date), r.rate);
+    }
+    if latest.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (mut f, mut t, mut d, mut v) = (vec![], vec![], vec![], vec![]);
+    for ((from, to, day), rate) in &latest {
+        f.push(from.as_str());
+        t.push(to.as_str());
+        d.push(*day);
+        v.push(*rate);
+    }
+    sqlx::query(
+        "INSERT INTO fx_rates (from_ccy, to_ccy, day, rate)
+         SELECT * FROM UNNEST($1::text[], $2::text[], $3::date[], $4::numeric[])
+         ON CONFLICT (from_ccy, to_ccy, day) DO UPDATE
+            SET rate = EXCLUDED.rate, received_at = now()",
+    )
+    .bind(&f)
+    .bind(&t)
+    .bind(&d)
+    .bind(&v)
+    .execute(&mut *conn)
+    .await?;
+    Ok(latest.into_keys().collect())
+}
+
+/// Marks the portfolios a rate between two currencies can change, from its
+/// day: those whose base is one of the pair and which hold, or have
+/// amounts in, the other (a transaction in it, or a symbol quoted in it).
+/// The others never use the pair (docs/valuation.md, currencies).
+async fn mark_exposed(
+    conn: &mut PgConnection,
+    rates: &[(String, String, NaiveDate)],
+    default_currency: &str,
+) -> sqlx::Result<Vec<String>> {
+    let f: Vec<&str> = rates.iter().map(|r| r.0.as_str()).collect();
+    let t: Vec<&str> = rates.iter().map(|r| r.1.as_str()).collect();
+    let d: Vec<NaiveDate> = rates.iter().map(|r| r.2).collect();
+    let mut currencies: Vec<&str> = f.iter().chain(&t).copied().collect();
+    currencies.sort_unstable();
+    currencies.dedup();
+    let rows = sqlx::query(
+        "WITH r AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::date[]) AS r(f, t, day)),
+         exposure AS (
+             SELECT DISTINCT portfolio_id, currency FROM transactions
+              WHERE currency = ANY($4)
+             UNION
+             SELECT ps.portfolio_id, COALESCE(NULLIF(sc.currency, ''), $5)
+               FROM symbol_currencies sc JOIN portfolio_symbols ps ON ps.symbol = sc.symbol
+              WHERE COALESCE(NULLIF(sc.currency, ''), $5) = ANY($4)
+         ),
+         based AS (
+             SELECT e.portfolio_id, e.currency, COALESCE(st.base_currency, $5) AS base
+               FROM exposure e
+               LEFT JOIN LATERAL (SELECT t.base_currency FROM transactions t
+                                   WHERE t.portfolio_id = e.portfolio_id
+                                     AND t.kind = 'portfolio_settings'
+                                   ORDER BY t.seq DESC LIMIT 1) st ON true
+         )
+         INSERT INTO portfolio_marks (portfolio_id, from_day)
+         SELECT b.portfolio_id, min(r.day) FROM based b
+           JOIN r ON (b.base = r.t AND b.currency = r.f) OR (b.base = r.f AND b.currency = r.t)
+          GROUP BY b.portfolio_id
+         RETURNING portfolio_id",
+    )
+    .bind(&f)
+    .bind(&t)
+    .bind(&d)
+    .bind(&currencies)
+    .bind(default_currency)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| r.get::<String, _>(0)).collect())
+}
+
 fn reused_reason(id: Uuid) -> String {
     format!("event_id {id} was already used for an event with different content")
 }
@@ -273,12 +389,12 @@ async fn insert_transactions(
         "INSERT INTO transactions (portfolio_id, event_id, seq, kind, symbol, quantity, price, fee,
                                    trade_date, occurred_at, fingerprint, source_topic, source_partition,
                                    source_offset, amount, tax, cost_basis, pay_date, reinvest_quantity,
-                                   reinvest_price, cash_mode, base_currency)
+                                   reinvest_price, cash_mode, base_currency, currency, fx_rate)
          SELECT * FROM UNNEST($1::text[], $2::uuid[], $3::int8[], $4::text[], $5::text[], $6::numeric[],
                               $7::numeric[], $8::numeric[], $9::date[], $10::timestamptz[], $11::text[],
                               $12::text[], $13::int4[], $14::int8[], $15::numeric[], $16::numeric[],
                               $17::numeric[], $18::date[], $19::numeric[], $20::numeric[], $21::text[],
-                              $22::text[])",
+                              $22::text[], $23::text[], $24::numeric[])",
     )
     .bind(&c.pid)
     .bind(&c.eid)
@@ -302,6 +418,8 @@ async fn insert_transactions(
     .bind(&c.rp)
     .bind(&c.cash)
     .bind(&c.ccy)
+    .bind(&c.currency)
+    .bind(&c.fx_rate)
     .execute(&mut *conn)
     .await?;
     // Which symbols a portfolio may hold: those its events can move.
@@ -357,7 +475,8 @@ pub async fn load_transactions_many(
     let rows = sqlx::query(
         "SELECT t.portfolio_id, t.event_id, t.kind, t.symbol, t.quantity, t.price, t.fee,
                 t.trade_date, t.occurred_at, t.seq, t.amount, t.tax, t.cost_basis, t.pay_date,
-                t.reinvest_quantity, t.reinvest_price, t.cash_mode, t.base_currency
+                t.reinvest_quantity, t.reinvest_price, t.cash_mode, t.base_currency,
+                t.currency, t.fx_rate
            FROM UNNEST($1::text[], $2::date[]) AS u(pid, after)
            JOIN transactions t ON t.portfolio_id = u.pid
                               AND t.trade_date > COALESCE(u.after, '-infinity'::date)
@@ -388,6 +507,11 @@ pub async fn load_transactions_many(
             occurred_at: r.get(8),
             seq: r.get(9),
             kind,
+            currency: r
+                .get::<Option<&str>, _>(18)
+                .map(Currency::parse)
+                .transpose()?,
+            fx_rate: r.get(19),
         });
     }
     Ok(out)
@@ -417,6 +541,8 @@ struct Columns<'a> {
     rp: Vec<Option<Decimal>>,
     cash: Vec<Option<&'static str>>,
     ccy: Vec<Option<&'a str>>,
+    currency: Vec<Option<&'a str>>,
+    fx_rate: Vec<Option<Decimal>>,
 }
 
 impl<'a> Columns<'a> {
@@ -502,6 +628,9 @@ impl<'a> Columns<'a> {
         self.rp.push(rp);
         self.cash.push(cash);
         self.ccy.push(ccy);
+        self.currency
+            .push(t.currency.as_ref().map(Currency::as_str));
+        self.fx_rate.push(t.fx_rate);
     }
 }
 

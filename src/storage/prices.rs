@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use chrono::NaiveDate;
-use projections::Symbol;
+use projections::{Currency, Symbol};
 use rust_decimal::Decimal;
 use sqlx::{PgConnection, Row};
 
@@ -16,18 +16,19 @@ pub async fn load_prices(
     symbols: &[String],
     after: NaiveDate,
     through: NaiveDate,
+    default_currency: &Currency,
 ) -> anyhow::Result<projections::PriceBook> {
-    let mut book = projections::PriceBook::new();
+    let mut book = projections::PriceBook::with_default_currency(default_currency.clone());
     if symbols.is_empty() {
         return Ok(book);
     }
     let rows = sqlx::query(
-        "SELECT symbol, day, close FROM prices
+        "SELECT symbol, day, close, currency FROM prices
           WHERE symbol = ANY($1) AND day > $2 AND day <= $3
          UNION ALL
          -- one index probe per symbol (DISTINCT ON would read every older close)
-         SELECT s.symbol, c.day, c.close FROM UNNEST($1::text[]) AS s(symbol)
-         CROSS JOIN LATERAL (SELECT day, close FROM prices
+         SELECT s.symbol, c.day, c.close, c.currency FROM UNNEST($1::text[]) AS s(symbol)
+         CROSS JOIN LATERAL (SELECT day, close, currency FROM prices
                               WHERE symbol = s.symbol AND day <= $2
                               ORDER BY day DESC LIMIT 1) c",
     )
@@ -37,7 +38,16 @@ pub async fn load_prices(
     .fetch_all(&mut *conn)
     .await?;
     for r in rows {
-        book.insert(Symbol::parse(r.get::<&str, _>(0))?, r.get(1), r.get(2));
+        let currency = r
+            .get::<Option<&str>, _>(3)
+            .map(Currency::parse)
+            .transpose()?;
+        book.insert_priced(
+            Symbol::parse(r.get::<&str, _>(0))?,
+            r.get(1),
+            r.get(2),
+            currency,
+        );
     }
     for (symbol, list) in splits(conn, symbols).await? {
         let symbol = Symbol::parse(&symbol)?;
@@ -90,23 +100,60 @@ pub async fn versions(
     )
 }
 
+/// A symbol's closes by day, and the currency of those that named one.
+#[derive(Debug, Default)]
+pub struct StoredSeries {
+    pub closes: Vec<(NaiveDate, Decimal)>,
+    pub quoted: Vec<(NaiveDate, Currency)>,
+}
+
 /// Every close of each of `symbols`, by day.
 pub async fn series(
     conn: &mut PgConnection,
     symbols: &[String],
-) -> sqlx::Result<HashMap<String, Vec<(NaiveDate, Decimal)>>> {
+) -> anyhow::Result<HashMap<String, StoredSeries>> {
     let rows = sqlx::query(
-        "SELECT symbol, day, close FROM prices WHERE symbol = ANY($1) ORDER BY symbol, day",
+        "SELECT symbol, day, close, currency FROM prices WHERE symbol = ANY($1)
+          ORDER BY symbol, day",
     )
     .bind(symbols)
     .fetch_all(conn)
     .await?;
-    let mut loaded: HashMap<String, Vec<(NaiveDate, Decimal)>> = HashMap::new();
+    let mut loaded: HashMap<String, StoredSeries> = HashMap::new();
     for r in rows {
-        loaded
-            .entry(r.get::<String, _>(0))
-            .or_default()
-            .push((r.get(1), r.get(2)));
+        let s = loaded.entry(r.get::<String, _>(0)).or_default();
+        let day: NaiveDate = r.get(1);
+        s.closes.push((day, r.get(2)));
+        if let Some(c) = r.get::<Option<&str>, _>(3) {
+            s.quoted.push((day, Currency::parse(c)?));
+        }
     }
     Ok(loaded)
+}
+
+/// Every stored rate between one of `currencies` and any other, dated on
+/// or before `through`: (from, to, day, rate).
+pub async fn rates(
+    conn: &mut PgConnection,
+    currencies: &[String],
+    through: NaiveDate,
+) -> anyhow::Result<Vec<(Currency, Currency, NaiveDate, Decimal)>> {
+    let rows = sqlx::query(
+        "SELECT from_ccy, to_ccy, day, rate FROM fx_rates
+          WHERE (from_ccy = ANY($1) OR to_ccy = ANY($1)) AND day <= $2",
+    )
+    .bind(currencies)
+    .bind(through)
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok((
+                Currency::parse(r.get::<&str, _>(0))?,
+                Currency::parse(r.get::<&str, _>(1))?,
+                r.get(2),
+                r.get(3),
+            ))
+        })
+        .collect()
 }

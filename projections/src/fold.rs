@@ -1514,7 +1514,10 @@ impl<'a> Folder<'a> {
         // rate moves.
         let foreign_held = self.held.iter().skip(1).any(|h| *h > 0);
         if holdings_changed || foreign_held {
-            let mut h = self.value_sums[0].to_decimal().map_err(overflow)?;
+            // The converted sums are added exactly and rounded once, so the
+            // result does not depend on the order the currencies were met
+            // in (a resumed fold meets them in another).
+            let mut total = self.value_sums[0];
             for i in 1..self.held.len() {
                 if self.held[i] == 0 {
                     continue;
@@ -1528,9 +1531,9 @@ impl<'a> Folder<'a> {
                     Err(missing) => return Ok(Err(missing)),
                 };
                 let local = self.value_sums[i].to_decimal().map_err(overflow)?;
-                h = dec::add(h, dec::mul(local, rate).map_err(overflow)?).map_err(overflow)?;
+                total.add(dec::mul(local, rate).map_err(overflow)?);
             }
-            self.holdings = h;
+            self.holdings = total.to_decimal().map_err(overflow)?;
         }
         // Cash in other currencies at the day's rates.
         let mut cash = ledger.cash;

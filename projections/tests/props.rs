@@ -9,7 +9,8 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 use projections::{
-    cash_mode_of, fold, replay, resume, statistics, Calendar, CashMode, DailyRecord, DayState,
+    base_currency_of, cash_mode_of, fold, replay, resume, statistics, Calendar, CashMode, Currency,
+    DailyRecord, DayState,
     Dividend, FoldError, FoldOutput, Folder, Inconsistency, Kind, PortfolioId, PriceBook, Reinvest,
     StatsQuery, Symbol, Trade, Transaction,
 };
@@ -430,7 +431,7 @@ fn initial_of(txs: &[Transaction]) -> DayState {
         .map(|t| t.trade_date)
         .min()
         .unwrap();
-    DayState::initial_in(d0, cash_mode_of(txs))
+    DayState::initial_for(d0, cash_mode_of(txs), base_currency_of(txs))
 }
 
 /// The position symbol of an event, for tests that look for trades.
@@ -454,7 +455,10 @@ fn step_through(txs: &[Transaction], prices: &PriceBook, as_of: NaiveDate) -> St
         .collect();
     sorted.sort_by_key(|t| t.fold_key());
     let d0 = sorted[0].trade_date;
-    let mut folder = Folder::new(DayState::initial_in(d0, cash_mode_of(txs)), prices);
+    let mut folder = Folder::new(
+        DayState::initial_for(d0, cash_mode_of(txs), base_currency_of(txs)),
+        prices,
+    );
     let mut out = Stepped {
         records: Vec::new(),
         states: vec![folder.state().clone()],
@@ -973,4 +977,351 @@ fn as_of_before_d0_gives_no_records() {
     );
     // Valued at the trade price without a close.
     assert_eq!(out.records[0].market_value, Decimal::new(1000, 0));
+}
+
+
+// ---------------------------------------------------------------------------
+// Currencies
+// ---------------------------------------------------------------------------
+
+const CURRENCIES: [&str; 3] = ["USD", "EUR", "GBP"];
+
+fn ccy(i: usize) -> Currency {
+    Currency::parse(CURRENCIES[i]).unwrap()
+}
+
+/// How a generated book is put into currencies.
+#[derive(Debug, Clone)]
+struct FxSpec {
+    /// Index into [`CURRENCIES`]: the portfolio's base.
+    base: usize,
+    /// Per transaction: none (the base), or an index; and whether it names
+    /// the rate it was charged.
+    tx: Vec<(Option<usize>, bool)>,
+    /// Per symbol: the currency of its closes.
+    quoted: [usize; 4],
+    /// Extra rates: (from, to, day from the base −5, rate in hundredths).
+    rates: Vec<(usize, usize, i64, i64)>,
+    /// Whether each currency's first rate to the base is quoted the other
+    /// way round (base → currency).
+    inverted: [bool; 3],
+}
+
+fn fx_spec() -> impl Strategy<Value = FxSpec> {
+    (
+        0..CURRENCIES.len(),
+        prop::collection::vec(
+            (prop::option::of(0..CURRENCIES.len()), prop::bool::weighted(0.3)),
+            64,
+        ),
+        [0..3usize, 0..3usize, 0..3usize, 0..3usize],
+        prop::collection::vec((0..3usize, 0..3usize, -5i64..45, 20i64..300), 0..20),
+        [any::<bool>(), any::<bool>(), any::<bool>()],
+    )
+        .prop_map(|(base, tx, quoted, rates, inverted)| FxSpec {
+            base,
+            tx,
+            quoted,
+            rates,
+            inverted,
+        })
+}
+
+/// `b` with amounts and closes in several currencies: a base currency, each
+/// event in a currency (some with the rate they were charged), each symbol
+/// quoted in one, and for every currency a rate to the base before the
+/// first event (so no day lacks one), then more rates in both directions.
+fn in_currencies(b: &Book, fx: &FxSpec) -> (Vec<Transaction>, PriceBook) {
+    let home = ccy(fx.base);
+    let mut txs = b.txs.clone();
+    txs.retain(|t| !matches!(t.kind, Kind::PortfolioSettings { .. }));
+    txs.push(event(
+        3_000_000,
+        -200,
+        base(),
+        Kind::PortfolioSettings {
+            cash: if b.tracked {
+                CashMode::Tracked
+            } else {
+                CashMode::None
+            },
+            base_currency: Some(home.clone()),
+        },
+    ));
+    for (i, t) in txs.iter_mut().enumerate() {
+        if matches!(t.kind, Kind::PortfolioSettings { .. }) {
+            continue;
+        }
+        let (c, charged) = fx.tx[i % fx.tx.len()];
+        t.currency = c.map(ccy);
+        if let Some(c) = c {
+            if charged && c != fx.base {
+                t.fx_rate = Some(Decimal::new(50 + (i as i64 * 37) % 200, 2));
+            }
+        }
+    }
+    let mut prices = PriceBook::new();
+    for (s, d, c) in &b.closes {
+        let k = SYMBOLS.iter().position(|x| *x == s.as_str()).unwrap();
+        prices.insert_priced(s.clone(), *d, *c, Some(ccy(fx.quoted[k])));
+    }
+    for (s, d, n, q) in b.prices.splits() {
+        prices.set_split(s.clone(), d, n, q);
+    }
+    let first = base() - Days::new(30);
+    for (i, inverted) in fx.inverted.iter().enumerate() {
+        if i == fx.base {
+            continue;
+        }
+        let r = Decimal::new(80 + 13 * i as i64, 2);
+        if *inverted {
+            prices.set_rate(home.clone(), ccy(i), first, r);
+        } else {
+            prices.set_rate(ccy(i), home.clone(), first, r);
+        }
+    }
+    for (f, t, d, r) in &fx.rates {
+        if f != t {
+            let day = base().checked_add_signed(TimeDelta::days(*d)).unwrap();
+            prices.set_rate(ccy(*f), ccy(*t), day, Decimal::new(*r, 2));
+        }
+    }
+    (txs, prices)
+}
+
+const MONEY_FIELDS: [fn(&DailyRecord) -> Decimal; 9] = [
+    |r| r.market_value,
+    |r| r.cost,
+    |r| r.net_flow,
+    |r| r.profit,
+    |r| r.holdings_value,
+    |r| r.cash,
+    |r| r.receivable,
+    |r| r.income,
+    |r| r.realized_pnl,
+];
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Currencies that change nothing change nothing: every amount and close
+    /// explicitly in the base currency, or all of them in another currency
+    /// whose every rate is 1 (quoted either way round), gives the records of
+    /// the same book without currencies.
+    #[test]
+    fn currencies_at_rate_one_change_nothing(
+        spec in book_spec(),
+        base_idx in 0..3usize,
+        other in 0..3usize,
+        inverted in any::<bool>(),
+        charged in any::<bool>(),
+    ) {
+        let b = build(&spec);
+        let plain = fold(&b.txs, &b.prices, b.as_of).unwrap();
+        prop_assert!(plain.inconsistency.is_none());
+        for target in [base_idx, other] {
+            let mut txs = b.txs.clone();
+            for t in &mut txs {
+                match &mut t.kind {
+                    Kind::PortfolioSettings { base_currency, .. } => {
+                        *base_currency = Some(ccy(base_idx))
+                    }
+                    _ => {
+                        t.currency = Some(ccy(target));
+                        t.fx_rate = (charged && target != base_idx).then_some(Decimal::ONE);
+                    }
+                }
+            }
+            if !txs.iter().any(|t| matches!(t.kind, Kind::PortfolioSettings { .. })) {
+                txs.push(event(3_000_000, -200, base(), Kind::PortfolioSettings {
+                    cash: CashMode::None,
+                    base_currency: Some(ccy(base_idx)),
+                }));
+            }
+            let mut prices = PriceBook::new();
+            for (s, d, c) in &b.closes {
+                prices.insert_priced(s.clone(), *d, *c, Some(ccy(target)));
+            }
+            for (s, d, n, q) in b.prices.splits() {
+                prices.set_split(s.clone(), d, n, q);
+            }
+            if target != base_idx {
+                let (f, t) = if inverted { (base_idx, target) } else { (target, base_idx) };
+                prices.set_rate(ccy(f), ccy(t), base() - Days::new(10), Decimal::ONE);
+            }
+            let out = fold(&txs, &prices, b.as_of).unwrap();
+            prop_assert!(out.inconsistency.is_none());
+            prop_assert_eq!(&out.records, &plain.records, "all in {}", CURRENCIES[target]);
+        }
+    }
+
+    /// The same book kept in another base currency, at one constant rate k
+    /// (given either way round): every money field is k times the
+    /// original's, and the unit value and returns are unchanged.
+    #[test]
+    fn a_constant_rate_scales_money_and_leaves_the_nav(
+        spec in book_spec(),
+        k_idx in 0..5usize,
+        inverted in any::<bool>(),
+    ) {
+        let k = [Decimal::new(5, 1), Decimal::TWO, Decimal::new(125, 2), Decimal::new(8, 1), Decimal::new(4, 0)][k_idx];
+        let b = build(&spec);
+        let plain = fold(&b.txs, &b.prices, b.as_of).unwrap();
+        let mut txs = b.txs.clone();
+        txs.retain(|t| !matches!(t.kind, Kind::PortfolioSettings { .. }));
+        txs.push(event(3_000_000, -200, base(), Kind::PortfolioSettings {
+            cash: if b.tracked { CashMode::Tracked } else { CashMode::None },
+            base_currency: Some(ccy(1)),
+        }));
+        for t in &mut txs {
+            if !matches!(t.kind, Kind::PortfolioSettings { .. }) {
+                t.currency = Some(ccy(0));
+            }
+        }
+        // Closes name no currency: the default, USD.
+        let mut prices = b.prices.clone();
+        let first = base() - Days::new(10);
+        if inverted {
+            prices.set_rate(ccy(1), ccy(0), first, Decimal::ONE / k);
+        } else {
+            prices.set_rate(ccy(0), ccy(1), first, k);
+        }
+        let out = fold(&txs, &prices, b.as_of).unwrap();
+        prop_assert!(out.inconsistency.is_none());
+        prop_assert_eq!(out.records.len(), plain.records.len());
+        let tolerance = Decimal::new(1, 15);
+        for (got, want) in out.records.iter().zip(&plain.records) {
+            for f in MONEY_FIELDS {
+                let (g, w) = (f(got), f(want) * k);
+                prop_assert!((g - w).abs() <= tolerance * Decimal::ONE.max(w.abs()),
+                    "{}: {} vs {} × {}", got.date, g, f(want), k);
+            }
+            let (g, w) = (got.rounded(), want.rounded());
+            prop_assert_eq!(g.net_value, w.net_value, "{}", got.date);
+            prop_assert_eq!(g.daily_return, w.daily_return, "{}", got.date);
+        }
+    }
+
+    /// With amounts, closes and cash in several currencies and rates quoted
+    /// either way round: resuming from any day's state (stored as JSON, or
+    /// rebuilt by a replay) gives the full fold's records, and neither the
+    /// order the events nor the order the rates arrived in matters.
+    #[test]
+    fn currencies_resume_and_arrive_in_any_order(
+        spec in book_spec(),
+        fx in fx_spec(),
+        seed in any::<u64>(),
+    ) {
+        let b = build(&spec);
+        let (txs, prices) = in_currencies(&b, &fx);
+        let full = fold(&txs, &prices, b.as_of).unwrap();
+        prop_assert!(full.inconsistency.is_none(), "{:?}", full.inconsistency);
+        let stepped = step_through(&txs, &prices, b.as_of);
+        prop_assert_eq!(&full.records, &stepped.records);
+        check_states(&full, &stepped)?;
+        for (k, state) in stepped.states.iter().enumerate() {
+            let later: Vec<Transaction> =
+                txs.iter().filter(|t| t.trade_date > state.date).cloned().collect();
+            let json = serde_json::to_string(state).unwrap();
+            let back: DayState = serde_json::from_str(&json).unwrap();
+            prop_assert_eq!(&back, state);
+            let resumed = resume(&back, &later, &prices, b.as_of).unwrap();
+            prop_assert_eq!(&resumed.records[..], &full.records[k..], "resumed from day {}", k);
+            if k > 0 {
+                let before: Vec<Transaction> =
+                    txs.iter().filter(|t| t.trade_date <= state.date).cloned().collect();
+                let mut rebuilt =
+                    replay(&initial_of(&txs), &before, &prices, state.date).unwrap().unwrap();
+                rebuilt.market_value = state.market_value;
+                rebuilt.nav = state.nav;
+                prop_assert_eq!(&rebuilt, state, "replayed state at day {}", k);
+            }
+        }
+        // Events shuffled, and the rates inserted in another order (a later
+        // rate for the same pair and day still replaces the earlier).
+        let mut x = seed;
+        let mut next = || {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let mut shuffled = txs.clone();
+        for i in (1..shuffled.len()).rev() {
+            shuffled.swap(i, (next() % (i as u64 + 1)) as usize);
+        }
+        let mut fx2 = fx.clone();
+        let mut keyed: Vec<(usize, (usize, usize, i64, i64))> =
+            fx2.rates.iter().copied().enumerate().collect();
+        for i in (1..keyed.len()).rev() {
+            keyed.swap(i, (next() % (i as u64 + 1)) as usize);
+        }
+        // Same (from, to, day): keep their original relative order.
+        keyed.sort_by_key(|(i, (f, t, d, _))| (*f, *t, *d, *i));
+        fx2.rates = keyed.into_iter().map(|(_, r)| r).collect();
+        let (_, prices2) = in_currencies(&b, &fx2);
+        let again = fold(&shuffled, &prices2, b.as_of).unwrap();
+        prop_assert_eq!(&again.records, &full.records);
+    }
+}
+
+/// A missing rate stops the history on the first day it is needed, naming
+/// the pair and the day and no event; the state reported is the last good
+/// day's, and a rate dated later than the day is never used.
+#[test]
+fn a_missing_rate_stops_the_history_on_its_day() {
+    let eur = ccy(1);
+    let chf = Currency::parse("CHF").unwrap();
+    let d = |n: u64| base() + Days::new(n);
+    let settings = event(1, 0, d(0), Kind::PortfolioSettings {
+        cash: CashMode::None,
+        base_currency: Some(eur.clone()),
+    });
+    let mut local = event(2, 1, d(0), Kind::Buy(Trade {
+        symbol: Symbol::parse("A").unwrap(),
+        quantity: Decimal::TEN,
+        price: Decimal::TEN,
+        fee: Decimal::ZERO,
+    }));
+    local.currency = Some(eur.clone());
+    let mut foreign = event(3, 2, d(2), Kind::Buy(Trade {
+        symbol: Symbol::parse("B").unwrap(),
+        quantity: Decimal::ONE,
+        price: Decimal::TEN,
+        fee: Decimal::ZERO,
+    }));
+    foreign.currency = Some(chf.clone());
+    foreign.fx_rate = Some(Decimal::new(105, 2));
+    let txs = vec![settings, local, foreign.clone()];
+    let mut prices = PriceBook::new();
+    prices.insert_priced(Symbol::parse("A").unwrap(), d(0), Decimal::TEN, Some(eur.clone()));
+    // A rate only after the day it is needed.
+    prices.set_rate(chf.clone(), eur.clone(), d(4), Decimal::ONE);
+    let out = fold(&txs, &prices, d(6)).unwrap();
+    let inc = out.inconsistency.expect("no rate on day 2");
+    assert_eq!(inc.day, d(2));
+    assert_eq!(inc.event_id, None);
+    assert_eq!(inc.detail, format!("no CHF→EUR rate on or before {}", d(2)));
+    assert_eq!(out.records.len(), 2);
+    let end = out.end_state.unwrap();
+    assert_eq!(end.date, d(1));
+    assert_eq!(end.positions.len(), 1, "the failed day's buy is not in the state");
+    assert_eq!(out.prev_state.unwrap().date, d(0));
+
+    // A flow without its charged rate on a day without a rate names its event.
+    let mut no_rate = foreign;
+    no_rate.fx_rate = None;
+    let out = fold(&[txs[0].clone(), txs[1].clone(), no_rate.clone()], &prices, d(6)).unwrap();
+    let inc = out.inconsistency.unwrap();
+    assert_eq!((inc.day, inc.event_id), (d(2), Some(no_rate.event_id)));
+
+    // The rate arrives (dated before the day): the history runs through.
+    prices.set_rate(eur.clone(), chf, d(1), Decimal::new(8, 1));
+    let out = fold(&txs, &prices, d(6)).unwrap();
+    assert!(out.inconsistency.is_none());
+    // Day 2: B valued at 1 / 0.8 = 1.25 EUR per CHF.
+    assert_eq!(out.records[2].holdings_value, Decimal::new(11250, 2));
+    // Day 4: the direct rate of day 4 (1) is newer than the reverse one.
+    assert_eq!(out.records[4].holdings_value, Decimal::new(110, 0));
 }

@@ -6,9 +6,10 @@
 //! parser's reason names it; some schema error sits at that field, or is
 //! the `required` error for it). Entries marked `ParserOnly` break a value
 //! rule JSON Schema cannot express (decimal places, calendar days, tax ≤
-//! amount, a duplicate key, …): the schema must accept them and the parser
-//! refuse them, naming the field. So every event navd accepts is valid
-//! against its schema, and the schemas refuse nothing navd accepts.
+//! amount, a rate's `to` equal to its `from`, a duplicate key, …): the
+//! schema must accept them and the parser refuse them, naming the field.
+//! So every event navd accepts is valid against its schema, and the
+//! schemas refuse nothing navd accepts.
 //!
 //! The golden books' events and the examples of docs/events.md go through
 //! both as well, and mutated schemas show that the corpus notices a schema
@@ -16,12 +17,15 @@
 
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::Validator;
-use projections::{parse_price, parse_split, parse_transaction, EventError, TRANSACTION_TYPES};
+use projections::{
+    parse_fx, parse_price, parse_split, parse_transaction, EventError, TRANSACTION_TYPES,
+};
 use serde_json::Value;
 
 const TRANSACTIONS_SCHEMA: &str = include_str!("../../schemas/transactions.schema.json");
 const PRICES_SCHEMA: &str = include_str!("../../schemas/prices.schema.json");
 const CORPORATE_ACTIONS_SCHEMA: &str = include_str!("../../schemas/corporate_actions.schema.json");
+const FX_SCHEMA: &str = include_str!("../../schemas/fx.schema.json");
 
 const GOLDEN: &[(&str, &str)] = &[
     (
@@ -56,6 +60,7 @@ enum Topic {
     Transactions,
     Prices,
     CorporateActions,
+    Fx,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -77,21 +82,23 @@ struct Case {
     expect: Expect,
 }
 
-/// The three schemas, compiled.
+/// The four schemas, compiled.
 struct Schemas {
     transactions: Validator,
     prices: Validator,
     corporate_actions: Validator,
+    fx: Validator,
 }
 
 impl Schemas {
-    fn compile(texts: [&Value; 3]) -> Self {
+    fn compile(texts: [&Value; 4]) -> Self {
         // Compiling also checks each schema against the 2020-12 meta-schema.
         let compile = |v: &Value| jsonschema::draft202012::new(v).expect("a valid JSON Schema");
         Schemas {
             transactions: compile(texts[0]),
             prices: compile(texts[1]),
             corporate_actions: compile(texts[2]),
+            fx: compile(texts[3]),
         }
     }
 
@@ -100,13 +107,19 @@ impl Schemas {
             Topic::Transactions => &self.transactions,
             Topic::Prices => &self.prices,
             Topic::CorporateActions => &self.corporate_actions,
+            Topic::Fx => &self.fx,
         }
     }
 }
 
-fn schema_values() -> [Value; 3] {
-    [TRANSACTIONS_SCHEMA, PRICES_SCHEMA, CORPORATE_ACTIONS_SCHEMA]
-        .map(|t| serde_json::from_str(t).expect("schema file is JSON"))
+fn schema_values() -> [Value; 4] {
+    [
+        TRANSACTIONS_SCHEMA,
+        PRICES_SCHEMA,
+        CORPORATE_ACTIONS_SCHEMA,
+        FX_SCHEMA,
+    ]
+    .map(|t| serde_json::from_str(t).expect("schema file is JSON"))
 }
 
 /// One schema error: where in the event, and the property a `required`
@@ -157,6 +170,7 @@ fn parser_verdict(topic: Topic, payload: &str) -> Result<&'static str, EventErro
         Topic::Transactions => parse_transaction(bytes).map(|t| t.kind.name()),
         Topic::Prices => parse_price(bytes).map(|_| "price"),
         Topic::CorporateActions => parse_split(bytes).map(|_| "split"),
+        Topic::Fx => parse_fx(bytes).map(|_| "fx"),
     }
 }
 
@@ -317,6 +331,35 @@ const SPLIT: &[(&str, &str)] = &[
     ("schema_version", "2"),
 ];
 
+/// The docs' rate: 1 USD = 0.89 EUR on 4 March 2024.
+const FX: &[(&str, &str)] = &[
+    ("from", r#""USD""#),
+    ("to", r#""EUR""#),
+    ("date", r#""2024-03-04""#),
+    ("rate", r#""0.8900""#),
+];
+
+/// Currency codes every currency field refuses, each with what it is.
+const BAD_CURRENCIES: &[(&str, &str)] = &[
+    ("lower case", r#""eur""#),
+    ("mixed case", r#""Eur""#),
+    ("GBX (pence)", r#""GBX""#),
+    ("GBp (pence, as quoted)", r#""GBp""#),
+    ("gbx", r#""gbx""#),
+    ("ZAC (cents)", r#""ZAC""#),
+    ("ILA (agorot)", r#""ILA""#),
+    ("of two letters", r#""EU""#),
+    ("of four letters", r#""EURO""#),
+    ("with a digit", r#""E1R""#),
+    ("with a space", r#"" EUR""#),
+    ("with an accent", r#""ÉUR""#),
+    ("empty", r#""""#),
+    ("a number", "978"),
+    ("a boolean", "true"),
+    ("an array", r#"["EUR"]"#),
+    ("an object", r#"{"code": "EUR"}"#),
+];
+
 struct Corpus(Vec<Case>);
 
 impl Corpus {
@@ -336,6 +379,9 @@ impl Corpus {
     }
     fn split(&mut self, name: &str, payload: String, expect: Expect) {
         self.add(Topic::CorporateActions, name, payload, expect);
+    }
+    fn fx(&mut self, name: &str, payload: String, expect: Expect) {
+        self.add(Topic::Fx, name, payload, expect);
     }
 }
 
@@ -401,11 +447,11 @@ fn corpus() -> Vec<Case> {
         Accept,
     );
     c.tx(
-        "buy: unknown fields (currency and fx_rate are not read yet)",
+        "buy: unknown fields are ignored",
         b(&[
             ("note", Some(r#"{"any": [1, 2.5, null]}"#)),
-            ("currency", Some(r#""EUR""#)),
-            ("fx_rate", Some(r#""1.08""#)),
+            ("currency_note", Some(r#""EUR""#)),
+            ("rate", Some(r#""1.08""#)),
         ]),
         Accept,
     );
@@ -659,6 +705,8 @@ fn corpus() -> Vec<Case> {
         ("reinvest", r#"{"quantity": 1, "price": 1}"#),
         ("cash", r#""none""#),
         ("base_currency", r#""USD""#),
+        ("currency", r#""USD""#),
+        ("fx_rate", r#""1.08""#),
     ] {
         c.tx(
             &format!("buy v1 with {field}"),
@@ -1083,6 +1131,239 @@ fn corpus() -> Vec<Case> {
         ParserOnly("price"),
     );
 
+    // --- currency, fx_rate (version 2, every type but settings) --------
+    let trade = v2(
+        "buy",
+        &[
+            ("symbol", r#""SAP""#),
+            ("quantity", r#""10""#),
+            ("price", r#""150.25""#),
+            ("currency", r#""EUR""#),
+            ("fx_rate", r#""1.0850""#),
+        ],
+    );
+    let f = |changes: &[(&str, Option<&str>)]| with(&trade, changes);
+    c.tx("buy v2: currency and fx_rate", f(&[]), Accept);
+    c.tx(
+        "sell v2: currency without fx_rate (the day's rate)",
+        f(&[("type", Some(r#""sell""#)), ("fx_rate", None)]),
+        Accept,
+    );
+    c.tx(
+        "buy v2: currency with a null fx_rate",
+        f(&[("fx_rate", Some("null"))]),
+        Accept,
+    );
+    c.tx(
+        "buy v2: null currency and fx_rate are absent",
+        f(&[("currency", Some("null")), ("fx_rate", Some("null"))]),
+        Accept,
+    );
+    c.tx(
+        "buy v2: schema_version \"2\", fx_rate as a JSON number",
+        f(&[
+            ("schema_version", Some(r#""2""#)),
+            ("fx_rate", Some("1.085")),
+        ]),
+        Accept,
+    );
+    for (what, good) in [
+        ("with an exponent", r#""1.085e0""#),
+        ("as a number with an exponent", "1085E-3"),
+        (
+            "with trailing zeros past 10 places",
+            r#""1.085000000000000""#,
+        ),
+        ("of 10 decimal places", r#""0.0000000001""#),
+        ("the largest", "999999999999.9999999999"),
+        ("with leading zeros", r#""001.085""#),
+    ] {
+        c.tx(
+            &format!("buy v2: fx_rate {what}"),
+            f(&[("fx_rate", Some(good))]),
+            Accept,
+        );
+    }
+    // Every type but settings takes them.
+    for (ty, fields) in [
+        ("deposit", &[("amount", r#""1000""#)][..]),
+        ("withdrawal", &[("amount", "50")][..]),
+        ("fee", &[("amount", r#""2""#), ("symbol", r#""SAP""#)][..]),
+        ("tax", &[("amount", r#""2""#)][..]),
+        ("fee_refund", &[("amount", r#""2""#)][..]),
+        ("tax_refund", &[("amount", r#""2""#)][..]),
+        ("interest", &[("amount", r#""3""#), ("tax", r#""1""#)][..]),
+        (
+            "transfer_in",
+            &[("symbol", r#""SAP""#), ("quantity", "5"), ("price", "150")][..],
+        ),
+        (
+            "transfer_out",
+            &[("symbol", r#""SAP""#), ("quantity", "5"), ("price", "150")][..],
+        ),
+        (
+            "dividend",
+            &[("symbol", r#""SAP""#), ("amount", "22"), ("tax", "5.8")][..],
+        ),
+    ] {
+        let event = v2(ty, fields);
+        c.tx(
+            &format!("{ty} in GBP at a charged rate"),
+            with(
+                &event,
+                &[("currency", Some(r#""GBP""#)), ("fx_rate", Some("1.27"))],
+            ),
+            Accept,
+        );
+        c.tx(
+            &format!("{ty}: currency GBX"),
+            with(&event, &[("currency", Some(r#""GBX""#))]),
+            Refuse("currency"),
+        );
+        c.tx(
+            &format!("{ty}: fx_rate without currency"),
+            with(&event, &[("fx_rate", Some("1.27"))]),
+            Refuse("fx_rate"),
+        );
+    }
+    for (what, bad) in BAD_CURRENCIES {
+        c.tx(
+            &format!("buy v2: currency {what}"),
+            f(&[("currency", Some(bad))]),
+            Refuse("currency"),
+        );
+    }
+    for (what, bad) in [
+        ("0", r#""0""#),
+        ("0 as a number", "0"),
+        ("0 with decimals", r#""0.0000""#),
+        ("-0", r#""-0""#),
+        ("negative", r#""-1.085""#),
+        ("negative as a number", "-1.085"),
+        ("not a number", r#""one""#),
+        ("a decimal comma", r#""1,085""#),
+        ("a plus sign", r#""+1.085""#),
+        ("a space", r#"" 1.085""#),
+        ("empty", r#""""#),
+        ("a boolean", "true"),
+        ("an object", r#"{"rate": "1.085"}"#),
+    ] {
+        c.tx(
+            &format!("buy v2: fx_rate {what}"),
+            f(&[("fx_rate", Some(bad))]),
+            Refuse("fx_rate"),
+        );
+    }
+    c.tx(
+        "buy v2: fx_rate without currency",
+        f(&[("currency", None)]),
+        Refuse("fx_rate"),
+    );
+    c.tx(
+        "buy v2: fx_rate with a null currency",
+        f(&[("currency", Some("null"))]),
+        Refuse("fx_rate"),
+    );
+    c.tx(
+        "buy v2: fx_rate 0 and no currency",
+        f(&[("currency", None), ("fx_rate", Some("0"))]),
+        Refuse("fx_rate"),
+    );
+    for (what, bad) in [
+        ("of 11 decimal places", r#""1.08500000001""#),
+        ("of 11 decimal places as a number", "1e-11"),
+        ("of 13 integer digits", r#""1000000000000""#),
+        ("10^12 as a number", "1e12"),
+    ] {
+        c.tx(
+            &format!("buy v2: fx_rate {what}"),
+            f(&[("fx_rate", Some(bad))]),
+            ParserOnly("fx_rate"),
+        );
+    }
+    c.tx(
+        "buy v2: currency given twice",
+        f(&[]).replace(
+            r#""currency": "EUR""#,
+            r#""currency": "EUR", "currency": "USD""#,
+        ),
+        ParserOnly("currency"),
+    );
+    c.tx(
+        "buy v2: fx_rate given twice",
+        f(&[]).replace(
+            r#""fx_rate": "1.0850""#,
+            r#""fx_rate": "1.0850", "fx_rate": "1.0850""#,
+        ),
+        ParserOnly("fx_rate"),
+    );
+    // Below version 2 both are refused, naming the field, even when valid;
+    // with both, `currency` is named (it comes first).
+    c.tx(
+        "buy v1 with currency and fx_rate",
+        f(&[("schema_version", Some("1"))]),
+        Refuse("currency"),
+    );
+    c.tx(
+        "versionless buy with currency",
+        f(&[("schema_version", None), ("fx_rate", None)]),
+        Refuse("currency"),
+    );
+    c.tx(
+        "sell v\"1\" with a malformed currency: the version rule first",
+        f(&[
+            ("type", Some(r#""sell""#)),
+            ("schema_version", Some(r#""1""#)),
+            ("currency", Some(r#""eur""#)),
+            ("fx_rate", None),
+        ]),
+        Refuse("currency"),
+    );
+    c.tx(
+        "versionless buy with fx_rate only",
+        f(&[("schema_version", None), ("currency", None)]),
+        Refuse("fx_rate"),
+    );
+    c.tx(
+        "buy v1: null currency and fx_rate are absent",
+        b(&[("currency", Some("null")), ("fx_rate", Some("null"))]),
+        Accept,
+    );
+    // Settings ignore both at version 2, whatever they hold; below it a
+    // settings event is refused on its type first.
+    c.tx(
+        "settings v2: currency and fx_rate are ignored",
+        with(
+            &settings,
+            &[("currency", Some(r#""GBP""#)), ("fx_rate", Some("1.27"))],
+        ),
+        Accept,
+    );
+    c.tx(
+        "settings v2: even malformed ones",
+        with(
+            &settings,
+            &[("currency", Some(r#""GBX""#)), ("fx_rate", Some(r#""-1""#))],
+        ),
+        Accept,
+    );
+    c.tx(
+        "settings v2: fx_rate without currency is ignored",
+        with(&settings, &[("fx_rate", Some("0"))]),
+        Accept,
+    );
+    c.tx(
+        "settings v1 with currency",
+        with(
+            &settings,
+            &[
+                ("schema_version", Some("1")),
+                ("currency", Some(r#""EUR""#)),
+            ],
+        ),
+        Refuse("type"),
+    );
+
     // --- prices --------------------------------------------------------
     let price = owned(PRICE);
     let p = |changes: &[(&str, Option<&str>)]| with(&price, changes);
@@ -1096,7 +1377,7 @@ fn corpus() -> Vec<Case> {
         "price: an exponent, an unknown field",
         p(&[
             ("close", Some(r#""1.891e2""#)),
-            ("currency", Some(r#""USD""#)),
+            ("source", Some(r#""exchange""#)),
         ]),
         Accept,
     );
@@ -1163,6 +1444,48 @@ fn corpus() -> Vec<Case> {
             r#""close": "189.10", "close": "190""#,
         ),
         ParserOnly("close"),
+    );
+
+    c.price(
+        "price: in EUR, versionless",
+        p(&[("currency", Some(r#""EUR""#))]),
+        Accept,
+    );
+    c.price(
+        "price: in GBP at schema_version 1",
+        p(&[
+            ("currency", Some(r#""GBP""#)),
+            ("schema_version", Some("1")),
+        ]),
+        Accept,
+    );
+    c.price(
+        "price: in JPY at schema_version \"2\"",
+        p(&[
+            ("currency", Some(r#""JPY""#)),
+            ("schema_version", Some(r#""2""#)),
+        ]),
+        Accept,
+    );
+    c.price(
+        "price: a null currency is the default",
+        p(&[("currency", Some("null"))]),
+        Accept,
+    );
+    for (what, bad) in BAD_CURRENCIES {
+        c.price(
+            &format!("price: currency {what}"),
+            p(&[("currency", Some(bad))]),
+            Refuse("currency"),
+        );
+    }
+    c.price(
+        "price: currency given twice",
+        p(&[("currency", Some(r#""EUR""#))]).replace(
+            r#""currency": "EUR""#,
+            r#""currency": "EUR", "currency": "EUR""#,
+        ),
+        ParserOnly("currency"),
     );
 
     // --- splits --------------------------------------------------------
@@ -1275,13 +1598,179 @@ fn corpus() -> Vec<Case> {
         s(&[("denominator", Some(r#""1.5e0""#))]),
         ParserOnly("denominator"),
     );
+
+    // --- exchange rates ------------------------------------------------
+    let fx = owned(FX);
+    let r = |changes: &[(&str, Option<&str>)]| with(&fx, changes);
+    c.fx("fx: the docs' example", r(&[]), Accept);
+    c.fx(
+        "fx: schema_version 2, rate as a number",
+        r(&[("schema_version", Some("2")), ("rate", Some("0.89"))]),
+        Accept,
+    );
+    c.fx(
+        "fx: schema_version \"1\", an unknown field",
+        r(&[
+            ("schema_version", Some(r#""1""#)),
+            ("source", Some(r#""ECB""#)),
+        ]),
+        Accept,
+    );
+    c.fx(
+        "fx: null schema_version",
+        r(&[("schema_version", Some("null"))]),
+        Accept,
+    );
+    for (what, good) in [
+        ("with an exponent", r#""8.9e-1""#),
+        ("as a number with an exponent", "89E-2"),
+        ("of 10 decimal places", r#""0.0000000001""#),
+        ("the largest", r#""999999999999.9999999999""#),
+        (
+            "with trailing zeros past 10 places",
+            r#""0.890000000000000""#,
+        ),
+    ] {
+        c.fx(
+            &format!("fx: rate {what}"),
+            r(&[("rate", Some(good))]),
+            Accept,
+        );
+    }
+    c.fx(
+        "fx: the reverse pair",
+        r(&[
+            ("from", Some(r#""EUR""#)),
+            ("to", Some(r#""USD""#)),
+            ("rate", Some(r#""1.1236""#)),
+        ]),
+        Accept,
+    );
+    c.fx(
+        "fx: on the earliest date",
+        r(&[("date", Some(r#""1900-01-01""#))]),
+        Accept,
+    );
+    for field in ["from", "to", "date", "rate"] {
+        c.fx(
+            &format!("fx: missing {field}"),
+            r(&[(field, None)]),
+            Refuse(field),
+        );
+        c.fx(
+            &format!("fx: null {field}"),
+            r(&[(field, Some("null"))]),
+            Refuse(field),
+        );
+    }
+    for (what, bad) in BAD_CURRENCIES {
+        c.fx(
+            &format!("fx: from {what}"),
+            r(&[("from", Some(bad))]),
+            Refuse("from"),
+        );
+    }
+    for (what, bad) in [
+        ("lower case", r#""eur""#),
+        ("GBp", r#""GBp""#),
+        ("ZAC", r#""ZAC""#),
+        ("ILA", r#""ILA""#),
+        ("of four letters", r#""EURO""#),
+        ("a number", "978"),
+    ] {
+        c.fx(
+            &format!("fx: to {what}"),
+            r(&[("to", Some(bad))]),
+            Refuse("to"),
+        );
+    }
+    for (what, bad) in [
+        ("without zero padding", r#""2024-3-4""#),
+        ("with a time", r#""2024-03-04T00:00:00Z""#),
+        ("month 13", r#""2024-13-04""#),
+        ("as a number", "20240304"),
+    ] {
+        c.fx(
+            &format!("fx: date {what}"),
+            r(&[("date", Some(bad))]),
+            Refuse("date"),
+        );
+    }
+    for (what, bad) in [
+        ("0", r#""0""#),
+        ("0 as a number", "0"),
+        ("-0", r#""-0""#),
+        ("negative", r#""-0.89""#),
+        ("negative as a number", "-0.89"),
+        ("not a number", r#""abc""#),
+        ("a decimal comma", r#""0,89""#),
+        ("empty", r#""""#),
+        ("a boolean", "true"),
+    ] {
+        c.fx(
+            &format!("fx: rate {what}"),
+            r(&[("rate", Some(bad))]),
+            Refuse("rate"),
+        );
+    }
+    c.fx(
+        "fx: schema_version 3",
+        r(&[("schema_version", Some("3"))]),
+        Refuse("schema_version"),
+    );
+    c.fx("fx: not JSON", "USD/EUR 0.89".to_string(), Refuse(""));
+    c.fx(
+        "fx: not an object",
+        r#"["USD", "EUR"]"#.to_string(),
+        Refuse(""),
+    );
+    c.fx(
+        "fx: a currency to itself",
+        r(&[("to", Some(r#""USD""#))]),
+        ParserOnly("to"),
+    );
+    c.fx(
+        "fx: 30 February",
+        r(&[("date", Some(r#""2024-02-30""#))]),
+        ParserOnly("date"),
+    );
+    c.fx(
+        "fx: before the earliest date",
+        r(&[("date", Some(r#""1899-12-31""#))]),
+        ParserOnly("date"),
+    );
+    for (what, bad) in [
+        ("of 11 decimal places", r#""0.89000000001""#),
+        ("of 11 decimal places as a number", "1e-11"),
+        ("10^12", r#""1000000000000""#),
+        ("10^12 as a number", "1e12"),
+    ] {
+        c.fx(
+            &format!("fx: rate {what}"),
+            r(&[("rate", Some(bad))]),
+            ParserOnly("rate"),
+        );
+    }
+    c.fx(
+        "fx: rate given twice",
+        r(&[]).replace(
+            r#""rate": "0.8900""#,
+            r#""rate": "0.8900", "rate": "0.8950""#,
+        ),
+        ParserOnly("rate"),
+    );
+    c.fx(
+        "fx: schema_version 1.0",
+        r(&[("schema_version", Some("1.0"))]),
+        ParserOnly("schema_version"),
+    );
     c.0
 }
 
 #[test]
 fn the_schemas_and_the_parsers_agree_on_every_corpus_entry() {
     let values = schema_values();
-    let schemas = Schemas::compile([&values[0], &values[1], &values[2]]);
+    let schemas = Schemas::compile([&values[0], &values[1], &values[2], &values[3]]);
     let corpus = corpus();
     assert!(corpus.len() >= 60, "{} entries", corpus.len());
     let failures = disagreements(&schemas, &corpus);
@@ -1299,7 +1788,12 @@ fn the_schemas_and_the_parsers_agree_on_every_corpus_entry() {
 #[test]
 fn the_corpus_covers_every_type_and_outcome() {
     let corpus = corpus();
-    for topic in [Topic::Transactions, Topic::Prices, Topic::CorporateActions] {
+    for topic in [
+        Topic::Transactions,
+        Topic::Prices,
+        Topic::CorporateActions,
+        Topic::Fx,
+    ] {
         let of = |f: fn(&Expect) -> bool| {
             corpus
                 .iter()
@@ -1336,7 +1830,7 @@ fn the_corpus_covers_every_type_and_outcome() {
 #[test]
 fn the_golden_events_are_valid_against_the_schemas() {
     let values = schema_values();
-    let schemas = Schemas::compile([&values[0], &values[1], &values[2]]);
+    let schemas = Schemas::compile([&values[0], &values[1], &values[2], &values[3]]);
     let mut corpus = Corpus(Vec::new());
     for (file, text) in GOLDEN {
         let book: Value = serde_json::from_str(text).expect("golden JSON");
@@ -1346,6 +1840,7 @@ fn the_golden_events_are_valid_against_the_schemas() {
                 ("transactions", Topic::Transactions),
                 ("prices", Topic::Prices),
                 ("corporate_actions", Topic::CorporateActions),
+                ("fx", Topic::Fx),
             ] {
                 for (i, event) in batch[key].as_array().into_iter().flatten().enumerate() {
                     corpus.add(
@@ -1372,6 +1867,7 @@ fn doc_examples() -> Vec<(Topic, Option<String>, String)> {
         "nav.transactions" => Topic::Transactions,
         "nav.prices" => Topic::Prices,
         "nav.corporate_actions" => Topic::CorporateActions,
+        "nav.fx" => Topic::Fx,
         other => panic!("unknown topic {other}"),
     };
     let mut out = Vec::new();
@@ -1383,6 +1879,8 @@ fn doc_examples() -> Vec<(Topic, Option<String>, String)> {
             let v: Value = serde_json::from_str(&text).expect("a JSON example");
             let topic = if v.get("close").is_some() {
                 Topic::Prices
+            } else if v.get("rate").is_some() {
+                Topic::Fx
             } else if v["type"] == "split" {
                 Topic::CorporateActions
             } else {
@@ -1413,7 +1911,7 @@ fn doc_examples() -> Vec<(Topic, Option<String>, String)> {
 #[test]
 fn the_examples_of_the_docs_are_valid() {
     let values = schema_values();
-    let schemas = Schemas::compile([&values[0], &values[1], &values[2]]);
+    let schemas = Schemas::compile([&values[0], &values[1], &values[2], &values[3]]);
     let examples = doc_examples();
     assert!(examples.len() >= 12, "{} examples", examples.len());
     let mut kinds = Vec::new();
@@ -1425,21 +1923,23 @@ fn the_examples_of_the_docs_are_valid() {
         kinds.push(kind);
         if let Some(key) = key {
             let v: Value = serde_json::from_str(payload).unwrap();
+            let text = |field: &str| v[field].as_str().unwrap_or_default().to_string();
             let own = match topic {
-                Topic::Transactions => &v["portfolio_id"],
-                Topic::Prices | Topic::CorporateActions => &v["symbol"],
+                Topic::Transactions => text("portfolio_id"),
+                Topic::Prices | Topic::CorporateActions => text("symbol"),
+                Topic::Fx => format!("{}/{}", text("from"), text("to")),
             };
-            assert_eq!(own, key.as_str(), "the key of {payload}");
+            assert_eq!(&own, key, "the key of {payload}");
         }
     }
-    for kind in ["buy", "dividend", "price", "split"] {
+    for kind in ["buy", "dividend", "price", "split", "fx"] {
         assert!(kinds.contains(&kind), "no {kind} example: {kinds:?}");
     }
 }
 
 /// The branch of the transactions schema whose `$comment` starts with
 /// `comment`.
-fn branch<'s>(schemas: &'s mut [Value; 3], comment: &str) -> &'s mut Value {
+fn branch<'s>(schemas: &'s mut [Value; 4], comment: &str) -> &'s mut Value {
     schemas[0]["allOf"]
         .as_array_mut()
         .expect("allOf")
@@ -1456,7 +1956,7 @@ fn branch<'s>(schemas: &'s mut [Value; 3], comment: &str) -> &'s mut Value {
 /// loosens or tightens one rule, and some corpus entry then disagrees.
 #[test]
 fn the_corpus_catches_a_schema_that_drifts() {
-    type Mutation = fn(&mut [Value; 3]);
+    type Mutation = fn(&mut [Value; 4]);
     let mutations: &[(&str, Mutation)] = &[
         ("the version-1 rule dropped", |s| {
             s[0]["allOf"].as_array_mut().unwrap().remove(0);
@@ -1519,6 +2019,80 @@ fn the_corpus_catches_a_schema_that_drifts() {
         ("any type of corporate action", |s| {
             s[2]["properties"]["type"] = serde_json::json!({"type": "string"});
         }),
+        ("currency at version 1", |s| {
+            s[0]["allOf"][0]["then"]["properties"]
+                .as_object_mut()
+                .unwrap()
+                .remove("currency");
+        }),
+        // No mutation drops `fx_rate` from the version-1 rule: no event
+        // could notice. A version-1 fx_rate comes with a currency (refused
+        // naming `currency`) or without one (refused naming `fx_rate` by
+        // the currency rule as well); the rule is there for its message.
+        ("fx_rate without currency", |s| {
+            let b = branch(s, "currency, fx_rate")["else"]
+                .as_object_mut()
+                .unwrap();
+            b.remove("if");
+            b.remove("then");
+        }),
+        ("currency and fx_rate checked on settings too", |s| {
+            let b = branch(s, "currency, fx_rate");
+            *b = b["else"].clone();
+        }),
+        ("currency and fx_rate not checked at all", |s| {
+            let b = branch(s, "currency, fx_rate");
+            b["else"] = serde_json::json!({});
+        }),
+        ("fx_rate may be zero", |s| {
+            branch(s, "currency, fx_rate")["else"]["properties"]["fx_rate"]["anyOf"][1] =
+                serde_json::json!({"$ref": "#/$defs/nonNegative"});
+        }),
+        ("a close's currency in any case", |s| {
+            s[1]["$defs"]["currency"]["pattern"] = Value::from("^[A-Za-z]{3}$");
+        }),
+        ("a close's currency a minor unit", |s| {
+            s[1]["$defs"]["currency"]
+                .as_object_mut()
+                .unwrap()
+                .remove("not");
+        }),
+        ("a close's currency not null", |s| {
+            s[1]["properties"]["currency"] = serde_json::json!({"$ref": "#/$defs/currency"});
+        }),
+        ("a close's currency of 2 to 4 letters", |s| {
+            s[1]["$defs"]["currency"]["pattern"] = Value::from("^[A-Z]{2,4}$");
+        }),
+        ("rates without a rate", |s| {
+            s[3]["required"] = serde_json::json!(["from", "to", "date"]);
+        }),
+        ("rates may be zero", |s| {
+            let n = &mut s[3]["$defs"]["positive"]["anyOf"][0];
+            n.as_object_mut().unwrap().remove("exclusiveMinimum");
+            n["minimum"] = Value::from(0);
+        }),
+        ("rate strings may be zero", |s| {
+            s[3]["$defs"]["positive"]["anyOf"][1]["pattern"] =
+                Value::from("^[0-9]+(\\.[0-9]+)?([eE][+-]?[0-9]+)?$");
+        }),
+        ("rates between minor units", |s| {
+            s[3]["$defs"]["currency"]
+                .as_object_mut()
+                .unwrap()
+                .remove("not");
+        }),
+        ("rates in lower case", |s| {
+            s[3]["$defs"]["currency"]["pattern"] = Value::from("^[A-Za-z]{3}$");
+        }),
+        ("rates with any date text", |s| {
+            s[3]["$defs"]["date"] = serde_json::json!({"type": "string"});
+        }),
+        ("rates of versions 3 and up", |s| {
+            s[3]["properties"]["schema_version"]["enum"]
+                .as_array_mut()
+                .unwrap()
+                .push(Value::from(3));
+        }),
     ];
     let corpus = corpus();
     for (what, mutate) in mutations {
@@ -1526,7 +2100,7 @@ fn the_corpus_catches_a_schema_that_drifts() {
         let before = values.clone();
         mutate(&mut values);
         assert_ne!(values, before, "{what}: the mutation changed nothing");
-        let schemas = Schemas::compile([&values[0], &values[1], &values[2]]);
+        let schemas = Schemas::compile([&values[0], &values[1], &values[2], &values[3]]);
         assert!(
             !disagreements(&schemas, &corpus).is_empty(),
             "{what}: no corpus entry notices"
@@ -1534,7 +2108,7 @@ fn the_corpus_catches_a_schema_that_drifts() {
     }
     // And the schemas as they are pass, so the check above is the mutation's.
     let values = schema_values();
-    let schemas = Schemas::compile([&values[0], &values[1], &values[2]]);
+    let schemas = Schemas::compile([&values[0], &values[1], &values[2], &values[3]]);
     assert!(disagreements(&schemas, &corpus).is_empty());
 }
 

@@ -1540,3 +1540,291 @@ async fn positions_outside_the_history_are_404() {
     assert_eq!(ok["positions"][0]["value"], "21.00000000");
     stop(svc).await;
 }
+
+/// A corrected rate recomputes exactly the portfolios exposed to its pair
+/// (a base of the pair with amounts or holdings in the other currency),
+/// from its day, to what a full fold of the stored events gives; a base
+/// currency change recomputes a whole history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrected_rate_recomputes_only_the_exposed_portfolios() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(2, 2);
+    let g = golden_file("currencies");
+    let today = day(g["today"].as_str().unwrap());
+    let mut sent = produce_golden(&b, &g).await;
+    sent += produce_golden(&b, &g["then"]).await;
+    // A portfolio in USD with a EUR-priced holding is exposed to USD/EUR
+    // too; one in USD with only USD is not.
+    for v in [
+        json!({"event_id": "00000000-0000-4000-9002-000000000001", "type": "buy",
+               "portfolio_id": "usd-eee", "symbol": "EEE", "quantity": "2", "price": "100",
+               "currency": "EUR", "fx_rate": "1.1", "trade_date": "2024-03-05", "schema_version": 2}),
+        json!({"event_id": "00000000-0000-4000-9002-000000000002", "type": "buy",
+               "portfolio_id": "usd-only", "symbol": "UUU", "quantity": "2", "price": "100",
+               "trade_date": "2024-03-01", "schema_version": 2}),
+    ] {
+        b.tx(&v).await;
+        sent += 1;
+    }
+    let svc = start(&pool, kafka(&b.servers(), "fx-fix"), today).await;
+    caught_up(&pool, "fx-fix", sent, Duration::from_secs(60)).await;
+    let base = format!("http://{}", svc.addr);
+    assert_golden_portfolios(&base, "currencies then", &g["then"]["portfolios"]).await;
+    let before = written_at(&pool).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    // The USD→EUR rate of 03-05 corrected (0.895 → 0.9, quoted the other
+    // way round this time and dated the same day: the direct one wins, so
+    // it is sent as a direct correction).
+    let fix = json!({"from": "USD", "to": "EUR", "date": "2024-03-05", "rate": "0.9"});
+    b.send(FX, "USD/EUR", &serde_json::to_vec(&fix).unwrap())
+        .await;
+    sent += 1;
+    caught_up(&pool, "fx-fix", sent, Duration::from_secs(60)).await;
+    let after = written_at(&pool).await;
+    let exposed = ["fx-eur", "fx-tracked", "usd-eee"];
+    for ((id, d), t) in &before {
+        let rewritten = after.get(&(id.clone(), d.clone())) != Some(t);
+        if exposed.contains(&id.as_str()) {
+            assert_eq!(rewritten, d.as_str() >= "2024-03-05", "{id} {d}");
+        } else {
+            assert!(!rewritten, "{id} {d} was rewritten");
+        }
+    }
+    assert!(before.keys().any(|(id, _)| id == "usd-only"));
+
+    // What a full fold of the same events gives, reported string for string.
+    let mut book = projections::PriceBook::new();
+    let mut txs = Vec::new();
+    for batch in [&g, &g["then"]] {
+        for v in batch["transactions"].as_array().unwrap() {
+            let mut t = projections::parse_transaction(v.to_string().as_bytes()).unwrap();
+            t.seq = txs.len() as i64;
+            txs.push(t);
+        }
+        for v in batch["prices"].as_array().unwrap() {
+            let p = projections::parse_price(v.to_string().as_bytes()).unwrap();
+            book.insert_priced(p.symbol, p.date, p.close, p.currency);
+        }
+        for v in batch["fx"].as_array().unwrap() {
+            book.insert_rate(&projections::parse_fx(v.to_string().as_bytes()).unwrap());
+        }
+    }
+    book.insert_rate(&projections::parse_fx(fix.to_string().as_bytes()).unwrap());
+    for id in ["fx-eur", "fx-tracked"] {
+        let mine: Vec<_> = txs
+            .iter()
+            .filter(|t| t.portfolio_id.as_str() == id)
+            .cloned()
+            .collect();
+        let want = projections::fold(&mine, &book, today).unwrap();
+        let got = get_curve(&base, id, "?calendar=all").await;
+        let points = got["points"].as_array().unwrap();
+        assert_eq!(points.len(), want.records.len(), "{id}");
+        for (p, r) in points.iter().zip(&want.records) {
+            assert_eq!(
+                p["market_value"],
+                projections::money_text(r.market_value),
+                "{id}"
+            );
+            assert_eq!(p["net_value"], projections::ratio_text(r.net_value), "{id}");
+            assert_eq!(p["net_flow"], projections::money_text(r.net_flow), "{id}");
+        }
+        // The sell of 03-05 took that day's rate: its flow moved.
+        let sold = points.iter().find(|p| p["date"] == "2024-03-05").unwrap();
+        if id == "fx-eur" {
+            assert_eq!(sold["net_flow"], "-917.10000000");
+        }
+    }
+
+    // A new base currency: the whole history is recomputed in it, and
+    // without a USD→GBP rate it cannot be valued from its first day.
+    let settings = json!({"event_id": "00000000-0000-4000-9002-000000000003",
+        "type": "portfolio_settings", "portfolio_id": "fx-eur", "base_currency": "GBP",
+        "schema_version": 2});
+    b.tx(&settings).await;
+    sent += 1;
+    caught_up(&pool, "fx-fix", sent, Duration::from_secs(60)).await;
+    let got = get_curve(&base, "fx-eur", "").await;
+    assert_eq!(got["status"]["state"], "inconsistent", "{got}");
+    assert_eq!(got["status"]["since"], "2024-03-01");
+    assert!(got["status"]["event_id"].is_null());
+    assert_eq!(
+        got["status"]["detail"],
+        "no USD→GBP rate on or before 2024-03-01"
+    );
+    // The rate arrives: the history is back, now in GBP.
+    let gbp = json!({"from": "GBP", "to": "USD", "date": "2024-02-01", "rate": "1.25"});
+    b.send(FX, "GBP/USD", &serde_json::to_vec(&gbp).unwrap())
+        .await;
+    sent += 1;
+    caught_up(&pool, "fx-fix", sent, Duration::from_secs(60)).await;
+    let got = get_curve(&base, "fx-eur", "?calendar=all").await;
+    assert_eq!(got["status"]["state"], "ok", "{got}");
+    // 10 × 101 USD at 0.8 GBP per USD on the first day.
+    assert_eq!(got["points"][0]["market_value"], "808.00000000");
+    stop(svc).await;
+}
+
+/// Bad currency codes and bad rates, on every topic that carries them, are
+/// one dead letter each whose reason names the field; the good ones
+/// around them are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_rates_and_currency_codes_are_dead_letters_naming_the_field() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(1, 1);
+    let buy = |n: u32, extra: Value| {
+        let mut v = json!({
+            "event_id": format!("00000000-0000-4000-9003-{n:012}"), "type": "buy",
+            "portfolio_id": "bad-fx", "symbol": "A", "quantity": "1", "price": "10",
+            "trade_date": "2024-05-07", "schema_version": 2,
+        });
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v
+    };
+    let bad_tx: Vec<(Value, &str)> = vec![
+        (buy(1, json!({"currency": "usd"})), "currency"),
+        (buy(2, json!({"currency": "GBp"})), "currency"),
+        (buy(3, json!({"currency": "US"})), "currency"),
+        (buy(4, json!({"currency": 840})), "currency"),
+        (
+            buy(5, json!({"currency": "USD", "fx_rate": "0"})),
+            "fx_rate",
+        ),
+        (
+            buy(6, json!({"currency": "USD", "fx_rate": "-1"})),
+            "fx_rate",
+        ),
+        (buy(7, json!({"fx_rate": "1.1"})), "fx_rate"),
+        (
+            buy(8, json!({"currency": "USD", "schema_version": 1})),
+            "currency",
+        ),
+        (
+            buy(9, json!({"currency": "USD", "fx_rate": "0.00000000001"})),
+            "fx_rate",
+        ),
+    ];
+    for (v, _) in &bad_tx {
+        b.tx(v).await;
+    }
+    b.tx(&buy(99, json!({"currency": "EUR", "fx_rate": "1.1"})))
+        .await;
+    let bad_px: Vec<(Value, &str)> = vec![
+        (
+            json!({"symbol": "A", "date": "2024-05-07", "close": "10", "currency": "GBX"}),
+            "currency",
+        ),
+        (
+            json!({"symbol": "A", "date": "2024-05-07", "close": "10", "currency": "eur"}),
+            "currency",
+        ),
+    ];
+    for (v, _) in &bad_px {
+        b.price(v).await;
+    }
+    b.price(&json!({"symbol": "A", "date": "2024-05-07", "close": "11", "currency": "EUR"}))
+        .await;
+    let rate = |from: &str, to: &str, date: &str, r: Value| json!({"from": from, "to": to, "date": date, "rate": r});
+    let bad_fx: Vec<(&str, Value, &str)> = vec![
+        (
+            "EUR/USD",
+            rate("EUR", "EUR", "2024-05-07", json!("1")),
+            "to",
+        ),
+        (
+            "GBX/USD",
+            rate("GBX", "USD", "2024-05-07", json!("1")),
+            "from",
+        ),
+        (
+            "EUR/usd",
+            rate("EUR", "usd", "2024-05-07", json!("1")),
+            "to",
+        ),
+        (
+            "EUR/USD",
+            rate("EUR", "USD", "2024-05-07", json!("0")),
+            "rate",
+        ),
+        (
+            "EUR/USD",
+            rate("EUR", "USD", "2024-05-07", json!("-1.1")),
+            "rate",
+        ),
+        (
+            "EUR/USD",
+            rate("EUR", "USD", "1800-05-07", json!("1.1")),
+            "date",
+        ),
+        (
+            "EUR/USD",
+            rate("EUR", "USD", "2024-02-30", json!("1.1")),
+            "date",
+        ),
+        (
+            "EUR/USD",
+            rate("EUR", "USD", "2024-05-07", json!("1e400")),
+            "rate",
+        ),
+        (
+            "EUR/USD",
+            json!({"from": "EUR", "to": "USD", "date": "2024-05-07"}),
+            "rate",
+        ),
+        // Keyed by the reverse pair: refused for its key.
+        (
+            "USD/EUR",
+            rate("EUR", "USD", "2024-05-07", json!("1.1")),
+            "key",
+        ),
+    ];
+    for (key, v, _) in &bad_fx {
+        b.send(FX, key, &serde_json::to_vec(v).unwrap()).await;
+    }
+    b.send(
+        FX,
+        "EUR/USD",
+        &serde_json::to_vec(&rate("EUR", "USD", "2024-05-07", json!("1.1"))).unwrap(),
+    )
+    .await;
+    let sent = (bad_tx.len() + bad_px.len() + bad_fx.len() + 3) as i64;
+    let svc = start(&pool, kafka(&b.servers(), "bad-fx"), day("2024-05-08")).await;
+    caught_up(&pool, "bad-fx", sent, Duration::from_secs(60)).await;
+    let reasons: Vec<(String, String)> =
+        sqlx::query_as("SELECT topic, reason FROM dead_letters ORDER BY topic, \"offset\"")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let mut expected: Vec<(&str, &str)> = bad_fx.iter().map(|(_, _, f)| (FX, *f)).collect();
+    expected.extend(bad_px.iter().map(|(_, f)| (PX, *f)));
+    expected.extend(bad_tx.iter().map(|(_, f)| (TX, *f)));
+    assert_eq!(reasons.len(), expected.len(), "{reasons:#?}");
+    for ((topic, reason), (want_topic, field)) in reasons.iter().zip(&expected) {
+        assert_eq!(topic, want_topic, "{reason}");
+        assert!(
+            reason.contains(&format!("`{field}`")) || reason.contains(&format!("{field} ")),
+            "{topic}: `{reason}` does not name {field}"
+        );
+    }
+    // Minor units say what to convert to.
+    assert!(reasons
+        .iter()
+        .any(|(_, r)| r.contains("convert") && r.contains("GBP")));
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM fx_rates").await, 1);
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT count(*) FROM transactions WHERE currency = 'EUR'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        scalar(&pool, "SELECT count(*) FROM prices WHERE currency = 'EUR'").await,
+        1
+    );
+    stop(svc).await;
+}

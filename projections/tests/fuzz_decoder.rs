@@ -10,7 +10,7 @@
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-use projections::{parse_price, parse_transaction, EventError};
+use projections::{parse_fx, parse_price, parse_split, parse_transaction, EventError};
 
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
@@ -83,7 +83,15 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-        for r in [parse_transaction(&bytes).err(), parse_price(&bytes).err()].into_iter().flatten() {
+        for r in [
+            parse_transaction(&bytes).err(),
+            parse_price(&bytes).err(),
+            parse_split(&bytes).err(),
+            parse_fx(&bytes).err(),
+        ]
+        .into_iter()
+        .flatten()
+        {
             assert_reason_is_printable(&r)?;
         }
     }
@@ -99,6 +107,11 @@ proptest! {
         let mut p = json!({"symbol": "AAPL", "date": "2024-03-01", "close": "189.10"});
         p[["symbol", "date", "close", "schema_version"][field % 4]] = v[TX_FIELDS[field]].clone();
         if let Err(e) = parse_price(&serde_json::to_vec(&p).unwrap()) {
+            assert_reason_is_printable(&e)?;
+        }
+        let mut r = json!({"from": "USD", "to": "EUR", "date": "2024-03-01", "rate": "0.91"});
+        r[["from", "to", "date", "rate", "schema_version"][field % 5]] = v[TX_FIELDS[field]].clone();
+        if let Err(e) = parse_fx(&serde_json::to_vec(&r).unwrap()) {
             assert_reason_is_printable(&e)?;
         }
     }

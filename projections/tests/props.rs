@@ -10,9 +10,8 @@ use uuid::Uuid;
 
 use projections::{
     base_currency_of, cash_mode_of, fold, replay, resume, statistics, Calendar, CashMode, Currency,
-    DailyRecord, DayState,
-    Dividend, FoldError, FoldOutput, Folder, Inconsistency, Kind, PortfolioId, PriceBook, Reinvest,
-    StatsQuery, Symbol, Trade, Transaction,
+    DailyRecord, DayState, Dividend, FoldError, FoldOutput, Folder, Inconsistency, Kind,
+    PortfolioId, PriceBook, Reinvest, StatsQuery, Symbol, Trade, Transaction,
 };
 
 /// Two symbols share their first 8 bytes, to exercise the folder's
@@ -979,7 +978,6 @@ fn as_of_before_d0_gives_no_records() {
     assert_eq!(out.records[0].market_value, Decimal::new(1000, 0));
 }
 
-
 // ---------------------------------------------------------------------------
 // Currencies
 // ---------------------------------------------------------------------------
@@ -1011,7 +1009,10 @@ fn fx_spec() -> impl Strategy<Value = FxSpec> {
     (
         0..CURRENCIES.len(),
         prop::collection::vec(
-            (prop::option::of(0..CURRENCIES.len()), prop::bool::weighted(0.3)),
+            (
+                prop::option::of(0..CURRENCIES.len()),
+                prop::bool::weighted(0.3),
+            ),
             64,
         ),
         [0..3usize, 0..3usize, 0..3usize, 0..3usize],
@@ -1274,28 +1275,48 @@ fn a_missing_rate_stops_the_history_on_its_day() {
     let eur = ccy(1);
     let chf = Currency::parse("CHF").unwrap();
     let d = |n: u64| base() + Days::new(n);
-    let settings = event(1, 0, d(0), Kind::PortfolioSettings {
-        cash: CashMode::None,
-        base_currency: Some(eur.clone()),
-    });
-    let mut local = event(2, 1, d(0), Kind::Buy(Trade {
-        symbol: Symbol::parse("A").unwrap(),
-        quantity: Decimal::TEN,
-        price: Decimal::TEN,
-        fee: Decimal::ZERO,
-    }));
+    let settings = event(
+        1,
+        0,
+        d(0),
+        Kind::PortfolioSettings {
+            cash: CashMode::None,
+            base_currency: Some(eur.clone()),
+        },
+    );
+    let mut local = event(
+        2,
+        1,
+        d(0),
+        Kind::Buy(Trade {
+            symbol: Symbol::parse("A").unwrap(),
+            quantity: Decimal::TEN,
+            price: Decimal::TEN,
+            fee: Decimal::ZERO,
+        }),
+    );
     local.currency = Some(eur.clone());
-    let mut foreign = event(3, 2, d(2), Kind::Buy(Trade {
-        symbol: Symbol::parse("B").unwrap(),
-        quantity: Decimal::ONE,
-        price: Decimal::TEN,
-        fee: Decimal::ZERO,
-    }));
+    let mut foreign = event(
+        3,
+        2,
+        d(2),
+        Kind::Buy(Trade {
+            symbol: Symbol::parse("B").unwrap(),
+            quantity: Decimal::ONE,
+            price: Decimal::TEN,
+            fee: Decimal::ZERO,
+        }),
+    );
     foreign.currency = Some(chf.clone());
     foreign.fx_rate = Some(Decimal::new(105, 2));
     let txs = vec![settings, local, foreign.clone()];
     let mut prices = PriceBook::new();
-    prices.insert_priced(Symbol::parse("A").unwrap(), d(0), Decimal::TEN, Some(eur.clone()));
+    prices.insert_priced(
+        Symbol::parse("A").unwrap(),
+        d(0),
+        Decimal::TEN,
+        Some(eur.clone()),
+    );
     // A rate only after the day it is needed.
     prices.set_rate(chf.clone(), eur.clone(), d(4), Decimal::ONE);
     let out = fold(&txs, &prices, d(6)).unwrap();
@@ -1306,13 +1327,22 @@ fn a_missing_rate_stops_the_history_on_its_day() {
     assert_eq!(out.records.len(), 2);
     let end = out.end_state.unwrap();
     assert_eq!(end.date, d(1));
-    assert_eq!(end.positions.len(), 1, "the failed day's buy is not in the state");
+    assert_eq!(
+        end.positions.len(),
+        1,
+        "the failed day's buy is not in the state"
+    );
     assert_eq!(out.prev_state.unwrap().date, d(0));
 
     // A flow without its charged rate on a day without a rate names its event.
     let mut no_rate = foreign;
     no_rate.fx_rate = None;
-    let out = fold(&[txs[0].clone(), txs[1].clone(), no_rate.clone()], &prices, d(6)).unwrap();
+    let out = fold(
+        &[txs[0].clone(), txs[1].clone(), no_rate.clone()],
+        &prices,
+        d(6),
+    )
+    .unwrap();
     let inc = out.inconsistency.unwrap();
     assert_eq!((inc.day, inc.event_id), (d(2), Some(no_rate.event_id)));
 

@@ -1220,23 +1220,26 @@ fn write_periods(h: &mut String, p: &projections::Periods) {
     h.push_str("</table><p class=\"sub\">* the range covers only part of the period</p></div>\n");
 }
 
-/// The positions at the range's end.
+/// The positions at the range's end: prices in their own currency with
+/// the rate that converted them, values in the portfolio's.
 fn write_positions(h: &mut String, p: &crate::query::Positions) {
     let _ = writeln!(
         h,
         "<div class=\"card scroll\"><h2>{}</h2><table><tr><th>Symbol</th><th>Quantity</th>\
-         <th>Price</th><th>Value</th><th>Weight</th><th>Cost</th><th>Unrealized</th></tr>",
+         <th>Price</th><th>Rate</th><th>Value</th><th>Weight</th><th>Cost</th><th>Unrealized</th></tr>",
         escape_html(&format!("Held on {}", p.date))
     );
     for x in &p.positions {
         let _ = writeln!(
             h,
-            "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+            "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"num\">{} {}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td></tr>",
+             <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
             escape_html(&x.symbol),
             escape_html(&x.quantity),
             escape_html(&x.price),
+            escape_html(&x.currency),
+            escape_html(&x.fx_rate),
             escape_html(&x.value),
             x.weight.map_or_else(|| NULL.to_string(), pct),
             escape_html(&x.cost),
@@ -1246,13 +1249,16 @@ fn write_positions(h: &mut String, p: &crate::query::Positions) {
     for c in &p.cash {
         let _ = writeln!(
             h,
-            "<tr><th scope=\"row\">Cash {}</th><td></td><td></td><td class=\"num\">{}</td><td></td><td></td><td></td></tr>",
+            "<tr><th scope=\"row\">Cash {}</th><td class=\"num\">{}</td><td></td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td></td><td></td><td></td></tr>",
             escape_html(&c.currency),
+            escape_html(&c.amount),
+            escape_html(&c.fx_rate),
             escape_html(&c.value)
         );
     }
     if p.positions.is_empty() && p.cash.is_empty() {
-        h.push_str("<tr><td colspan=\"7\">nothing held</td></tr>\n");
+        h.push_str("<tr><td colspan=\"8\">nothing held</td></tr>\n");
     }
     h.push_str("</table></div>\n");
 }

@@ -122,7 +122,7 @@ impl Service {
     /// already migrated pool.
     pub async fn start(config: &Config, pool: PgPool, stop: CancellationToken) -> Result<Service> {
         // Every fold and read of this database values in this default.
-        crate::projection::prices::cache_for(&pool)
+        crate::storage::price_cache::cache_for(&pool)
             .set_default_currency(config.default_currency.clone());
         let health = Arc::new(Health::default());
         let wake = Arc::new(Notify::new());

@@ -222,7 +222,7 @@ pub async fn read_history(
                     "unknown benchmark `{sym}`: navd has no close for it"
                 )));
             };
-            let cache = crate::projection::prices::cache_for(pool);
+            let cache = crate::storage::price_cache::cache_for(pool);
             let mut book = cache.empty_book();
             for (day, c) in series.quoted {
                 book.quote_in(sym, day, Some(c));
@@ -406,7 +406,7 @@ pub async fn read_positions(
         .collect();
     symbols.sort();
     symbols.dedup();
-    let cache = crate::projection::prices::cache_for(pool);
+    let cache = crate::storage::price_cache::cache_for(pool);
     let mut book =
         storage::prices::load_prices(&mut tx, &symbols, day, day, &cache.default_currency())
             .await

@@ -9,7 +9,8 @@
 //! ([`projections::resume`]) and writes the rows back; it holds no SQL of
 //! its own (that is [`crate::storage`]'s) and no day loop of its own (that
 //! is the `projections` crate's). The operator operations are in [`ops`],
-//! the in-process cache of closing prices in [`prices`].
+//! the in-process cache of closing prices in
+//! [`crate::storage::price_cache`].
 //!
 //! A refresh folds from the cheapest state that is still valid:
 //! - the stored `base_state` (end of the day before the last record): an
@@ -23,7 +24,6 @@
 //! The result always equals a full fold of the stored events (tested).
 
 pub mod ops;
-pub mod prices;
 pub mod refresh;
 pub mod worker;
 
@@ -32,6 +32,7 @@ use projections::{FoldError, Inconsistency};
 use sqlx::PgPool;
 
 use crate::query::PortfolioStatus;
+use crate::storage::price_cache;
 
 pub use ops::{backfill, calculate, BackfillReport, OpError};
 pub use refresh::{refresh_in, run_fold, FoldRun, Lock};
@@ -67,7 +68,14 @@ pub async fn refresh(
 ) -> Result<Option<Refreshed>> {
     let mut tx = pool.begin().await?;
     let ids = [portfolio_id.to_string()];
-    let mut out = refresh_in(&mut tx, &prices::cache_for(pool), &ids, today, Lock::Wait).await?;
+    let mut out = refresh_in(
+        &mut tx,
+        &price_cache::cache_for(pool),
+        &ids,
+        today,
+        Lock::Wait,
+    )
+    .await?;
     tx.commit().await?;
     Ok(out.pop().map(|(_, r)| r))
 }
@@ -77,7 +85,14 @@ pub async fn refresh(
 /// many were refreshed.
 pub async fn try_refresh_many(pool: &PgPool, ids: &[String], today: NaiveDate) -> Result<usize> {
     let mut tx = pool.begin().await?;
-    let out = refresh_in(&mut tx, &prices::cache_for(pool), ids, today, Lock::Skip).await?;
+    let out = refresh_in(
+        &mut tx,
+        &price_cache::cache_for(pool),
+        ids,
+        today,
+        Lock::Skip,
+    )
+    .await?;
     tx.commit().await?;
     Ok(out.len())
 }

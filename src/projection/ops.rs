@@ -8,8 +8,9 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 use super::refresh::{prices_for, refresh_in, run_fold, Lock};
-use super::{pred, prices, refresh, succ, ProjectorError};
+use super::{pred, refresh, succ, ProjectorError};
 use crate::query::PortfolioStatus;
+use crate::storage::price_cache;
 use crate::storage::{self, HistoryRow};
 
 #[derive(Debug)]
@@ -61,7 +62,7 @@ pub async fn backfill(
     let to = to.unwrap_or(pred(today)).min(today);
     let start = super::refresh::initial_of(&p);
     let txs = storage::load_transactions(&mut tx, portfolio_id, None, to).await?;
-    let book = prices_for(&mut tx, &prices::cache_for(pool), &start, &txs, to).await?;
+    let book = prices_for(&mut tx, &price_cache::cache_for(pool), &start, &txs, to).await?;
     let run = run_fold(start, &txs, &book, to).map_err(ProjectorError::from)?;
     if let Some(inc) = run.inconsistency {
         // Record the status the fold found, then refuse.
@@ -128,11 +129,17 @@ pub async fn calculate(
 ) -> std::result::Result<(Option<HistoryRow>, PortfolioStatus), OpError> {
     let mut tx = pool.begin().await?;
     let ids = [portfolio_id.to_string()];
-    let out = refresh_in(&mut tx, &prices::cache_for(pool), &ids, today, Lock::Full)
-        .await?
-        .pop()
-        .map(|(_, r)| r)
-        .ok_or(OpError::NotFound)?;
+    let out = refresh_in(
+        &mut tx,
+        &price_cache::cache_for(pool),
+        &ids,
+        today,
+        Lock::Full,
+    )
+    .await?
+    .pop()
+    .map(|(_, r)| r)
+    .ok_or(OpError::NotFound)?;
     tx.commit().await?;
     if let Some(inc) = out.inconsistency {
         return Err(OpError::Inconsistent(inc));

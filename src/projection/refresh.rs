@@ -12,9 +12,9 @@ use chrono::NaiveDate;
 use projections::{DayState, FoldError, Inconsistency, PriceBook, Status, Transaction};
 use sqlx::PgConnection;
 
-use super::prices::PriceCache;
 use super::{pred, succ, Refreshed, Result};
 use crate::query::PortfolioStatus;
+use crate::storage::price_cache::PriceCache;
 use crate::storage::{self, HistoryRow, PortfolioRow};
 
 /// How a refresh takes the portfolios' row locks, and from where it folds.

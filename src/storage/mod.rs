@@ -9,7 +9,10 @@
 //! - [`portfolios`]: projection state per portfolio, its row lock, what is due;
 //! - [`marks`]: pending recomputes;
 //! - [`history`]: the daily records;
-//! - [`prices`]: closes and their versions.
+//! - [`prices`]: closes, their versions, exchange rates;
+//! - [`price_cache`]: the in-process copy of closes and splits every fold
+//!   and read of a database shares (validated by the versions), and the
+//!   deployment's default currency.
 //!
 //! Connection-level statements live here beside [`connect`]: [`ping`] (is
 //! the database there) and [`read_snapshot`] (the transaction reads run in).
@@ -20,6 +23,7 @@ pub mod history;
 pub mod marks;
 pub mod offsets;
 pub mod portfolios;
+pub mod price_cache;
 pub mod prices;
 
 use std::time::Duration;

@@ -531,6 +531,7 @@ async fn database_outage_is_retried_never_dead_lettered() {
         PgTemp::start(&PgOptions {
             durable: true,
             max_connections: 50,
+            tls: None,
         })
     })
     .await

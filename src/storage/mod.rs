@@ -29,7 +29,8 @@ pub mod prices;
 use std::time::Duration;
 
 use anyhow::Context;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::Connection;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 
 pub use dead_letters::{dead_letters_page, insert_dead_letters, StoredDeadLetter};
@@ -55,6 +56,19 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgPool> 
     let opts: PgConnectOptions = url
         .parse()
         .context("DATABASE_URL is not a PostgreSQL URL")?;
+    // One plain connection first: a pool that cannot connect only says it
+    // timed out, this says why (refused, unknown host, password, TLS).
+    let first = tokio::time::timeout(Duration::from_secs(10), PgConnection::connect_with(&opts))
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "connecting to PostgreSQL at {}: no answer within 10 s (a firewall dropping \
+                 packets, or the wrong port?)",
+                server_of(&opts)
+            )
+        })?
+        .map_err(|e| connect_error(&opts, &e))?;
+    first.close().await.ok();
     let pool = PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(3))
@@ -62,6 +76,47 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgPool> 
         .await
         .context("connecting to PostgreSQL")?;
     Ok(pool)
+}
+
+/// `user@host:port/database` of a connection, without its password.
+fn server_of(opts: &PgConnectOptions) -> String {
+    format!(
+        "{}@{}:{}/{}",
+        opts.get_username(),
+        opts.get_host(),
+        opts.get_port(),
+        opts.get_database().unwrap_or(opts.get_username())
+    )
+}
+
+/// What went wrong connecting, in the operator's terms, with the cause.
+fn connect_error(opts: &PgConnectOptions, e: &sqlx::Error) -> anyhow::Error {
+    let at = server_of(opts);
+    let hint = match e {
+        sqlx::Error::Io(io) => match io.kind() {
+            std::io::ErrorKind::ConnectionRefused => {
+                "connection refused: is PostgreSQL running and listening on that host and port?"
+                    .to_string()
+            }
+            _ if io.to_string().contains("failed to lookup address")
+                || io.to_string().contains("Name or service not known") =>
+            {
+                format!("the host name `{}` does not resolve (DNS)", opts.get_host())
+            }
+            _ => format!("network error: {io}"),
+        },
+        sqlx::Error::Tls(t) => format!(
+            "TLS failed: {t} (check sslmode, and sslrootcert for verify-ca/verify-full)"
+        ),
+        sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("28P01" | "28000")) => {
+            format!("authentication failed: {}", d.message())
+        }
+        sqlx::Error::Database(d) if d.code().as_deref() == Some("3D000") => {
+            format!("no such database: {}", d.message())
+        }
+        other => other.to_string(),
+    };
+    anyhow::anyhow!("connecting to PostgreSQL at {at}: {hint}")
 }
 
 /// Like [`connect`] but does not touch the database until first use.

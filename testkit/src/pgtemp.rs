@@ -25,6 +25,16 @@ pub struct PgOptions {
     /// off for speed; the demo and the benchmarks keep it on.
     pub durable: bool,
     pub max_connections: u32,
+    /// TLS with this certificate and key (PEM): `ssl=on`, connections may
+    /// ask for it (or not).
+    pub tls: Option<PgTls>,
+}
+
+/// A server certificate (chain) and its private key, PEM.
+#[derive(Debug, Clone)]
+pub struct PgTls {
+    pub cert_pem: String,
+    pub key_pem: String,
 }
 
 impl Default for PgOptions {
@@ -32,6 +42,7 @@ impl Default for PgOptions {
         Self {
             durable: true,
             max_connections: 200,
+            tls: None,
         }
     }
 }
@@ -107,6 +118,31 @@ impl PgTemp {
         );
         if !opts.durable {
             server_opts.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
+        }
+        if let Some(tls) = &opts.tls {
+            let cert = pg.dir.path().join("server.crt");
+            let key = pg.dir.path().join("server.key");
+            std::fs::write(&cert, &tls.cert_pem).context("writing the server certificate")?;
+            std::fs::write(&key, &tls.key_pem).context("writing the server key")?;
+            // PostgreSQL refuses a key others can read.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))?;
+            if let Some(user) = &pg.run_as {
+                let status = Command::new("chown")
+                    .arg(format!("{user}:"))
+                    .arg(&cert)
+                    .arg(&key)
+                    .status()
+                    .context("chown of the TLS files")?;
+                if !status.success() {
+                    bail!("chown of the TLS files to `{user}` failed");
+                }
+            }
+            server_opts.push_str(&format!(
+                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                cert.display(),
+                key.display()
+            ));
         }
         pg.server_opts = server_opts;
         pg.start_again()?;

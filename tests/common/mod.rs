@@ -56,6 +56,7 @@ fn server() -> &'static Server {
                     let pg = PgTemp::start(&PgOptions {
                         durable: false,
                         max_connections: 300,
+                        tls: None,
                     })
                     .unwrap_or_else(|e| {
                         panic!(

@@ -155,6 +155,10 @@ pub struct History {
     pub as_of: Option<NaiveDate>,
     pub status: PortfolioStatus,
     pub points: Vec<Point>,
+    /// W0: the exact NAV at the end of the day before the first record read
+    /// (1 when the range starts at D0), which the statistics and each
+    /// point's `benchmark_index` start from (the chart page rebases on it).
+    pub w0: Decimal,
     pub statistics: Statistics,
     /// The portfolio row's version at the snapshot: with `pending_from`,
     /// what the read reflects (readers that cache build validators of it).
@@ -275,6 +279,7 @@ pub async fn read_history(
             as_of: p.last_day,
             status: PortfolioStatus::of(&p),
             points,
+            w0,
             statistics,
             version: p.version,
             pending_from: p.pending_from,

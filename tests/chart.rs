@@ -2,6 +2,17 @@
 //! package, installed by `.ci/run`): the page loads, its DOM holds the
 //! curve and the statistics, and a screenshot is taken
 //! (`target/chart-screenshot.png`). Also the SVG from the API.
+//!
+//! Then the page with a benchmark and a rebased range, and the index, in
+//! 1400 × 900 and 400 × 900 viewports (set over the DevTools protocol:
+//! Chromium keeps a window at least 500 px wide whatever `--window-size`
+//! says): their DOM (the benchmark line and legend, the rebased values
+//! against the JSON API's numbers, the returns and positions tables), no
+//! horizontal overflow (measured by a probe script run in the page), and
+//! screenshots for a person to look at (`target/chart-index-400.png`,
+//! `target/chart-portfolio-1400.png`, …; docs/chart.md). The page's own
+//! answers that need no browser (as recorded, refusals) are checked over
+//! plain HTTP.
 
 mod common;
 
@@ -140,4 +151,596 @@ async fn chart_page_renders_in_headless_chromium() {
     );
     let keep = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/chart-screenshot.png");
     let _ = std::fs::copy(&shot, keep);
+}
+
+/// `chart-1`: 10 ACME bought on 2023-01-02, ACME and the index IDX closing
+/// every weekday of 2023 on deterministic waves (IDX from 2022-12-30).
+async fn ingest_year(pool: &sqlx::PgPool) {
+    let buy = serde_json::json!({
+        "event_id": "00000000-0000-4000-8c00-000000000001",
+        "type": "buy", "portfolio_id": "chart-1", "symbol": "ACME",
+        "quantity": "10", "price": "100", "fee": "1", "trade_date": "2023-01-02",
+    });
+    let mut prices = Vec::new();
+    let mut d = day("2022-12-30");
+    let mut i = 0u32;
+    while d <= day("2023-12-29") {
+        if chrono::Datelike::weekday(&d).number_from_monday() <= 5 {
+            let t = f64::from(i);
+            let acme = 100.0 + t * 0.06 + 6.0 * (t / 9.0).sin();
+            let idx = 1000.0 + t * 0.4 + 25.0 * (t / 23.0).cos();
+            if d >= day("2023-01-02") {
+                prices.push(serde_json::json!({"symbol": "ACME", "date": d.to_string(), "close": format!("{acme:.2}")}));
+            }
+            prices.push(serde_json::json!({"symbol": "IDX", "date": d.to_string(), "close": format!("{idx:.2}")}));
+            i += 1;
+        }
+        d = d.succ_opt().unwrap();
+    }
+    ingest(pool, &[buy], &prices).await;
+}
+
+/// Where screenshots go: the target directory (`target/` by default).
+fn target_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("CARGO_TARGET_TMPDIR is target/tmp")
+        .to_path_buf()
+}
+
+/// A 6-place decimal as the page writes it (half away from zero).
+fn places6(v: rust_decimal::Decimal) -> String {
+    format!(
+        "{:.6}",
+        v.round_dp_with_strategy(6, rust_decimal::RoundingStrategy::MidpointAwayFromZero)
+    )
+}
+
+fn decimal(v: &serde_json::Value) -> rust_decimal::Decimal {
+    v.as_str().expect("a decimal string").parse().unwrap()
+}
+
+async fn json(app: &TestApp, path: &str) -> serde_json::Value {
+    let r = app.client.get(app.url(path)).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{path}");
+    r.json().await.unwrap()
+}
+
+/// Chromium driven over the DevTools protocol on a pipe
+/// (`--remote-debugging-pipe`: requests on its fd 3, answers and events on
+/// its fd 4, JSON messages each ending in a NUL byte), for what the command
+/// line cannot do: Chromium keeps a window at least 500 px wide whatever
+/// `--window-size` says, so a 400 px viewport needs
+/// `Emulation.setDeviceMetricsOverride`; and a probe script can run in the
+/// page as served (`Runtime.evaluate` is not subject to the page's CSP).
+struct Devtools {
+    child: std::process::Child,
+    to: std::fs::File,
+    from: std::sync::mpsc::Receiver<serde_json::Value>,
+    /// Events received while waiting for an answer.
+    events: Vec<serde_json::Value>,
+    next: u64,
+    session: String,
+    _profile: tempfile::TempDir,
+}
+
+fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two new descriptors, owned from here on.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    }
+}
+
+const CDP_WAIT: Duration = Duration::from_secs(60);
+
+impl Devtools {
+    /// A headless Chromium with one page whose viewport is `width` ×
+    /// `height` CSS pixels.
+    fn start(width: u32, height: u32) -> Self {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let profile = tempfile::tempdir().unwrap();
+        let (to_chrome_r, to_chrome_w) = pipe();
+        let (from_chrome_r, from_chrome_w) = pipe();
+        let (cr, cw) = (to_chrome_r.as_raw_fd(), from_chrome_w.as_raw_fd());
+        let mut cmd = std::process::Command::new(chromium());
+        cmd.args([
+            "--headless",
+            "--remote-debugging-pipe",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("about:blank")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+        // SAFETY: only async-signal-safe calls between fork and exec. The
+        // ends are first moved above 10, so placing them on 3 and 4 cannot
+        // close one another; dup2 leaves the copies open across exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let r = libc::fcntl(cr, libc::F_DUPFD, 10);
+                let w = libc::fcntl(cw, libc::F_DUPFD, 10);
+                if r < 0 || w < 0 || libc::dup2(r, 3) < 0 || libc::dup2(w, 4) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("chromium runs");
+        drop((to_chrome_r, from_chrome_w));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::fs::File::from(from_chrome_r);
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut r = std::io::BufReader::new(reader);
+            let mut buf = Vec::new();
+            while r.read_until(0, &mut buf).is_ok_and(|n| n > 0) {
+                if buf.last() == Some(&0) {
+                    buf.pop();
+                }
+                if let Ok(v) = serde_json::from_slice(&buf) {
+                    if tx.send(v).is_err() {
+                        break;
+                    }
+                }
+                buf.clear();
+            }
+        });
+        let mut d = Devtools {
+            child,
+            to: std::fs::File::from(to_chrome_w),
+            from: rx,
+            events: Vec::new(),
+            next: 0,
+            session: String::new(),
+            _profile: profile,
+        };
+        let target = d.call(
+            "Target.createTarget",
+            serde_json::json!({"url": "about:blank"}),
+            false,
+        );
+        let attached = d.call(
+            "Target.attachToTarget",
+            serde_json::json!({"targetId": target["targetId"], "flatten": true}),
+            false,
+        );
+        d.session = attached["sessionId"].as_str().unwrap().to_string();
+        d.call(
+            "Emulation.setDeviceMetricsOverride",
+            serde_json::json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}),
+            true,
+        );
+        d.call("Page.enable", serde_json::json!({}), true);
+        d
+    }
+
+    /// Sends a command (to the page's session when `in_page`) and answers
+    /// its result; a protocol error fails the test.
+    fn call(
+        &mut self,
+        method: &str,
+        params: serde_json::Value,
+        in_page: bool,
+    ) -> serde_json::Value {
+        use std::io::Write;
+        self.next += 1;
+        let id = self.next;
+        let mut msg = serde_json::json!({"id": id, "method": method, "params": params});
+        if in_page {
+            msg["sessionId"] = self.session.clone().into();
+        }
+        let mut bytes = serde_json::to_vec(&msg).unwrap();
+        bytes.push(0);
+        self.to.write_all(&bytes).expect("write to chromium");
+        loop {
+            let m = self
+                .from
+                .recv_timeout(CDP_WAIT)
+                .unwrap_or_else(|e| panic!("chromium answered {method} in time: {e}"));
+            if m["id"] == id {
+                assert!(m.get("error").is_none(), "{method}: {m}");
+                return m["result"].clone();
+            }
+            self.events.push(m);
+        }
+    }
+
+    /// Opens `url` and waits for its load event.
+    fn open(&mut self, url: &str) {
+        self.events.clear();
+        let r = self.call("Page.navigate", serde_json::json!({"url": url}), true);
+        assert!(r.get("errorText").is_none(), "navigate {url}: {r}");
+        let loaded = |m: &serde_json::Value| m["method"] == "Page.loadEventFired";
+        if self.events.iter().any(loaded) {
+            return;
+        }
+        loop {
+            let m = self
+                .from
+                .recv_timeout(CDP_WAIT)
+                .unwrap_or_else(|e| panic!("{url} loaded in time: {e}"));
+            if loaded(&m) {
+                return;
+            }
+        }
+    }
+
+    /// The value of a JavaScript expression evaluated in the page.
+    fn eval(&mut self, expression: &str) -> serde_json::Value {
+        let r = self.call(
+            "Runtime.evaluate",
+            serde_json::json!({"expression": expression, "returnByValue": true}),
+            true,
+        );
+        assert!(r.get("exceptionDetails").is_none(), "{expression}: {r}");
+        r["result"]["value"].clone()
+    }
+
+    /// The page's DOM as serialized now (what `--dump-dom` prints).
+    fn dom(&mut self) -> String {
+        self.eval("document.documentElement.outerHTML")
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// A PNG of the viewport.
+    fn screenshot(&mut self) -> Vec<u8> {
+        use base64::Engine as _;
+        let r = self.call(
+            "Page.captureScreenshot",
+            serde_json::json!({"format": "png"}),
+            true,
+        );
+        base64::engine::general_purpose::STANDARD
+            .decode(r["data"].as_str().unwrap())
+            .unwrap()
+    }
+}
+
+impl Drop for Devtools {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Measures the page in the viewport: its inner width, the document's
+/// scroll width, how each picture of the chart is displayed (and how wide),
+/// and the elements sticking out on the right outside a scrolling box.
+const PROBE: &str = r#"(function () {
+  var w = window.innerWidth;
+  var off = [];
+  document.querySelectorAll('body *').forEach(function (e) {
+    var box = e.closest('.scroll');
+    if (box && box !== e) return;
+    var r = e.getBoundingClientRect();
+    if (r.width > 0 && r.right > w + 0.5) off.push(e.tagName.toLowerCase() + '.' + (e.getAttribute('class') || ''));
+  });
+  function shown(sel) {
+    var e = document.querySelector(sel);
+    if (!e) return null;
+    return {display: getComputedStyle(e).display, width: Math.round(e.getBoundingClientRect().width)};
+  }
+  return {inner: w, scroll: document.documentElement.scrollWidth,
+          wide: shown('.chart .wide'), narrow: shown('.chart .narrow'), offenders: off.slice(0, 8)};
+})()"#;
+
+/// Writes a screenshot into the target directory, checked to be a PNG of
+/// the viewport's size with something drawn on it.
+fn keep_screenshot(png: &[u8], (w, h): (u32, u32), name: &str) {
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{name}");
+    // IHDR: width and height, big-endian, at bytes 16..24.
+    let pw = u32::from_be_bytes(png[16..20].try_into().unwrap());
+    let ph = u32::from_be_bytes(png[20..24].try_into().unwrap());
+    assert_eq!((pw, ph), (w, h), "{name}: the viewport's size");
+    assert!(
+        png.len() > 10_000,
+        "{name}: a blank page compresses far smaller ({} bytes)",
+        png.len()
+    );
+    std::fs::write(target_dir().join(name), png).unwrap();
+}
+
+/// Opens `url` at each size; answers (size, DOM, probe) and writes the
+/// screenshot `{name}-{width}.png`.
+async fn look_at(url: &str, name: &str) -> Vec<((u32, u32), String, serde_json::Value)> {
+    let (url, name) = (url.to_string(), name.to_string());
+    tokio::task::spawn_blocking(move || {
+        [(1400, 900), (400, 900)]
+            .into_iter()
+            .map(|(w, h)| {
+                let mut b = Devtools::start(w, h);
+                b.open(&url);
+                let dom = b.dom();
+                let probe = b.eval(PROBE);
+                keep_screenshot(&b.screenshot(), (w, h), &format!("{name}-{w}.png"));
+                ((w, h), dom, probe)
+            })
+            .collect()
+    })
+    .await
+    .unwrap()
+}
+
+/// The probe says the page fits its viewport: the right width, nothing
+/// wider than it outside a scrolling box.
+fn assert_fits(probe: &serde_json::Value, width: u32, what: &str) {
+    assert_eq!(
+        probe["inner"], width,
+        "{what}: the viewport's width: {probe}"
+    );
+    assert!(
+        probe["scroll"].as_u64().unwrap() <= u64::from(width),
+        "{what}: horizontal overflow: {probe}"
+    );
+    assert_eq!(probe["offenders"], serde_json::json!([]), "{what}: {probe}");
+}
+
+#[tokio::test]
+async fn portfolio_page_with_benchmark_and_rebase_at_1400_and_400_px() {
+    let app = spawn_app(AuthConfig::None, day("2024-01-05")).await;
+    ingest_golden(&app.pool).await;
+    ingest_year(&app.pool).await;
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+
+    // The numbers the page must show, from the JSON API.
+    let range = "from=2023-04-01&to=2023-09-30&benchmark=IDX";
+    let api = json(
+        &app,
+        &format!("/api/v1/portfolio/chart-1/nav-history?{range}"),
+    )
+    .await;
+    let points = api["points"].as_array().unwrap();
+    assert_eq!(points.len(), 183, "every day of the range");
+    let last = points.last().unwrap();
+    assert_eq!(last["date"], "2023-09-30");
+    let before = json(
+        &app,
+        "/api/v1/portfolio/chart-1/nav-history?from=2023-03-31&to=2023-03-31",
+    )
+    .await;
+    let w0 = decimal(&before["points"][0]["net_value"]);
+    let nav_end = places6(decimal(&last["net_value"]) / w0);
+    let idx_end = places6(decimal(&last["benchmark_index"]));
+    assert_ne!(nav_end, "1.000000", "the range moved");
+    assert_ne!(nav_end, idx_end, "two different lines");
+    let april = api["statistics"]["periods"]["monthly"][0].clone();
+    assert_eq!(april["period"], "2023-04");
+    let april_cell = format!("{:.2}%", april["return"].as_f64().unwrap() * 100.0);
+    let held = json(&app, "/api/v1/portfolio/chart-1/positions?date=2023-09-30").await;
+    let acme_value = held["positions"][0]["value"].as_str().unwrap().to_string();
+    assert_eq!(held["positions"][0]["symbol"], "ACME");
+
+    let url = app.url(&format!("/portfolio/chart-1?{range}&rebase=1"));
+    for ((w, h), dom, probe) in look_at(&url, "chart-portfolio").await {
+        let ctx = format!("at {w}x{h}");
+        // The benchmark line (its colour, dashed: many strokes) and the
+        // legend, in each picture.
+        assert!(
+            dom.matches("stroke=\"#009E73\"").count() > 20,
+            "dashed IDX line {ctx}"
+        );
+        assert!(dom.contains("\nIDX rebased\n</text>"), "wide legend {ctx}");
+        assert!(
+            dom.contains("both = 1 on 2023-03-31, the day before the range"),
+            "{ctx}"
+        );
+        assert!(
+            dom.contains("both = 1 on 2023-03-31\n</text>"),
+            "compact legend {ctx}"
+        );
+        // Values on hover: one title per day, the base day at 1.
+        assert!(
+            dom.contains(
+                "<title>2023-03-31 (the day before the range)\nNAV rebased 1.000000 (recorded "
+            ),
+            "{ctx}"
+        );
+        assert!(
+            dom.matches("<title>").count() > 183,
+            "a title per day in the wide picture {ctx}"
+        );
+        // The lines' table: both start at 1, end where the JSON says.
+        assert!(
+            dom.contains(&format!(
+                "NAV rebased</th><td class=\"num\">1.000000</td><td class=\"num\">{nav_end}</td>"
+            )),
+            "rebased NAV {nav_end} {ctx}"
+        );
+        assert!(
+            dom.contains(&format!(
+                "IDX rebased</th><td class=\"num\">1.000000</td><td class=\"num\">{idx_end}</td>"
+            )),
+            "rebased IDX {idx_end} {ctx}"
+        );
+        assert!(
+            dom.contains("<th>On 2023-03-31</th><th>On 2023-09-30</th>"),
+            "{ctx}"
+        );
+        // The toggle back, the form keeping the range, the benchmark and
+        // the box.
+        assert!(
+            dom.contains(
+                "href=\"/portfolio/chart-1?from=2023-04-01&amp;to=2023-09-30&amp;benchmark=IDX\">\
+                 Show the NAV as recorded</a>"
+            ),
+            "{ctx}"
+        );
+        assert!(
+            dom.contains("value=\"2023-04-01\"") && dom.contains("value=\"IDX\""),
+            "{ctx}"
+        );
+        assert!(dom.contains("name=\"rebase\" value=\"1\" checked"), "{ctx}");
+        // The statistics against the benchmark, the returns, the positions.
+        assert!(
+            dom.contains(">Beta<") && dom.contains(">Benchmark return<"),
+            "{ctx}"
+        );
+        assert!(dom.contains("Returns by month and year"), "{ctx}");
+        assert!(
+            dom.contains(&format!("\">{april_cell}</td>")),
+            "April {april_cell} {ctx}"
+        );
+        assert!(dom.contains("Held on 2023-09-30"), "{ctx}");
+        assert!(
+            dom.contains(&format!("<td class=\"num\">{acme_value}</td>")),
+            "ACME's value {acme_value} {ctx}"
+        );
+
+        // Layout: no horizontal overflow, and the picture for the width.
+        assert_fits(&probe, w, &format!("portfolio {ctx}"));
+        let (shown, hidden) = if w < 600 {
+            ("narrow", "wide")
+        } else {
+            ("wide", "narrow")
+        };
+        assert_eq!(probe[shown]["display"], "block", "{ctx}: {probe}");
+        assert_eq!(probe[hidden]["display"], "none", "{ctx}: {probe}");
+        let px = probe[shown]["width"].as_u64().unwrap();
+        assert!(
+            px >= u64::from(w) * 3 / 4 || px >= 960,
+            "the picture fills the page {ctx}: {probe}"
+        );
+    }
+
+    // The probe does see an overflow when there is one.
+    let control = tokio::task::spawn_blocking(move || {
+        let mut b = Devtools::start(400, 900);
+        b.open(&url);
+        b.eval(
+            "document.querySelector('main').insertAdjacentHTML('beforeend', \
+             '<div style=\"width:700px;height:1px\"></div>')",
+        );
+        b.eval(PROBE)
+    })
+    .await
+    .unwrap();
+    assert_eq!(control["inner"], 400);
+    assert!(control["scroll"].as_u64().unwrap() >= 700, "{control}");
+
+    // The index lists both portfolios and fits a phone too.
+    for ((w, h), dom, probe) in look_at(&app.url("/"), "chart-index").await {
+        let ctx = format!("index at {w}x{h}");
+        assert!(
+            dom.contains("href=\"/portfolio/chart-1\">chart-1</a>"),
+            "{ctx}"
+        );
+        assert!(
+            dom.contains("href=\"/portfolio/golden-1\">golden-1</a>"),
+            "{ctx}"
+        );
+        assert!(
+            dom.contains(">2024-01-05</td>"),
+            "records through today {ctx}"
+        );
+        assert_fits(&probe, w, &ctx);
+    }
+}
+
+/// Without Chromium: the page as recorded with a benchmark, and what an
+/// unknown benchmark or a bad `rebase` answers.
+#[tokio::test]
+async fn page_benchmark_as_recorded_and_refusals() {
+    let app = spawn_app(AuthConfig::None, day("2024-01-05")).await;
+    ingest_year(&app.pool).await;
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let get = |path: String| {
+        let c = app.client.clone();
+        let u = app.url(&path);
+        async move {
+            let r = c.get(u).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+
+    // As recorded: the benchmark line starts from W0, the NAV is as stored.
+    let range = "from=2023-04-01&to=2023-09-30&benchmark=IDX";
+    let (status, html) = get(format!("/portfolio/chart-1?{range}")).await;
+    assert_eq!(status, 200);
+    let api = json(
+        &app,
+        &format!("/api/v1/portfolio/chart-1/nav-history?{range}"),
+    )
+    .await;
+    let last = api["points"].as_array().unwrap().last().unwrap().clone();
+    let before = json(
+        &app,
+        "/api/v1/portfolio/chart-1/nav-history?from=2023-03-31&to=2023-03-31",
+    )
+    .await;
+    let w0 = decimal(&before["points"][0]["net_value"]);
+    assert!(
+        html.contains(&format!(
+            ">NAV</th><td class=\"num\">{}</td><td class=\"num\">{}</td>",
+            places6(w0),
+            places6(decimal(&last["net_value"]))
+        )),
+        "NAV from W0 to the last record"
+    );
+    assert!(
+        html.contains(&format!(
+            ">IDX</th><td class=\"num\">{}</td><td class=\"num\">{}</td>",
+            places6(w0),
+            places6(w0 * decimal(&last["benchmark_index"]))
+        )),
+        "IDX scaled to W0"
+    );
+    assert!(html.contains("stroke=\"#009E73\""), "the benchmark line");
+    assert!(html.contains(
+        "href=\"/portfolio/chart-1?from=2023-04-01&amp;to=2023-09-30&amp;benchmark=IDX&amp;rebase=1\">Rebase the range to 1</a>"
+    ));
+    // The links to the API carry its query, not the page's `rebase`.
+    let (_, rebased) = get(format!("/portfolio/chart-1?{range}&rebase=1")).await;
+    assert!(rebased.contains(
+        "/api/v1/portfolio/chart-1/nav-history.svg?from=2023-04-01&amp;to=2023-09-30&amp;benchmark=IDX\""
+    ));
+    // The plain page has neither the benchmark line nor the lines' table.
+    let (_, plain) = get("/portfolio/chart-1?from=2023-04-01&to=2023-09-30".into()).await;
+    assert!(!plain.contains("#009E73") && !plain.contains("class=\"lines"));
+
+    // An unknown benchmark: the API's 400 problem, and the page's 400 with
+    // the same reason next to the form.
+    let r = app
+        .client
+        .get(app.url("/api/v1/portfolio/chart-1/nav-history?benchmark=NOPE"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let detail = r.json::<serde_json::Value>().await.unwrap()["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(detail.contains("NOPE"), "{detail}");
+    let (status, html) = get("/portfolio/chart-1?benchmark=NOPE&rebase=1".into()).await;
+    assert_eq!(status, 400);
+    assert!(
+        html.contains(&detail) && html.contains("This range cannot be shown"),
+        "{detail}"
+    );
+    assert!(html.contains("value=\"NOPE\"") && html.contains("value=\"1\" checked"));
+    // A bad `rebase` is refused the same way.
+    let (status, html) = get("/portfolio/chart-1?rebase=maybe".into()).await;
+    assert_eq!(status, 400);
+    assert!(html.contains("`rebase` must be 1 or 0, got `maybe`"));
 }

@@ -2,15 +2,19 @@
 //! people who would rather look than read).
 //!
 //! This module owns:
-//! - [`render_svg`]: a pure function drawing the NAV curve (top panel) and its
-//!   drawdown (bottom panel, % below the running peak) with plotters' SVG
-//!   backend into a `String`;
+//! - [`render`] (and [`render_svg`], the plain curve): pure functions
+//!   drawing the NAV curve (top panel, optionally rebased to 1 and with a
+//!   benchmark line and a legend) and its drawdown (bottom panel, % below
+//!   the running peak) with plotters' SVG backend into a `String`, with a
+//!   hover `<title>` per day and a compact layout for narrow pictures;
 //! - [`svg`]: `GET /api/v1/portfolio/{id}/nav-history.svg`, the same read as
 //!   the JSON GET (same query, scope, 400/404 rules) answered as
 //!   `image/svg+xml`;
 //! - [`page`]: `GET /portfolio/{id}`, a small self-contained HTML page (no
-//!   JavaScript, no external assets) with a date-range form, the SVG inlined,
-//!   the status and the statistics.
+//!   JavaScript, no external assets) with a date-range form, the SVG inlined
+//!   (wide and compact, CSS picks by width), the status and the statistics;
+//!   `benchmark=` and the page's own `rebase=1` (docs/chart.md);
+//! - [`index`]: `GET /`, the portfolios the caller may see.
 //!
 //! Both handlers go through [`crate::query::read_history`], so the picture, the
 //! page and the JSON always show the same snapshot and obey the same rules,
@@ -34,6 +38,8 @@ use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, Value
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use projections::Statistics;
+use rust_decimal::prelude::ToPrimitive;
+use rust_decimal::{Decimal, RoundingStrategy};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::auth::{Caller, SCOPE_READ};
@@ -45,6 +51,10 @@ use crate::query::{read_history, History, HistoryQuery};
 /// Size of the picture served and inlined (16:9, readable on a laptop).
 const WIDTH: u32 = 960;
 const HEIGHT: u32 = 540;
+
+/// Size of the compact picture the page shows on a phone's screen (about
+/// its width in CSS pixels, so its type keeps about its size).
+const NARROW: (u32, u32) = (360, 480);
 
 /// Bounds on the size given to [`render_svg`]: below them plotters has no
 /// room for labels (and may fail to lay out), above them the SVG is just big.
@@ -61,9 +71,11 @@ pub const MAX_PLOT_POINTS: usize = 2_000;
 /// The generic family: resolved by whoever displays the SVG.
 const FONT: &str = "sans-serif";
 
-// A colour-blind-safe pair (blue for the curve, vermilion for losses).
+// Colour-blind-safe (Okabe–Ito): blue for the curve, vermilion for
+// losses, bluish green (and dashes) for the benchmark.
 const NAV_COLOR: RGBColor = RGBColor(0, 114, 178);
 const DD_COLOR: RGBColor = RGBColor(213, 94, 0);
+const BENCH_COLOR: RGBColor = RGBColor(0, 158, 115);
 const GRID_BOLD: RGBColor = RGBColor(205, 205, 205);
 const GRID_LIGHT: RGBColor = RGBColor(238, 238, 238);
 const TEXT_COLOR: RGBColor = RGBColor(40, 40, 40);
@@ -79,7 +91,8 @@ const MUTED: RGBColor = RGBColor(120, 120, 120);
 /// The drawdown is `NAV / running max − 1` over the given points only, in
 /// percent. The `max_drawdown` statistic also counts the NAV of the day
 /// before the range (docs/valuation.md), so when a range starts inside a drawdown the
-/// two can differ; the statistic is the reference.
+/// two can differ; the statistic is the reference. (A [`Picture`] with a
+/// [`Base`] draws that day too, and then the two agree.)
 ///
 /// Both curves are computed from every point, then thinned to at most
 /// [`MAX_PLOT_POINTS`] for drawing (see [`downsample`]); the deepest
@@ -90,10 +103,64 @@ pub fn render_svg(
     height: u32,
     title: &str,
 ) -> Result<String, String> {
-    let size = (
-        width.clamp(MIN_SIZE.0, MAX_SIZE.0),
-        height.clamp(MIN_SIZE.1, MAX_SIZE.1),
-    );
+    render(
+        &Picture {
+            title,
+            nav: points,
+            base: None,
+        },
+        width,
+        height,
+    )
+}
+
+/// What [`render`] draws: the recorded NAVs by day, and optionally the
+/// range's [`Base`] (a rebased curve and/or a benchmark line).
+#[derive(Debug, Clone, Copy)]
+pub struct Picture<'a> {
+    pub title: &'a str,
+    /// (day, recorded NAV).
+    pub nav: &'a [(NaiveDate, f64)],
+    pub base: Option<Base<'a>>,
+}
+
+/// The range's starting point, W0 on the day before its first record
+/// (docs/chart.md). With a base the picture starts on that day, where
+/// every line has the same value: 1 when `rebased`, W0 otherwise.
+#[derive(Debug, Clone, Copy)]
+pub struct Base<'a> {
+    /// W0's day: the day before the range's first record.
+    pub day: NaiveDate,
+    /// W0: the recorded NAV at the end of that day (1 before D0).
+    pub w0: f64,
+    /// Draw NAV / W0, so the curve starts at 1.
+    pub rebased: bool,
+    /// A benchmark's name and its index B_k / B_0 by day (the points'
+    /// `benchmark_index`). It is drawn as B_k / B_0 when rebased and as
+    /// W0 · B_k / B_0 otherwise: what the range's starting value would
+    /// have become in the benchmark.
+    pub benchmark: Option<(&'a str, &'a [(NaiveDate, f64)])>,
+}
+
+/// A picture's series as drawn.
+struct Prepared {
+    /// (day, value drawn), day-sorted, the base day first when there is one.
+    nav: Vec<(NaiveDate, f64)>,
+    /// The recorded NAV of each point of `nav`.
+    recorded: Vec<f64>,
+    /// (day, value drawn) of the benchmark, with the index B_k / B_0.
+    bench: Vec<(NaiveDate, f64, f64)>,
+    legend: Option<Legend>,
+}
+
+struct Legend {
+    base_day: NaiveDate,
+    rebased: bool,
+    bench: Option<String>,
+}
+
+/// Finite values, day-sorted, one per day (the last one given wins).
+fn clean(points: &[(NaiveDate, f64)]) -> Vec<(NaiveDate, f64)> {
     let mut series: Vec<(NaiveDate, f64)> = points
         .iter()
         .copied()
@@ -109,28 +176,151 @@ pub fn render_svg(
             false
         }
     });
+    series
+}
 
+fn prepare(p: &Picture<'_>) -> Prepared {
+    let recorded = clean(p.nav);
+    // A base needs a positive W0 before the first record; without one the
+    // picture is the plain curve.
+    let base = p.base.filter(|b| {
+        b.w0.is_finite() && b.w0 > 0.0 && recorded.first().is_some_and(|(d, _)| b.day < *d)
+    });
+    let Some(b) = base else {
+        return Prepared {
+            nav: recorded.clone(),
+            recorded: recorded.iter().map(|(_, v)| *v).collect(),
+            bench: Vec::new(),
+            legend: None,
+        };
+    };
+    let start = if b.rebased { 1.0 } else { b.w0 };
+    let scale = if b.rebased { 1.0 / b.w0 } else { 1.0 };
+    let mut nav = vec![(b.day, start)];
+    let mut rec = vec![b.w0];
+    for (d, v) in &recorded {
+        nav.push((*d, v * scale));
+        rec.push(*v);
+    }
+    let index: Vec<(NaiveDate, f64)> = b
+        .benchmark
+        .map(|(_, idx)| clean(idx))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(d, _)| *d > b.day)
+        .collect();
+    let mut bench = Vec::new();
+    if !index.is_empty() {
+        bench.push((b.day, start, 1.0));
+        bench.extend(index.iter().map(|&(d, i)| (d, i * start, i)));
+    }
+    Prepared {
+        nav,
+        recorded: rec,
+        bench,
+        legend: Some(Legend {
+            base_day: b.day,
+            rebased: b.rebased,
+            bench: b.benchmark.map(|(name, _)| name.to_string()),
+        }),
+    }
+}
+
+/// Draws a [`Picture`]: the NAV (top panel, with the benchmark line and a
+/// legend when there is a base) and its drawdown (bottom panel), with a
+/// transparent column per day (or group of days) carrying a `<title>`, so
+/// a browser shows the day's values on hover. Below 600 px of width the
+/// layout is compact (larger type relative to the picture, fewer date
+/// labels, shorter captions) for a phone's screen.
+pub fn render(p: &Picture<'_>, width: u32, height: u32) -> Result<String, String> {
+    let size = (
+        width.clamp(MIN_SIZE.0, MAX_SIZE.0),
+        height.clamp(MIN_SIZE.1, MAX_SIZE.1),
+    );
+    let style = Style::for_width(size.0);
+    let prepared = prepare(p);
     let mut out = String::new();
+    let hover;
     {
         let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
-        let result = if series.len() < 2 {
-            draw_no_data(&root, &series, title)
+        let result = if prepared.nav.len() < 2 {
+            draw_no_data(&root, &prepared.nav, p.title, &style).map(|()| String::new())
         } else {
-            draw_chart(&root, &series, title)
+            draw_chart(&root, &prepared, p.title, &style)
         };
-        result.map_err(|e| format!("could not draw the chart: {e}"))?;
+        hover = result.map_err(|e| format!("could not draw the chart: {e}"))?;
         root.present()
             .map_err(|e| format!("could not write the chart: {e}"))?;
+    }
+    if let Some(at) = out.rfind("</svg>") {
+        out.insert_str(at, &hover);
     }
     Ok(out)
 }
 
-type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
-type DrawResult = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+/// Type sizes and room for labels, by the picture's width.
+#[derive(Debug, Clone, Copy)]
+struct Style {
+    compact: bool,
+    title: u32,
+    caption: u32,
+    label: u32,
+    x_labels: usize,
+    margin_right: u32,
+}
 
-fn draw_no_data(root: &Area<'_>, series: &[(NaiveDate, f64)], title: &str) -> DrawResult {
+impl Style {
+    fn for_width(width: u32) -> Self {
+        if width < 600 {
+            Style {
+                compact: true,
+                title: 20,
+                caption: 17,
+                label: 15,
+                x_labels: 4,
+                margin_right: 14,
+            }
+        } else {
+            Style {
+                compact: false,
+                title: 22,
+                caption: 16,
+                label: 13,
+                x_labels: X_LABELS,
+                margin_right: 25,
+            }
+        }
+    }
+
+    /// Room for y labels like `sample` (and the axis name when not compact).
+    fn y_label_area(&self, sample: &str) -> u32 {
+        let text = text_width(sample, self.label) + 12;
+        if self.compact {
+            text.max(40)
+        } else {
+            (text + 24).max(70)
+        }
+    }
+}
+
+/// A rough width of `text` in a sans-serif face of nominal `size`:
+/// plotters' SVG backend writes font sizes as size / 1.24, and digits are
+/// about 0.56 em.
+fn text_width(text: &str, size: u32) -> u32 {
+    (text.chars().count() as f64 * f64::from(size) / 1.24 * 0.56).ceil() as u32
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+type DrawResult<T = ()> = Result<T, DrawingAreaErrorKind<std::io::Error>>;
+
+fn draw_no_data(
+    root: &Area<'_>,
+    series: &[(NaiveDate, f64)],
+    title: &str,
+    style: &Style,
+) -> DrawResult {
     root.fill(&WHITE)?;
-    let body = root.titled(title, (FONT, 22).into_font().color(&TEXT_COLOR))?;
+    let body = root.titled(title, (FONT, style.title).into_font().color(&TEXT_COLOR))?;
     let (w, h) = body.dim_in_pixel();
     let center = Pos::new(HPos::Center, VPos::Center);
     let big = (FONT, 20).into_font().color(&MUTED).pos(center);
@@ -151,16 +341,21 @@ fn draw_no_data(root: &Area<'_>, series: &[(NaiveDate, f64)], title: &str) -> Dr
     Ok(())
 }
 
-fn draw_chart(root: &Area<'_>, series: &[(NaiveDate, f64)], title: &str) -> DrawResult {
+/// Draws both panels; answers the hover layer (an SVG fragment).
+fn draw_chart(root: &Area<'_>, p: &Prepared, title: &str, style: &Style) -> DrawResult<String> {
+    let series = &p.nav;
     root.fill(&WHITE)?;
-    let body = root.titled(title, (FONT, 22).into_font().color(&TEXT_COLOR))?;
+    let body = root.titled(title, (FONT, style.title).into_font().color(&TEXT_COLOR))?;
     let (_, h) = body.dim_in_pixel();
     // The curve is what people came for: give it about 60% of the height.
     let (top, bottom) = body.split_vertically(h * 3 / 5);
 
     let first = series[0].0;
     let last = series[series.len() - 1].0;
-    let x = DateAxis::new(first, last, X_LABELS);
+    let x = DateAxis {
+        short: style.compact,
+        ..DateAxis::new(first, last, style.x_labels)
+    };
 
     // Drawdown in percent, and where the deepest one bottoms out, over
     // every point; only the drawing below is thinned.
@@ -187,10 +382,12 @@ fn draw_chart(root: &Area<'_>, series: &[(NaiveDate, f64)], title: &str) -> Draw
         })
         .collect();
 
-    // ---- top panel: NAV ----
+    // ---- top panel: NAV (and the benchmark) ----
     let (lo, hi) = series
         .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &(_, v)| {
+        .map(|&(_, v)| v)
+        .chain(p.bench.iter().map(|&(_, v, _)| v))
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
             (lo.min(v), hi.max(v))
         });
     // A flat curve still needs a non-empty range; pad 5% so the line does
@@ -202,39 +399,71 @@ fn draw_chart(root: &Area<'_>, series: &[(NaiveDate, f64)], title: &str) -> Draw
     };
     let y_nav = (lo - span * 0.05)..(hi + span * 0.05);
     let nav_decimals = decimals_for(y_nav.end - y_nav.start);
+    let widest = [y_nav.start, y_nav.end]
+        .iter()
+        .map(|v| format!("{v:.nav_decimals$}"))
+        .max_by_key(String::len)
+        .unwrap_or_default();
+    let y_area = style.y_label_area(&widest).max(style.y_label_area("-100%"));
 
-    let label_font = (FONT, 13).into_font().color(&TEXT_COLOR);
+    let label_font = (FONT, style.label).into_font().color(&TEXT_COLOR);
     let axis_desc = (FONT, 14).into_font().color(&TEXT_COLOR);
-    let caption = (FONT, 16).into_font().color(&TEXT_COLOR);
+    let caption = (FONT, style.caption).into_font().color(&TEXT_COLOR);
 
-    let mut nav_chart = ChartBuilder::on(&top)
-        .caption("Net value (NAV)", caption.clone())
+    let top = match &p.legend {
+        Some(legend) => {
+            let (strip, rest) = top.split_vertically(style.caption + 14);
+            draw_legend(&strip, legend, style, 10 + y_area)?;
+            rest
+        }
+        None => top,
+    };
+    let mut builder = ChartBuilder::on(&top);
+    if p.legend.is_none() {
+        builder.caption("Net value (NAV)", caption.clone());
+    }
+    let mut nav_chart = builder
         .margin_left(10)
-        .margin_right(25)
+        .margin_right(style.margin_right)
         .margin_top(5)
         // No date labels here: the bottom panel carries them, and the
         // vertical grid lines of both panels line up on the same days.
         .x_label_area_size(0)
-        .y_label_area_size(70)
+        .y_label_area_size(y_area)
         .build_cartesian_2d(x.clone(), y_nav.clone())?;
-    nav_chart
-        .configure_mesh()
-        .x_labels(X_LABELS)
+    let nav_label = |v: &f64| format!("{v:.nav_decimals$}");
+    let mut mesh = nav_chart.configure_mesh();
+    mesh.x_labels(style.x_labels)
         .y_labels(6)
-        .y_desc("NAV")
-        .y_label_formatter(&|v| format!("{v:.nav_decimals$}"))
+        .y_label_formatter(&nav_label)
         .label_style(label_font.clone())
         .axis_desc_style(axis_desc.clone())
         .bold_line_style(GRID_BOLD)
         .light_line_style(GRID_LIGHT)
         // A few faint lines between labels help reading; dozens are noise.
-        .max_light_lines(3)
-        .draw()?;
+        .max_light_lines(3);
+    if !style.compact {
+        mesh.y_desc(if p.legend.as_ref().is_some_and(|l| l.rebased) {
+            "NAV / W0"
+        } else {
+            "NAV"
+        });
+    }
+    mesh.draw()?;
     // The starting value 1 is the natural reference for a NAV.
     if y_nav.start < 1.0 && 1.0 < y_nav.end {
         nav_chart.draw_series(LineSeries::new(
             [(first, 1.0), (last, 1.0)],
             MUTED.mix(0.6).stroke_width(1),
+        ))?;
+    }
+    if p.bench.len() >= 2 {
+        let line: Vec<(NaiveDate, f64)> = p.bench.iter().map(|&(d, v, _)| (d, v)).collect();
+        nav_chart.draw_series(DashedLineSeries::new(
+            downsample(&line, MAX_PLOT_POINTS),
+            7,
+            4,
+            BENCH_COLOR.stroke_width(2),
         ))?;
     }
     nav_chart.draw_series(LineSeries::new(
@@ -260,36 +489,42 @@ fn draw_chart(root: &Area<'_>, series: &[(NaiveDate, f64)], title: &str) -> Draw
     let floor = (worst.0 * 1.1).min(-1.0);
     let y_dd = floor..(-floor * 0.04);
     let dd_decimals = if -floor >= 5.0 { 0 } else { 1 };
-    let dd_caption = if worst.0 < 0.0 {
-        format!(
+    let dd_caption = match (worst.0 < 0.0, style.compact) {
+        (true, false) => format!(
             "Drawdown (% below the running peak) \u{2014} deepest {:.2}% on {}",
             worst.0, worst.2
-        )
-    } else {
-        "Drawdown (% below the running peak) \u{2014} none in this range".to_string()
+        ),
+        (true, true) => format!("Drawdown \u{2014} deepest {:.2}%", worst.0),
+        (false, false) => {
+            "Drawdown (% below the running peak) \u{2014} none in this range".to_string()
+        }
+        (false, true) => "Drawdown \u{2014} none".to_string(),
     };
     let mut dd_chart = ChartBuilder::on(&bottom)
         .caption(dd_caption, caption)
         .margin_left(10)
-        .margin_right(25)
+        .margin_right(style.margin_right)
         .margin_bottom(5)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
+        .x_label_area_size(if style.compact { 30 } else { 40 })
+        .y_label_area_size(y_area)
         .build_cartesian_2d(x.clone(), y_dd)?;
-    dd_chart
-        .configure_mesh()
-        .x_labels(X_LABELS)
+    let date_label = |d: &NaiveDate| x.label(d);
+    let dd_label = |v: &f64| format!("{v:.dd_decimals$}%");
+    let mut mesh = dd_chart.configure_mesh();
+    mesh.x_labels(style.x_labels)
         .y_labels(5)
-        .y_desc("drawdown")
-        .x_label_formatter(&|d| x.label(d))
-        .y_label_formatter(&|v| format!("{v:.dd_decimals$}%"))
+        .x_label_formatter(&date_label)
+        .y_label_formatter(&dd_label)
         .label_style(label_font)
         .axis_desc_style(axis_desc)
         .bold_line_style(GRID_BOLD)
         .light_line_style(GRID_LIGHT)
         // A few faint lines between labels help reading; dozens are noise.
-        .max_light_lines(3)
-        .draw()?;
+        .max_light_lines(3);
+    if !style.compact {
+        mesh.y_desc("drawdown");
+    }
+    mesh.draw()?;
     dd_chart.draw_series(
         AreaSeries::new(
             downsample(&drawdown, MAX_PLOT_POINTS),
@@ -298,6 +533,141 @@ fn draw_chart(root: &Area<'_>, series: &[(NaiveDate, f64)], title: &str) -> Draw
         )
         .border_style(DD_COLOR.stroke_width(1)),
     )?;
+
+    // ---- hover: a transparent column per day (or group of days) ----
+    let (xs, ys) = nav_chart.plotting_area().get_pixel_range();
+    let (_, dd_ys) = dd_chart.plotting_area().get_pixel_range();
+    let columns = ((xs.end - xs.start) / 3).max(2) as usize;
+    let n = series.len();
+    // Group consecutive days so there are at most `columns`; each group
+    // shows its last day.
+    let shown: Vec<usize> = if n <= columns {
+        (0..n).collect()
+    } else {
+        (1..=columns).map(|c| c * n / columns - 1).collect()
+    };
+    let px: Vec<i32> = shown
+        .iter()
+        .map(|&i| nav_chart.backend_coord(&(series[i].0, y_nav.start)).0)
+        .collect();
+    let mut layer = String::with_capacity(shown.len() * 160);
+    let _ = write!(
+        layer,
+        "<style>.hv rect{{fill:#000;fill-opacity:0}}.hv rect:hover{{fill-opacity:.07}}</style>\
+         <g class=\"hv\">"
+    );
+    for (k, &i) in shown.iter().enumerate() {
+        let left = if k == 0 {
+            xs.start
+        } else {
+            (px[k - 1] + px[k]) / 2
+        };
+        let right = if k + 1 == shown.len() {
+            xs.end
+        } else {
+            (px[k] + px[k + 1]) / 2
+        };
+        if right <= left {
+            continue;
+        }
+        let (day, v) = series[i];
+        let _ = write!(
+            layer,
+            "<rect x=\"{left}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}</title></rect>",
+            ys.start,
+            right - left,
+            dd_ys.end - ys.start,
+            escape_html(&hover_text(p, i, day, v, drawdown[i].1))
+        );
+    }
+    layer.push_str("</g>");
+    Ok(layer)
+}
+
+/// The values of one day, for its hover title.
+fn hover_text(p: &Prepared, i: usize, day: NaiveDate, v: f64, dd: f64) -> String {
+    let mut t = day.to_string();
+    let legend = p.legend.as_ref();
+    if legend.is_some_and(|l| l.base_day == day) {
+        t.push_str(" (the day before the range)");
+    }
+    let recorded = p.recorded.get(i).copied().unwrap_or(v);
+    if legend.is_some_and(|l| l.rebased) {
+        let _ = write!(t, "\nNAV rebased {v:.6} (recorded {recorded:.6})");
+    } else {
+        let _ = write!(t, "\nNAV {v:.6}");
+    }
+    if let (Some(name), Ok(j)) = (
+        legend.and_then(|l| l.bench.as_deref()),
+        p.bench.binary_search_by_key(&day, |b| b.0),
+    ) {
+        let (_, drawn, index) = p.bench[j];
+        if legend.is_some_and(|l| l.rebased) {
+            let _ = write!(t, "\n{name} rebased {index:.6}");
+        } else {
+            let _ = write!(t, "\n{name} {drawn:.6} (index {index:.6})");
+        }
+    }
+    let _ = write!(t, "\nDrawdown {}%", fixed(dd, 2));
+    t
+}
+
+/// The legend strip above the NAV panel: a swatch and a name per line,
+/// then what they are relative to (when it fits).
+fn draw_legend(area: &Area<'_>, l: &Legend, style: &Style, left: u32) -> DrawResult {
+    let (w, h) = area.dim_in_pixel();
+    let y = h as i32 / 2;
+    let font = (FONT, style.caption)
+        .into_font()
+        .color(&TEXT_COLOR)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    let muted = (FONT, style.label)
+        .into_font()
+        .color(&MUTED)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    let mut x = if style.compact { 10 } else { left as i32 };
+    // The compact legend says "rebased" once, in its note.
+    let rebased_names = l.rebased && !style.compact;
+    let nav_name = if rebased_names { "NAV rebased" } else { "NAV" };
+    area.draw(&PathElement::new(
+        vec![(x, y), (x + 22, y)],
+        NAV_COLOR.stroke_width(3),
+    ))?;
+    x += 28;
+    area.draw(&Text::new(nav_name, (x, y), font.clone()))?;
+    x += text_width(nav_name, style.caption) as i32 + 18;
+    if let Some(name) = &l.bench {
+        for k in 0..3 {
+            let a = x + k * 9;
+            area.draw(&PathElement::new(
+                vec![(a, y), (a + 6, y)],
+                BENCH_COLOR.stroke_width(3),
+            ))?;
+        }
+        x += 32;
+        let label = if rebased_names {
+            format!("{name} rebased")
+        } else {
+            name.clone()
+        };
+        area.draw(&Text::new(label.clone(), (x, y), font))?;
+        x += text_width(&label, style.caption) as i32 + 18;
+    }
+    let note = match (l.rebased, l.bench.is_some(), style.compact) {
+        (true, true, true) => format!("both = 1 on {}", l.base_day),
+        (true, false, true) => format!("rebased: 1 on {}", l.base_day),
+        (true, true, false) => format!("both = 1 on {}, the day before the range", l.base_day),
+        (true, false, false) => format!("= 1 on {}, the day before the range", l.base_day),
+        (false, true, true) => format!("from the NAV of {}", l.base_day),
+        (false, true, false) => format!(
+            "benchmark from the NAV of {}, the day before the range",
+            l.base_day
+        ),
+        (false, false, _) => String::new(),
+    };
+    if !note.is_empty() && x + text_width(&note, style.label) as i32 <= w as i32 - 4 {
+        area.draw(&Text::new(note, (x, y), muted))?;
+    }
     Ok(())
 }
 
@@ -386,6 +756,9 @@ struct DateAxis {
     end: NaiveDate,
     /// The spacing of the labelled ticks, which decides the label format.
     label_step: Step,
+    /// Day labels without the year (`4 Mar`), for a narrow picture whose
+    /// title gives the range.
+    short: bool,
 }
 
 impl DateAxis {
@@ -399,12 +772,14 @@ impl DateAxis {
             start,
             end,
             label_step,
+            short: false,
         }
     }
 
     /// The label of a tick, as precise as the tick spacing needs.
     fn label(&self, d: &NaiveDate) -> String {
         match self.label_step {
+            Step::Days(_) if self.short => d.format("%-d %b").to_string(),
             Step::Days(_) => d.format("%Y-%m-%d").to_string(),
             Step::Months(m) if m % 12 == 0 && d.month() == 1 && d.day() == 1 => {
                 d.format("%Y").to_string()
@@ -507,10 +882,12 @@ impl ValueFormatter<NaiveDate> for DateAxis {
 // ---------------------------------------------------------------------------
 
 /// `GET /api/v1/portfolio/{id}/nav-history.svg`: the curve of the JSON GET
-/// as a picture. Same query (`from`, `to`, `calendar`, `risk_free`; the last
-/// two do not change the picture but are accepted so a JSON URL can be
-/// turned into a picture URL by adding `.svg`), scope `nav:read`, and the
-/// same 400/404 answers, since it is the same read.
+/// as a picture. Same query (`from`, `to`, `calendar`, `risk_free`,
+/// `benchmark`; `calendar` and `risk_free` do not change the picture but
+/// are accepted so a JSON URL can be turned into a picture URL by adding
+/// `.svg`; `benchmark` adds its line, from the NAV of the day before the
+/// range), scope `nav:read`, and the same 400/404 answers, since it is the
+/// same read. Rebasing is the page's (`/portfolio/{id}?rebase=1`).
 #[utoipa::path(
     get,
     path = "/api/v1/portfolio/{id}/nav-history.svg",
@@ -537,7 +914,16 @@ pub async fn svg(
     let q = HistoryQuery::parse(raw.as_deref())?;
     let slot = RenderPool::global().slot().await?;
     let h = read_history(&s.pool, id.as_str(), &q).await?;
-    let body = RenderPool::run(slot, move || chart_of(&h)).await?;
+    let bench = q.benchmark.as_ref().map(|b| b.to_string());
+    let body = RenderPool::run(slot, move || {
+        let curve = curve_of(&h)?;
+        draw(
+            &picture(&h, &curve, &wide_title(&h), false, bench.as_deref()),
+            WIDTH,
+            HEIGHT,
+        )
+    })
+    .await?;
     Ok((
         [
             (
@@ -567,6 +953,13 @@ pub async fn svg(
 /// picture, date-range form). Plain HTML without JavaScript or external
 /// assets, so it works behind any proxy and prints or screenshots as is.
 ///
+/// Its query is the JSON GET's plus the page's own `rebase=1` (draw the
+/// range rebased to 1 on the day before it; docs/chart.md). With
+/// `benchmark=` the benchmark is a second, dashed line with a legend, and
+/// a small table gives both lines' values at the range's start and end.
+/// The picture is drawn twice, wide and compact, and CSS shows the compact
+/// one below 600 px, so a phone gets type it can read.
+///
 /// Authorization is that of the JSON GET (scope `nav:read`, 404 for unknown
 /// or hidden portfolios). A browser following a link or submitting the form
 /// cannot add an `Authorization: Bearer` header, so with JWT auth enabled
@@ -588,8 +981,15 @@ pub async fn page(
     // An empty form field arrives as `from=`; for the page it means "not
     // given", while the strict API parser rightly refuses it.
     let pairs = non_empty_pairs(raw.as_deref());
+    // `rebase` is the page's own; the rest is the API's query.
+    let (rebase, pairs) = take_rebase(pairs);
     let query = serialize_pairs(&pairs);
-    let form = FormValues::of(&pairs);
+    let mut form = FormValues::of(&pairs);
+    form.rebase = matches!(rebase, Ok(true));
+    if let Err(reason) = rebase {
+        let html = render_page(id.as_str(), &form, query.as_deref(), Err(&reason));
+        return Ok(html_response(StatusCode::BAD_REQUEST, html));
+    }
     let q = match HistoryQuery::parse(query.as_deref()) {
         Ok(q) => q,
         Err(ApiError::BadRequest(reason)) => {
@@ -617,7 +1017,21 @@ pub async fn page(
         None => None,
     };
     let html = RenderPool::run(slot, move || {
-        let chart = chart_of(&h)?;
+        let curve = curve_of(&h)?;
+        let bench = q.benchmark.as_ref().map(|b| b.to_string());
+        let bench = bench.as_deref();
+        let charts = Charts {
+            wide: draw(
+                &picture(&h, &curve, &wide_title(&h), form.rebase, bench),
+                WIDTH,
+                HEIGHT,
+            )?,
+            narrow: draw(
+                &picture(&h, &curve, &narrow_title(&h), form.rebase, bench),
+                NARROW.0,
+                NARROW.1,
+            )?,
+        };
         Ok(render_page(
             id.as_str(),
             &form,
@@ -625,7 +1039,7 @@ pub async fn page(
             Ok(PageData {
                 history: &h,
                 query: &q,
-                chart: &chart,
+                charts: &charts,
                 positions: held.as_ref(),
             }),
         ))
@@ -660,14 +1074,15 @@ fn render_index(page: &crate::query::PortfolioPage) -> String {
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <title>NAV \u{2014} portfolios</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n\
          <h1>Portfolios</h1>\n<div class=\"card scroll\"><table>\n\
-         <tr><th>Portfolio</th><th>Status</th><th>From</th><th>Through</th><th>NAV</th></tr>"
+         <tr><th>Portfolio</th><th>Status</th><th class=\"wide-only\">From</th><th>Through</th><th>NAV</th></tr>"
     );
     for p in &page.portfolios {
         let id = escape_html(&p.portfolio_id);
         let _ = writeln!(
             h,
-            "<tr><th scope=\"row\"><a href=\"/portfolio/{id}\">{id}</a></th>\
-             <td><span class=\"badge {state}\">{state}</span></td><td>{}</td><td>{}</td>\
+            "<tr><th scope=\"row\" class=\"nowrap\"><a href=\"/portfolio/{id}\">{id}</a></th>\
+             <td><span class=\"badge {state}\">{state}</span></td>\
+             <td class=\"nowrap wide-only\">{}</td><td class=\"nowrap\">{}</td>\
              <td class=\"num\">{}</td></tr>",
             p.first_day
                 .map_or_else(|| NULL.to_string(), |d| d.to_string()),
@@ -763,29 +1178,113 @@ impl RenderPool {
     }
 }
 
-/// The SVG of a read, titled with the portfolio and the range shown.
-fn chart_of(h: &History) -> Result<String, ApiError> {
-    let points = h
+/// The numbers a read's pictures are drawn from.
+struct Curve {
+    nav: Vec<(NaiveDate, f64)>,
+    /// B_k / B_0 on the days the benchmark has a level.
+    bench: Vec<(NaiveDate, f64)>,
+    /// W0's day and W0 (none without records).
+    base: Option<(NaiveDate, f64)>,
+}
+
+fn curve_of(h: &History) -> Result<Curve, ApiError> {
+    let number = |what: &str, text: &str, day: NaiveDate| {
+        text.parse::<f64>().map_err(|e| {
+            ApiError::Internal(anyhow::anyhow!(
+                "{what} `{text}` of {day} is not a number: {e}"
+            ))
+        })
+    };
+    let nav = h
         .points
         .iter()
-        .map(|p| {
-            p.net_value
-                .parse::<f64>()
-                .map(|v| (p.date, v))
-                .map_err(|e| {
-                    ApiError::Internal(anyhow::anyhow!(
-                        "net_value `{}` of {} is not a number: {e}",
-                        p.net_value,
-                        p.date
-                    ))
-                })
+        .map(|p| number("net_value", &p.net_value, p.date).map(|v| (p.date, v)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let bench = h
+        .points
+        .iter()
+        .filter_map(|p| match &p.benchmark_index {
+            Some(Some(x)) => Some(number("benchmark_index", x, p.date).map(|v| (p.date, v))),
+            _ => None,
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let title = match (h.from, h.to) {
+    let base = h
+        .points
+        .first()
+        .and_then(|p| p.date.pred_opt())
+        .zip(h.w0.to_f64());
+    Ok(Curve { nav, bench, base })
+}
+
+/// What to draw of a read: with a benchmark or rebased, from the day
+/// before the range.
+fn picture<'a>(
+    h: &History,
+    c: &'a Curve,
+    title: &'a str,
+    rebased: bool,
+    bench: Option<&'a str>,
+) -> Picture<'a> {
+    let compared = bench.is_some() && h.points.iter().any(|p| p.benchmark_index.is_some());
+    let base = c
+        .base
+        .filter(|_| rebased || compared)
+        .map(|(day, w0)| Base {
+            day,
+            w0,
+            rebased,
+            benchmark: bench.filter(|_| compared).map(|b| (b, c.bench.as_slice())),
+        });
+    Picture {
+        title,
+        nav: &c.nav,
+        base,
+    }
+}
+
+/// The wide picture's title: the portfolio and the range shown.
+fn wide_title(h: &History) -> String {
+    match (h.from, h.to) {
         (Some(f), Some(t)) => format!("{} \u{2014} NAV {f} to {t}", h.portfolio_id),
         _ => format!("{} \u{2014} NAV", h.portfolio_id),
+    }
+}
+
+/// The compact picture's title.
+fn narrow_title(h: &History) -> String {
+    match (h.from, h.to) {
+        (Some(f), Some(t)) => format!("{} \u{2014} {f} to {t}", h.portfolio_id),
+        _ => h.portfolio_id.clone(),
+    }
+}
+
+fn draw(p: &Picture<'_>, width: u32, height: u32) -> Result<String, ApiError> {
+    render(p, width, height).map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))
+}
+
+/// The page's two pictures of one read: wide for screens, compact for
+/// phones (CSS shows one).
+struct Charts {
+    wide: String,
+    narrow: String,
+}
+
+/// Takes the page's own `rebase` out of the query's pairs: `1` draws the
+/// range rebased to 1, `0` (or none) as recorded; anything else, or twice,
+/// is refused like a bad API parameter.
+fn take_rebase(pairs: Vec<(String, String)>) -> (Result<bool, String>, Vec<(String, String)>) {
+    let (ours, rest): (Vec<_>, Vec<_>) = pairs.into_iter().partition(|(k, _)| k == "rebase");
+    let rebase = match ours.as_slice() {
+        [] => Ok(false),
+        [(_, v)] if v == "1" => Ok(true),
+        [(_, v)] if v == "0" => Ok(false),
+        [(_, v)] => Err(format!(
+            "`rebase` must be 1 or 0, got `{}`",
+            projections::echo(v)
+        )),
+        _ => Err("query parameter `rebase` given twice".to_string()),
     };
-    render_svg(&points, WIDTH, HEIGHT, &title).map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))
+    (rebase, rest)
 }
 
 fn html_response(status: StatusCode, html: String) -> Response {
@@ -843,6 +1342,8 @@ struct FormValues {
     calendar: String,
     risk_free: String,
     benchmark: String,
+    /// The page's `rebase=1`.
+    rebase: bool,
 }
 
 impl FormValues {
@@ -860,6 +1361,7 @@ impl FormValues {
             calendar: get("calendar"),
             risk_free: get("risk_free"),
             benchmark: get("benchmark"),
+            rebase: false,
         }
     }
 }
@@ -867,7 +1369,7 @@ impl FormValues {
 struct PageData<'a> {
     history: &'a History,
     query: &'a HistoryQuery,
-    chart: &'a str,
+    charts: &'a Charts,
     /// What was held at the range's end (none when there is no record
     /// there).
     positions: Option<&'a crate::query::Positions>,
@@ -902,6 +1404,24 @@ tr:last-child th,tr:last-child td{border-bottom:0}\
 td.up{color:#17653a}td.down{color:#9b1c11}\
 a{color:#0063a0}\
 .links{display:flex;gap:18px;flex-wrap:wrap}\
+label.check{flex-direction:row;align-items:center;gap:6px;padding-bottom:6px}\
+.tools{margin:0 0 10px;display:flex;gap:18px;flex-wrap:wrap}\
+.chart .narrow{display:none}\
+.lines{margin-top:12px}\
+.lines table{width:auto}\
+.nowrap{white-space:nowrap}\
+.lines p{margin:8px 0 0}\
+.sw{display:inline-block;width:22px;height:0;border-top:3px solid #0072b2;vertical-align:middle;margin-right:8px}\
+.sw.bm{border-top:3px dashed #009e73}\
+@media (max-width:600px){\
+main{padding:14px 10px 28px}\
+h1{font-size:1.25em}\
+.card{padding:10px;margin-bottom:12px}\
+th,td{padding:5px 6px}\
+.chart .wide{display:none}\
+.chart .narrow{display:block}\
+.wide-only{display:none}\
+}\
 ";
 
 fn render_page(
@@ -1001,6 +1521,8 @@ fn render_page(
          step=\"any\" min=\"-0.9999\" max=\"0.9999\" placeholder=\"0\" value=\"{}\"></label>\n\
          <label>Benchmark symbol<input type=\"text\" name=\"benchmark\" maxlength=\"32\" \
          placeholder=\"none\" value=\"{}\"></label>\n\
+         <label class=\"check\"><input type=\"checkbox\" name=\"rebase\" value=\"1\"{}>\
+         Rebased to 1</label>\n\
          <button type=\"submit\">Show</button> <a href=\"{page_href}\">reset</a>\n\
          </form></div>",
         escape_html(&form.from),
@@ -1009,6 +1531,7 @@ fn render_page(
         selected("all"),
         escape_html(&form.risk_free),
         escape_html(&form.benchmark),
+        if form.rebase { " checked" } else { "" },
     );
 
     match &data {
@@ -1020,8 +1543,46 @@ fn render_page(
             );
         }
         Ok(d) => {
+            // The same page, rebased or not.
+            let toggle = {
+                let mut q = query.map(str::to_string).unwrap_or_default();
+                if !form.rebase {
+                    q.push_str(if q.is_empty() {
+                        "rebase=1"
+                    } else {
+                        "&rebase=1"
+                    });
+                }
+                let href = if q.is_empty() {
+                    format!("/portfolio/{id}")
+                } else {
+                    format!("/portfolio/{id}?{q}")
+                };
+                escape_html(&href)
+            };
+            let _ = writeln!(
+                h,
+                "<div class=\"card chart\">\n<div class=\"tools\"><a class=\"toggle\" href=\"{toggle}\">{}</a></div>",
+                if form.rebase {
+                    "Show the NAV as recorded"
+                } else {
+                    "Rebase the range to 1"
+                }
+            );
             // plotters escapes the text it writes, so the SVG can be inlined.
-            let _ = writeln!(h, "<div class=\"card chart\" role=\"img\" aria-label=\"NAV curve and drawdown\">{}</div>", d.chart);
+            let _ = writeln!(
+                h,
+                "<div class=\"wide\" role=\"img\" aria-label=\"NAV curve and drawdown\">{}</div>\n\
+                 <div class=\"narrow\" role=\"img\" aria-label=\"NAV curve and drawdown\">{}</div>",
+                d.charts.wide, d.charts.narrow
+            );
+            write_lines(
+                &mut h,
+                d.history,
+                form.rebase,
+                d.query.benchmark.as_ref().map(|b| b.as_str()),
+            );
+            h.push_str("</div>\n");
             write_stats(&mut h, &d.history.statistics, d.query);
             write_periods(&mut h, &d.history.statistics.periods);
             if let Some(last) = d.history.points.last() {
@@ -1040,6 +1601,131 @@ fn render_page(
     }
     h.push_str("</main>\n</body>\n</html>\n");
     h
+}
+
+/// A number of the lines' table: 6 places, half away from zero.
+fn places6(v: Decimal) -> String {
+    format!(
+        "{:.6}",
+        v.round_dp_with_strategy(6, RoundingStrategy::MidpointAwayFromZero)
+    )
+}
+
+/// Under the picture, when it is rebased or has a benchmark: each line's
+/// value on the day before the range, at its end, and the change, in exact
+/// decimals from W0, the points' `net_value` and their `benchmark_index`.
+fn write_lines(h: &mut String, hist: &History, rebased: bool, bench: Option<&str>) {
+    let (Some(first), Some(last)) = (hist.points.first(), hist.points.last()) else {
+        return;
+    };
+    let Some(base_day) = first.date.pred_opt() else {
+        return;
+    };
+    if !rebased && bench.is_none() {
+        return;
+    }
+    let w0 = hist.w0;
+    let start = if rebased { Decimal::ONE } else { w0 };
+    let nav_end = last.net_value.parse::<Decimal>().ok().and_then(|v| {
+        if rebased {
+            v.checked_div(w0)
+        } else {
+            Some(v)
+        }
+    });
+    let mut rows = vec![(
+        "nav",
+        if rebased { "NAV rebased" } else { "NAV" }.to_string(),
+        nav_end,
+        String::new(),
+    )];
+    if let Some(name) = bench {
+        let level = hist
+            .points
+            .iter()
+            .rev()
+            .find_map(|p| match &p.benchmark_index {
+                Some(Some(x)) => x.parse::<Decimal>().ok().map(|x| (p.date, x)),
+                _ => None,
+            });
+        let status = hist
+            .statistics
+            .benchmark
+            .as_ref()
+            .map(|b| b.benchmark_status.as_str())
+            .filter(|s| *s != "ok");
+        let (end, note) = match level {
+            Some((day, x)) => (
+                if rebased { Some(x) } else { w0.checked_mul(x) },
+                if day == last.date {
+                    String::new()
+                } else {
+                    format!("last level on {day}")
+                },
+            ),
+            None => (
+                None,
+                status.map_or_else(|| "no level in this range".to_string(), str::to_string),
+            ),
+        };
+        rows.push((
+            "bm",
+            if rebased {
+                format!("{name} rebased")
+            } else {
+                name.to_string()
+            },
+            end,
+            note,
+        ));
+    }
+    let _ = writeln!(
+        h,
+        "<div class=\"lines scroll\"><table>\n<tr><th>Line</th><th>On {base_day}</th><th>On {}</th>\
+         <th>Change</th></tr>",
+        last.date
+    );
+    for (class, name, end, note) in rows {
+        let change = end
+            .and_then(|e| e.checked_div(start))
+            .and_then(|r| (r - Decimal::ONE).to_f64());
+        let sign = match change {
+            Some(c) if c > 0.0 => " up",
+            Some(c) if c < 0.0 => " down",
+            _ => "",
+        };
+        let _ = writeln!(
+            h,
+            "<tr class=\"line-{class}\"><th scope=\"row\"><span class=\"sw {class}\"></span>{}</th>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num{sign}\">{}</td></tr>",
+            escape_html(&name),
+            places6(start),
+            end.map_or_else(|| NULL.to_string(), places6),
+            match change {
+                Some(c) => pct(c),
+                None => escape_html(&note),
+            }
+        );
+    }
+    h.push_str("</table>\n");
+    let explain = match (rebased, bench) {
+        (true, Some(b)) => format!(
+            "Rebased: the NAV divided by its value on {base_day}, the day before the range \
+             (W0 = {}), and the {b} index B / B\u{2080} over the same day, so both start at 1.",
+            places6(w0)
+        ),
+        (true, None) => format!(
+            "Rebased: the NAV divided by its value on {base_day}, the day before the range \
+             (W0 = {}), so it starts at 1.",
+            places6(w0)
+        ),
+        (false, Some(b)) => format!(
+            "The {b} line starts from the NAV on {base_day}, the day before the range: \
+             W0 \u{b7} B / B\u{2080}, what the starting value would have become in {b}."
+        ),
+        (false, None) => String::new(),
+    };
+    let _ = writeln!(h, "<p class=\"sub\">{}</p></div>", escape_html(&explain));
 }
 
 fn write_stats(h: &mut String, s: &Statistics, q: &HistoryQuery) {
@@ -1437,6 +2123,7 @@ mod tests {
             as_of: Some(series[series.len() - 1].0),
             status,
             points,
+            w0: Decimal::ONE,
             version: 0,
             pending_from: None,
             statistics: Statistics {
@@ -1486,7 +2173,11 @@ mod tests {
             },
         };
         let q = HistoryQuery::parse(Some("from=2021-01-01&calendar=all&benchmark=IDX")).unwrap();
-        let chart = chart_of(&history).unwrap();
+        let curve = curve_of(&history).unwrap();
+        let charts = Charts {
+            wide: draw(&picture(&history, &curve, "t", false, None), WIDTH, HEIGHT).unwrap(),
+            narrow: draw(&picture(&history, &curve, "t", false, None), 400, 520).unwrap(),
+        };
         let form = FormValues::of(&non_empty_pairs(Some("from=2021-01-01&calendar=all")));
         let html = render_page(
             "p-1001",
@@ -1495,7 +2186,7 @@ mod tests {
             Ok(PageData {
                 history: &history,
                 query: &q,
-                chart: &chart,
+                charts: &charts,
                 positions: Some(&crate::query::Positions {
                     portfolio_id: "p-1001".into(),
                     date: day("2023-12-29"),
@@ -1541,6 +2232,213 @@ mod tests {
         assert!(html
             .contains("/api/v1/portfolio/p-1001/nav-history.svg?from=2021-01-01&amp;calendar=all"));
         dump("page.html", &html);
+    }
+
+    /// A month of NAVs starting from W0 = 1.25 (so rebased they start at
+    /// 1), and a benchmark index rising 0.5% a day.
+    type Series = Vec<(NaiveDate, f64)>;
+
+    fn month_with_benchmark() -> (Series, Series) {
+        let start = day("2024-03-01");
+        let nav = (0..31u64)
+            .map(|i| {
+                (
+                    start + chrono::Days::new(i),
+                    1.25 + 0.01 * (i as f64 / 3.0).sin(),
+                )
+            })
+            .collect();
+        let index = (0..31u64)
+            .map(|i| (start + chrono::Days::new(i), 1.0 + 0.005 * (i + 1) as f64))
+            .collect();
+        (nav, index)
+    }
+
+    #[test]
+    fn rebased_picture_draws_both_lines_from_one_with_a_legend_and_hover() {
+        let (nav, index) = month_with_benchmark();
+        let base = Base {
+            day: day("2024-02-29"),
+            w0: 1.25,
+            rebased: true,
+            benchmark: Some(("IDX", &index)),
+        };
+        let p = Picture {
+            title: "p-1",
+            nav: &nav,
+            base: Some(base),
+        };
+        let svg = render(&p, 960, 540).unwrap();
+        dump("rebased.svg", &svg);
+        // The benchmark is drawn (its colour), and the legend names both.
+        assert!(svg.contains("#009E73"), "benchmark line");
+        assert!(svg.contains("\nNAV rebased\n</text>") && svg.contains("\nIDX rebased\n</text>"));
+        assert!(svg.contains("both = 1 on 2024-02-29"));
+        // One hover title per day, the base day first, at 1 for both.
+        assert_eq!(svg.matches("<title>").count(), 32, "31 days + the base day");
+        assert!(svg.contains(
+            "<title>2024-02-29 (the day before the range)\nNAV rebased 1.000000 (recorded 1.250000)\nIDX rebased 1.000000"
+        ), "{}", &svg[svg.find("<title>").unwrap()..][..200]);
+        // The last day: NAV / W0 and the index as given.
+        let last = nav[30].1;
+        assert!(svg.contains(&format!(
+            "<title>2024-03-31\nNAV rebased {:.6} (recorded {last:.6})\nIDX rebased 1.155000",
+            last / 1.25
+        )));
+        // The drawdown now starts from W0, like the statistic.
+        assert!(svg.contains("deepest"));
+
+        // Not rebased: the benchmark starts from W0 instead.
+        let plain = render(
+            &Picture {
+                base: Some(Base {
+                    rebased: false,
+                    ..base
+                }),
+                ..p
+            },
+            960,
+            540,
+        )
+        .unwrap();
+        assert!(plain.contains("\nNAV\n</text>") && plain.contains("\nIDX\n</text>"));
+        assert!(
+            plain.contains("\nIDX 1.443750 (index 1.155000)"),
+            "W0 · B/B0"
+        );
+        assert!(plain.contains("benchmark from the NAV of 2024-02-29"));
+
+        // Without a base: the picture of the API, no legend, no base day.
+        let bare = render_svg(&nav, 960, 540, "p-1").unwrap();
+        assert!(!bare.contains("#009E73") && !bare.contains("2024-02-29"));
+        assert!(bare.contains("Net value (NAV)"));
+        assert_eq!(bare.matches("<title>").count(), 31);
+    }
+
+    #[test]
+    fn compact_picture_is_phone_sized() {
+        let (nav, index) = month_with_benchmark();
+        let p = Picture {
+            title: "p-1 \u{2014} 2024-03-01 to 2024-03-31",
+            nav: &nav,
+            base: Some(Base {
+                day: day("2024-02-29"),
+                w0: 1.25,
+                rebased: true,
+                benchmark: Some(("IDX", &index)),
+            }),
+        };
+        let svg = render(&p, NARROW.0, NARROW.1).unwrap();
+        dump("compact.svg", &svg);
+        assert!(svg.contains("width=\"360\""));
+        assert!(svg.contains("Drawdown \u{2014} deepest"));
+        assert!(!svg.contains("below the running peak"), "short captions");
+        assert!(svg.contains("both = 1 on 2024-02-29") && svg.contains("\nIDX\n</text>"));
+        // Fewer date labels than the wide picture's.
+        let years = three_years();
+        let labels = |w, h| {
+            let svg = render_svg(&years, w, h, "t").unwrap();
+            [
+                "\nJan ", "\nApr ", "\nJul ", "\nOct ", "\n2022\n", "\n2023\n",
+            ]
+            .iter()
+            .map(|m| svg.matches(m).count())
+            .sum::<usize>()
+        };
+        let (narrow, wide) = (labels(NARROW.0, NARROW.1), labels(WIDTH, HEIGHT));
+        assert!(
+            (2..=4).contains(&narrow) && wide > narrow,
+            "{narrow} vs {wide}"
+        );
+    }
+
+    #[test]
+    fn rebase_parameter() {
+        let pairs = |q| non_empty_pairs(Some(q));
+        let (r, rest) = take_rebase(pairs("from=2024-01-01&rebase=1&benchmark=IDX"));
+        assert_eq!(r, Ok(true));
+        assert_eq!(
+            serialize_pairs(&rest).as_deref(),
+            Some("from=2024-01-01&benchmark=IDX"),
+            "the rest is the API's query"
+        );
+        assert_eq!(take_rebase(pairs("rebase=0")).0, Ok(false));
+        assert_eq!(
+            take_rebase(pairs("rebase=")).0,
+            Ok(false),
+            "blank: not given"
+        );
+        assert_eq!(take_rebase(pairs("to=2024-01-01")).0, Ok(false));
+        assert!(take_rebase(pairs("rebase=yes"))
+            .0
+            .unwrap_err()
+            .contains("1 or 0"));
+        assert!(take_rebase(pairs("rebase=1&rebase=1"))
+            .0
+            .unwrap_err()
+            .contains("twice"));
+    }
+
+    #[test]
+    fn lines_table_in_exact_decimals() {
+        use crate::query::{Point, PortfolioStatus};
+        let point = |d: &str, nav: &str, idx: Option<&str>| Point {
+            date: day(d),
+            net_value: nav.into(),
+            return_rate: "0".into(),
+            daily_return: "0".into(),
+            market_value: "0".into(),
+            cost: "0".into(),
+            net_flow: "0".into(),
+            profit: "0".into(),
+            holdings_value: "0".into(),
+            cash: "0".into(),
+            receivable: "0".into(),
+            income: "0".into(),
+            realized_pnl: "0".into(),
+            benchmark_index: Some(idx.map(str::to_string)),
+        };
+        let hist = History {
+            portfolio_id: "p".into(),
+            from: Some(day("2024-03-01")),
+            to: Some(day("2024-03-03")),
+            as_of: None,
+            status: PortfolioStatus::ok(),
+            points: vec![
+                point("2024-03-01", "2.100000000000", None),
+                point("2024-03-02", "2.200000000000", Some("1.050000000000")),
+                point("2024-03-03", "2.500000000000", Some("1.100000000000")),
+            ],
+            w0: Decimal::new(2, 0),
+            statistics: projections::statistics(
+                Decimal::ONE,
+                day("2024-02-29"),
+                &[],
+                &projections::StatsQuery::default(),
+            ),
+            version: 0,
+            pending_from: None,
+        };
+        let mut h = String::new();
+        write_lines(&mut h, &hist, true, Some("IDX"));
+        assert!(
+            h.contains("<th>On 2024-02-29</th><th>On 2024-03-03</th>"),
+            "{h}"
+        );
+        assert!(h.contains("NAV rebased</th><td class=\"num\">1.000000</td><td class=\"num\">1.250000</td><td class=\"num up\">25.00%</td>"), "{h}");
+        assert!(h.contains("IDX rebased</th><td class=\"num\">1.000000</td><td class=\"num\">1.100000</td><td class=\"num up\">10.00%</td>"), "{h}");
+        assert!(h.contains("(W0 = 2.000000)"));
+        let mut h = String::new();
+        write_lines(&mut h, &hist, false, Some("IDX"));
+        assert!(
+            h.contains(">NAV</th><td class=\"num\">2.000000</td><td class=\"num\">2.500000</td>"),
+            "{h}"
+        );
+        assert!(h.contains(">IDX</th><td class=\"num\">2.000000</td><td class=\"num\">2.200000</td><td class=\"num up\">10.00%</td>"), "{h}");
+        // Neither rebased nor compared: no table.
+        let mut h = String::new();
+        write_lines(&mut h, &hist, false, None);
+        assert!(h.is_empty());
     }
 
     #[test]

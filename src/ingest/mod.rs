@@ -64,6 +64,11 @@ impl Consumer {
         health: Arc<Health>,
         wake: Arc<Notify>,
     ) -> Result<Self> {
+        // A property librdkafka refuses, or a TLS file it cannot load,
+        // fails the start rather than the first poll.
+        let _: rdkafka::consumer::BaseConsumer = client_config(&cfg)
+            .create()
+            .context("the Kafka client configuration (NAVD_KAFKA_PROPERTIES) is refused")?;
         Ok(Consumer {
             cfg,
             pool,
@@ -80,34 +85,7 @@ impl Consumer {
             health: self.health.clone(),
             noise: Default::default(),
         };
-        let mut config = ClientConfig::new();
-        config
-            .set("bootstrap.servers", &self.cfg.brokers)
-            .set("group.id", &self.cfg.group)
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", "earliest")
-            .set("partition.assignment.strategy", "cooperative-sticky")
-            .set("session.timeout.ms", "10000")
-            .set("heartbeat.interval.ms", "1000")
-            .set("max.poll.interval.ms", "300000")
-            .set("statistics.interval.ms", "5000")
-            .set("fetch.wait.max.ms", "50")
-            // librdkafka prefetches up to 64 MB by default; a quarter keeps
-            // a backlog flowing at the same rate for 50 MB less memory.
-            .set("queued.max.messages.kbytes", "16384")
-            // Container pids are all 1: the hostname tells replicas apart.
-            .set(
-                "client.id",
-                format!(
-                    "navd-{}-{}",
-                    std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()),
-                    std::process::id()
-                ),
-            );
-        for (k, v) in &self.cfg.properties {
-            config.set(k, v);
-        }
+        let config = client_config(&self.cfg);
         let consumer: StreamConsumer<Ctx> = config
             .create_with_context(ctx)
             .context("creating the Kafka consumer")?;
@@ -363,4 +341,38 @@ fn batch_span(msgs: &[OwnedMessage]) -> tracing::Span {
         events = tracing::field::Empty,
         dead_letters = tracing::field::Empty,
     )
+}
+
+/// The librdkafka configuration of the consumer: navd's settings, then
+/// `NAVD_KAFKA_PROPERTIES` (TLS, SASL, tuning) applied last.
+pub fn client_config(cfg: &KafkaConfig) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &cfg.brokers)
+        .set("group.id", &cfg.group)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("partition.assignment.strategy", "cooperative-sticky")
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "1000")
+        .set("max.poll.interval.ms", "300000")
+        .set("statistics.interval.ms", "5000")
+        .set("fetch.wait.max.ms", "50")
+        // librdkafka prefetches up to 64 MB by default; a quarter keeps
+        // a backlog flowing at the same rate for 50 MB less memory.
+        .set("queued.max.messages.kbytes", "16384")
+        // Container pids are all 1: the hostname tells replicas apart.
+        .set(
+            "client.id",
+            format!(
+                "navd-{}-{}",
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()),
+                std::process::id()
+            ),
+        );
+    for (k, v) in &cfg.properties {
+        config.set(k, v);
+    }
+    config
 }

@@ -29,8 +29,8 @@ pub mod prices;
 use std::time::Duration;
 
 use anyhow::Context;
-use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
+use sqlx::Connection;
 use sqlx::{PgPool, Postgres, Transaction};
 
 pub use dead_letters::{dead_letters_page, insert_dead_letters, StoredDeadLetter};
@@ -93,6 +93,15 @@ fn server_of(opts: &PgConnectOptions) -> String {
 fn connect_error(opts: &PgConnectOptions, e: &sqlx::Error) -> anyhow::Error {
     let at = server_of(opts);
     let hint = match e {
+        // rustls reports a refused certificate as an I/O error.
+        sqlx::Error::Io(io)
+            if io.kind() == std::io::ErrorKind::InvalidData
+                && ["certificate", "tls", "handshake"]
+                    .iter()
+                    .any(|w| io.to_string().to_lowercase().contains(w)) =>
+        {
+            format!("TLS failed: {io} (check sslmode, and sslrootcert for verify-ca/verify-full)")
+        }
         sqlx::Error::Io(io) => match io.kind() {
             std::io::ErrorKind::ConnectionRefused => {
                 "connection refused: is PostgreSQL running and listening on that host and port?"
@@ -105,9 +114,9 @@ fn connect_error(opts: &PgConnectOptions, e: &sqlx::Error) -> anyhow::Error {
             }
             _ => format!("network error: {io}"),
         },
-        sqlx::Error::Tls(t) => format!(
-            "TLS failed: {t} (check sslmode, and sslrootcert for verify-ca/verify-full)"
-        ),
+        sqlx::Error::Tls(t) => {
+            format!("TLS failed: {t} (check sslmode, and sslrootcert for verify-ca/verify-full)")
+        }
         sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("28P01" | "28000")) => {
             format!("authentication failed: {}", d.message())
         }

@@ -39,11 +39,19 @@ pub async fn start_http_with(
     limits: Limits,
     stop: CancellationToken,
 ) -> Result<(SocketAddr, JoinHandle<std::io::Result<()>>)> {
+    serve_router(http::router(state, request_timeout), addr, limits, stop).await
+}
+
+async fn serve_router(
+    app: axum::Router,
+    addr: SocketAddr,
+    limits: Limits,
+    stop: CancellationToken,
+) -> Result<(SocketAddr, JoinHandle<std::io::Result<()>>)> {
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding the HTTP listener on {addr}"))?;
     let local = listener.local_addr()?;
-    let app = http::router(state, request_timeout);
     let handle = tokio::spawn(http::server::serve(listener, app, limits, stop));
     Ok((local, handle))
 }
@@ -127,19 +135,23 @@ impl Service {
         let health = Arc::new(Health::default());
         let wake = Arc::new(Notify::new());
         let mut tasks = Vec::new();
-        let worker = crate::projection::worker::run(
-            pool.clone(),
-            config.clock,
-            wake.clone(),
-            health.clone(),
-            Duration::from_secs(1),
-            stop.clone(),
-        );
-        tasks.push(spawn_part("refresh worker", stop.clone(), async move {
-            worker.await;
-            Ok(())
-        }));
-        if let Some(k) = &config.kafka {
+        // An API-only process neither consumes nor refreshes: the ingest
+        // processes do, and it stays ready while Kafka is down.
+        if config.role.ingests() {
+            let worker = crate::projection::worker::run(
+                pool.clone(),
+                config.clock,
+                wake.clone(),
+                health.clone(),
+                Duration::from_secs(1),
+                stop.clone(),
+            );
+            tasks.push(spawn_part("refresh worker", stop.clone(), async move {
+                worker.await;
+                Ok(())
+            }));
+        }
+        if let Some(k) = config.kafka.as_ref().filter(|_| config.role.ingests()) {
             let consumer = crate::ingest::Consumer::new(
                 k.clone(),
                 pool.clone(),
@@ -168,16 +180,18 @@ impl Service {
             },
             http::server::raise_nofile_limit(),
         );
-        let (addr, http) = start_http_with(
-            state,
-            config.http_addr,
-            Duration::from_millis(config.request_timeout_ms),
-            limits,
-            stop.clone(),
-        )
-        .await?;
-        announce_auth(&config.auth, addr);
-        tracing::info!(%addr, "navd listening");
+        let request_timeout = Duration::from_millis(config.request_timeout_ms);
+        let app = if config.role.serves_api() {
+            http::router(state, request_timeout)
+        } else {
+            // An ingest-only process answers health and metrics only.
+            http::health_router(state)
+        };
+        let (addr, http) = serve_router(app, config.http_addr, limits, stop.clone()).await?;
+        if config.role.serves_api() {
+            announce_auth(&config.auth, addr);
+        }
+        tracing::info!(%addr, role = config.role.as_str(), "navd listening");
         Ok(Service {
             addr,
             pool,
@@ -213,13 +227,13 @@ impl Service {
 
 /// `navd serve`.
 pub async fn serve(config: Config) -> Result<()> {
-    let url = config
-        .database_url
-        .clone()
-        .context("DATABASE_URL is required for `navd serve`")?;
-    if config.kafka.is_none() {
-        anyhow::bail!("NAVD_KAFKA_BROKERS is required for `navd serve`");
-    }
+    config.check_serve()?;
+    let url = config.database_url.clone().expect("checked");
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        config = %config.summary(),
+        "navd starting"
+    );
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
     let pool = storage::connect(&url, config.db_max_connections).await?;
@@ -233,11 +247,8 @@ pub async fn serve(config: Config) -> Result<()> {
     Ok(())
 }
 
-/// `navd migrate`.
-pub async fn migrate(config: Config) -> Result<()> {
-    let url = config
-        .database_url
-        .context("DATABASE_URL is required for `navd migrate`")?;
+/// `navd migrate`: needs the database only.
+pub async fn migrate(url: String) -> Result<()> {
     let pool = storage::connect(&url, 2).await?;
     storage::migrate(&pool).await?;
     tracing::info!("migrations applied");

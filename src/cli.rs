@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::config::Config;
 
@@ -33,7 +33,13 @@ enum Command {
 }
 
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
+    // `navd serve --help` lists every variable with its default.
+    let command =
+        Cli::command().mut_subcommand("serve", |c| c.after_help(crate::config::variables_help()));
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     if let Command::Demo { addr } = cli.command {
         crate::telemetry::init(crate::config::LogFormat::Pretty);
         let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
@@ -41,6 +47,24 @@ pub fn run() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("navd demo: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Command::Migrate = cli.command {
+        crate::telemetry::init(crate::config::default_log_format());
+        let url = match crate::config::database_url_from_env() {
+            Ok(u) => u,
+            Err(e) => {
+                eprintln!("navd: configuration error: {e:#}");
+                return ExitCode::from(2);
+            }
+        };
+        let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+        return match rt.block_on(crate::app::migrate(url)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("navd: {e:#}");
                 ExitCode::FAILURE
             }
         };
@@ -63,7 +87,7 @@ pub fn run() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Serve => crate::app::serve(config).await,
-            Command::Migrate => crate::app::migrate(config).await,
+            Command::Migrate => unreachable!("handled above"),
             Command::Demo { .. } => unreachable!("handled above"),
         }
     });

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use chrono::NaiveDate;
 use chrono_tz::Tz;
 
@@ -114,6 +114,215 @@ pub struct Config {
     /// The currency of closes that name none and the base of portfolios
     /// whose settings name none (`NAVD_DEFAULT_CURRENCY`).
     pub default_currency: projections::Currency,
+    /// What this process runs (`NAVD_ROLE`).
+    pub role: Role,
+}
+
+/// What a `navd serve` process runs (`NAVD_ROLE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Consumer, refresh worker and the whole HTTP API.
+    All,
+    /// The HTTP API only: no consumer and no worker, so it stays ready and
+    /// serves reads while Kafka is down.
+    Api,
+    /// Consumer and refresh worker; HTTP serves health and metrics only.
+    Ingest,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::All => "all",
+            Role::Api => "api",
+            Role::Ingest => "ingest",
+        }
+    }
+    /// Whether this process consumes Kafka and refreshes projections.
+    pub fn ingests(self) -> bool {
+        self != Role::Api
+    }
+    /// Whether this process serves the API and pages.
+    pub fn serves_api(self) -> bool {
+        self != Role::Ingest
+    }
+}
+
+/// Every variable navd reads: name, default, meaning. `navd serve --help`
+/// prints it; the README's table says the same.
+pub const VARIABLES: &[(&str, &str, &str)] = &[
+    (
+        "DATABASE_URL",
+        "required",
+        "PostgreSQL URL (sslmode, sslrootcert for TLS)",
+    ),
+    (
+        "NAVD_ROLE",
+        "all",
+        "all | api (HTTP API only) | ingest (consumer and worker; HTTP health and metrics)",
+    ),
+    (
+        "NAVD_KAFKA_BROKERS",
+        "required unless NAVD_ROLE=api",
+        "bootstrap servers, comma separated",
+    ),
+    ("NAVD_KAFKA_GROUP", "navd", "consumer group id"),
+    (
+        "NAVD_TRANSACTIONS_TOPIC",
+        "nav.transactions",
+        "transactions topic",
+    ),
+    ("NAVD_PRICES_TOPIC", "nav.prices", "closing prices topic"),
+    (
+        "NAVD_CORPORATE_ACTIONS_TOPIC",
+        "nav.corporate_actions",
+        "splits topic",
+    ),
+    ("NAVD_FX_TOPIC", "nav.fx", "exchange rates topic"),
+    (
+        "NAVD_DEFAULT_CURRENCY",
+        "USD",
+        "currency of closes and portfolios that name none",
+    ),
+    (
+        "NAVD_KAFKA_PROPERTIES",
+        "unset",
+        "extra librdkafka properties, key=value;key=value (TLS, SASL)",
+    ),
+    (
+        "NAVD_BATCH_MAX",
+        "5000",
+        "most messages stored per database transaction",
+    ),
+    ("NAVD_BATCH_WAIT_MS", "20", "longest wait to fill a batch"),
+    (
+        "NAVD_EARLIEST_DATE",
+        "1900-01-01",
+        "events dated before it are bad events",
+    ),
+    (
+        "NAVD_HTTP_ADDR",
+        "127.0.0.1:8080",
+        "listen address (host name or IP, and port)",
+    ),
+    (
+        "NAVD_HTTP_HEADER_TIMEOUT_MS",
+        "10000",
+        "a request head must arrive within this",
+    ),
+    (
+        "NAVD_HTTP_IDLE_TIMEOUT_MS",
+        "60000",
+        "an idle keep-alive connection is closed after this",
+    ),
+    (
+        "NAVD_HTTP_MAX_CONNECTIONS",
+        "1024",
+        "most HTTP connections open at once",
+    ),
+    (
+        "NAVD_REQUEST_TIMEOUT_MS",
+        "10000",
+        "per-request timeout (answers 503)",
+    ),
+    (
+        "NAVD_READ_CACHE_MB",
+        "64",
+        "bound of the cache of rendered curves",
+    ),
+    ("NAVD_TIMEZONE", "UTC", "IANA zone that defines today"),
+    ("NAVD_TODAY", "unset: the real date", "pin today to a date"),
+    ("NAVD_AUTH", "jwt", "jwt | none (no authentication)"),
+    (
+        "NAVD_JWT_HS256_SECRET",
+        "one key required with jwt",
+        "HS256 secret, at least 32 bytes",
+    ),
+    (
+        "NAVD_JWT_RS256_PUBLIC_KEY_FILE",
+        "one key required with jwt",
+        "RSA public key file (PEM)",
+    ),
+    ("NAVD_JWT_ISSUER", "unset", "required iss claim"),
+    ("NAVD_JWT_AUDIENCE", "unset", "required aud claim"),
+    (
+        "NAVD_LOG_FORMAT",
+        "pretty on a terminal, else json",
+        "json | pretty",
+    ),
+    ("NAVD_DB_MAX_CONNECTIONS", "16", "database pool size"),
+    ("RUST_LOG", "info", "log filter"),
+];
+
+/// The variables as `navd serve --help` shows them.
+pub fn variables_help() -> String {
+    let width = VARIABLES.iter().map(|v| v.0.len()).max().unwrap_or(0);
+    let mut out = String::from("Environment variables (default in brackets):\n");
+    for (name, default, meaning) in VARIABLES {
+        out.push_str(&format!("  {name:width$}  {meaning} [{default}]\n"));
+    }
+    out
+}
+
+/// Reads variables and collects every problem, so that one start reports
+/// all of them.
+struct Reader<'a> {
+    env: &'a HashMap<String, String>,
+    problems: Vec<String>,
+}
+
+impl Reader<'_> {
+    fn get(&self, k: &str) -> Option<String> {
+        self.env
+            .get(k)
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    }
+
+    fn problem(&mut self, p: String) {
+        self.problems.push(p);
+    }
+
+    /// `k` parsed by `f` (whose error says what was expected), else
+    /// `default`; a bad value is a problem and gives the default.
+    fn parse<T>(&mut self, k: &str, default: T, f: impl Fn(&str) -> Result<T, String>) -> T {
+        match self.get(k) {
+            None => default,
+            Some(v) => match f(&v) {
+                Ok(x) => x,
+                Err(why) => {
+                    self.problem(format!("{k}={v}: {why}"));
+                    default
+                }
+            },
+        }
+    }
+
+    fn num<T: std::str::FromStr>(&mut self, k: &str, default: T) -> T {
+        self.parse(k, default, |v| {
+            v.parse()
+                .map_err(|_| "is not a valid number: give digits only, e.g. 100".to_string())
+        })
+    }
+
+    /// A number that must be at least 1 (a zero timeout or cap would shut
+    /// the API, never what anyone means).
+    fn positive<T: std::str::FromStr + PartialOrd + From<u8>>(&mut self, k: &str, default: T) -> T {
+        self.parse(k, default, |v| match v.parse::<T>() {
+            Ok(x) if x >= T::from(1) => Ok(x),
+            _ => Err("must be a whole number of at least 1".to_string()),
+        })
+    }
+
+    fn date(&mut self, k: &str) -> Option<NaiveDate> {
+        self.parse(k, None, |v| {
+            NaiveDate::parse_from_str(v, "%Y-%m-%d")
+                .ok()
+                .filter(|d| d.format("%Y").to_string().len() == 4)
+                .map(Some)
+                .ok_or_else(|| "is not a date YYYY-MM-DD".to_string())
+        })
+    }
 }
 
 impl Config {
@@ -122,131 +331,283 @@ impl Config {
     }
 
     /// Reads the configuration from a map of variables (the environment in
-    /// production, a literal map in tests).
+    /// production, a literal map in tests). Every problem is reported at
+    /// once, each naming its variable and what it expects.
     pub fn from_map(env: &HashMap<String, String>) -> Result<Config> {
-        let get = |k: &str| {
-            env.get(k)
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
+        let mut r = Reader {
+            env,
+            problems: Vec::new(),
         };
-        let timezone: Tz = match get("NAVD_TIMEZONE") {
-            Some(z) => z
-                .parse()
-                .map_err(|_| anyhow!("NAVD_TIMEZONE={z} is not an IANA time zone"))?,
-            None => chrono_tz::UTC,
-        };
-        let fixed_today = get("NAVD_TODAY")
-            .map(|d| {
-                NaiveDate::parse_from_str(&d, "%Y-%m-%d")
-                    .with_context(|| format!("NAVD_TODAY={d} is not YYYY-MM-DD"))
-            })
-            .transpose()?;
-        let auth = match get("NAVD_AUTH").as_deref().unwrap_or("jwt") {
+        let timezone: Tz = r.parse("NAVD_TIMEZONE", chrono_tz::UTC, |z| {
+            z.parse()
+                .map_err(|_| "is not an IANA time zone, e.g. Europe/Paris".to_string())
+        });
+        let fixed_today = r.date("NAVD_TODAY");
+        let role = r.parse("NAVD_ROLE", Role::All, |v| match v {
+            "all" => Ok(Role::All),
+            "api" => Ok(Role::Api),
+            "ingest" => Ok(Role::Ingest),
+            _ => Err("expected `all`, `api` or `ingest`".to_string()),
+        });
+        let auth = match r.get("NAVD_AUTH").as_deref().unwrap_or("jwt") {
             "none" => AuthConfig::None,
             "jwt" => {
                 let key = match (
-                    get("NAVD_JWT_HS256_SECRET"),
-                    get("NAVD_JWT_RS256_PUBLIC_KEY_FILE"),
+                    r.get("NAVD_JWT_HS256_SECRET"),
+                    r.get("NAVD_JWT_RS256_PUBLIC_KEY_FILE"),
                 ) {
-                    (Some(_), Some(_)) => bail!(
-                        "set only one of NAVD_JWT_HS256_SECRET and NAVD_JWT_RS256_PUBLIC_KEY_FILE"
-                    ),
+                    (Some(_), Some(_)) => {
+                        r.problem(
+                            "NAVD_JWT_HS256_SECRET and NAVD_JWT_RS256_PUBLIC_KEY_FILE are both set: \
+                             set only one"
+                                .into(),
+                        );
+                        None
+                    }
                     (Some(secret), None) => {
                         if secret.len() < 32 {
-                            bail!("NAVD_JWT_HS256_SECRET must be at least 32 bytes");
+                            r.problem(format!(
+                                "NAVD_JWT_HS256_SECRET must be at least 32 bytes (it has {}): \
+                                 e.g. `openssl rand -hex 32`",
+                                secret.len()
+                            ));
                         }
-                        JwtKey::Hs256(secret.into_bytes())
+                        Some(JwtKey::Hs256(secret.into_bytes()))
                     }
-                    (None, Some(path)) => {
-                        let pem = std::fs::read(PathBuf::from(&path))
-                            .with_context(|| format!("reading NAVD_JWT_RS256_PUBLIC_KEY_FILE={path}"))?;
-                        jsonwebtoken::DecodingKey::from_rsa_pem(&pem).with_context(|| {
-                            format!("NAVD_JWT_RS256_PUBLIC_KEY_FILE={path} is not an RSA public key in PEM")
-                        })?;
-                        JwtKey::Rs256(pem)
+                    (None, Some(path)) => match std::fs::read(PathBuf::from(&path)) {
+                        Err(e) => {
+                            r.problem(format!(
+                                "NAVD_JWT_RS256_PUBLIC_KEY_FILE={path}: cannot be read ({e})"
+                            ));
+                            None
+                        }
+                        Ok(pem) => {
+                            if jsonwebtoken::DecodingKey::from_rsa_pem(&pem).is_err() {
+                                r.problem(format!(
+                                        "NAVD_JWT_RS256_PUBLIC_KEY_FILE={path} is not an RSA public key in PEM"
+                                    ));
+                            }
+                            Some(JwtKey::Rs256(pem))
+                        }
+                    },
+                    (None, None) => {
+                        r.problem(
+                            "NAVD_AUTH=jwt needs NAVD_JWT_HS256_SECRET or NAVD_JWT_RS256_PUBLIC_KEY_FILE \
+                             (or NAVD_AUTH=none to run without authentication)"
+                                .into(),
+                        );
+                        None
                     }
-                    (None, None) => bail!(
-                        "NAVD_AUTH=jwt needs NAVD_JWT_HS256_SECRET or NAVD_JWT_RS256_PUBLIC_KEY_FILE \
-                         (or NAVD_AUTH=none to run without authentication)"
-                    ),
                 };
-                AuthConfig::Jwt(JwtConfig {
-                    key,
-                    issuer: get("NAVD_JWT_ISSUER"),
-                    audience: get("NAVD_JWT_AUDIENCE"),
-                })
-            }
-            other => bail!("NAVD_AUTH={other}: expected `jwt` or `none`"),
-        };
-        let log_format = match get("NAVD_LOG_FORMAT").as_deref() {
-            Some("json") => LogFormat::Json,
-            Some("pretty") => LogFormat::Pretty,
-            Some(other) => bail!("NAVD_LOG_FORMAT={other}: expected `json` or `pretty`"),
-            None => {
-                use std::io::IsTerminal;
-                if std::io::stderr().is_terminal() {
-                    LogFormat::Pretty
-                } else {
-                    LogFormat::Json
+                match key {
+                    Some(key) => AuthConfig::Jwt(JwtConfig {
+                        key,
+                        issuer: r.get("NAVD_JWT_ISSUER"),
+                        audience: r.get("NAVD_JWT_AUDIENCE"),
+                    }),
+                    None => AuthConfig::None,
                 }
             }
+            other => {
+                r.problem(format!("NAVD_AUTH={other}: expected `jwt` or `none`"));
+                AuthConfig::None
+            }
         };
-        let http_addr = get("NAVD_HTTP_ADDR")
-            .unwrap_or_else(|| "127.0.0.1:8080".into())
-            .parse()
-            .context("NAVD_HTTP_ADDR is not a socket address like 127.0.0.1:8080")?;
+        let log_format = r.parse("NAVD_LOG_FORMAT", default_log_format(), |v| match v {
+            "json" => Ok(LogFormat::Json),
+            "pretty" => Ok(LogFormat::Pretty),
+            _ => Err("expected `json` or `pretty`".to_string()),
+        });
+        let fallback_addr: SocketAddr = "127.0.0.1:8080".parse().expect("an address");
+        let http_addr = r.parse("NAVD_HTTP_ADDR", fallback_addr, parse_listen_addr);
         let mut rules = projections::Rules::default();
-        if let Some(d) = get("NAVD_EARLIEST_DATE") {
-            rules.earliest = NaiveDate::parse_from_str(&d, "%Y-%m-%d")
-                .ok()
-                .filter(|d| d.format("%Y").to_string().len() == 4)
-                .with_context(|| format!("NAVD_EARLIEST_DATE={d} is not a date YYYY-MM-DD"))?;
+        if let Some(d) = r.date("NAVD_EARLIEST_DATE") {
+            rules.earliest = d;
         }
-        let default_currency = match get("NAVD_DEFAULT_CURRENCY") {
-            None => projections::Currency::parse("USD").expect("a currency code"),
-            Some(c) => projections::Currency::parse_field("NAVD_DEFAULT_CURRENCY", &c)
-                .map_err(|e| anyhow::anyhow!("NAVD_DEFAULT_CURRENCY={c}: {}", e.reason))?,
-        };
-        let kafka = get("NAVD_KAFKA_BROKERS")
-            .map(|brokers| -> Result<KafkaConfig> {
-                Ok(KafkaConfig {
-                    brokers,
-                    group: get("NAVD_KAFKA_GROUP").unwrap_or_else(|| "navd".into()),
-                    transactions_topic: get("NAVD_TRANSACTIONS_TOPIC")
-                        .unwrap_or_else(|| "nav.transactions".into()),
-                    prices_topic: get("NAVD_PRICES_TOPIC").unwrap_or_else(|| "nav.prices".into()),
-                    corporate_actions_topic: get("NAVD_CORPORATE_ACTIONS_TOPIC")
-                        .unwrap_or_else(|| "nav.corporate_actions".into()),
-                    fx_topic: get("NAVD_FX_TOPIC").unwrap_or_else(|| "nav.fx".into()),
-                    default_currency: default_currency.clone(),
-                    batch_max: parse_num(&get, "NAVD_BATCH_MAX", 5000)?,
-                    batch_wait_ms: parse_num(&get, "NAVD_BATCH_WAIT_MS", 20)?,
-                    properties: parse_properties(get("NAVD_KAFKA_PROPERTIES").as_deref())?,
-                    rules,
-                })
-            })
-            .transpose()?;
-        Ok(Config {
-            database_url: get("DATABASE_URL"),
+        let usd = projections::Currency::parse("USD").expect("a currency code");
+        let default_currency = r.parse("NAVD_DEFAULT_CURRENCY", usd, |c| {
+            projections::Currency::parse_field("NAVD_DEFAULT_CURRENCY", c).map_err(|e| e.reason)
+        });
+        let properties = r.parse("NAVD_KAFKA_PROPERTIES", Vec::new(), |v| {
+            parse_properties(Some(v))
+        });
+        let batch_max = r.num("NAVD_BATCH_MAX", 5000);
+        let batch_wait_ms = r.num("NAVD_BATCH_WAIT_MS", 20);
+        let kafka = r.get("NAVD_KAFKA_BROKERS").map(|brokers| KafkaConfig {
+            brokers,
+            group: r.get("NAVD_KAFKA_GROUP").unwrap_or_else(|| "navd".into()),
+            transactions_topic: r
+                .get("NAVD_TRANSACTIONS_TOPIC")
+                .unwrap_or_else(|| "nav.transactions".into()),
+            prices_topic: r
+                .get("NAVD_PRICES_TOPIC")
+                .unwrap_or_else(|| "nav.prices".into()),
+            corporate_actions_topic: r
+                .get("NAVD_CORPORATE_ACTIONS_TOPIC")
+                .unwrap_or_else(|| "nav.corporate_actions".into()),
+            fx_topic: r.get("NAVD_FX_TOPIC").unwrap_or_else(|| "nav.fx".into()),
+            default_currency: default_currency.clone(),
+            batch_max,
+            batch_wait_ms,
+            properties: properties.clone(),
+            rules,
+        });
+        let config = Config {
+            database_url: r.get("DATABASE_URL"),
             kafka,
             http_addr,
-            http_header_timeout_ms: parse_positive(&get, "NAVD_HTTP_HEADER_TIMEOUT_MS", 10_000)?,
-            http_idle_timeout_ms: parse_positive(&get, "NAVD_HTTP_IDLE_TIMEOUT_MS", 60_000)?,
-            http_max_connections: parse_positive(&get, "NAVD_HTTP_MAX_CONNECTIONS", 1024)?,
+            http_header_timeout_ms: r.positive("NAVD_HTTP_HEADER_TIMEOUT_MS", 10_000),
+            http_idle_timeout_ms: r.positive("NAVD_HTTP_IDLE_TIMEOUT_MS", 60_000),
+            http_max_connections: r.positive("NAVD_HTTP_MAX_CONNECTIONS", 1024),
             clock: Clock::new(timezone, fixed_today),
             auth,
             log_format,
-            db_max_connections: parse_num(&get, "NAVD_DB_MAX_CONNECTIONS", 16)?,
-            request_timeout_ms: parse_num(&get, "NAVD_REQUEST_TIMEOUT_MS", 10_000)?,
-            read_cache_mb: parse_num(&get, "NAVD_READ_CACHE_MB", 64)?,
+            db_max_connections: r.positive("NAVD_DB_MAX_CONNECTIONS", 16),
+            request_timeout_ms: r.positive("NAVD_REQUEST_TIMEOUT_MS", 10_000),
+            read_cache_mb: r.num("NAVD_READ_CACHE_MB", 64),
             default_currency,
-        })
+            role,
+        };
+        if r.problems.is_empty() {
+            Ok(config)
+        } else {
+            let n = r.problems.len();
+            bail!(
+                "{n} configuration problem{}:\n  - {}",
+                if n == 1 { "" } else { "s" },
+                r.problems.join("\n  - ")
+            )
+        }
     }
+
+    /// What `serve` needs besides a valid configuration; every missing
+    /// piece at once.
+    pub fn check_serve(&self) -> Result<()> {
+        let mut missing = Vec::new();
+        if self.database_url.is_none() {
+            missing.push("DATABASE_URL is required for `navd serve`".to_string());
+        }
+        if self.role.ingests() && self.kafka.is_none() {
+            missing.push(format!(
+                "NAVD_KAFKA_BROKERS is required for `navd serve` with NAVD_ROLE={} \
+                 (NAVD_ROLE=api runs the HTTP API without Kafka)",
+                self.role.as_str()
+            ));
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            bail!("{}", missing.join("\n  - "))
+        }
+    }
+
+    /// The effective configuration in one line for the start-up log, with
+    /// the database password and the JWT secret left out.
+    pub fn summary(&self) -> String {
+        let db = self
+            .database_url
+            .as_deref()
+            .map_or_else(|| "unset".to_string(), redact_url);
+        let kafka = match &self.kafka {
+            None => "unset".to_string(),
+            Some(k) => format!(
+                "{} group={} topics={},{},{},{} batch_max={} batch_wait_ms={} properties=[{}]",
+                k.brokers,
+                k.group,
+                k.transactions_topic,
+                k.prices_topic,
+                k.corporate_actions_topic,
+                k.fx_topic,
+                k.batch_max,
+                k.batch_wait_ms,
+                k.properties
+                    .iter()
+                    .map(|(key, v)| if is_secret_key(key) {
+                        format!("{key}=(redacted)")
+                    } else {
+                        format!("{key}={v}")
+                    })
+                    .collect::<Vec<_>>()
+                    .join(";")
+            ),
+        };
+        format!(
+            "role={} database={db} kafka={kafka} http={} auth={:?} timezone={} default_currency={} \
+             db_max_connections={} request_timeout_ms={} read_cache_mb={}",
+            self.role.as_str(),
+            self.http_addr,
+            self.auth,
+            self.clock.timezone(),
+            self.default_currency,
+            self.db_max_connections,
+            self.request_timeout_ms,
+            self.read_cache_mb,
+        )
+    }
+}
+
+/// A listen address: `IP:port` or `host:port` (resolved once, at start).
+fn parse_listen_addr(v: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = v.parse() {
+        return Ok(a);
+    }
+    use std::net::ToSocketAddrs;
+    match v.to_socket_addrs() {
+        Ok(mut addrs) => addrs
+            .next()
+            .ok_or_else(|| format!("the host of `{v}` resolves to no address")),
+        Err(e) if !v.contains(':') => Err(format!(
+            "is not an address with a port, like 127.0.0.1:8080 or localhost:8080 ({e})"
+        )),
+        Err(e) => Err(format!("cannot be resolved ({e})")),
+    }
+}
+
+/// JSON unless stderr is a terminal.
+pub fn default_log_format() -> LogFormat {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        LogFormat::Pretty
+    } else {
+        LogFormat::Json
+    }
+}
+
+/// A librdkafka property whose value must not be logged.
+fn is_secret_key(key: &str) -> bool {
+    key.contains("password") || key.contains("secret") || key.contains("key.pem")
+}
+
+/// A URL with its password replaced.
+pub fn redact_url(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((userinfo, host)) => {
+                let user = userinfo.split(':').next().unwrap_or("");
+                if userinfo.contains(':') {
+                    format!("{scheme}://{user}:(redacted)@{host}")
+                } else {
+                    format!("{scheme}://{userinfo}@{host}")
+                }
+            }
+            None => url.to_string(),
+        },
+        None => "(not a URL)".to_string(),
+    }
+}
+
+/// The database URL alone, for `navd migrate` (nothing else is needed).
+pub fn database_url_from_env() -> Result<String> {
+    std::env::var("DATABASE_URL")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .context("DATABASE_URL is required for `navd migrate`")
 }
 
 /// `key=value` pairs separated by `;` or newlines, e.g.
 /// `session.timeout.ms=6000;fetch.max.bytes=1048576`.
-fn parse_properties(raw: Option<&str>) -> Result<Vec<(String, String)>> {
+fn parse_properties(raw: Option<&str>) -> std::result::Result<Vec<(String, String)>, String> {
     let Some(raw) = raw else { return Ok(vec![]) };
     raw.split([';', '\n'])
         .map(str::trim)
@@ -254,36 +615,9 @@ fn parse_properties(raw: Option<&str>) -> Result<Vec<(String, String)>> {
         .map(|kv| {
             kv.split_once('=')
                 .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .ok_or_else(|| anyhow!("NAVD_KAFKA_PROPERTIES: `{kv}` is not key=value"))
+                .ok_or_else(|| format!("`{kv}` is not key=value (pairs are separated by `;`)"))
         })
         .collect()
-}
-
-fn parse_num<T: std::str::FromStr>(
-    get: &dyn Fn(&str) -> Option<String>,
-    key: &str,
-    default: T,
-) -> Result<T> {
-    match get(key) {
-        Some(v) => v
-            .parse()
-            .map_err(|_| anyhow!("{key}={v} is not a valid number")),
-        None => Ok(default),
-    }
-}
-
-/// A number that must be at least 1 (a zero timeout or cap would shut the
-/// API, never what anyone means).
-fn parse_positive<T: std::str::FromStr + PartialOrd + From<u8>>(
-    get: &dyn Fn(&str) -> Option<String>,
-    key: &str,
-    default: T,
-) -> Result<T> {
-    let v = parse_num(get, key, default)?;
-    if v < T::from(1) {
-        bail!("{key} must be at least 1");
-    }
-    Ok(v)
 }
 
 #[cfg(test)]
@@ -330,6 +664,91 @@ mod tests {
         assert_eq!(c.http_max_connections, 1024);
         assert_eq!(c.clock.timezone(), chrono_tz::UTC);
         assert_eq!(k.rules.earliest.to_string(), "1900-01-01");
+        assert_eq!(c.role, Role::All);
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let err = Config::from_map(&map(&[
+            ("NAVD_TIMEZONE", "Mars/Olympus"),
+            ("NAVD_HTTP_MAX_CONNECTIONS", "0"),
+            ("NAVD_ROLE", "both"),
+            ("NAVD_DEFAULT_CURRENCY", "GBX"),
+            ("NAVD_KAFKA_PROPERTIES", "a=1;oops"),
+            ("NAVD_BATCH_MAX", "many"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("7 configuration problems"), "{err}");
+        for k in [
+            "NAVD_TIMEZONE=Mars/Olympus",
+            "NAVD_HTTP_MAX_CONNECTIONS=0",
+            "NAVD_ROLE=both",
+            "NAVD_DEFAULT_CURRENCY=GBX",
+            "NAVD_KAFKA_PROPERTIES=a=1;oops",
+            "NAVD_BATCH_MAX=many",
+            // The seventh: jwt without a key.
+            "NAVD_AUTH=jwt needs",
+        ] {
+            assert!(err.contains(k), "{k} missing from: {err}");
+        }
+    }
+
+    #[test]
+    fn roles_and_host_names() {
+        let c = Config::from_map(&map(&[
+            ("NAVD_AUTH", "none"),
+            ("NAVD_ROLE", "api"),
+            ("NAVD_HTTP_ADDR", "localhost:8099"),
+        ]))
+        .unwrap();
+        assert_eq!(c.role, Role::Api);
+        assert!(c.http_addr.ip().is_loopback());
+        assert_eq!(c.http_addr.port(), 8099);
+        // An API-only process needs no Kafka; the others do.
+        let with_db = |role: &str| {
+            Config::from_map(&map(&[
+                ("NAVD_AUTH", "none"),
+                ("NAVD_ROLE", role),
+                ("DATABASE_URL", "postgres://x@h/db"),
+            ]))
+            .unwrap()
+        };
+        assert!(with_db("api").check_serve().is_ok());
+        for role in ["all", "ingest"] {
+            let err = with_db(role).check_serve().unwrap_err().to_string();
+            assert!(err.contains("NAVD_KAFKA_BROKERS"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_summary_leaves_secrets_out() {
+        let c = Config::from_map(&map(&[
+            (
+                "NAVD_JWT_HS256_SECRET",
+                "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t",
+            ),
+            (
+                "DATABASE_URL",
+                "postgres://navd:hunter2@db:5432/navd?sslmode=require",
+            ),
+            ("NAVD_KAFKA_BROKERS", "k:9092"),
+            (
+                "NAVD_KAFKA_PROPERTIES",
+                "security.protocol=SASL_SSL;sasl.password=topsecret",
+            ),
+        ]))
+        .unwrap();
+        let s = c.summary();
+        for secret in ["hunter2", "topsecret", "s3cr3t"] {
+            assert!(!s.contains(secret), "{s}");
+        }
+        assert!(
+            s.contains("postgres://navd:(redacted)@db:5432/navd?sslmode=require"),
+            "{s}"
+        );
+        assert!(s.contains("security.protocol=SASL_SSL"), "{s}");
+        assert!(s.contains("role=all"), "{s}");
     }
 
     #[test]

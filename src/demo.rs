@@ -105,6 +105,7 @@ pub async fn run(http_addr: Option<std::net::SocketAddr>) -> Result<()> {
         request_timeout_ms: 10_000,
         read_cache_mb: 64,
         default_currency: kafka.default_currency.clone(),
+        role: crate::config::Role::All,
     };
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());

@@ -104,6 +104,7 @@ async fn start(pool: &PgPool, k: KafkaConfig, today: chrono::NaiveDate) -> Servi
         request_timeout_ms: 10_000,
         read_cache_mb: 64,
         default_currency: k.default_currency.clone(),
+        role: navd::config::Role::All,
     };
     Service::start(&config, pool.clone(), CancellationToken::new())
         .await

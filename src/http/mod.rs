@@ -95,6 +95,16 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
 /// Ready when the database answers and the consumer (if any) reaches its
 /// broker and stores its batches. The body says which part fails, never
 /// why: the causes (host names, driver messages) go to the log.
+/// Health and metrics only: what an ingest-only process serves
+/// (`NAVD_ROLE=ingest`).
+pub fn health_router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(crate::observability::render))
+        .with_state(state)
+}
+
 async fn readyz(State(s): State<AppState>) -> Response {
     static NOISE: std::sync::OnceLock<crate::log_limit::RateLimit> = std::sync::OnceLock::new();
     let noise = NOISE.get_or_init(Default::default);

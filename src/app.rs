@@ -237,9 +237,13 @@ pub async fn serve(config: Config) -> Result<()> {
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
     let pool = storage::connect(&url, config.db_max_connections).await?;
-    tokio::select! {
-        r = storage::migrate(&pool) => r?,
-        _ = stop.cancelled() => anyhow::bail!("stopped while applying migrations"),
+    // API-only processes may run against a read-only replica: the ingest
+    // processes (or `navd migrate`) apply the migrations.
+    if config.role.ingests() {
+        tokio::select! {
+            r = storage::migrate(&pool) => r?,
+            _ = stop.cancelled() => anyhow::bail!("stopped while applying migrations"),
+        }
     }
     let service = Service::start(&config, pool, stop).await?;
     service.join().await?;

@@ -1103,6 +1103,57 @@ async fn a_benchmark_close_refreshes_cached_reads() {
         "{}",
         fresh["statistics"]
     );
+    // A benchmark quoted in EUR is converted at each day's rate: a rate
+    // that arrives later changes the answer, cached or not.
+    let eur = |d: &str, c: &str| json!({"symbol": "BME", "date": d, "close": c, "currency": "EUR"});
+    ingest(
+        &app.pool,
+        &[],
+        &[eur("2024-01-01", "100"), eur("2024-01-12", "100")],
+    )
+    .await;
+    let rate = |d: &str, r: &str| {
+        let v = json!({"from": "EUR", "to": "USD", "date": d, "rate": r});
+        (
+            projections::parse_fx(v.to_string().as_bytes()).unwrap(),
+            navd::storage::Source::direct(0, v.to_string().into_bytes()),
+        )
+    };
+    let store_rates = |rates: Vec<_>| async {
+        let mut tx = app.pool.begin().await.unwrap();
+        navd::storage::ingest(
+            &mut tx,
+            navd::storage::IngestBatch {
+                rates,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+    };
+    store_rates(vec![rate("2023-12-01", "1.1")]).await;
+    let path_eur = "/api/v1/portfolio/golden-1/nav-history?benchmark=BME";
+    let (_, flat) = get_json(&app, path_eur, &tok).await;
+    assert!(
+        flat["statistics"]["benchmark_total_return"]
+            .as_f64()
+            .unwrap()
+            .abs()
+            < 1e-12
+    );
+    store_rates(vec![rate("2024-01-12", "1.21")]).await;
+    let (_, moved) = get_json(&app, path_eur, &tok).await;
+    assert!(
+        (moved["statistics"]["benchmark_total_return"]
+            .as_f64()
+            .unwrap()
+            - 0.1)
+            .abs()
+            < 1e-12,
+        "a later rate must reach a cached benchmark read: {}",
+        moved["statistics"]
+    );
     // Without a benchmark: no benchmark fields at all.
     let (_, plain) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &tok).await;
     assert!(plain["statistics"].get("beta").is_none());

@@ -1176,8 +1176,13 @@ impl Bench {
     /// One request's stages without load, timed in-process with the
     /// handler's own code: the history rows from the database, the whole
     /// read (rows, W0, statistics, points), and JSON serialisation.
-    async fn read_split(&self, id: &str) -> Result<Value> {
-        let q = navd::query::HistoryQuery::default();
+    async fn read_split(&self, id: &str, benchmark: Option<&str>) -> Result<Value> {
+        let q = navd::query::HistoryQuery {
+            benchmark: benchmark
+                .map(|b| projections::Symbol::parse(b))
+                .transpose()?,
+            ..Default::default()
+        };
         let (mut rows, mut read, mut encode) = (vec![], vec![], vec![]);
         for _ in 0..10 {
             let mut conn = self.work_pool.acquire().await?;
@@ -1264,7 +1269,7 @@ impl Bench {
             .await
             .context("running wrk")?;
         let b = self.probe().await;
-        let split = self.read_split(&id).await?;
+        let split = self.read_split(&id, None).await?;
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         anyhow::ensure!(
             out.status.success(),
@@ -1272,6 +1277,39 @@ impl Bench {
             String::from_utf8_lossy(&out.stderr)
         );
         let w = WrkReport::parse(&text).with_context(|| format!("parsing wrk output:\n{text}"))?;
+        // The same curve against a benchmark (a symbol of the book): cached
+        // requests should cost what the plain ones do, a miss at most twice.
+        let bench_url = format!("{url}?benchmark={BENCHMARK_SYMBOL}");
+        let resp = self.http.get(&bench_url).send().await?;
+        anyhow::ensure!(
+            resp.status().is_success(),
+            "GET {bench_url}: {}",
+            resp.status()
+        );
+        let bench_out = tokio::process::Command::new(&wrk)
+            .args([
+                "-t2",
+                &format!("-c{READ_CONNECTIONS}"),
+                &format!("-d{secs}s"),
+            ])
+            .args(["--timeout", "10s", "--latency", &bench_url])
+            .output()
+            .await
+            .context("running wrk")?;
+        let bench_text = String::from_utf8_lossy(&bench_out.stdout).to_string();
+        let bw = WrkReport::parse(&bench_text)
+            .with_context(|| format!("parsing wrk output:\n{bench_text}"))?;
+        let bench_split = self.read_split(&id, Some(BENCHMARK_SYMBOL)).await?;
+        let miss = |v: &Value| v["read_history_total"].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "[read] with benchmark={BENCHMARK_SYMBOL}: {:.0} req/s ({:.2}× the plain), p50 {:.1} ms, p99 {:.1} ms; miss {:.1} ms ({:.2}× the plain miss)",
+            bw.rps,
+            bw.rps / w.rps,
+            bw.p50,
+            bw.p99,
+            miss(&bench_split),
+            miss(&bench_split) / miss(&split)
+        );
         let route = "/api/v1/portfolio/{id}/nav-history\"";
         let count = metric(
             &b.metrics,
@@ -1303,6 +1341,15 @@ impl Bench {
                 "errors": w.errors,
                 "server_mean_ms": round3(server_ms),
                 "uncached_stage_p50_ms": split,
+                "with_benchmark": {
+                    "url": bench_url,
+                    "requests_per_s": bw.rps,
+                    "ratio_to_plain": bw.rps / w.rps,
+                    "latency_ms": {"p50": bw.p50, "p90": bw.p90, "p99": bw.p99},
+                    "errors": bw.errors,
+                    "uncached_stage_p50_ms": bench_split,
+                    "miss_ratio_to_plain": miss(&bench_split) / miss(&split),
+                },
                 "peak_rss_mb": round3(self.child().peak_rss_mb()),
                 "phase": self.phase(&mut a, &b).await,
                 "wrk_output": text,
@@ -2030,6 +2077,10 @@ impl Dist {
         })
     }
 }
+
+/// The benchmark of the read scenario: a symbol of the backfill book
+/// (prefix `B`), so it has ten years of closes.
+const BENCHMARK_SYMBOL: &str = "B001";
 
 /// What `wrk --latency` printed.
 #[derive(Debug, PartialEq)]

@@ -313,6 +313,10 @@ async fn store_rates(
     .bind(&v)
     .execute(&mut *conn)
     .await?;
+    // Reads that convert a benchmark at these rates are stale now: the
+    // rates' version lives beside the symbols' under the name '' (no
+    // symbol is empty).
+    bump_price_versions(conn, &[FX_VERSION_KEY]).await?;
     Ok(latest.into_keys().collect())
 }
 
@@ -822,6 +826,9 @@ async fn store_splits(
 
 /// Gives `symbols` new price versions (from one sequence), so in-memory
 /// caches of their closes and splits reload them.
+/// The `price_versions` entry of the exchange rates.
+pub const FX_VERSION_KEY: &str = "";
+
 async fn bump_price_versions(conn: &mut PgConnection, symbols: &[&str]) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO price_versions (symbol, version)

@@ -175,10 +175,13 @@ pub async fn portfolio_validator(
     benchmark: Option<&str>,
 ) -> sqlx::Result<Option<(i64, Option<NaiveDate>, Option<i64>)>> {
     // The benchmark's price version too, in the same round trip: a read
-    // with a benchmark is stale when its closes change.
+    // with a benchmark is stale when its closes or splits change, or any
+    // exchange rate (it may be converted): the sum of the two versions,
+    // each only ever growing, grows with either.
     let row = sqlx::query(
         "SELECT p.version, (SELECT min(from_day) FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id),
-                (SELECT v.version FROM price_versions v WHERE v.symbol = $2)
+                (SELECT v.version + COALESCE((SELECT f.version FROM price_versions f WHERE f.symbol = ''), 0)
+                   FROM price_versions v WHERE v.symbol = $2)
            FROM portfolios p WHERE p.portfolio_id = $1",
     )
     .bind(portfolio_id)

@@ -1,4 +1,4 @@
-//! The command line: `serve`, `migrate`, `demo`.
+//! The command line: `serve`, `migrate`, `demo`, `token`.
 
 use std::process::ExitCode;
 
@@ -30,6 +30,9 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: std::net::SocketAddr,
     },
+    /// Mint a development token signed with NAVD_JWT_HS256_SECRET (and
+    /// NAVD_JWT_ISSUER / NAVD_JWT_AUDIENCE when set) and print it.
+    Token(crate::token::Args),
 }
 
 pub fn run() -> ExitCode {
@@ -44,6 +47,9 @@ pub fn run() -> ExitCode {
                 ExitCode::FAILURE
             }
         };
+    }
+    if let Command::Token(args) = &cli.command {
+        return crate::token::run(args);
     }
     let config = match Config::from_env() {
         Ok(c) => c,
@@ -64,7 +70,7 @@ pub fn run() -> ExitCode {
         match cli.command {
             Command::Serve => crate::app::serve(config).await,
             Command::Migrate => crate::app::migrate(config).await,
-            Command::Demo { .. } => unreachable!("handled above"),
+            Command::Demo { .. } | Command::Token(_) => unreachable!("handled above"),
         }
     });
     match result {

@@ -1,4 +1,4 @@
-//! The command line: `serve`, `migrate`, `demo`.
+//! The command line: `serve`, `migrate`, `demo`, `token`.
 
 use std::process::ExitCode;
 
@@ -30,6 +30,9 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: std::net::SocketAddr,
     },
+    /// Mint a development token signed with NAVD_JWT_HS256_SECRET (and
+    /// NAVD_JWT_ISSUER / NAVD_JWT_AUDIENCE when set) and print it.
+    Token(crate::token::Args),
 }
 
 pub fn run() -> ExitCode {
@@ -50,6 +53,9 @@ pub fn run() -> ExitCode {
                 ExitCode::FAILURE
             }
         };
+    }
+    if let Command::Token(args) = &cli.command {
+        return crate::token::run(args);
     }
     if let Command::Migrate = cli.command {
         crate::telemetry::init(crate::config::default_log_format());
@@ -87,8 +93,9 @@ pub fn run() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Serve => crate::app::serve(config).await,
-            Command::Migrate => unreachable!("handled above"),
-            Command::Demo { .. } => unreachable!("handled above"),
+            Command::Migrate | Command::Demo { .. } | Command::Token(_) => {
+                unreachable!("handled above")
+            }
         }
     });
     match result {

@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`cli`] | the command line |
 //! | [`demo`] | `navd demo`: the whole pipeline on one machine |
+//! | [`token`] | `navd token`: a development token for this server |
 //! | [`app`] | wiring the parts, shutdown, exit codes |
 //! | [`http`] | routing, server limits, auth, parameters, errors, handlers, chart, OpenAPI |
 //! | [`ingest`] | the Kafka consumer: loop, rebalance callbacks, one batch with its offset fence |
@@ -36,3 +37,4 @@ pub mod projection;
 pub mod query;
 pub mod storage;
 pub mod telemetry;
+pub mod token;

@@ -8,11 +8,20 @@
 //! (ids or `"*"`) the portfolios visible. `nav:admin` is the operator scope:
 //! it grants every operation on every portfolio. A portfolio the caller may
 //! not see answers exactly like an unknown one (404), so ids do not leak.
+//!
+//! The credential is the `Authorization: Bearer` header. A browser cannot
+//! add one to a link, so the pages (see `http::login`) and the two
+//! downloads they link to (the SVG and CSV of GET nav-history, through
+//! [`BrowserCaller`]) also take the token from the [`COOKIE`] that
+//! `POST /login` sets. It is verified by the same [`Authenticator::verify`]
+//! (signature, `exp`, `nbf`, `iss`, `aud`) and yields the same [`Caller`];
+//! a request carrying an `Authorization` header is judged on the header
+//! alone. Every other route, and every write, reads the header only.
 
 use std::sync::Arc;
 
 use axum::extract::{FromRef, FromRequestParts};
-use axum::http::{header, request::Parts};
+use axum::http::{header, request::Parts, HeaderMap};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
@@ -22,6 +31,9 @@ use crate::config::{AuthConfig, JwtKey};
 pub const SCOPE_READ: &str = "nav:read";
 pub const SCOPE_WRITE: &str = "nav:write";
 pub const SCOPE_ADMIN: &str = "nav:admin";
+
+/// The cookie holding the token a person pasted into `/login`.
+pub const COOKIE: &str = "navd_token";
 
 /// Verifies tokens; built once from the configuration.
 #[derive(Clone)]
@@ -112,6 +124,11 @@ impl Authenticator {
             ));
         }
         Ok(Caller {
+            expires_at: c
+                .exp
+                .as_ref()
+                .and_then(serde_json::Value::as_f64)
+                .map(|e| e as i64),
             scopes: c
                 .scope
                 .unwrap_or_default()
@@ -125,6 +142,7 @@ impl Authenticator {
 
 #[derive(Debug, Deserialize)]
 struct Claims {
+    exp: Option<serde_json::Value>,
     iss: Option<serde_json::Value>,
     nbf: Option<serde_json::Value>,
     scope: Option<String>,
@@ -136,6 +154,8 @@ struct Claims {
 pub struct Caller {
     scopes: Vec<String>,
     portfolios: Vec<String>,
+    /// The token's `exp` (Unix seconds); `None` without authentication.
+    expires_at: Option<i64>,
 }
 
 impl Caller {
@@ -143,7 +163,23 @@ impl Caller {
         Caller {
             scopes: vec![SCOPE_ADMIN.into()],
             portfolios: vec!["*".into()],
+            expires_at: None,
         }
+    }
+
+    /// The token's scopes, as given.
+    pub fn scopes(&self) -> &[String] {
+        &self.scopes
+    }
+
+    /// The token's `portfolios` claim, as given.
+    pub fn portfolios(&self) -> &[String] {
+        &self.portfolios
+    }
+
+    /// When the token expires (Unix seconds); `None` without authentication.
+    pub fn expires_at(&self) -> Option<i64> {
+        self.expires_at
     }
 
     fn is_admin(&self) -> bool {
@@ -186,6 +222,42 @@ impl Caller {
     }
 }
 
+/// The token of the `Authorization` header: `None` when there is no header
+/// (or, with auth off, an unusable one), an error when it is not `Bearer
+/// <jwt>`.
+fn bearer<'a>(parts: &'a Parts, auth: &Authenticator) -> Result<Option<&'a str>, ApiError> {
+    let Some(h) = parts.headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let h = h.to_str().unwrap_or("");
+    let (scheme, token) = h.split_once(' ').unwrap_or((h, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        if matches!(auth, Authenticator::Disabled) {
+            Ok(None)
+        } else {
+            Err(ApiError::Unauthorized(
+                "Authorization must be `Bearer <jwt>`".into(),
+            ))
+        }
+    } else {
+        Ok(Some(token.trim()))
+    }
+}
+
+/// The value of the [`COOKIE`] among the request's cookies (the first one
+/// when several are sent), if any and not empty.
+pub fn cookie_token(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.trim().trim_matches('"'))
+        .filter(|v| !v.is_empty())
+}
+
 impl<S> FromRequestParts<S> for Caller
 where
     S: Send + Sync,
@@ -195,28 +267,34 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let auth = Authenticator::from_ref(state);
-        let header = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .map(|h| h.to_str().unwrap_or(""));
-        let bearer = match header {
-            None => None,
-            Some(h) => {
-                let (scheme, token) = h.split_once(' ').unwrap_or((h, ""));
-                if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
-                    if matches!(auth, Authenticator::Disabled) {
-                        None
-                    } else {
-                        return Err(ApiError::Unauthorized(
-                            "Authorization must be `Bearer <jwt>`".into(),
-                        ));
-                    }
-                } else {
-                    Some(token.trim())
-                }
-            }
+        let token = bearer(parts, &auth)?;
+        auth.verify(token)
+    }
+}
+
+/// The caller of a read a browser makes by following a link from a page
+/// (the SVG and the CSV): the `Authorization` header when present, else
+/// the login [`COOKIE`], verified alike. Only for GETs that change nothing:
+/// a cookie is sent by the browser on its own, so it must never authorize
+/// a write (and `SameSite=Strict` keeps it off requests other sites start).
+#[derive(Debug, Clone)]
+pub struct BrowserCaller(pub Caller);
+
+impl<S> FromRequestParts<S> for BrowserCaller
+where
+    S: Send + Sync,
+    Authenticator: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let auth = Authenticator::from_ref(state);
+        let token = match bearer(parts, &auth)? {
+            Some(t) => Some(t),
+            None if parts.headers.contains_key(header::AUTHORIZATION) => None,
+            None => cookie_token(&parts.headers),
         };
-        auth.verify(bearer)
+        auth.verify(token).map(BrowserCaller)
     }
 }
 

@@ -9,12 +9,17 @@
 //!   hover `<title>` per day and a compact layout for narrow pictures;
 //! - [`svg`]: `GET /api/v1/portfolio/{id}/nav-history.svg`, the same read as
 //!   the JSON GET (same query, scope, 400/404 rules) answered as
-//!   `image/svg+xml`;
+//!   `image/svg+xml`; a browser's login cookie is accepted as well as the
+//!   header (`auth::BrowserCaller`), since the page links to it;
 //! - [`page`]: `GET /portfolio/{id}`, a small self-contained HTML page (no
 //!   JavaScript, no external assets) with a date-range form, the SVG inlined
 //!   (wide and compact, CSS picks by width), the status and the statistics;
 //!   `benchmark=` and the page's own `rebase=1` (docs/chart.md);
 //! - [`index`]: `GET /`, the portfolios the caller may see.
+//!
+//! The pages find their caller through `login::PageCaller`: the
+//! `Authorization` header, or under JWT auth the cookie of `/login`, and
+//! without a usable token the sign-in form rather than a bare 401.
 //!
 //! Both handlers go through [`crate::query::read_history`], so the picture, the
 //! page and the JSON always show the same snapshot and obey the same rules,
@@ -42,8 +47,9 @@ use rust_decimal::prelude::ToPrimitive;
 use rust_decimal::{Decimal, RoundingStrategy};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::auth::{Caller, SCOPE_READ};
+use super::auth::{BrowserCaller, SCOPE_READ};
 use super::error::ApiError;
+use super::login::PageCaller;
 use super::params::{self, ParseQuery};
 use super::state::AppState;
 use crate::query::{read_history, History, HistoryQuery};
@@ -905,7 +911,7 @@ impl ValueFormatter<NaiveDate> for DateAxis {
 )]
 pub async fn svg(
     State(s): State<AppState>,
-    caller: Caller,
+    BrowserCaller(caller): BrowserCaller,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
@@ -963,16 +969,17 @@ pub async fn svg(
 /// Authorization is that of the JSON GET (scope `nav:read`, 404 for unknown
 /// or hidden portfolios). A browser following a link or submitting the form
 /// cannot add an `Authorization: Bearer` header, so with JWT auth enabled
-/// the page is only reachable through something that adds it (e.g. an
-/// authenticating reverse proxy); the local demo runs with auth off.
+/// the token may also come from the cookie `/login` sets ([`PageCaller`]);
+/// without either the answer is the sign-in form (401), which comes back
+/// here. An authenticating reverse proxy that adds the header works too.
 ///
 /// A malformed query (say `from` after `to`) answers 400 with the page's
 /// form and the reason, rather than problem+json, so the person can fix it
-/// in place. Errors before that (bad id, 401/403/404) and database errors
-/// stay problem+json like the rest of the API.
+/// in place. Errors before that (bad id, a refused `Authorization` header,
+/// 403/404) and database errors stay problem+json like the rest of the API.
 pub async fn page(
     State(s): State<AppState>,
-    caller: Caller,
+    PageCaller(caller): PageCaller,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
@@ -1053,7 +1060,7 @@ pub async fn page(
 /// (`?after=` for the next ones).
 pub async fn index(
     State(s): State<AppState>,
-    caller: Caller,
+    PageCaller(caller): PageCaller,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     caller.require(SCOPE_READ)?;

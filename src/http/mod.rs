@@ -13,6 +13,7 @@ pub mod cache;
 pub mod chart;
 pub mod encoding;
 pub mod error;
+pub mod login;
 pub mod nav;
 pub mod openapi;
 pub mod params;
@@ -59,6 +60,8 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .nest("/api/v1", api)
         .route("/", get(chart::index))
         .route("/portfolio/{id}", get(chart::page))
+        .route("/login", get(login::form).post(login::login))
+        .route("/logout", post(login::logout))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(crate::observability::render))

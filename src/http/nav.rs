@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::NaiveDate;
 
-use super::auth::{Caller, SCOPE_READ, SCOPE_WRITE};
+use super::auth::{BrowserCaller, Caller, SCOPE_READ, SCOPE_WRITE};
 use super::cache::Entry;
 use super::error::ApiError;
 use super::params::{self, ParseQuery};
@@ -91,7 +91,9 @@ pub async fn get_history(
 }
 
 /// The curve of a range as CSV: one line per day with every reported field
-/// (the JSON's `points`), for spreadsheets.
+/// (the JSON's `points`), for spreadsheets. The page links here, so a
+/// browser's login cookie is accepted as well as the header
+/// ([`BrowserCaller`]); it only reads.
 #[utoipa::path(
     get,
     path = "/api/v1/portfolio/{id}/nav-history.csv",
@@ -109,7 +111,7 @@ pub async fn get_history(
 )]
 pub async fn get_history_csv(
     State(s): State<AppState>,
-    caller: Caller,
+    BrowserCaller(caller): BrowserCaller,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {

@@ -1,0 +1,584 @@
+//! Signing a browser in under JWT auth: `GET /login` (a form to paste a
+//! token), `POST /login` (sets the login cookie), `POST /logout` (clears
+//! it), and [`PageCaller`], how the HTML pages (`/`, `/portfolio/{id}`)
+//! find their caller.
+//!
+//! A browser cannot put an `Authorization` header on a link, so a person
+//! pastes a token once (`navd token` mints one) and navd keeps it in the
+//! [`COOKIE`]. The rules stay those of the API:
+//!
+//! - `POST /login` verifies the token with the API's own
+//!   [`Authenticator::verify`] (signature, `exp`, `nbf`, `iss`, `aud`) and
+//!   also asks for `nav:read`, which every page needs; a refused token sets
+//!   no cookie and the form says why. The cookie holds the token itself,
+//!   so every later request is verified again: expiry, scope and portfolio
+//!   rules apply exactly as with the header, and nothing is stored
+//!   server-side. `Max-Age` ends the cookie when the token expires.
+//! - The cookie is `HttpOnly` (no script reads it; the pages run none
+//!   anyway), `SameSite=Strict` (another site's link or form never carries
+//!   it) and `Path=/`. It is `Secure` unless the request is plain HTTP to a
+//!   loopback host (`localhost`, `127.0.0.1`, `[::1]`, with no
+//!   `X-Forwarded-Proto: https` / `Forwarded: proto=https`): navd speaks
+//!   plain HTTP itself and usually sits behind a TLS proxy, which is what a
+//!   non-loopback host is taken to mean; on loopback a browser would drop a
+//!   `Secure` cookie sent over `http://`. Serving navd over plain HTTP to
+//!   other machines therefore cannot sign a browser in (and should not).
+//! - Only the pages ([`PageCaller`]) and the SVG and CSV downloads they
+//!   link to (`auth::BrowserCaller`) accept the cookie; they only read. The
+//!   JSON API and every write read the `Authorization` header alone, so the
+//!   cookie opens no cross-site request forgery on them. A request with an
+//!   `Authorization` header is judged on it alone (an authenticating proxy
+//!   keeps working as before).
+//! - `POST /login` and `POST /logout` refuse requests another site started
+//!   (`Sec-Fetch-Site`, else `Origin` against `Host` / `X-Forwarded-Host`),
+//!   so no site can sign a visitor in with its own token.
+//!
+//! A page asked for without a usable token answers 401 with the sign-in
+//! form (and the reason when the cookie's token stopped being valid, e.g.
+//! expired, clearing the cookie); after signing in the browser is sent back
+//! to the page. With `NAVD_AUTH=none` the pages need nothing and `/login`
+//! sends the browser on to `/`.
+
+use std::fmt::Write as _;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRef, FromRequestParts, RawQuery, State};
+use axum::http::{header, request::Parts, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::auth::{cookie_token, Authenticator, Caller, COOKIE, SCOPE_READ};
+use super::state::AppState;
+
+/// Longest token `POST /login` keeps: browsers drop cookies over about
+/// 4 KiB (name, value and attributes together).
+pub const MAX_TOKEN_LEN: usize = 3_800;
+
+/// The caller of an HTML page: the `Authorization` header when there is
+/// one (exactly as the API), else the login [`COOKIE`]. Without either, or
+/// with a cookie whose token no longer passes, the rejection is the
+/// sign-in form (401) that returns to the page.
+#[derive(Debug, Clone)]
+pub struct PageCaller(pub Caller);
+
+impl<S> FromRequestParts<S> for PageCaller
+where
+    S: Send + Sync,
+    Authenticator: FromRef<S>,
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let auth = Authenticator::from_ref(state);
+        if matches!(auth, Authenticator::Disabled)
+            || parts.headers.contains_key(header::AUTHORIZATION)
+        {
+            return Caller::from_request_parts(parts, state)
+                .await
+                .map(PageCaller)
+                .map_err(IntoResponse::into_response);
+        }
+        let next = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        let Some(token) = cookie_token(&parts.headers) else {
+            return Err(form_page(
+                StatusCode::UNAUTHORIZED,
+                &Form {
+                    next: &next,
+                    message: None,
+                    signed_in: None,
+                    offer_reload: true,
+                },
+                None,
+            ));
+        };
+        auth.verify(Some(token)).map(PageCaller).map_err(|e| {
+            let why = format!("Your sign-in is no longer valid ({e}): paste a new token.");
+            form_page(
+                StatusCode::UNAUTHORIZED,
+                &Form {
+                    next: &next,
+                    message: Some(&why),
+                    signed_in: None,
+                    offer_reload: false,
+                },
+                Some(clear_cookie(&parts.headers)),
+            )
+        })
+    }
+}
+
+/// `GET /login[?next=/path]`: the form, and who is signed in, if anyone.
+pub async fn form(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let next = safe_next(
+        form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
+            .find(|(k, _)| k == "next")
+            .map(|(_, v)| v.into_owned())
+            .as_deref(),
+    );
+    if matches!(s.auth, Authenticator::Disabled) {
+        return see_other(&next, None);
+    }
+    let current = cookie_token(&headers).and_then(|t| s.auth.verify(Some(t)).ok());
+    form_page(
+        StatusCode::OK,
+        &Form {
+            next: &next,
+            message: None,
+            signed_in: current.as_ref(),
+            offer_reload: false,
+        },
+        None,
+    )
+}
+
+/// `POST /login` (`token`, `next` as a form): on a token the API accepts,
+/// with `nav:read`, sets the cookie and sends the browser to `next`
+/// (a path on this site, `/` otherwise); else the form again with the
+/// reason, and no cookie.
+pub async fn login(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => {
+            let why = format!("The form could not be read: {e}");
+            return refuse(StatusCode::BAD_REQUEST, "/", &why);
+        }
+    };
+    let mut token = None;
+    let mut next = None;
+    for (k, v) in form_urlencoded::parse(&body) {
+        match k.as_ref() {
+            "token" => token = Some(v.into_owned()),
+            "next" => next = Some(v.into_owned()),
+            _ => {}
+        }
+    }
+    let next = safe_next(next.as_deref());
+    if !same_origin(&headers) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            &next,
+            "This sign-in was sent from another site; navd only accepts its own form.",
+        );
+    }
+    if matches!(s.auth, Authenticator::Disabled) {
+        return see_other(&next, None);
+    }
+    let raw = token.unwrap_or_default();
+    let raw = raw.trim();
+    // A token copied together with its scheme is still the token.
+    let token = match raw.split_once(' ') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+        _ => raw,
+    };
+    if token.is_empty() {
+        return refuse(StatusCode::BAD_REQUEST, &next, "Paste a token to sign in.");
+    }
+    if token.len() > MAX_TOKEN_LEN {
+        let why = format!(
+            "This token is {} bytes long, more than a browser keeps in a cookie \
+             ({MAX_TOKEN_LEN}); use the Authorization header instead.",
+            token.len()
+        );
+        return refuse(StatusCode::BAD_REQUEST, &next, &why);
+    }
+    // A compact JWT is base64url segments and dots; anything else could not
+    // be a cookie value, and is no token anyway.
+    if !token
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            &next,
+            "The token was refused: token is malformed.",
+        );
+    }
+    let caller = match s.auth.verify(Some(token)) {
+        Ok(c) => c,
+        Err(e) => {
+            let why = format!("The token was refused: {e}.");
+            return refuse(StatusCode::UNAUTHORIZED, &next, &why);
+        }
+    };
+    if caller.require(SCOPE_READ).is_err() {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            &next,
+            "The token was refused: it lacks the `nav:read` scope the pages need.",
+        );
+    }
+    let max_age = caller
+        .expires_at()
+        .map(|exp| (exp - chrono::Utc::now().timestamp()).max(1));
+    let cookie = cookie_header(token, max_age, secure(&headers));
+    see_other(&next, Some(cookie))
+}
+
+/// `POST /logout`: clears the cookie and shows the form. The token itself
+/// stays valid until it expires (tokens cannot be revoked).
+pub async fn logout(headers: HeaderMap) -> Response {
+    if !same_origin(&headers) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "/",
+            "This sign-out was sent from another site; navd only accepts its own form.",
+        );
+    }
+    see_other("/login", Some(clear_cookie(&headers)))
+}
+
+/// What the form page shows.
+struct Form<'a> {
+    /// Where a successful sign-in goes.
+    next: &'a str,
+    /// Why the last attempt failed.
+    message: Option<&'a str>,
+    signed_in: Option<&'a Caller>,
+    /// Offer to reload `next`: a browser arriving from another site's link
+    /// holds a `SameSite=Strict` cookie back once.
+    offer_reload: bool,
+}
+
+fn refuse(status: StatusCode, next: &str, why: &str) -> Response {
+    form_page(
+        status,
+        &Form {
+            next,
+            message: Some(why),
+            signed_in: None,
+            offer_reload: false,
+        },
+        None,
+    )
+}
+
+fn form_page(status: StatusCode, f: &Form<'_>, cookie: Option<HeaderValue>) -> Response {
+    let next = escape_html(f.next);
+    let mut h = String::with_capacity(4096);
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>NAV \u{2014} sign in</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n\
+         <h1>Sign in</h1>\n"
+    );
+    if let Some(m) = f.message {
+        let _ = writeln!(
+            h,
+            "<div class=\"card error\" role=\"alert\">{}</div>",
+            escape_html(m)
+        );
+    }
+    if let Some(c) = f.signed_in {
+        let until = c
+            .expires_at()
+            .and_then(|e| chrono::DateTime::from_timestamp(e, 0))
+            .map(|d| d.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+            .unwrap_or_else(|| "\u{2014}".into());
+        let _ = writeln!(
+            h,
+            "<div class=\"card notice\">Signed in: scope <code>{}</code>, portfolios \
+             <code>{}</code>, until {until}. <a href=\"{next}\">Continue</a></div>",
+            escape_html(&c.scopes().join(" ")),
+            escape_html(&c.portfolios().join(", ")),
+        );
+    }
+    let _ = writeln!(
+        h,
+        "<form class=\"card\" method=\"post\" action=\"/login\">\n\
+         <label for=\"token\">Token: a JWT this server accepts, with <code>nav:read</code> \
+         (<code>navd token --scope nav:read</code> mints one)</label>\n\
+         <textarea id=\"token\" name=\"token\" rows=\"6\" required autocomplete=\"off\" \
+         spellcheck=\"false\" autofocus></textarea>\n\
+         <input type=\"hidden\" name=\"next\" value=\"{next}\">\n\
+         <button type=\"submit\">Sign in</button>\n</form>"
+    );
+    if f.offer_reload {
+        let _ = writeln!(
+            h,
+            "<p class=\"sub\">Signed in already? A link from another site arrives without \
+             the sign-in; <a href=\"{next}\">open {next} again</a>.</p>"
+        );
+    }
+    let _ = writeln!(
+        h,
+        "<p class=\"sub\">The token is kept in a cookie for this site's pages until it \
+         expires or you sign out; the JSON API still wants it in the Authorization header.</p>\n\
+         <form method=\"post\" action=\"/logout\"><button class=\"quiet\" type=\"submit\">\
+         Sign out</button></form>\n</main>\n</body>\n</html>"
+    );
+    let mut resp = (status, h).into_response();
+    let hs = resp.headers_mut();
+    hs.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    hs.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    hs.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    hs.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; \
+             frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    if status == StatusCode::UNAUTHORIZED {
+        hs.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    if let Some(c) = cookie {
+        hs.insert(header::SET_COOKIE, c);
+    }
+    resp
+}
+
+/// 303 to `to` (a checked local path), setting `cookie` if given.
+fn see_other(to: &str, cookie: Option<HeaderValue>) -> Response {
+    let mut resp = StatusCode::SEE_OTHER.into_response();
+    let hs = resp.headers_mut();
+    hs.insert(
+        header::LOCATION,
+        HeaderValue::from_str(to).unwrap_or(HeaderValue::from_static("/")),
+    );
+    hs.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Some(c) = cookie {
+        hs.insert(header::SET_COOKIE, c);
+    }
+    resp
+}
+
+/// Where to go after signing in: a path on this site (`/…`, not `//…`,
+/// printable ASCII), else `/`. Never another site.
+fn safe_next(raw: Option<&str>) -> String {
+    match raw {
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && n.len() <= 2048
+                && n.bytes().all(|b| b.is_ascii_graphic() && b != b'\\') =>
+        {
+            n.to_string()
+        }
+        _ => "/".to_string(),
+    }
+}
+
+fn cookie_header(token: &str, max_age: Option<i64>, secure: bool) -> HeaderValue {
+    let mut c = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
+    if let Some(s) = max_age {
+        let _ = write!(c, "; Max-Age={s}");
+    }
+    if secure {
+        c.push_str("; Secure");
+    }
+    // The token was checked to be base64url and dots.
+    HeaderValue::from_str(&c).expect("a cookie of visible ASCII")
+}
+
+fn clear_cookie(headers: &HeaderMap) -> HeaderValue {
+    cookie_header("", Some(0), secure(headers))
+}
+
+/// Whether the cookie gets `Secure`: always, except for plain HTTP to a
+/// loopback host (see the module documentation).
+fn secure(headers: &HeaderMap) -> bool {
+    forwarded_https(headers) || !loopback_host(headers)
+}
+
+fn forwarded_https(headers: &HeaderMap) -> bool {
+    let xfp = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+    let fwd = headers
+        .get_all(header::FORWARDED)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split([',', ';']))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .any(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("proto") && v.trim().trim_matches('"') == "https"
+        });
+    xfp || fwd
+}
+
+fn loopback_host(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let host = host.trim();
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether a form post came from this site's own pages. Browsers say so in
+/// `Sec-Fetch-Site`; older ones send `Origin`, compared with the host the
+/// browser addressed (`X-Forwarded-Host` behind a proxy, else `Host`).
+/// Requests with neither (curl, scripts) are not forged by a browser.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = get("sec-fetch-site") {
+        return matches!(site.trim(), "same-origin" | "none");
+    }
+    let Some(origin) = get("origin") else {
+        return true;
+    };
+    let Some(origin_host) = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    [get("x-forwarded-host"), get("host")]
+        .into_iter()
+        .flatten()
+        .any(|h| {
+            h.split(',')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case(origin_host)
+        })
+}
+
+fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const CSS: &str = "\
+:root{color-scheme:light}\
+*{box-sizing:border-box}\
+body{margin:0;font:15px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#222;background:#f4f5f7}\
+main{max-width:640px;margin:0 auto;padding:24px 20px 40px}\
+h1{font-size:1.5em;margin:0 0 12px}\
+.sub{color:#666}\
+.card{background:#fff;border:1px solid #e2e4e8;border-radius:8px;padding:16px;margin:0 0 16px}\
+.notice{border-left:4px solid #17653a}\
+.error{border-left:4px solid #c0392b}\
+form.card{display:flex;flex-direction:column;gap:10px}\
+label{font-size:.9em;color:#555}\
+textarea{font:13px/1.4 ui-monospace,monospace;padding:6px 8px;border:1px solid #c8ccd2;border-radius:5px;width:100%;word-break:break-all}\
+button{font:inherit;padding:6px 16px;border:0;border-radius:5px;background:#0072b2;color:#fff;cursor:pointer;align-self:flex-start}\
+button.quiet{background:#e2e4e8;color:#222}\
+a{color:#0063a0}\
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn next_stays_on_this_site() {
+        assert_eq!(
+            safe_next(Some("/portfolio/p-1?from=2024-01-01")),
+            "/portfolio/p-1?from=2024-01-01"
+        );
+        for bad in [
+            "https://evil.example/",
+            "//evil.example/",
+            "/\\evil.example",
+            "evil",
+            "",
+            "/a b",
+            "/caf\u{e9}",
+        ] {
+            assert_eq!(safe_next(Some(bad)), "/", "{bad}");
+        }
+        assert_eq!(safe_next(None), "/");
+    }
+
+    #[test]
+    fn secure_except_plain_http_on_loopback() {
+        assert!(!secure(&headers(&[("host", "127.0.0.1:8080")])));
+        assert!(!secure(&headers(&[("host", "localhost")])));
+        assert!(!secure(&headers(&[("host", "[::1]:8080")])));
+        assert!(secure(&headers(&[("host", "navd.example.com")])));
+        assert!(secure(&headers(&[("host", "10.0.0.5:8080")])));
+        assert!(secure(&headers(&[])));
+        assert!(secure(&headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("x-forwarded-proto", "https")
+        ])));
+        assert!(secure(&headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("forwarded", "for=1.2.3.4;proto=https;host=navd.example.com")
+        ])));
+    }
+
+    #[test]
+    fn cross_site_posts_are_recognised() {
+        assert!(same_origin(&headers(&[])));
+        assert!(same_origin(&headers(&[("sec-fetch-site", "same-origin")])));
+        assert!(!same_origin(&headers(&[("sec-fetch-site", "cross-site")])));
+        assert!(!same_origin(&headers(&[("sec-fetch-site", "same-site")])));
+        assert!(same_origin(&headers(&[
+            ("origin", "https://navd.example.com"),
+            ("host", "navd.example.com")
+        ])));
+        assert!(same_origin(&headers(&[
+            ("origin", "https://navd.example.com"),
+            ("host", "127.0.0.1:8080"),
+            ("x-forwarded-host", "navd.example.com")
+        ])));
+        assert!(!same_origin(&headers(&[
+            ("origin", "https://evil.example"),
+            ("host", "navd.example.com")
+        ])));
+        assert!(!same_origin(&headers(&[("origin", "null"), ("host", "h")])));
+    }
+
+    #[test]
+    fn cookie_attributes() {
+        let c = cookie_header("a.b.c", Some(60), true);
+        assert_eq!(
+            c,
+            "navd_token=a.b.c; Path=/; HttpOnly; SameSite=Strict; Max-Age=60; Secure"
+        );
+        let cleared = clear_cookie(&headers(&[("host", "localhost:1")]));
+        assert_eq!(
+            cleared,
+            "navd_token=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
+        );
+    }
+}

@@ -234,7 +234,7 @@ fn misuse_is_refused_with_a_reason_and_exit_code_2() {
         (
             vec![secret, ("NAVD_JWT_RS256_PUBLIC_KEY_FILE", public_key)],
             vec![],
-            "set only one of",
+            "set only one",
         ),
         (
             vec![secret],

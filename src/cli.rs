@@ -26,9 +26,10 @@ enum Command {
     /// Run the whole pipeline locally on a generated sample book: private
     /// PostgreSQL, in-process broker, real consumer, API on loopback.
     Demo {
-        /// Listen address of the API (loopback only).
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        addr: std::net::SocketAddr,
+        /// Listen address of the API (loopback only); an error if it is
+        /// taken. Without it: 127.0.0.1:8080, or a free port if that is taken.
+        #[arg(long)]
+        addr: Option<std::net::SocketAddr>,
     },
     /// Mint a development token signed with NAVD_JWT_HS256_SECRET (and
     /// NAVD_JWT_ISSUER / NAVD_JWT_AUDIENCE when set) and print it.
@@ -46,7 +47,7 @@ pub fn run() -> ExitCode {
     if let Command::Demo { addr } = cli.command {
         crate::telemetry::init(crate::config::LogFormat::Pretty);
         let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-        return match rt.block_on(crate::demo::run(Some(addr))) {
+        return match rt.block_on(crate::demo::run(addr)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("navd demo: {e:#}");

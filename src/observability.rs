@@ -1,7 +1,10 @@
 //! Prometheus metrics: the process-wide recorder, the `/metrics` endpoint,
 //! and the HTTP latency middleware (per route template and status).
 //!
-//! Metric names (all prefixed `navd_`):
+//! Every metric navd records is listed in [`METRICS`] with its help text,
+//! given to the recorder when it is installed, so each family on
+//! `/metrics` has its `# HELP` line (`tests/metrics.rs` checks the list
+//! against the source). All names are prefixed `navd_`:
 //! - `http_request_duration_seconds{route,method,status}` histogram; every
 //!   label has a bounded set of values whatever clients send: `route` is the
 //!   matched route template or `unmatched`, `method` one of the standard
@@ -15,7 +18,9 @@
 //! - `ingest_lag_seconds` histogram: Kafka message timestamp → batch stored;
 //! - `projection_lag_seconds` histogram: portfolio marked pending → its
 //!   records written;
-//! - `batch_seconds`, `refresh_seconds` histograms.
+//! - `batch_seconds`, `refresh_seconds` histograms;
+//! - `portfolios_became_inconsistent_total` counter;
+//! - `build_info{version}`, always 1: which release is running.
 
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -24,28 +29,118 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::{header, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics::{KeyName, Recorder, SharedString};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// The kind of a metric, as Prometheus types it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// A metric navd records, with its `# HELP` text.
+#[derive(Debug, Clone, Copy)]
+pub struct Metric {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+}
+
+const fn metric(name: &'static str, kind: Kind, help: &'static str) -> Metric {
+    Metric { name, kind, help }
+}
+
+/// Every metric navd records (`build_info` aside, which [`render`] writes
+/// itself). A histogram's name ends in `seconds` (its buckets are set by
+/// that suffix).
+pub const METRICS: &[Metric] = &[
+    metric(
+        "navd_http_request_duration_seconds",
+        Kind::Histogram,
+        "Time to answer an HTTP request, by route template, method and status.",
+    ),
+    metric(
+        "navd_http_open_connections",
+        Kind::Gauge,
+        "HTTP connections open now.",
+    ),
+    metric(
+        "navd_http_connections_total",
+        Kind::Counter,
+        "HTTP connections accepted.",
+    ),
+    metric(
+        "navd_http_connections_timed_out_total",
+        Kind::Counter,
+        "HTTP connections closed for taking too long to send a request head (phase=header) or for idling (phase=idle).",
+    ),
+    metric(
+        "navd_chart_renders_refused_total",
+        Kind::Counter,
+        "Chart requests answered 503 because every chart renderer was busy.",
+    ),
+    metric(
+        "navd_events_consumed_total",
+        Kind::Counter,
+        "Kafka messages stored by this process (events and dead letters), by topic.",
+    ),
+    metric(
+        "navd_dead_letters_total",
+        Kind::Counter,
+        "Messages refused and stored as dead letters, by topic (see /api/v1/admin/dead-letters).",
+    ),
+    metric(
+        "navd_consumer_lag",
+        Kind::Gauge,
+        "Messages between a partition's end and this consumer's position, by topic and partition (from librdkafka statistics).",
+    ),
+    metric(
+        "navd_ingest_lag_seconds",
+        Kind::Histogram,
+        "Age of a batch's oldest Kafka message timestamp when the batch was stored.",
+    ),
+    metric(
+        "navd_projection_lag_seconds",
+        Kind::Histogram,
+        "Time from a portfolio being marked pending to its records being written.",
+    ),
+    metric(
+        "navd_batch_seconds",
+        Kind::Histogram,
+        "Time to store one consumer batch in PostgreSQL, retries included.",
+    ),
+    metric(
+        "navd_refresh_seconds",
+        Kind::Histogram,
+        "Time of one refresh-worker group refresh (one database transaction).",
+    ),
+    metric(
+        "navd_portfolios_became_inconsistent_total",
+        Kind::Counter,
+        "Refreshes that stopped a portfolio's history at an inconsistency (an oversell, an overflow) or moved where it stops.",
+    ),
+];
+
+/// The `navd_build_info` family: one series, the running version.
+pub fn build_info() -> String {
+    format!(
+        "# HELP navd_build_info The navd release running, as a label; always 1.\n\
+         # TYPE navd_build_info gauge\n\
+         navd_build_info{{version=\"{}\"}} 1\n",
+        env!("CARGO_PKG_VERSION")
+    )
+}
 
 /// Installs the global recorder once; later calls return the same handle.
 pub fn handle() -> &'static PrometheusHandle {
     HANDLE.get_or_init(|| {
-        let buckets = [
-            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-        ];
-        // A gauge nobody sets any more (the lag of a partition revoked from
-        // this process, which another member now reports) is dropped
-        // rather than shown stale forever; live gauges are set every few
-        // seconds.
-        let builder = PrometheusBuilder::new()
-            .set_buckets_for_metric(Matcher::Suffix("seconds".into()), &buckets)
-            .expect("non-empty buckets")
-            .idle_timeout(
-                metrics_util::MetricKindMask::GAUGE,
-                Some(std::time::Duration::from_secs(60)),
-            );
-        let recorder = builder.build_recorder();
+        let recorder = recorder();
         let handle = recorder.handle();
         // Another recorder may already be installed (a host application);
         // then our handle simply renders what we record through it.
@@ -54,13 +149,48 @@ pub fn handle() -> &'static PrometheusHandle {
     })
 }
 
-/// `GET /metrics`.
+/// navd's recorder, its metrics described: latency buckets for every
+/// `…seconds` histogram (the others would render as summaries).
+fn recorder() -> PrometheusRecorder {
+    let buckets = [
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ];
+    // A gauge nobody sets any more (the lag of a partition revoked from
+    // this process, which another member now reports) is dropped rather
+    // than shown stale forever; live gauges are set every few seconds.
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("seconds".into()), &buckets)
+        .expect("non-empty buckets")
+        .idle_timeout(
+            metrics_util::MetricKindMask::GAUGE,
+            Some(std::time::Duration::from_secs(60)),
+        )
+        .build_recorder();
+    describe(&recorder);
+    recorder
+}
+
+/// Gives the recorder every metric's help text (rendered as `# HELP` once
+/// the metric has a value).
+fn describe(recorder: &impl Recorder) {
+    for m in METRICS {
+        let name = KeyName::from_const_str(m.name);
+        let help = SharedString::const_str(m.help);
+        match m.kind {
+            Kind::Counter => recorder.describe_counter(name, None, help),
+            Kind::Gauge => recorder.describe_gauge(name, None, help),
+            Kind::Histogram => recorder.describe_histogram(name, None, help),
+        }
+    }
+}
+
+/// `GET /metrics`: the recorded metrics and the build info. (The build
+/// info is written here rather than recorded: a gauge nobody updates is
+/// dropped after a minute, see [`handle`].)
 pub async fn render() -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        handle().render(),
-    )
-        .into_response()
+    let mut body = handle().render();
+    body.push_str(&build_info());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
 /// Records the latency of every request under its route template, so ids
@@ -116,5 +246,74 @@ mod tests {
                 "other"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod help_tests {
+    use super::*;
+    use metrics::{Key, Metadata};
+
+    #[test]
+    fn every_metric_is_named_once_with_help() {
+        let mut names: Vec<&str> = METRICS.iter().map(|m| m.name).collect();
+        names.sort();
+        let n = names.len();
+        names.dedup();
+        assert_eq!(names.len(), n, "a metric is listed twice");
+        for m in METRICS {
+            assert!(m.name.starts_with("navd_"), "{}", m.name);
+            if m.kind == Kind::Histogram {
+                assert!(m.name.ends_with("_seconds"), "{}: no buckets", m.name);
+            }
+            assert!(m.help.len() > 10, "{}: help {:?}", m.name, m.help);
+        }
+    }
+
+    #[test]
+    fn described_metrics_render_with_help_and_type() {
+        // A recorder of its own: the global one is shared by every test.
+        let recorder = recorder();
+        let meta = Metadata::new("test", metrics::Level::INFO, None);
+        for m in METRICS {
+            let key = Key::from_static_name(m.name);
+            match m.kind {
+                Kind::Counter => recorder.register_counter(&key, &meta).increment(1),
+                Kind::Gauge => recorder.register_gauge(&key, &meta).set(1.0),
+                Kind::Histogram => recorder.register_histogram(&key, &meta).record(0.5),
+            }
+        }
+        let text = recorder.handle().render();
+        for m in METRICS {
+            let kind = match m.kind {
+                Kind::Counter => "counter",
+                Kind::Gauge => "gauge",
+                Kind::Histogram => "histogram",
+            };
+            assert!(
+                text.contains(&format!("# HELP {} {}\n", m.name, m.help)),
+                "no HELP for {}:\n{text}",
+                m.name
+            );
+            assert!(
+                text.contains(&format!("# TYPE {} {kind}\n", m.name)),
+                "no TYPE for {}:\n{text}",
+                m.name
+            );
+        }
+    }
+
+    #[test]
+    fn build_info_names_this_version() {
+        let text = build_info();
+        assert!(text.starts_with("# HELP navd_build_info "), "{text}");
+        assert!(text.contains("# TYPE navd_build_info gauge\n"), "{text}");
+        assert!(
+            text.ends_with(&format!(
+                "\nnavd_build_info{{version=\"{}\"}} 1\n",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{text}"
+        );
     }
 }

@@ -2,7 +2,11 @@
 //! properties deploy/README.md promises: probes on /healthz and /readyz,
 //! non-root, resource limits, a disruption budget, a kustomization that
 //! lists every manifest, and a compose file that wires navd to its database
-//! and Kafka. No Docker or cluster needed: this only reads the files.
+//! and Kafka. Each file also validates against its format's JSON Schema:
+//! the Compose Specification's, and Kubernetes v1.31's strict schemas
+//! (unknown fields are errors), vendored in fixtures/schemas/ (see its
+//! README for sources and licenses). No Docker, cluster or network needed:
+//! this only reads files.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -334,4 +338,240 @@ fn dockerfile_is_multi_stage_and_drops_root() {
         text.contains("NAVD_HTTP_ADDR=0.0.0.0:8080"),
         "the image listens on all interfaces"
     );
+}
+
+/// The vendored JSON Schemas.
+fn schemas() -> PathBuf {
+    root().join("fixtures/schemas")
+}
+
+/// The Kubernetes version the manifests are checked against.
+const K8S_SCHEMAS: &str = "k8s-v1.31.0";
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&read(path))
+        .unwrap_or_else(|e| panic!("{} is not valid JSON: {e}", path.display()))
+}
+
+/// A YAML document as the JSON value a validator (or kubectl) sees.
+fn as_json(doc: &Value) -> serde_json::Value {
+    serde_json::to_value(doc).expect("YAML that maps onto JSON")
+}
+
+/// The schema file of a Kubernetes object, named as kubernetes-json-schema
+/// names them: `deployment-apps-v1` for `apps/v1` `Deployment`, `service-v1`
+/// for core `v1` `Service`.
+fn k8s_schema_file(api_version: &str, kind: &str) -> PathBuf {
+    let gv = match api_version.split_once('/') {
+        Some((group, version)) => {
+            format!("{}-{version}", group.split('.').next().unwrap_or(group))
+        }
+        None => api_version.to_string(),
+    };
+    schemas()
+        .join(K8S_SCHEMAS)
+        .join(format!("{}-{gv}.json", kind.to_ascii_lowercase()))
+}
+
+/// Every error `schema` finds in `doc`, each as `path: message`.
+fn schema_errors(schema: &serde_json::Value, doc: &serde_json::Value) -> Vec<String> {
+    let validator = jsonschema::validator_for(schema)
+        .unwrap_or_else(|e| panic!("the vendored schema does not compile: {e}"));
+    validator
+        .iter_errors(doc)
+        .map(|e| format!("{}: {e}", e.instance_path))
+        .collect()
+}
+
+/// The vendored schema of a manifest's kind; panics, naming the remedy,
+/// when there is none.
+fn k8s_schema_of(doc: &Value) -> serde_json::Value {
+    let api_version = doc["apiVersion"].as_str().unwrap_or("");
+    let path = k8s_schema_file(api_version, kind(doc));
+    assert!(
+        path.exists(),
+        "no vendored schema for {api_version} {}: add {} with fixtures/schemas/k8s-schemas.py",
+        kind(doc),
+        path.display()
+    );
+    read_json(&path)
+}
+
+/// Kustomize's own file is not a cluster object: kubectl never sees it.
+fn is_cluster_object(doc: &Value) -> bool {
+    !doc["apiVersion"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("kustomize.config.k8s.io/")
+}
+
+#[test]
+fn every_k8s_manifest_matches_its_kubernetes_schema() {
+    let mut checked = BTreeSet::new();
+    for (file, doc) in k8s_documents() {
+        if !is_cluster_object(&doc) {
+            continue;
+        }
+        let errors = schema_errors(&k8s_schema_of(&doc), &as_json(&doc));
+        assert!(
+            errors.is_empty(),
+            "{} ({}) does not match the Kubernetes {K8S_SCHEMAS} schema:\n{}",
+            file.display(),
+            kind(&doc),
+            errors.join("\n")
+        );
+        checked.insert(kind(&doc).to_string());
+    }
+    // Every kind deploy/README.md describes was among them.
+    for k in [
+        "Namespace",
+        "ConfigMap",
+        "Secret",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+    ] {
+        assert!(checked.contains(k), "no {k} was validated: {checked:?}");
+    }
+}
+
+/// The Deployment as JSON, for the negative checks to break.
+fn deployment_json() -> (serde_json::Value, serde_json::Value) {
+    let docs = k8s_documents();
+    let dep = the_one(&docs, "Deployment");
+    (k8s_schema_of(dep), as_json(dep))
+}
+
+#[test]
+fn the_k8s_schemas_catch_a_broken_manifest() {
+    let (schema, good) = deployment_json();
+    assert_eq!(schema_errors(&schema, &good), Vec::<String>::new());
+
+    // A wrong type: replicas as a word.
+    let mut bad = good.clone();
+    bad["spec"]["replicas"] = "three".into();
+    let errors = schema_errors(&schema, &bad);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0].starts_with("/spec/replicas:") && errors[0].contains("integer"),
+        "{errors:#?}"
+    );
+
+    // A port number quoted, and a misspelled field (strict: unknown fields
+    // are errors, as the API server's strict field validation makes them).
+    let mut bad = good.clone();
+    let navd = &mut bad["spec"]["template"]["spec"]["containers"][0];
+    navd["ports"][0]["containerPort"] = "8080".into();
+    let probe = navd["readinessProbe"]["httpGet"].as_object_mut().unwrap();
+    let path = probe.remove("path").unwrap();
+    probe.insert("pth".into(), path);
+    let errors = schema_errors(&schema, &bad);
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    assert!(
+        errors.iter().any(|e| e
+            .starts_with("/spec/template/spec/containers/0/ports/0/containerPort:")
+            && e.contains("integer")),
+        "{errors:#?}"
+    );
+    assert!(
+        errors.iter().any(|e| e
+            .starts_with("/spec/template/spec/containers/0/readinessProbe/httpGet:")
+            && e.contains("pth")),
+        "{errors:#?}"
+    );
+
+    // The kind's own schema: a Service's schema refuses a Deployment.
+    let service = read_json(&k8s_schema_file("v1", "Service"));
+    assert!(!schema_errors(&service, &good).is_empty());
+}
+
+/// The Compose Specification's schema, and docker-compose.yml.
+fn compose_json() -> (serde_json::Value, serde_json::Value) {
+    let docs = documents(&root().join("docker-compose.yml"));
+    let mut schema = read_json(&schemas().join("compose-spec.json"));
+    // The file names draft 7 as `https://json-schema.org/draft-07/schema`;
+    // the validator knows the draft by its canonical `http://…#` id. Same
+    // draft, other spelling: the vendored file stays as published.
+    assert_eq!(
+        schema["$schema"].as_str().map(|s| s.trim_end_matches('#')),
+        Some("https://json-schema.org/draft-07/schema"),
+        "the vendored compose schema changed drafts"
+    );
+    schema["$schema"] = "http://json-schema.org/draft-07/schema#".into();
+    (schema, as_json(&docs[0]))
+}
+
+#[test]
+fn compose_file_matches_the_compose_specification() {
+    let (schema, compose) = compose_json();
+    let errors = schema_errors(&schema, &compose);
+    assert!(
+        errors.is_empty(),
+        "docker-compose.yml does not match the Compose Specification:\n{}",
+        errors.join("\n")
+    );
+}
+
+#[test]
+fn the_compose_schema_catches_a_broken_file() {
+    let (schema, good) = compose_json();
+    let mut bad = good.clone();
+    bad["services"]["navd"]["restart"] = 3.into();
+    bad["services"]["postgres"]["healthcheck"]["intervall"] = "5s".into();
+    bad["services"]["navd"]["depends_on"]["postgres"]["condition"] = "service_ready".into();
+    let errors = schema_errors(&schema, &bad);
+    for (path, why) in [
+        ("/services/navd/restart:", "string"),
+        ("/services/postgres/healthcheck:", "intervall"),
+        ("/services/navd/depends_on", "service_ready"),
+    ] {
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with(path) && e.contains(why)),
+            "no error at {path} mentioning {why}: {errors:#?}"
+        );
+    }
+}
+
+#[test]
+fn the_image_ships_a_stripped_binary_and_the_libraries_it_links() {
+    let docker = read(&root().join("deploy/Dockerfile"));
+    let cargo = read(&root().join("Cargo.toml"));
+    // Stripped: by the Dockerfile's build, or by the release profile itself.
+    let profile_strips = cargo
+        .split("[profile.release]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .is_some_and(|section| {
+            section
+                .lines()
+                .any(|l| l.trim() == "strip = true" || l.trim() == "strip = \"symbols\"")
+        });
+    assert!(
+        docker.contains("CARGO_PROFILE_RELEASE_STRIP=symbols") || profile_strips,
+        "the image's navd is not stripped"
+    );
+    // librdkafka with TLS (rdkafka's `ssl` feature) links the system
+    // OpenSSL: headers to build, the library to run.
+    let rdkafka = cargo
+        .lines()
+        .find(|l| l.trim_start().starts_with("rdkafka ="))
+        .expect("rdkafka in Cargo.toml");
+    if rdkafka.contains("\"ssl\"") {
+        let stages: Vec<&str> = docker.split("\nFROM ").collect();
+        let builder = stages
+            .iter()
+            .find(|s| s.contains("AS builder"))
+            .expect("a builder stage");
+        let runtime = stages.last().unwrap();
+        assert!(
+            builder.contains("libssl-dev"),
+            "the builder lacks libssl-dev"
+        );
+        assert!(
+            runtime.contains("libssl3"),
+            "the runtime image lacks libssl3"
+        );
+    }
 }

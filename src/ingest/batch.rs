@@ -4,8 +4,11 @@
 //! messages the database refuses. The statements are [`crate::storage`]'s.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
+use std::time::Duration;
 
 use anyhow::Result;
+use projections::event::printable;
 use projections::{
     echo, parse_fx_with, parse_price_with, parse_split_with, parse_transaction_with,
 };
@@ -13,6 +16,7 @@ use rdkafka::message::{Message, OwnedMessage};
 use sqlx::PgPool;
 
 use crate::config::KafkaConfig;
+use crate::log_limit::RateLimit;
 use crate::storage::{self, offsets, DeadLetter, IngestBatch, Source};
 
 /// What became of one batch.
@@ -127,6 +131,69 @@ impl BatchOutcome {
             let e = self.next_offsets.entry(k).or_insert(v);
             *e = (*e).max(v);
         }
+    }
+}
+
+/// Dead letters written to the log per topic and minute; the next line of
+/// a topic after more carries how many were held back (`suppressed`). All
+/// of them are in `/api/v1/admin/dead-letters` and counted in
+/// `navd_dead_letters_total`.
+const DEAD_LETTER_LINES_PER_MINUTE: u32 = 10;
+
+fn dead_letter_log() -> &'static RateLimit {
+    static LIMIT: OnceLock<RateLimit> = OnceLock::new();
+    LIMIT.get_or_init(|| {
+        RateLimit::with_burst(DEAD_LETTER_LINES_PER_MINUTE, Duration::from_secs(60))
+    })
+}
+
+/// What the log says of one dead letter.
+#[derive(Debug)]
+struct DeadLetterLine {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    /// The message key, escaped; on the transactions topic it names the
+    /// portfolio the event was meant for.
+    key: Option<String>,
+    portfolio: Option<String>,
+    reason: String,
+}
+
+impl DeadLetterLine {
+    fn of(d: &DeadLetter, cfg: &KafkaConfig) -> Self {
+        let key = d
+            .source
+            .key
+            .as_deref()
+            .map(|k| echo(&String::from_utf8_lossy(k)));
+        let portfolio = (d.source.topic == cfg.transactions_topic)
+            .then(|| key.clone())
+            .flatten();
+        DeadLetterLine {
+            topic: d.source.topic.clone(),
+            partition: d.source.partition,
+            offset: d.source.offset,
+            key,
+            portfolio,
+            reason: printable(&d.reason, 1000),
+        }
+    }
+
+    fn log(&self) {
+        let Some(suppressed) = dead_letter_log().admit(&self.topic) else {
+            return;
+        };
+        tracing::warn!(
+            topic = %self.topic,
+            partition = self.partition,
+            offset = self.offset,
+            portfolio = self.portfolio.as_deref().unwrap_or(""),
+            key = self.key.as_deref().unwrap_or(""),
+            reason = %self.reason,
+            suppressed,
+            "dead letter: event refused and stored in dead_letters"
+        );
     }
 }
 
@@ -279,10 +346,10 @@ pub async fn store_batch(
         *per_topic.entry(m.topic()).or_default() += 1;
         parse_into(&mut batch, cfg, m, refused);
     }
-    let dead_by_topic: Vec<String> = batch
+    let dead: Vec<DeadLetterLine> = batch
         .dead_letters
         .iter()
-        .map(|d| d.source.topic.clone())
+        .map(|d| DeadLetterLine::of(d, cfg))
         .collect();
     let report = storage::ingest(&mut tx, batch).await?;
     let next_offsets: BTreeMap<(String, i32), i64> = last
@@ -299,8 +366,11 @@ pub async fn store_batch(
     for (topic, n) in per_topic {
         metrics::counter!("navd_events_consumed_total", "topic" => topic.to_string()).increment(n);
     }
-    for topic in dead_by_topic {
-        metrics::counter!("navd_dead_letters_total", "topic" => topic).increment(1);
+    // Only now are they dead letters for good (an isolating retry rolls
+    // back and stores them again).
+    for d in dead {
+        metrics::counter!("navd_dead_letters_total", "topic" => d.topic.clone()).increment(1);
+        d.log();
     }
     Ok(BatchOutcome {
         report,
@@ -308,4 +378,100 @@ pub async fn store_batch(
         next_offsets,
         rewind: BTreeMap::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log_limit::capture::logs;
+
+    fn cfg() -> KafkaConfig {
+        KafkaConfig {
+            brokers: "127.0.0.1:9".into(),
+            group: "g".into(),
+            transactions_topic: "log-test.transactions".into(),
+            prices_topic: "log-test.prices".into(),
+            corporate_actions_topic: "log-test.corporate_actions".into(),
+            fx_topic: "log-test.fx".into(),
+            default_currency: projections::Currency::parse("USD").unwrap(),
+            batch_max: 1,
+            batch_wait_ms: 1,
+            properties: vec![],
+            rules: Default::default(),
+        }
+    }
+
+    fn dead(topic: &str, offset: i64, key: &[u8], reason: &str) -> DeadLetter {
+        DeadLetter {
+            source: Source {
+                topic: topic.into(),
+                partition: 3,
+                offset,
+                key: Some(key.to_vec()),
+                payload: b"{}".to_vec(),
+            },
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn a_dead_letter_is_logged_with_where_it_came_from_and_why() {
+        let cfg = cfg();
+        let text = logs(|| {
+            DeadLetterLine::of(
+                &dead(
+                    "log-test.transactions",
+                    41,
+                    b"p-7",
+                    "unknown event type `gift`",
+                ),
+                &cfg,
+            )
+            .log();
+            // A price names no portfolio; a key with a control character
+            // is escaped.
+            DeadLetterLine::of(&dead("log-test.prices", 42, b"AA\nPL", "no close"), &cfg).log();
+        });
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        for want in [
+            "WARN",
+            "dead letter",
+            "topic=log-test.transactions",
+            "partition=3",
+            "offset=41",
+            "portfolio=\"p-7\"",
+            "unknown event type `gift`",
+        ] {
+            assert!(lines[0].contains(want), "{want} in {}", lines[0]);
+        }
+        assert!(lines[1].contains("portfolio=\"\""), "{}", lines[1]);
+        assert!(lines[1].contains("\\u{a}"), "{}", lines[1]);
+    }
+
+    #[test]
+    fn dead_letters_are_rate_limited_per_topic_with_a_count() {
+        let cfg = cfg();
+        let text = logs(|| {
+            for offset in 0..25 {
+                DeadLetterLine::of(&dead("log-test.flood", offset, b"k", "bad"), &cfg).log();
+            }
+            // Another topic has its own budget.
+            DeadLetterLine::of(&dead("log-test.other", 0, b"k", "bad"), &cfg).log();
+        });
+        let flood = text
+            .lines()
+            .filter(|l| l.contains("topic=log-test.flood"))
+            .count();
+        assert_eq!(flood, DEAD_LETTER_LINES_PER_MINUTE as usize, "{text}");
+        assert!(text.contains("topic=log-test.other"), "{text}");
+        assert!(text.lines().all(|l| l.contains("suppressed=0")), "{text}");
+        // The count of the 15 held back rides on the topic's next line
+        // once the minute is over.
+        let later = std::time::Instant::now() + Duration::from_secs(61);
+        assert_eq!(
+            dead_letter_log().admit_at("log-test.flood", later),
+            Some(15)
+        );
+    }
 }

@@ -25,6 +25,7 @@
 
 pub mod ops;
 pub mod refresh;
+mod status_log;
 pub mod worker;
 
 use chrono::NaiveDate;

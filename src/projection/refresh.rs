@@ -378,6 +378,7 @@ async fn write(
             // Nothing was folded: the history and its status stand.
             None => p.status.clone(),
         };
+        super::status_log::log_transition(&p.portfolio_id, &p.status, &status);
         upd.push(&p, last_day, base_state, today, &status);
         let row = PortfolioRow {
             last_day,

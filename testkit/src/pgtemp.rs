@@ -186,6 +186,12 @@ impl PgTemp {
         self.port
     }
 
+    /// The temporary directory (data directory, socket, log) removed when
+    /// this is dropped.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// URL of the `postgres` database, superuser, no password.
     pub fn url(&self) -> String {
         self.url_for("postgres")

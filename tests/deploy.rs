@@ -37,7 +37,19 @@ fn documents(path: &Path) -> Vec<Value> {
 }
 
 fn k8s_files() -> Vec<PathBuf> {
-    let dir = root().join("deploy/k8s");
+    yaml_files_in("deploy/k8s")
+}
+
+/// The split-roles overlay's own manifests (it adds to deploy/k8s).
+fn roles_documents() -> Vec<(PathBuf, Value)> {
+    yaml_files_in("deploy/k8s-roles")
+        .into_iter()
+        .flat_map(|f| documents(&f).into_iter().map(move |d| (f.clone(), d)))
+        .collect()
+}
+
+fn yaml_files_in(rel: &str) -> Vec<PathBuf> {
+    let dir = root().join(rel);
     let mut files: Vec<PathBuf> = fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
@@ -408,7 +420,12 @@ fn is_cluster_object(doc: &Value) -> bool {
 #[test]
 fn every_k8s_manifest_matches_its_kubernetes_schema() {
     let mut checked = BTreeSet::new();
-    for (file, doc) in k8s_documents() {
+    let roles = roles_documents();
+    assert!(
+        roles.iter().any(|(_, d)| kind(d) == "Deployment"),
+        "deploy/k8s-roles has its API Deployment"
+    );
+    for (file, doc) in k8s_documents().into_iter().chain(roles) {
         if !is_cluster_object(&doc) {
             continue;
         }

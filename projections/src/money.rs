@@ -61,26 +61,53 @@ pub fn money_weighted_return(v0: Decimal, v0_date: NaiveDate, days: &[FlowDay]) 
     xirr(&flows)
 }
 
-/// The sign of the net present value at ln(1 + x) = `g`, from the
-/// logarithms of the positive and the negative parts (log-sum-exp), so that
-/// no term overflows whatever the rate and the span.
-fn npv_sign(flows: &[(f64, f64)], g: f64) -> std::cmp::Ordering {
-    let log_sum = |positive: bool| -> f64 {
-        let terms: Vec<f64> = flows
-            .iter()
-            .filter(|(_, cf)| (*cf > 0.0) == positive && *cf != 0.0)
-            .map(|(t, cf)| cf.abs().ln() - t * g)
-            .collect();
-        let Some(max) = terms.iter().copied().reduce(f64::max) else {
-            return f64::NEG_INFINITY;
+/// The flows split by sign, as (time, ln |cash flow|): what every
+/// evaluation of the present value's sign needs, computed once.
+struct LogFlows {
+    positive: Vec<(f64, f64)>,
+    negative: Vec<(f64, f64)>,
+}
+
+impl LogFlows {
+    fn of(flows: &[(f64, f64)]) -> Self {
+        let side = |pos: bool| {
+            flows
+                .iter()
+                .filter(|(_, cf)| *cf != 0.0 && (*cf > 0.0) == pos)
+                .map(|(t, cf)| (*t, cf.abs().ln()))
+                .collect()
         };
-        max + terms.iter().map(|x| (x - max).exp()).sum::<f64>().ln()
-    };
-    let (p, n) = (log_sum(true), log_sum(false));
-    p.partial_cmp(&n).unwrap_or(std::cmp::Ordering::Equal)
+        LogFlows {
+            positive: side(true),
+            negative: side(false),
+        }
+    }
+
+    /// The sign of the net present value at ln(1 + x) = `g`, from the
+    /// logarithms of the positive and the negative parts (log-sum-exp), so
+    /// that no term overflows whatever the rate and the span.
+    fn npv_sign(&self, g: f64) -> std::cmp::Ordering {
+        let log_sum = |terms: &[(f64, f64)]| -> f64 {
+            let max = terms
+                .iter()
+                .map(|(t, l)| l - t * g)
+                .fold(f64::NEG_INFINITY, f64::max);
+            if max == f64::NEG_INFINITY {
+                return max;
+            }
+            max + terms
+                .iter()
+                .map(|(t, l)| (l - t * g - max).exp())
+                .sum::<f64>()
+                .ln()
+        };
+        let (p, n) = (log_sum(&self.positive), log_sum(&self.negative));
+        p.partial_cmp(&n).unwrap_or(std::cmp::Ordering::Equal)
+    }
 }
 
 fn xirr(flows: &[(f64, f64)]) -> Option<f64> {
+    let flows = LogFlows::of(flows);
     const LO: f64 = -0.999_999;
     const HI: f64 = 1e6;
     const STEPS: usize = 4000;
@@ -92,10 +119,10 @@ fn xirr(flows: &[(f64, f64)]) -> Option<f64> {
             best = Some(x);
         }
     };
-    let mut prev = npv_sign(flows, at(0));
+    let mut prev = flows.npv_sign(at(0));
     for k in 1..=STEPS {
         let g = at(k);
-        let s = npv_sign(flows, g);
+        let s = flows.npv_sign(g);
         if s == std::cmp::Ordering::Equal {
             consider(g.exp_m1());
         } else if prev != std::cmp::Ordering::Equal && s != prev {
@@ -107,7 +134,7 @@ fn xirr(flows: &[(f64, f64)]) -> Option<f64> {
                     break;
                 }
                 let m = a + (b - a) / 2.0;
-                let sm = npv_sign(flows, m.ln_1p());
+                let sm = flows.npv_sign(m.ln_1p());
                 if sm == std::cmp::Ordering::Equal {
                     a = m;
                     b = m;

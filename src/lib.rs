@@ -14,9 +14,9 @@
 //! | [`app`] | wiring the parts, shutdown, exit codes |
 //! | [`http`] | routing, server limits, auth, parameters, errors, handlers, chart, OpenAPI |
 //! | [`ingest`] | the Kafka consumer: loop, rebalance callbacks, one batch with its offset fence |
-//! | [`projection`] | refresh orchestration (plan → load → fold → write), backfill, calculate, the worker, the price cache |
+//! | [`projection`] | refresh orchestration (plan → load → fold → write), backfill, calculate, the worker |
 //! | [`query`] | the read model: curve, statistics, status, knowing nothing of HTTP |
-//! | [`storage`] | every SQL statement, one file per table family |
+//! | [`storage`] | every SQL statement, one file per table family; the in-process price cache |
 //! | [`health`], [`config`], [`clock`], [`observability`], [`telemetry`], [`log_limit`] | leaves: runtime health, settings, "today", metrics, logging |
 //!
 //! The fold itself (the only day loop) and the statistics are the

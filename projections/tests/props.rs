@@ -1355,3 +1355,45 @@ fn a_missing_rate_stops_the_history_on_its_day() {
     // Day 4: the direct rate of day 4 (1) is newer than the reverse one.
     assert_eq!(out.records[4].holdings_value, Decimal::new(110, 0));
 }
+
+/// The price book's default currency is the currency of closes that name
+/// none and the base of portfolios whose settings name none.
+#[test]
+fn the_default_currency_prices_closes_and_portfolios_that_name_none() {
+    let eur = ccy(1);
+    let d = |n: u64| base() + Days::new(n);
+    let buy = event(
+        1,
+        0,
+        d(0),
+        Kind::Buy(Trade {
+            symbol: Symbol::parse("A").unwrap(),
+            quantity: Decimal::TEN,
+            price: Decimal::TEN,
+            fee: Decimal::ZERO,
+        }),
+    );
+    let mut prices = PriceBook::with_default_currency(eur.clone());
+    assert_eq!(prices.default_currency(), &eur);
+    prices.insert(Symbol::parse("A").unwrap(), d(1), Decimal::new(11, 0));
+    // No settings: the base is EUR, the close is in EUR, no rate is needed.
+    let out = fold(std::slice::from_ref(&buy), &prices, d(2)).unwrap();
+    assert!(out.inconsistency.is_none(), "{:?}", out.inconsistency);
+    assert_eq!(out.records[2].market_value, Decimal::new(110, 0));
+    // A portfolio in USD now needs a EUR→USD rate for that close.
+    let mut usd = vec![buy];
+    usd.push(event(
+        2,
+        1,
+        d(0),
+        Kind::PortfolioSettings {
+            cash: CashMode::None,
+            base_currency: Some(ccy(0)),
+        },
+    ));
+    let out = fold(&usd, &prices, d(2)).unwrap();
+    assert_eq!(
+        out.inconsistency.map(|i| i.detail),
+        Some(format!("no EUR→USD rate on or before {}", d(1)))
+    );
+}

@@ -54,7 +54,16 @@ struct Inner {
     series: HashMap<String, Arc<Series>>,
     order: VecDeque<String>,
     closes: usize,
+    /// Every stored exchange rate, by pair, with the rates' version when
+    /// read (validated like a symbol's closes).
+    rates: Option<(i64, Arc<RatesByPair>)>,
 }
+
+/// Rates by (from, to): (day, rate), by day.
+type RatesByPair = HashMap<(Currency, Currency), Vec<(NaiveDate, Decimal)>>;
+
+/// Rates kept in memory at most; a larger table is read per refresh.
+const MAX_CACHED_RATES: usize = 2_000_000;
 
 /// The cache of the database `pool` points at.
 pub fn cache_for(pool: &PgPool) -> Arc<PriceCache> {
@@ -104,6 +113,10 @@ impl PriceCache {
 
     /// Adds to `book` every stored rate between one of `bases` and another
     /// currency, dated on or before `through`.
+    ///
+    /// The whole rates table is kept in memory under the rates' version
+    /// (bumped in the transaction that stores any rate): a refresh costs one
+    /// indexed version lookup, and a reload only after a rate changed.
     pub async fn add_rates(
         &self,
         conn: &mut PgConnection,
@@ -111,11 +124,44 @@ impl PriceCache {
         bases: &[Currency],
         through: NaiveDate,
     ) -> anyhow::Result<()> {
-        let mut wanted: Vec<String> = bases.iter().map(|c| c.to_string()).collect();
-        wanted.sort();
-        wanted.dedup();
-        for (from, to, day, rate) in storage::prices::rates(conn, &wanted, through).await? {
-            book.set_rate(from, to, day, rate);
+        let key = storage::events::FX_VERSION_KEY.to_string();
+        let Some(version) = storage::prices::versions(conn, std::slice::from_ref(&key))
+            .await?
+            .remove(&key)
+        else {
+            // No rate was ever stored.
+            return Ok(());
+        };
+        let cached = {
+            let g = self.inner.lock().unwrap();
+            g.rates
+                .as_ref()
+                .filter(|(v, _)| *v == version)
+                .map(|(_, r)| r.clone())
+        };
+        let rates = match cached {
+            Some(r) => r,
+            None => {
+                let all = storage::prices::all_rates(conn).await?;
+                let n = all.len();
+                let mut by_pair: RatesByPair = HashMap::new();
+                for (from, to, day, rate) in all {
+                    by_pair.entry((from, to)).or_default().push((day, rate));
+                }
+                let by_pair = Arc::new(by_pair);
+                if n <= MAX_CACHED_RATES {
+                    self.inner.lock().unwrap().rates = Some((version, by_pair.clone()));
+                }
+                by_pair
+            }
+        };
+        for ((from, to), days) in rates.iter() {
+            if !bases.iter().any(|b| b == from || b == to) {
+                continue;
+            }
+            for (day, rate) in days.iter().filter(|(d, _)| *d <= through) {
+                book.set_rate(from.clone(), to.clone(), *day, *rate);
+            }
         }
         Ok(())
     }

@@ -131,19 +131,13 @@ pub async fn series(
     Ok(loaded)
 }
 
-/// Every stored rate between one of `currencies` and any other, dated on
-/// or before `through`: (from, to, day, rate).
-pub async fn rates(
+/// Every stored rate: (from, to, day, rate), by pair and day.
+pub async fn all_rates(
     conn: &mut PgConnection,
-    currencies: &[String],
-    through: NaiveDate,
 ) -> anyhow::Result<Vec<(Currency, Currency, NaiveDate, Decimal)>> {
     let rows = sqlx::query(
-        "SELECT from_ccy, to_ccy, day, rate FROM fx_rates
-          WHERE (from_ccy = ANY($1) OR to_ccy = ANY($1)) AND day <= $2",
+        "SELECT from_ccy, to_ccy, day, rate FROM fx_rates ORDER BY from_ccy, to_ccy, day",
     )
-    .bind(currencies)
-    .bind(through)
     .fetch_all(conn)
     .await?;
     rows.into_iter()

@@ -49,6 +49,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::auth::{BrowserCaller, SCOPE_READ};
 use super::error::ApiError;
+use super::html::escape_html;
 use super::login::PageCaller;
 use super::params::{self, ParseQuery};
 use super::state::AppState;
@@ -1996,22 +1997,6 @@ fn write_last_day(h: &mut String, p: &crate::query::Point) {
         );
     }
     h.push_str("</table></div>\n");
-}
-
-/// Escapes text for HTML element content and quoted attribute values.
-fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 const NULL: &str = "\u{2014}";

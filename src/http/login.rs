@@ -48,6 +48,7 @@ use axum::http::{header, request::Parts, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::auth::{cookie_token, Authenticator, Caller, COOKIE, SCOPE_READ};
+use super::html::escape_html;
 use super::state::AppState;
 
 /// Longest token `POST /login` keeps: browsers drop cookies over about
@@ -461,21 +462,6 @@ fn same_origin(headers: &HeaderMap) -> bool {
                 .trim()
                 .eq_ignore_ascii_case(origin_host)
         })
-}
-
-fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 const CSS: &str = "\

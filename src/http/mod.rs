@@ -13,6 +13,7 @@ pub mod cache;
 pub mod chart;
 pub mod encoding;
 pub mod error;
+pub mod html;
 pub mod login;
 pub mod nav;
 pub mod openapi;

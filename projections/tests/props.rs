@@ -396,6 +396,12 @@ fn build(spec: &BookSpec) -> Book {
                 Kind::Fee { amount, .. }
                 | Kind::Tax { amount, .. }
                 | Kind::Withdrawal { amount } => *amount,
+                // A reinvestment costing more than the dividend pays is
+                // spent from cash on the pay date.
+                Kind::Dividend(d) => match d.reinvest {
+                    Some(r) => (r.quantity * r.price - d.net()).max(Decimal::ZERO),
+                    None => continue,
+                },
                 _ => continue,
             };
             if need.is_zero() {

@@ -15,10 +15,9 @@
 --
 -- The script is idempotent: tables already distributed are left alone.
 --
--- Verified for syntax and idempotence against PostgreSQL with the Citus
--- functions stubbed, not against a live Citus cluster: before switching
--- production, run navd's integration tests with DATABASE_URL pointing at a
--- Citus coordinator prepared with this script.
+-- Checked on a live cluster (Citus 13.2.2, a coordinator and two workers):
+-- deploy/citus/cluster.sh check runs navd's Kafka and API integration tests
+-- against databases prepared with this script (deploy/README.md, Citus).
 --
 -- Layout
 --   distributed by portfolio_id, co-located (a portfolio's rows in all five
@@ -26,56 +25,27 @@
 --   its writes are single-node work):
 --       portfolios, transactions, portfolio_symbols, portfolio_nav_history,
 --       portfolio_marks
---   reference table (a full copy on every node, joinable with everything):
---       prices
+--   distributed by event_id:
+--       event_ids (one row per stored transaction: the database's guard that
+--       an event id is used once across all portfolios)
+--   reference tables (a full copy on every node, joinable with everything):
+--       prices, price_versions, splits, fx_rates, symbol_currencies
 --   local tables on the coordinator:
 --       dead_letters, consumer_offsets
 --
 -- Shard count: citus.shard_count (32 by default) fixes how many pieces each
 -- table is cut into and so how far it can later be rebalanced. Set it before
 -- running this script if you want more, e.g. SET citus.shard_count = 64;
+--
+-- navd's schema is ready for this as migrated: no triggers (the version of a
+-- portfolio row is bumped by navd's own UPDATE statements), no foreign keys,
+-- every unique index of a portfolio table includes portfolio_id, and the
+-- unique index on event ids lives on a table of its own.
 
 CREATE EXTENSION IF NOT EXISTS citus;
 
 -- ---------------------------------------------------------------------------
--- 1. The unique index on transactions(event_id).
---
--- Citus requires every unique index and primary key of a distributed table to
--- include the distribution column, so transactions_event_id, unique on
--- (event_id) alone, cannot exist on a table distributed by portfolio_id.
--- create_distributed_table would fail on it; it is dropped here.
---
--- What still holds:
---   * The primary key (portfolio_id, event_id) keeps an event_id unique
---     within a portfolio, enforced by the database.
---   * Before it stores a batch, navd looks every event_id up across all
---     portfolios (SELECT ... WHERE event_id = ANY(...)); a reuse of an id
---     already stored for another portfolio is still found and dead-lettered.
---     The plain index created below keeps that lookup an index scan on each
---     shard.
---
--- THE TRADE-OFF: event_id uniqueness across portfolios is no longer enforced
--- by the database. Two batches committed at the same moment by different
--- consumers (different partitions, so different portfolios) that carry the
--- same event_id for two different portfolios both pass the lookup, and both
--- are stored; without Citus the unique index made the second batch fail and
--- retry, and the retry dead-lettered it. Such a reuse across portfolios then
--- goes undetected by the database: both transactions count. It takes a
--- producer bug (one id on two different trades) plus that exact race, but if
--- your producers cannot rule it out, audit for it periodically:
---
---   SELECT event_id, array_agg(portfolio_id)
---     FROM transactions GROUP BY event_id HAVING count(*) > 1;
---
--- Migrations added to navd later must not re-create a unique index on
--- (event_id) alone, or they will fail on Citus.
--- ---------------------------------------------------------------------------
-
-DROP INDEX IF EXISTS transactions_event_id;
-CREATE INDEX IF NOT EXISTS transactions_event_id_lookup ON transactions (event_id);
-
--- ---------------------------------------------------------------------------
--- 2. Portfolio tables: hash-distributed by portfolio_id, co-located with
+-- 1. Portfolio tables: hash-distributed by portfolio_id, co-located with
 --    portfolios. Every one has portfolio_id in its primary key, and no
 --    foreign keys, so nothing else has to change.
 --
@@ -99,7 +69,21 @@ SELECT create_distributed_table('portfolio_marks', 'portfolio_id', colocate_with
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'portfolio_marks'::regclass);
 
 -- ---------------------------------------------------------------------------
--- 3. prices: a reference table. Prices are keyed by symbol, not portfolio;
+-- 2. event_ids: distributed by event_id, so its primary key (event_id)
+--    keeps an id unique across all portfolios, enforced by the database.
+--    navd writes a batch's transactions and their ids in one transaction,
+--    which Citus commits with two-phase commit across the workers involved:
+--    of two batches that use one id for two portfolios at the same moment,
+--    one fails on the key and is retried, and the retry dead-letters the
+--    reuse. The lookup that tells a redelivery from a reuse reads this
+--    table by event_id (routed to the shards that hold the ids).
+-- ---------------------------------------------------------------------------
+
+SELECT create_distributed_table('event_ids', 'event_id')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'event_ids'::regclass);
+
+-- ---------------------------------------------------------------------------
+-- 3. Per-symbol tables: reference tables. Prices are keyed by symbol, not portfolio;
 --    every portfolio's fold reads them, so a copy on every worker keeps those
 --    joins local. Writes (one upsert per batch of price events) go to every
 --    node in one distributed transaction.
@@ -107,6 +91,10 @@ SELECT create_distributed_table('portfolio_marks', 'portfolio_id', colocate_with
 
 SELECT create_reference_table('prices')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'prices'::regclass);
+-- The versions that validate in-memory copies of closes and cached reads
+-- (read with a portfolio's row in one statement).
+SELECT create_reference_table('price_versions')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'price_versions'::regclass);
 -- Splits are keyed by symbol and read by every fold, like closes.
 SELECT create_reference_table('splits')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'splits'::regclass);
@@ -143,18 +131,15 @@ SELECT create_reference_table('symbol_currencies')
 --    (create_distributed_table leaves the original rows in place, invisible).
 -- ---------------------------------------------------------------------------
 
-SELECT truncate_local_data_after_distributing_table('portfolios');
-SELECT truncate_local_data_after_distributing_table('transactions');
-SELECT truncate_local_data_after_distributing_table('portfolio_symbols');
-SELECT truncate_local_data_after_distributing_table('portfolio_nav_history');
-SELECT truncate_local_data_after_distributing_table('prices');
-SELECT truncate_local_data_after_distributing_table('splits');
+SELECT truncate_local_data_after_distributing_table(t)
+  FROM unnest(ARRAY['portfolios', 'transactions', 'portfolio_symbols', 'portfolio_nav_history',
+                    'portfolio_marks', 'event_ids', 'prices', 'price_versions', 'splits',
+                    'fx_rates', 'symbol_currencies']) AS t;
 
--- Check: five distributed tables in one co-location group, one reference table.
+-- Check: five tables co-located by portfolio_id, event_ids in a group of
+-- its own, five reference tables.
 SELECT logicalrelid AS table_name,
        CASE partmethod WHEN 'h' THEN 'distributed' WHEN 'n' THEN 'reference' ELSE partmethod::text END AS kind,
        colocationid
   FROM pg_dist_partition
- WHERE logicalrelid IN ('portfolios'::regclass, 'transactions'::regclass, 'portfolio_symbols'::regclass,
-                        'portfolio_nav_history'::regclass, 'prices'::regclass)
  ORDER BY colocationid, 1;

@@ -507,8 +507,9 @@ async fn two_processes_in_one_group_match_a_single_consumer() {
     caught_up(&pool_two, "pair", total, Duration::from_secs(180)).await;
     sigterm(&mut c);
 
-    // The same topics read by a single in-process consumer in its own group.
-    let (pool_one, _) = fresh_db().await;
+    // The same topics read by a single in-process consumer in its own group,
+    // into single-node PostgreSQL (also when the pair ran on Citus).
+    let (pool_one, _) = fresh_single_db().await;
     let svc = start(&pool_one, kafka(&b.servers(), "single"), today).await;
     caught_up(&pool_one, "single", total, Duration::from_secs(180)).await;
     stop(svc).await;

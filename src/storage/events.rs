@@ -99,7 +99,7 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
     if !fresh.is_empty() {
         let ids: Vec<Uuid> = fresh.iter().map(|(t, _, _)| t.event_id).collect();
         let rows =
-            sqlx::query("SELECT event_id, fingerprint FROM transactions WHERE event_id = ANY($1)")
+            sqlx::query("SELECT event_id, fingerprint FROM event_ids WHERE event_id = ANY($1::uuid[])")
                 .bind(&ids)
                 .fetch_all(&mut *conn)
                 .await?;
@@ -146,7 +146,7 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
             "INSERT INTO prices (symbol, day, close, currency)
              SELECT * FROM UNNEST($1::text[], $2::date[], $3::numeric[], $4::text[])
              ON CONFLICT (symbol, day) DO UPDATE
-                SET close = EXCLUDED.close, currency = EXCLUDED.currency, received_at = now()",
+                SET close = EXCLUDED.close, currency = EXCLUDED.currency, received_at = EXCLUDED.received_at",
         )
         .bind(&syms)
         .bind(&days)
@@ -227,7 +227,7 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         // A trade dated before D0 moves D0. Only such (rare) rows are
         // updated, so this does not wait for refreshes holding the others.
         sqlx::query(
-            "UPDATE portfolios p SET first_day = u.d
+            "UPDATE portfolios p SET first_day = u.d, version = p.version + 1
                FROM UNNEST($1::text[], $2::date[]) AS u(id, d)
               WHERE p.portfolio_id = u.id AND p.first_day > u.d",
         )
@@ -236,27 +236,41 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         .execute(&mut *conn)
         .await?;
     }
-    if !p1.is_empty() || !s2.is_empty() {
-        let rows = sqlx::query(
-            "INSERT INTO portfolio_marks (portfolio_id, from_day)
-             SELECT portfolio_id, min(day) FROM (
-                 SELECT * FROM UNNEST($1::text[], $2::date[]) AS t(portfolio_id, day)
-                 UNION ALL
-                 SELECT h.portfolio_id, u.day
-                   FROM UNNEST($3::text[], $4::date[]) AS u(symbol, day)
-                   JOIN portfolio_symbols h ON h.symbol = u.symbol
-             ) x GROUP BY portfolio_id
-             RETURNING portfolio_id",
+    // One mark per portfolio: the earliest of its own events and of the
+    // closes and splits of symbols it holds. The merge is done here, not in
+    // a UNION of the two, which a distributed planner (Citus) cannot type.
+    let mut marks: BTreeMap<String, NaiveDate> = p1
+        .iter()
+        .zip(&d1)
+        .map(|(p, d)| (p.to_string(), *d))
+        .collect();
+    if !s2.is_empty() {
+        let holders: Vec<(String, NaiveDate)> = sqlx::query_as(
+            "SELECT h.portfolio_id, min(u.day)
+               FROM UNNEST($1::text[], $2::date[]) AS u(symbol, day)
+               JOIN portfolio_symbols h ON h.symbol = u.symbol
+              GROUP BY h.portfolio_id",
         )
-        .bind(&p1)
-        .bind(&d1)
         .bind(&s2)
         .bind(&d2)
         .fetch_all(&mut *conn)
         .await?;
-        report
-            .affected
-            .extend(rows.into_iter().map(|r| r.get::<String, _>(0)));
+        for (p, d) in holders {
+            let e = marks.entry(p).or_insert(d);
+            *e = (*e).min(d);
+        }
+    }
+    if !marks.is_empty() {
+        let (ids, days): (Vec<String>, Vec<NaiveDate>) = marks.into_iter().unzip();
+        sqlx::query(
+            "INSERT INTO portfolio_marks (portfolio_id, from_day)
+             SELECT * FROM UNNEST($1::text[], $2::date[])",
+        )
+        .bind(&ids)
+        .bind(&days)
+        .execute(&mut *conn)
+        .await?;
+        report.affected.extend(ids);
     }
     if !resettled.is_empty() {
         let rows = sqlx::query(
@@ -305,7 +319,7 @@ async fn store_rates(
         "INSERT INTO fx_rates (from_ccy, to_ccy, day, rate)
          SELECT * FROM UNNEST($1::text[], $2::text[], $3::date[], $4::numeric[])
          ON CONFLICT (from_ccy, to_ccy, day) DO UPDATE
-            SET rate = EXCLUDED.rate, received_at = now()",
+            SET rate = EXCLUDED.rate, received_at = EXCLUDED.received_at",
     )
     .bind(&f)
     .bind(&t)
@@ -424,6 +438,18 @@ async fn insert_transactions(
     .bind(&c.ccy)
     .bind(&c.currency)
     .bind(&c.fx_rate)
+    .execute(&mut *conn)
+    .await?;
+    // The database's guard on ids reused across portfolios (a concurrent
+    // batch holding one of these ids makes this one fail and be retried,
+    // when the lookup above finds it): migrations/…_citus_ready.sql.
+    sqlx::query(
+        "INSERT INTO event_ids (event_id, portfolio_id, fingerprint)
+         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[])",
+    )
+    .bind(&c.eid)
+    .bind(&c.pid)
+    .bind(&c.fp)
     .execute(&mut *conn)
     .await?;
     // Which symbols a portfolio may hold: those its events can move.

@@ -249,7 +249,7 @@ impl RefreshUpdates {
                 SET first_day = u.first_day, last_day = u.last_day, base_state = u.base_state,
                     computed_through = u.computed_through, status = u.status,
                     status_since = u.since, status_event_id = u.event, status_detail = u.detail,
-                    updated_at = now()
+                    updated_at = now(), version = p.version + 1
                FROM UNNEST($1::text[], $2::date[], $3::date[], $4::jsonb[], $5::date[], $6::text[],
                            $7::date[], $8::uuid[], $9::text[])
                     AS u(id, first_day, last_day, base_state, computed_through, status, since, event, detail)
@@ -281,7 +281,8 @@ pub async fn set_extent(
     first_day: NaiveDate,
 ) -> sqlx::Result<()> {
     sqlx::query(
-        "UPDATE portfolios SET last_day = $2, base_state = $3, first_day = $4, updated_at = now()
+        "UPDATE portfolios SET last_day = $2, base_state = $3, first_day = $4, updated_at = now(),
+                version = version + 1
           WHERE portfolio_id = $1",
     )
     .bind(portfolio_id)

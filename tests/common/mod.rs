@@ -20,7 +20,7 @@ use navd::storage::{self, IngestBatch, Source};
 use navd_testkit::pgtemp::{PgOptions, PgTemp};
 use projections::{parse_price, parse_transaction};
 use serde_json::Value;
-use sqlx::PgPool;
+use sqlx::{Connection as _, PgPool};
 use tokio_util::sync::CancellationToken;
 
 struct Server {
@@ -29,8 +29,19 @@ struct Server {
     url_base: String,
 }
 
+/// A live Citus cluster named by `NAVD_TEST_CITUS_URL` (its coordinator's
+/// URL, e.g. from `deploy/citus/cluster.sh start`): each test's database is
+/// created on every node and distributed with `deploy/citus.sql`.
+struct Citus {
+    coordinator: sqlx::postgres::PgConnectOptions,
+    workers: Vec<(String, u16)>,
+    url_base: String,
+    url_suffix: String,
+}
+
 static PG: Mutex<Option<PgTemp>> = Mutex::new(None);
 static SERVER: OnceLock<Server> = OnceLock::new();
+static CITUS: OnceLock<Option<Citus>> = OnceLock::new();
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn stop_private_server() {
@@ -39,20 +50,85 @@ extern "C" fn stop_private_server() {
     }
 }
 
+fn citus() -> Option<&'static Citus> {
+    CITUS
+        .get_or_init(|| {
+            let url = std::env::var("NAVD_TEST_CITUS_URL")
+                .ok()
+                .filter(|u| !u.is_empty())?;
+            // Never a silent fallback: a named coordinator that cannot be
+            // used fails every test that asks for a database.
+            let coordinator: sqlx::postgres::PgConnectOptions = url
+                .parse()
+                .unwrap_or_else(|e| panic!("NAVD_TEST_CITUS_URL is not a PostgreSQL URL: {e}"));
+            let opts = coordinator.clone();
+            let workers = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let mut c = sqlx::PgConnection::connect_with(&opts)
+                        .await
+                        .unwrap_or_else(|e| panic!("NAVD_TEST_CITUS_URL: cannot connect: {e}"));
+                    let rows: Vec<(String, i32)> = sqlx::query_as(
+                        "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid <> 0 AND isactive ORDER BY nodeid",
+                    )
+                    .fetch_all(&mut c)
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!("NAVD_TEST_CITUS_URL does not name a Citus coordinator: {e}")
+                    });
+                    assert!(
+                        !rows.is_empty(),
+                        "NAVD_TEST_CITUS_URL: the coordinator has no active workers"
+                    );
+                    rows.into_iter().map(|(h, p)| (h, p as u16)).collect()
+                })
+            })
+            .join()
+            .expect("reading the Citus nodes");
+            // Options after the database name (`?sslmode=disable`) hold for
+            // every test database.
+            let (main, query) = url.split_once('?').unwrap_or((&url, ""));
+            let base = main.rsplit_once('/').map(|(b, _)| b).unwrap();
+            let url_suffix = if query.is_empty() {
+                String::new()
+            } else {
+                format!("?{query}")
+            };
+            Some(Citus {
+                coordinator,
+                workers,
+                url_base: base.to_string(),
+                url_suffix,
+            })
+        })
+        .as_ref()
+}
+
+/// Whether the tests run against a Citus cluster.
+pub fn on_citus() -> bool {
+    citus().is_some()
+}
+
 fn server() -> &'static Server {
     SERVER.get_or_init(|| {
         // Runs on its own thread and runtime: the caller is inside a test's
         // runtime, which must not be blocked from within.
         std::thread::spawn(|| {
-            let (admin_url, url_base) = match std::env::var("DATABASE_URL") {
-                Ok(url) if !url.is_empty() => {
+            let plain = std::env::var("DATABASE_URL")
+                .ok()
+                .filter(|u| !u.is_empty() && !on_citus());
+            let (admin_url, url_base) = match plain {
+                Some(url) => {
                     let base = url
                         .rsplit_once('/')
                         .map(|(b, _)| b.to_string())
                         .unwrap_or(url.clone());
                     (url, base)
                 }
-                _ => {
+                None => {
                     let pg = PgTemp::start(&PgOptions {
                         durable: false,
                         max_connections: 300,
@@ -107,14 +183,29 @@ fn server() -> &'static Server {
     })
 }
 
-/// A fresh, migrated database of this test's own.
-pub async fn fresh_db() -> (PgPool, String) {
-    let s = server();
-    let name = format!(
+fn next_name() -> String {
+    format!(
         "navd_t_{}_{}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::SeqCst)
-    );
+    )
+}
+
+/// A fresh, migrated database of this test's own: on the Citus cluster when
+/// `NAVD_TEST_CITUS_URL` is set, else on single-node PostgreSQL.
+pub async fn fresh_db() -> (PgPool, String) {
+    match citus() {
+        Some(c) => fresh_citus_db(c).await,
+        None => fresh_single_db().await,
+    }
+}
+
+/// A fresh, migrated database on single-node PostgreSQL (a private server,
+/// or `DATABASE_URL`), also when the other tests run on Citus: what a
+/// cluster's results are compared with.
+pub async fn fresh_single_db() -> (PgPool, String) {
+    let s = server();
+    let name = next_name();
     let admin = storage::connect(&s.admin_url, 1).await.unwrap();
     sqlx::query(&format!("CREATE DATABASE {name} TEMPLATE {}", s.template))
         .execute(&admin)
@@ -123,6 +214,62 @@ pub async fn fresh_db() -> (PgPool, String) {
     admin.close().await;
     let url = format!("{}/{name}", s.url_base);
     (storage::connect(&url, 8).await.unwrap(), url)
+}
+
+/// The database on every node, Citus in each, the workers added, navd's
+/// migrations, then `deploy/citus.sql` as an operator runs it.
+async fn fresh_citus_db(c: &Citus) -> (PgPool, String) {
+    // One at a time: adding nodes to two new databases at once can fail on
+    // the metadata sync's connections.
+    static ONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one = ONE.lock().await;
+    let name = next_name();
+    // The workers' databases first: adding a worker connects to its copy.
+    let nodes = c.workers.iter().map(Some).chain(std::iter::once(None));
+    for node in nodes {
+        let opts = match node {
+            None => c.coordinator.clone(),
+            Some((h, p)) => c.coordinator.clone().host(h).port(*p),
+        };
+        let mut admin = sqlx::PgConnection::connect_with(&opts).await.unwrap();
+        sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let mut db = sqlx::PgConnection::connect_with(&opts.database(&name))
+            .await
+            .unwrap();
+        sqlx::raw_sql("CREATE EXTENSION citus")
+            .execute(&mut db)
+            .await
+            .unwrap();
+        if node.is_none() {
+            let host = c.coordinator.get_host().to_string();
+            let port = c.coordinator.get_port();
+            sqlx::query("SELECT citus_set_coordinator_host($1, $2)")
+                .bind(&host)
+                .bind(i32::from(port))
+                .execute(&mut db)
+                .await
+                .unwrap();
+            for (h, p) in &c.workers {
+                sqlx::query("SELECT citus_add_node($1, $2)")
+                    .bind(h)
+                    .bind(i32::from(*p))
+                    .execute(&mut db)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    let url = format!("{}/{name}{}", c.url_base, c.url_suffix);
+    let pool = storage::connect(&url, 8).await.unwrap();
+    storage::migrate(&pool).await.expect("migrations apply");
+    sqlx::raw_sql(include_str!("../../deploy/citus.sql"))
+        .execute(&pool)
+        .await
+        .expect("deploy/citus.sql applies");
+    (pool, url)
 }
 
 pub const SECRET: &str = "test-secret-test-secret-test-secret-0123";

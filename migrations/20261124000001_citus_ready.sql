@@ -23,3 +23,26 @@ CREATE TABLE event_ids (
 INSERT INTO event_ids (event_id, portfolio_id, fingerprint)
 SELECT event_id, portfolio_id, fingerprint FROM transactions;
 DROP INDEX transactions_event_id;
+
+-- 3. Locking a group of portfolios row by row, in id order, in one round
+--    trip. A single `SELECT … WHERE portfolio_id = ANY(…) FOR UPDATE` spans
+--    shards, which Citus refuses; each statement here names one
+--    portfolio and so runs on the one node that holds it. Returns the ids
+--    locked (without the rows another transaction holds, when skip_locked).
+CREATE FUNCTION navd_lock_portfolios(ids text[], skip_locked boolean) RETURNS SETOF text
+LANGUAGE plpgsql AS $$
+DECLARE
+    id text;
+BEGIN
+    FOR id IN SELECT DISTINCT u FROM unnest(ids) AS u ORDER BY u LOOP
+        IF skip_locked THEN
+            PERFORM 1 FROM portfolios WHERE portfolio_id = id FOR UPDATE SKIP LOCKED;
+        ELSE
+            PERFORM 1 FROM portfolios WHERE portfolio_id = id FOR UPDATE;
+        END IF;
+        IF FOUND THEN
+            RETURN NEXT id;
+        END IF;
+    END LOOP;
+END;
+$$;

@@ -14,6 +14,12 @@
 //!    `query_as`, `query_scalar`, `raw_sql`, `.execute(`, `fetch_one`,
 //!    `fetch_all`, `fetch_optional` in code, and no string literal that
 //!    reads as an SQL statement. (`bench/` and the tests are outside `src/`.)
+//! 3. **Statements a distributed planner accepts** (docs/design.md, Citus),
+//!    in every SQL literal of `src/storage/`: each parameter carries its
+//!    type (`$1::text`; a coordinator that plans a subquery apart cannot
+//!    infer it), every `UPDATE portfolios` bumps `version` (no trigger does),
+//!    and no `ON CONFLICT … DO UPDATE` calls `now()` (Citus wants immutable
+//!    functions there).
 //!
 //! The checker is a small lexer (comments, strings, raw strings, char
 //! literals vs lifetimes) rather than `grep`, so neither rule is fooled by
@@ -639,6 +645,75 @@ fn only_storage_issues_sql() {
         .map(|s| sql_uses(&s.rel, &s.text).len())
         .sum();
     assert!(storage > 20, "the SQL check finds nothing in src/storage/");
+}
+
+/// Where `text`'s SQL literals break rule 3: `file:line: what`.
+fn planner_rule_breaks(rel: &Path, text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (s, line) in lex(text).strings {
+        if !reads_as_sql(&s) {
+            continue;
+        }
+        let at = |what: &str| format!("{}:{line}: {what}", rel.display());
+        let b = s.as_bytes();
+        for (i, _) in s.match_indices('$') {
+            let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits > 0 && !s[i + 1 + digits..].starts_with("::") {
+                out.push(at(&format!(
+                    "parameter {} has no type",
+                    &s[i..i + 1 + digits]
+                )));
+            }
+        }
+        let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+        if flat.contains("UPDATE portfolios") && !flat.contains("version = ") {
+            out.push(at("UPDATE portfolios without a version bump"));
+        }
+        if let Some(k) = flat.find("DO UPDATE") {
+            if flat[k..].contains("now()") {
+                out.push(at("now() in ON CONFLICT DO UPDATE"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn storage_statements_suit_a_distributed_planner() {
+    let sources = crate_sources();
+    let storage: Vec<&Source> = sources
+        .iter()
+        .filter(|s| s.rel.starts_with("src/storage"))
+        .collect();
+    let found: Vec<String> = storage
+        .iter()
+        .flat_map(|s| planner_rule_breaks(&s.rel, &s.text))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "statements a distributed planner (Citus) refuses or that skip the version:\n{}",
+        found.join("\n")
+    );
+    // The rule sees statements with parameters and portfolio updates.
+    let all: String = storage.iter().map(|s| s.text.as_str()).collect();
+    assert!(all.matches("::text").count() > 20 && all.contains("UPDATE portfolios"));
+}
+
+#[test]
+fn checker_finds_statements_a_distributed_planner_refuses() {
+    let planted = r##"
+        fn a() { sqlx::query("SELECT x FROM t WHERE a = $1 AND b = $2::date"); }
+        fn b() { sqlx::query("UPDATE portfolios SET last_day = $1::date"); }
+        fn c() { sqlx::query("INSERT INTO prices (x) VALUES ($1::int8) ON CONFLICT (x) DO UPDATE SET at = now()"); }
+        fn d() { sqlx::query("UPDATE portfolios p SET first_day = $1::date, version = p.version + 1"); }
+        fn e() { sqlx::query("SELECT $10::int8, $11 FROM t"); }
+    "##;
+    let found = planner_rule_breaks(Path::new("src/storage/x.rs"), planted);
+    assert_eq!(found.len(), 4, "{found:#?}");
+    assert!(found[0].contains("$1 has no type"));
+    assert!(found[1].contains("without a version bump"));
+    assert!(found[2].contains("now()"));
+    assert!(found[3].contains("$11 has no type"));
 }
 
 // ---------------------------------------------------------------------------

@@ -125,6 +125,13 @@ pub struct BenchArgs {
     /// Concurrent `calculate` calls in `replay`.
     #[arg(long, default_value_t = 4)]
     pub replay_concurrency: usize,
+    /// Run on this database of an existing server instead of a private one:
+    /// an empty database, e.g. one a Citus coordinator prepared with
+    /// deploy/citus.sql (`deploy/citus/cluster.sh db NAME` prints such a
+    /// URL). Its server's CPU time is not sampled, and the consumer-alone
+    /// comparison of `ingest` (which needs a second database) is skipped.
+    #[arg(long)]
+    pub database_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -219,7 +226,10 @@ struct Bench {
     args: BenchArgs,
     today: NaiveDate,
     cores: usize,
-    pg: PgTemp,
+    /// The private server, unless `--database-url` named another.
+    _pg: Option<PgTemp>,
+    /// The database navd and the bench use.
+    db_url: String,
     /// Monitoring queries of the bench (excluded from the activity samples).
     pool: PgPool,
     /// In-process work of `replay` and the stage splits (sampled like navd).
@@ -286,15 +296,21 @@ impl Bench {
             "navd bench: {cores} cores, scale {}, seed {}, today pinned to {today}",
             args.scale, args.seed
         );
-        println!("navd bench: starting a private PostgreSQL (durable defaults)...");
-        let pg = tokio::task::spawn_blocking(|| PgTemp::start(&PgOptions::default())).await??;
-        let pool =
-            storage::connect(&format!("{}?application_name={PROBE_APP}", pg.url()), 16).await?;
-        let work_pool = storage::connect(
-            &format!("{}?application_name=navd-bench-work", pg.url()),
-            16,
-        )
-        .await?;
+        let (pg, db_url) = match &args.database_url {
+            Some(url) => {
+                println!("navd bench: on the database given by --database-url");
+                (None, url.clone())
+            }
+            None => {
+                println!("navd bench: starting a private PostgreSQL (durable defaults)...");
+                let pg =
+                    tokio::task::spawn_blocking(|| PgTemp::start(&PgOptions::default())).await??;
+                let url = pg.url();
+                (Some(pg), url)
+            }
+        };
+        let pool = storage::connect(&with_param(&db_url, PROBE_APP), 16).await?;
+        let work_pool = storage::connect(&with_param(&db_url, "navd-bench-work"), 16).await?;
         storage::migrate(&pool).await?;
         for setting in ["fsync", "synchronous_commit"] {
             let v: String = sqlx::query_scalar(&format!("SHOW {setting}"))
@@ -317,12 +333,13 @@ impl Bench {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(120))
             .build()?;
-        let postmaster = find_postmaster(pg.port());
+        let postmaster = pg.as_ref().and_then(|pg| find_postmaster(pg.port()));
         let mut b = Bench {
             args,
             today,
             cores,
-            pg,
+            _pg: pg,
+            db_url,
             pool,
             work_pool,
             _cluster: cluster,
@@ -387,7 +404,7 @@ impl Bench {
         }
         let child = NavdChild::spawn(
             &self.exe,
-            &self.pg.url(),
+            &self.db_url,
             &self.brokers,
             GROUP,
             self.today,
@@ -727,6 +744,10 @@ impl Bench {
     /// to fold. The gap to the `ingest` rate is what folding during the
     /// ingest costs the consumer on this machine.
     async fn ingest_store_only(&mut self) -> Result<()> {
+        let Some(pg) = &self._pg else {
+            println!("[ingest] the consumer alone: skipped (--database-url)");
+            return Ok(());
+        };
         const DB: &str = "navd_store_only";
         const STORE_ONLY_GROUP: &str = "navd-bench-store-only";
         let book = self.ingest_book.as_ref().expect("ingested");
@@ -737,8 +758,8 @@ impl Bench {
         sqlx::query(&format!("CREATE DATABASE {DB}"))
             .execute(&self.pool)
             .await?;
-        let url = self.pg.url_for(DB);
-        let pool = storage::connect(&format!("{url}?application_name={PROBE_APP}"), 2).await?;
+        let url = pg.url_for(DB);
+        let pool = storage::connect(&with_param(&url, PROBE_APP), 2).await?;
         let child = NavdChild::spawn(
             &self.exe,
             &url,
@@ -1954,6 +1975,12 @@ fn machine_cpu_seconds() -> (f64, f64) {
     let steal = f.get(7).copied().unwrap_or(0);
     let t = ticks_per_second();
     (busy as f64 / t, steal as f64 / t)
+}
+
+/// `url` with `application_name` set (after any options it has).
+fn with_param(url: &str, app: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}application_name={app}")
 }
 
 /// The postmaster of our private server: the `postgres` process started

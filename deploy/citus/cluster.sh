@@ -7,6 +7,9 @@
 #
 #   deploy/citus/cluster.sh start [DIR]   start the three nodes, print the coordinator URL
 #   deploy/citus/cluster.sh stop  [DIR]   stop them
+#   deploy/citus/cluster.sh db NAME [DIR] a database NAME on every node, navd's schema
+#                                         migrated and distributed by deploy/citus.sql;
+#                                         prints its URL (for navd serve or navd-bench --database-url)
 #   deploy/citus/cluster.sh check         start, run the checks, stop; exit status = outcome
 #
 # The nodes keep PostgreSQL's durable defaults (fsync, synchronous_commit):
@@ -15,6 +18,10 @@
 set -euo pipefail
 
 cmd=${1:-check}
+if [ "$cmd" = db ]; then
+  name=${2:?usage: $0 db NAME [DIR]}
+  shift
+fi
 dir=${2:-${TMPDIR:-/tmp}/navd-citus}
 base_port=${NAVD_CITUS_PORT:-55432}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -80,6 +87,25 @@ psql_c() {
   psql -X -q -v ON_ERROR_STOP=1 "postgres://postgres@127.0.0.1:$((base_port + node))/$db" "$@"
 }
 
+# A database NAME on every node with Citus, the workers added, navd's
+# migrations, then deploy/citus.sql as an operator runs it. Prints its URL.
+prepare_db() {
+  local name=$1
+  for w in 1 2; do
+    psql_c "$w" postgres -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null
+    psql_c "$w" "$name" -c "CREATE EXTENSION citus" >/dev/null
+  done
+  psql_c 0 postgres -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null
+  psql_c 0 "$name" -c "CREATE EXTENSION citus" \
+    -c "SELECT citus_set_coordinator_host('127.0.0.1', $base_port)" \
+    -c "SELECT citus_add_node('127.0.0.1', $((base_port + 1)))" \
+    -c "SELECT citus_add_node('127.0.0.1', $((base_port + 2)))" >/dev/null
+  local url="postgres://postgres@127.0.0.1:$base_port/$name?sslmode=disable"
+  (cd "$repo" && cargo build --release --bin navd -q && DATABASE_URL=$url target/release/navd migrate >/dev/null)
+  psql_c 0 "$name" -f "$repo/deploy/citus.sql" >/dev/null
+  echo "$url"
+}
+
 check() {
   rm -rf "$dir"
   trap stop EXIT
@@ -90,22 +116,10 @@ check() {
   cd "$repo"
   # The integration tests: each test gets a database of its own on all three
   # nodes, migrated and distributed with deploy/citus.sql (tests/common).
+  # kafka.rs includes the demo's book through the broker
+  # (the_demo_book_through_the_broker) and two `navd serve` in one group
+  # compared with one consumer on single-node PostgreSQL.
   NAVD_TEST_CITUS_URL=$url cargo test --release --test kafka --test api -- --test-threads 2
-  # The demo book through the real binary, into a distributed database.
-  psql_c 0 postgres -c "DROP DATABASE IF EXISTS navd_demo" -c "CREATE DATABASE navd_demo" >/dev/null
-  for w in 1 2; do
-    psql_c "$w" postgres -c "DROP DATABASE IF EXISTS navd_demo" -c "CREATE DATABASE navd_demo" >/dev/null
-    psql_c "$w" navd_demo -c "CREATE EXTENSION citus" >/dev/null
-  done
-  psql_c 0 navd_demo -c "CREATE EXTENSION citus" \
-    -c "SELECT citus_set_coordinator_host('127.0.0.1', $base_port)" \
-    -c "SELECT citus_add_node('127.0.0.1', $((base_port + 1)))" \
-    -c "SELECT citus_add_node('127.0.0.1', $((base_port + 2)))" >/dev/null
-  local demo_url="postgres://postgres@127.0.0.1:$base_port/navd_demo?sslmode=disable"
-  cargo build --release --bin navd -q
-  DATABASE_URL=$demo_url target/release/navd migrate
-  psql_c 0 navd_demo -f deploy/citus.sql >/dev/null
-  DATABASE_URL=$demo_url target/release/navd demo --check
   echo "citus check: passed"
 }
 
@@ -113,5 +127,6 @@ case $cmd in
   start) start ;;
   stop) stop ;;
   check) check ;;
+  db) prepare_db "$name" ;;
   *) echo "usage: $0 start|stop|check [DIR]" >&2; exit 2 ;;
 esac

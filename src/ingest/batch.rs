@@ -51,9 +51,24 @@ fn refused_content(e: &anyhow::Error) -> Option<String> {
     match sqlx_error {
         sqlx::Error::Database(db) => {
             let code = db.code()?;
-            matches!(&code[..2], "22" | "23" | "54").then(|| {
-                format!(
+            if matches!(&code[..2], "22" | "23" | "54") {
+                return Some(format!(
                     "the database refused to store it: {} (SQLSTATE {code})",
+                    db.message()
+                ));
+            }
+            // Citus reports a row a worker refused while the coordinator
+            // copied rows to it as XX000 from ReportCopyError, without the
+            // worker's SQLSTATE (its message and detail are kept). Only
+            // that routine is taken as a refusal: Citus' own failures
+            // (planning, connections, I/O) come from elsewhere and are
+            // retried. A worker out of disk space is reported the same way
+            // and would be isolated too (deploy/README.md, Citus).
+            let pg = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?;
+            (code == "XX000" && pg.routine() == Some("ReportCopyError")).then(|| {
+                format!(
+                    "the database refused to store it: {} (a Citus worker's error; \
+                     Citus does not pass its SQLSTATE on)",
                     db.message()
                 )
             })

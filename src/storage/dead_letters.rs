@@ -44,7 +44,7 @@ pub async fn dead_letters_page(
 ) -> sqlx::Result<Vec<StoredDeadLetter>> {
     let rows = sqlx::query(
         "SELECT id, topic, partition, \"offset\", key, payload, reason, received_at
-           FROM dead_letters WHERE id > $1 ORDER BY id LIMIT $2",
+           FROM dead_letters WHERE id > $1::int8 ORDER BY id LIMIT $2::int8",
     )
     .bind(after)
     .bind(limit)

@@ -76,6 +76,16 @@ pub struct IngestReport {
 /// dead-lettered), prices (later replaces earlier), dead letters; marks the
 /// affected portfolios pending. Runs in the caller's transaction.
 pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result<IngestReport> {
+    if !batch.rates.is_empty() {
+        // A stored rate marks the portfolios exposed to it by reading the
+        // transactions this batch may have just written to several shards;
+        // Citus can only do that when the transaction reached each worker
+        // over one connection. On one PostgreSQL this sets an unused
+        // placeholder.
+        sqlx::query("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'")
+            .execute(&mut *conn)
+            .await?;
+    }
     let mut report = IngestReport::default();
     let mut dead = batch.dead_letters;
 
@@ -98,11 +108,12 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
     }
     if !fresh.is_empty() {
         let ids: Vec<Uuid> = fresh.iter().map(|(t, _, _)| t.event_id).collect();
-        let rows =
-            sqlx::query("SELECT event_id, fingerprint FROM event_ids WHERE event_id = ANY($1::uuid[])")
-                .bind(&ids)
-                .fetch_all(&mut *conn)
-                .await?;
+        let rows = sqlx::query(
+            "SELECT event_id, fingerprint FROM event_ids WHERE event_id = ANY($1::uuid[])",
+        )
+        .bind(&ids)
+        .fetch_all(&mut *conn)
+        .await?;
         let stored: HashMap<Uuid, String> = rows
             .into_iter()
             .map(|r| (r.get::<Uuid, _>(0), r.get::<String, _>(1)))
@@ -275,7 +286,7 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
     if !resettled.is_empty() {
         let rows = sqlx::query(
             "INSERT INTO portfolio_marks (portfolio_id, from_day)
-             SELECT portfolio_id, first_day FROM portfolios WHERE portfolio_id = ANY($1)
+             SELECT portfolio_id, first_day FROM portfolios WHERE portfolio_id = ANY($1::text[])
              RETURNING portfolio_id",
         )
         .bind(&resettled)
@@ -353,14 +364,14 @@ async fn mark_exposed(
         "WITH r AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::date[]) AS r(f, t, day)),
          exposure AS (
              SELECT DISTINCT portfolio_id, currency FROM transactions
-              WHERE currency = ANY($4)
+              WHERE currency = ANY($4::text[])
              UNION
-             SELECT ps.portfolio_id, COALESCE(NULLIF(sc.currency, ''), $5)
+             SELECT ps.portfolio_id, COALESCE(NULLIF(sc.currency, ''), $5::text)
                FROM symbol_currencies sc JOIN portfolio_symbols ps ON ps.symbol = sc.symbol
-              WHERE COALESCE(NULLIF(sc.currency, ''), $5) = ANY($4)
+              WHERE COALESCE(NULLIF(sc.currency, ''), $5::text) = ANY($4::text[])
          ),
          based AS (
-             SELECT e.portfolio_id, e.currency, COALESCE(st.base_currency, $5) AS base
+             SELECT e.portfolio_id, e.currency, COALESCE(st.base_currency, $5::text) AS base
                FROM exposure e
                LEFT JOIN LATERAL (SELECT t.base_currency FROM transactions t
                                    WHERE t.portfolio_id = e.portfolio_id
@@ -394,7 +405,7 @@ async fn insert_transactions(
     // Log positions are taken in batch order so ties within a day fold in
     // topic order.
     let mut seqs: Vec<i64> =
-        sqlx::query_scalar("SELECT nextval('transaction_seq') FROM generate_series(1, $1)")
+        sqlx::query_scalar("SELECT nextval('transaction_seq') FROM generate_series(1, $1::int8)")
             .bind(rows.len() as i64)
             .fetch_all(&mut *conn)
             .await?;
@@ -510,7 +521,7 @@ pub async fn load_transactions_many(
            FROM UNNEST($1::text[], $2::date[]) AS u(pid, after)
            JOIN transactions t ON t.portfolio_id = u.pid
                               AND t.trade_date > COALESCE(u.after, '-infinity'::date)
-                              AND t.trade_date <= $3
+                              AND t.trade_date <= $3::date
           ORDER BY t.portfolio_id, t.trade_date, t.seq",
     )
     .bind(&pids)
@@ -775,7 +786,7 @@ async fn store_splits(
     let mut seen: HashMap<Uuid, String> = HashMap::new();
     let ids: Vec<Uuid> = splits.iter().map(|(s, _)| s.event_id).collect();
     let stored: HashMap<Uuid, String> =
-        sqlx::query("SELECT event_id, fingerprint FROM splits WHERE event_id = ANY($1)")
+        sqlx::query("SELECT event_id, fingerprint FROM splits WHERE event_id = ANY($1::uuid[])")
             .bind(&ids)
             .fetch_all(&mut *conn)
             .await?
@@ -802,7 +813,7 @@ async fn store_splits(
     // Log positions in batch order: the latest split of a (symbol, ex-date)
     // is the one in effect.
     let mut seqs: Vec<i64> =
-        sqlx::query_scalar("SELECT nextval('transaction_seq') FROM generate_series(1, $1)")
+        sqlx::query_scalar("SELECT nextval('transaction_seq') FROM generate_series(1, $1::int8)")
             .bind(fresh.len() as i64)
             .fetch_all(&mut *conn)
             .await?;

@@ -69,8 +69,8 @@ pub async fn load_history(
 ) -> sqlx::Result<Vec<HistoryRow>> {
     let sql = format!(
         "SELECT {HISTORY_COLUMNS} FROM portfolio_nav_history
-          WHERE portfolio_id = $1 AND day >= COALESCE($2, '-infinity'::date)
-            AND day <= COALESCE($3, 'infinity'::date)
+          WHERE portfolio_id = $1::text AND day >= COALESCE($2::date, '-infinity'::date)
+            AND day <= COALESCE($3::date, 'infinity'::date)
           ORDER BY day"
     );
     Ok(sqlx::query(&sql)
@@ -90,7 +90,7 @@ pub async fn history_row(
     day: NaiveDate,
 ) -> sqlx::Result<Option<HistoryRow>> {
     let sql = format!(
-        "SELECT {HISTORY_COLUMNS} FROM portfolio_nav_history WHERE portfolio_id = $1 AND day = $2"
+        "SELECT {HISTORY_COLUMNS} FROM portfolio_nav_history WHERE portfolio_id = $1::text AND day = $2::date"
     );
     Ok(sqlx::query(&sql)
         .bind(portfolio_id)
@@ -110,7 +110,7 @@ pub async fn replace_history(
 ) -> sqlx::Result<()> {
     sqlx::query(
         "DELETE FROM portfolio_nav_history
-          WHERE portfolio_id = $1 AND day >= $2 AND day <= COALESCE($3, 'infinity'::date)",
+          WHERE portfolio_id = $1::text AND day >= $2::date AND day <= COALESCE($3::date, 'infinity'::date)",
     )
     .bind(portfolio_id)
     .bind(from)

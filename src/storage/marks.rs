@@ -11,7 +11,7 @@ pub async fn add_mark(
     portfolio_id: &str,
     day: NaiveDate,
 ) -> sqlx::Result<()> {
-    sqlx::query("INSERT INTO portfolio_marks (portfolio_id, from_day) VALUES ($1, $2)")
+    sqlx::query("INSERT INTO portfolio_marks (portfolio_id, from_day) VALUES ($1::text, $2::date)")
         .bind(portfolio_id)
         .bind(day)
         .execute(conn)
@@ -26,11 +26,13 @@ pub async fn delete_marks(
     ids: &[i64],
 ) -> sqlx::Result<()> {
     if !ids.is_empty() {
-        sqlx::query("DELETE FROM portfolio_marks WHERE portfolio_id = $1 AND id = ANY($2)")
-            .bind(portfolio_id)
-            .bind(ids)
-            .execute(conn)
-            .await?;
+        sqlx::query(
+            "DELETE FROM portfolio_marks WHERE portfolio_id = $1::text AND id = ANY($2::int8[])",
+        )
+        .bind(portfolio_id)
+        .bind(ids)
+        .execute(conn)
+        .await?;
     }
     Ok(())
 }
@@ -42,7 +44,7 @@ pub async fn delete_marks_many(
     ids: &[i64],
 ) -> sqlx::Result<()> {
     if !ids.is_empty() {
-        sqlx::query("DELETE FROM portfolio_marks WHERE portfolio_id = ANY($1) AND id = ANY($2)")
+        sqlx::query("DELETE FROM portfolio_marks WHERE portfolio_id = ANY($1::text[]) AND id = ANY($2::int8[])")
             .bind(pids)
             .bind(ids)
             .execute(conn)

@@ -25,7 +25,7 @@ pub async fn read(
         "SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
            JOIN UNNEST($2::text[], $3::int4[]) AS u(topic, partition)
              ON o.topic = u.topic AND o.partition = u.partition
-          WHERE o.group_id = $1",
+          WHERE o.group_id = $1::text",
     )
     .bind(group)
     .bind(&topics)
@@ -49,7 +49,7 @@ pub async fn lock(
     let (topics, partitions) = unzip(parts);
     sqlx::query(
         "INSERT INTO consumer_offsets (group_id, topic, partition, next_offset)
-         SELECT $1, t, p, 0 FROM UNNEST($2::text[], $3::int4[]) AS u(t, p)
+         SELECT $1::text, t, p, 0 FROM UNNEST($2::text[], $3::int4[]) AS u(t, p)
          ON CONFLICT DO NOTHING",
     )
     .bind(group)
@@ -61,7 +61,7 @@ pub async fn lock(
         "SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
            JOIN UNNEST($2::text[], $3::int4[]) AS u(topic, partition)
              ON o.topic = u.topic AND o.partition = u.partition
-          WHERE o.group_id = $1
+          WHERE o.group_id = $1::text
           ORDER BY o.topic, o.partition
           FOR UPDATE OF o",
     )
@@ -91,7 +91,7 @@ pub async fn advance(
     sqlx::query(
         "UPDATE consumer_offsets o SET next_offset = u.n, updated_at = now()
            FROM UNNEST($2::text[], $3::int4[], $4::int8[]) AS u(t, p, n)
-          WHERE o.group_id = $1 AND o.topic = u.t AND o.partition = u.p",
+          WHERE o.group_id = $1::text AND o.topic = u.t AND o.partition = u.p",
     )
     .bind(group)
     .bind(&t)
@@ -107,7 +107,7 @@ pub async fn advance(
 /// portfolios still wait for a refresh. For the demo and the tests.
 pub async fn progress(pool: &PgPool, group: &str) -> sqlx::Result<(i64, i64)> {
     let consumed: i64 = sqlx::query_scalar(
-        "SELECT COALESCE(sum(next_offset), 0)::int8 FROM consumer_offsets WHERE group_id = $1",
+        "SELECT COALESCE(sum(next_offset), 0)::int8 FROM consumer_offsets WHERE group_id = $1::text",
     )
     .bind(group)
     .fetch_one(pool)

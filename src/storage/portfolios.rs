@@ -74,7 +74,7 @@ pub async fn get_portfolio(
     portfolio_id: &str,
 ) -> sqlx::Result<Option<PortfolioRow>> {
     let sql = format!(
-        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {ROW_JOINS} WHERE p.portfolio_id = $1"
+        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {ROW_JOINS} WHERE p.portfolio_id = $1::text"
     );
     Ok(sqlx::query(&sql)
         .bind(portfolio_id)
@@ -93,7 +93,7 @@ pub async fn lock_portfolio(
     skip_locked: bool,
 ) -> sqlx::Result<Option<PortfolioRow>> {
     let locked: Option<i32> = sqlx::query_scalar(&format!(
-        "SELECT 1 FROM portfolios WHERE portfolio_id = $1 FOR UPDATE{}",
+        "SELECT 1 FROM portfolios WHERE portfolio_id = $1::text FOR UPDATE{}",
         if skip_locked { " SKIP LOCKED" } else { "" }
     ))
     .bind(portfolio_id)
@@ -114,20 +114,20 @@ pub async fn lock_portfolios(
     ids: &[String],
     skip_locked: bool,
 ) -> sqlx::Result<Vec<PortfolioRow>> {
-    let locked: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT portfolio_id FROM portfolios WHERE portfolio_id = ANY($1)
-          ORDER BY portfolio_id FOR UPDATE{}",
-        if skip_locked { " SKIP LOCKED" } else { "" }
-    ))
-    .bind(ids)
-    .fetch_all(&mut *conn)
-    .await?;
+    // Row by row in the database (a lock spanning shards is refused by
+    // Citus): migrations/…_citus_ready.sql.
+    let locked: Vec<String> =
+        sqlx::query_scalar("SELECT navd_lock_portfolios($1::text[], $2::bool)")
+            .bind(ids)
+            .bind(skip_locked)
+            .fetch_all(&mut *conn)
+            .await?;
     if locked.is_empty() {
         return Ok(vec![]);
     }
     let sql = format!(
         "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {ROW_JOINS}
-          WHERE p.portfolio_id = ANY($1) ORDER BY p.portfolio_id"
+          WHERE p.portfolio_id = ANY($1::text[]) ORDER BY p.portfolio_id"
     );
     let rows: Vec<PortfolioRow> = sqlx::query(&sql)
         .bind(&locked)
@@ -152,12 +152,12 @@ pub async fn due_portfolios(
     sqlx::query_scalar(
         "SELECT portfolio_id FROM (
              SELECT portfolio_id, min(marked_at) AS since FROM portfolio_marks GROUP BY portfolio_id
-             HAVING min(marked_at) <= now() - make_interval(secs => $3)
+             HAVING min(marked_at) <= now() - make_interval(secs => $3::float8)
              UNION ALL
              SELECT portfolio_id, '-infinity'::timestamptz FROM portfolios
-              WHERE (computed_through IS NULL OR computed_through < $1)
-                AND updated_at <= now() - make_interval(secs => $3)
-          ) due GROUP BY portfolio_id ORDER BY min(since), portfolio_id LIMIT $2",
+              WHERE (computed_through IS NULL OR computed_through < $1::date)
+                AND updated_at <= now() - make_interval(secs => $3::float8)
+          ) due GROUP BY portfolio_id ORDER BY min(since), portfolio_id LIMIT $2::int8",
     )
     .bind(today)
     .bind(limit)
@@ -181,8 +181,8 @@ pub async fn portfolio_validator(
     let row = sqlx::query(
         "SELECT p.version, (SELECT min(from_day) FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id),
                 (SELECT v.version + COALESCE((SELECT f.version FROM price_versions f WHERE f.symbol = ''), 0)
-                   FROM price_versions v WHERE v.symbol = $2)
-           FROM portfolios p WHERE p.portfolio_id = $1",
+                   FROM price_versions v WHERE v.symbol = $2::text)
+           FROM portfolios p WHERE p.portfolio_id = $1::text",
     )
     .bind(portfolio_id)
     .bind(benchmark)
@@ -281,9 +281,9 @@ pub async fn set_extent(
     first_day: NaiveDate,
 ) -> sqlx::Result<()> {
     sqlx::query(
-        "UPDATE portfolios SET last_day = $2, base_state = $3, first_day = $4, updated_at = now(),
+        "UPDATE portfolios SET last_day = $2::date, base_state = $3::jsonb, first_day = $4::date, updated_at = now(),
                 version = version + 1
-          WHERE portfolio_id = $1",
+          WHERE portfolio_id = $1::text",
     )
     .bind(portfolio_id)
     .bind(last_day)
@@ -315,8 +315,8 @@ pub async fn portfolios_page(
                 (SELECT h.net_value FROM portfolio_nav_history h
                   WHERE h.portfolio_id = p.portfolio_id AND h.day = p.last_day)
            FROM portfolios p {ROW_JOINS}
-          WHERE p.portfolio_id > $1 AND ($2::text[] IS NULL OR p.portfolio_id = ANY($2))
-          ORDER BY p.portfolio_id LIMIT $3"
+          WHERE p.portfolio_id > $1::text AND ($2::text[] IS NULL OR p.portfolio_id = ANY($2::text[]))
+          ORDER BY p.portfolio_id LIMIT $3::int8"
     );
     Ok(sqlx::query(&sql)
         .bind(after)

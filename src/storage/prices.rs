@@ -24,12 +24,12 @@ pub async fn load_prices(
     }
     let rows = sqlx::query(
         "SELECT symbol, day, close, currency FROM prices
-          WHERE symbol = ANY($1) AND day > $2 AND day <= $3
+          WHERE symbol = ANY($1::text[]) AND day > $2::date AND day <= $3::date
          UNION ALL
          -- one index probe per symbol (DISTINCT ON would read every older close)
          SELECT s.symbol, c.day, c.close, c.currency FROM UNNEST($1::text[]) AS s(symbol)
          CROSS JOIN LATERAL (SELECT day, close, currency FROM prices
-                              WHERE symbol = s.symbol AND day <= $2
+                              WHERE symbol = s.symbol AND day <= $2::date
                               ORDER BY day DESC LIMIT 1) c",
     )
     .bind(symbols)
@@ -67,7 +67,7 @@ pub async fn splits(
 ) -> sqlx::Result<HashMap<String, Vec<(NaiveDate, u32, u32)>>> {
     let rows = sqlx::query(
         "SELECT DISTINCT ON (symbol, ex_date) symbol, ex_date, numerator, denominator
-           FROM splits WHERE symbol = ANY($1)
+           FROM splits WHERE symbol = ANY($1::text[])
           ORDER BY symbol, ex_date, seq DESC",
     )
     .bind(symbols)
@@ -90,7 +90,7 @@ pub async fn versions(
     symbols: &[String],
 ) -> sqlx::Result<HashMap<String, i64>> {
     Ok(
-        sqlx::query("SELECT symbol, version FROM price_versions WHERE symbol = ANY($1)")
+        sqlx::query("SELECT symbol, version FROM price_versions WHERE symbol = ANY($1::text[])")
             .bind(symbols)
             .fetch_all(conn)
             .await?
@@ -113,7 +113,7 @@ pub async fn series(
     symbols: &[String],
 ) -> anyhow::Result<HashMap<String, StoredSeries>> {
     let rows = sqlx::query(
-        "SELECT symbol, day, close, currency FROM prices WHERE symbol = ANY($1)
+        "SELECT symbol, day, close, currency FROM prices WHERE symbol = ANY($1::text[])
           ORDER BY symbol, day",
     )
     .bind(symbols)

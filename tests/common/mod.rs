@@ -51,6 +51,10 @@ extern "C" fn stop_private_server() {
 }
 
 fn citus() -> Option<&'static Citus> {
+    if std::env::var_os("NAVD_TEST_LOG").is_some() {
+        static LOG: std::sync::Once = std::sync::Once::new();
+        LOG.call_once(|| navd::telemetry::init(navd::config::LogFormat::Pretty));
+    }
     CITUS
         .get_or_init(|| {
             let url = std::env::var("NAVD_TEST_CITUS_URL")

@@ -55,8 +55,9 @@ listen_addresses = '127.0.0.1'
 unix_socket_directories = '$dir'
 shared_preload_libraries = 'citus'
 max_prepared_transactions = 200
-max_connections = 400
-# A Citus maintenance daemon runs per database; the tests make one database each.
+max_connections = 1000
+# The tests make a database each: a Citus maintenance daemon per database,
+# and connections cached from coordinator backends to the workers.
 max_worker_processes = 256
 citus.shard_count = 32
 EOF

@@ -113,7 +113,7 @@ check() {
   local url
   url=$(start)
   echo "citus cluster: coordinator $url, workers on $((base_port + 1)) and $((base_port + 2))"
-  psql_c 0 postgres -Atc "SELECT 'citus ' || extversion FROM pg_extension WHERE extname = 'citus'"
+  psql_c 0 postgres -Atc "SELECT citus_version()"
   cd "$repo"
   # The integration tests: each test gets a database of its own on all three
   # nodes, migrated and distributed with deploy/citus.sql (tests/common).

@@ -1878,3 +1878,55 @@ async fn bad_rates_and_currency_codes_are_dead_letters_naming_the_field() {
     );
     stop(svc).await;
 }
+
+/// An id reused for two portfolios by two batches at the same moment (so
+/// neither sees the other's row when it looks the id up): the database
+/// lets only one commit, on one PostgreSQL and on Citus alike (`event_ids`
+/// is distributed by event_id there), and the retried batch dead-letters
+/// the reuse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_reused_across_portfolios_at_the_same_moment_counts_once() {
+    let (pool, _) = fresh_db().await;
+    let buy = |p: &str| {
+        json!({"event_id": "50000000-0000-4000-8000-000000000001", "type": "buy",
+               "portfolio_id": p, "symbol": "X", "quantity": "1", "price": "10",
+               "trade_date": "2024-01-02"})
+    };
+    let mut a = pool.begin().await.unwrap();
+    let stored = navd::storage::ingest(&mut a, batch_of(&[buy("p-a")], &[]))
+        .await
+        .unwrap();
+    assert_eq!(stored.transactions_stored, 1);
+    // B runs while A is open: its lookup cannot see A's id, so it tries to
+    // store it too, and waits on A's key.
+    let b_pool = pool.clone();
+    let b = tokio::spawn(async move {
+        let mut b = b_pool.begin().await.unwrap();
+        navd::storage::ingest(&mut b, batch_of(&[buy("p-b")], &[])).await?;
+        b.commit().await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!b.is_finished(), "B waits for A's key");
+    a.commit().await.unwrap();
+    let err = b
+        .await
+        .unwrap()
+        .expect_err("the second batch cannot commit");
+    assert!(
+        err.to_string().contains("event_ids"),
+        "refused by the event_ids key: {err}"
+    );
+    // The consumer retries B: now the lookup sees A's row.
+    let retried = ingest(&pool, &[buy("p-b")], &[]).await;
+    assert_eq!(retried.transactions_stored, 0);
+    assert_eq!(retried.dead_letters, 1);
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM transactions").await, 1);
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT count(*) FROM transactions WHERE portfolio_id = 'p-a'"
+        )
+        .await,
+        1
+    );
+}

@@ -1,7 +1,9 @@
 //! Integration-test harness: a real PostgreSQL (a private server started from
 //! the installed binaries, or `DATABASE_URL` when set), a fresh database per
 //! test cloned from a migrated template, the app on port 0, tokens, and the
-//! golden fixture.
+//! golden fixture. `NAVD_TEST_CITUS_URL` runs the tests on a live Citus
+//! cluster instead (deploy/README.md, Citus); `NAVD_TEST_LOG=1` shows navd's
+//! logs.
 #![allow(dead_code)]
 // Shared by every test binary as `mod common;`: its items are `pub` for the
 // including crate, which the lint cannot see.
@@ -51,10 +53,6 @@ extern "C" fn stop_private_server() {
 }
 
 fn citus() -> Option<&'static Citus> {
-    if std::env::var_os("NAVD_TEST_LOG").is_some() {
-        static LOG: std::sync::Once = std::sync::Once::new();
-        LOG.call_once(|| navd::telemetry::init(navd::config::LogFormat::Pretty));
-    }
     CITUS
         .get_or_init(|| {
             let url = std::env::var("NAVD_TEST_CITUS_URL")
@@ -195,9 +193,19 @@ fn next_name() -> String {
     )
 }
 
+/// navd's logs on stderr when `NAVD_TEST_LOG` is set (filtered by
+/// `RUST_LOG`): what an in-process service did when a test waits in vain.
+fn init_test_log() {
+    static LOG: std::sync::Once = std::sync::Once::new();
+    if std::env::var_os("NAVD_TEST_LOG").is_some() {
+        LOG.call_once(|| navd::telemetry::init(navd::config::LogFormat::Pretty));
+    }
+}
+
 /// A fresh, migrated database of this test's own: on the Citus cluster when
 /// `NAVD_TEST_CITUS_URL` is set, else on single-node PostgreSQL.
 pub async fn fresh_db() -> (PgPool, String) {
+    init_test_log();
     match citus() {
         Some(c) => fresh_citus_db(c).await,
         None => fresh_single_db().await,

@@ -213,6 +213,99 @@ async fn backfill_twice_leaves_an_identical_table() {
     assert_eq!(history_table(&app.pool).await, first);
 }
 
+/// The row version (`xmin`) of every stored record: it changes exactly when
+/// the row is written again.
+async fn row_versions(pool: &sqlx::PgPool) -> std::collections::BTreeMap<(String, String), String> {
+    sqlx::query_as::<_, (String, String, String)>(
+        "SELECT portfolio_id, day::text, xmin::text FROM portfolio_nav_history",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(p, d, x)| ((p, d), x))
+    .collect()
+}
+
+/// A refold writes only the records whose values change: a `calculate` or a
+/// `backfill` of an unchanged log rewrites none, a corrected close rewrites
+/// the days it moves and none before, a refold that ends earlier deletes
+/// the days past its end; the table always equals a full rebuild.
+#[tokio::test]
+async fn a_refold_writes_only_the_records_that_change() {
+    let app = spawn_app(jwt_auth(), golden_today()).await;
+    ingest_golden(&app.pool).await;
+    let calc = "/api/v1/portfolio/golden-1/nav-history/calculate";
+    let backfill = "/api/v1/portfolio/golden-1/nav-history/backfill";
+    assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
+    let table = history_table(&app.pool).await;
+    let versions = row_versions(&app.pool).await;
+    assert_eq!(versions.len(), 14);
+
+    for op in [calc, backfill, calc] {
+        assert_eq!(post(&app, op, &admin(), None).await.status(), 200);
+        assert_eq!(history_table(&app.pool).await, table, "{op}");
+        assert_eq!(row_versions(&app.pool).await, versions, "{op} rewrote rows");
+    }
+
+    // A corrected close of A on 2024-01-09 moves that day and the ones
+    // that carry it forward, and nothing before.
+    let g = golden();
+    let close = g["prices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["symbol"] == "A" && p["date"] == "2024-01-09")
+        .unwrap();
+    let old: f64 = close["close"].as_str().unwrap().parse().unwrap();
+    let corrected = json!({"symbol": "A", "date": "2024-01-09", "close": format!("{}", old + 7.0)});
+    ingest(&app.pool, &[], &[corrected]).await;
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let after = row_versions(&app.pool).await;
+    let moved = history_table(&app.pool).await;
+    for ((id, d), x) in &versions {
+        let rewritten = after.get(&(id.clone(), d.clone())) != Some(x);
+        let value_changed = table
+            .iter()
+            .zip(&moved)
+            .any(|(a, b)| a.1.to_string() == *d && a != b);
+        assert_eq!(rewritten, value_changed, "{d}: rewritten {rewritten}");
+        if d.as_str() < "2024-01-09" {
+            assert!(!rewritten, "{d} is before the corrected close");
+        }
+    }
+    assert!(after.iter().any(|(k, x)| versions.get(k) != Some(x)));
+    assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
+    assert_eq!(
+        history_table(&app.pool).await,
+        moved,
+        "equals a full rebuild"
+    );
+
+    // A backfill that ends before the last day leaves the days after it.
+    let r = post(&app, backfill, &admin(), Some(json!({"to": "2024-01-06"}))).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(history_table(&app.pool).await, moved);
+
+    // A late oversell stops the fold: the days from it on are deleted.
+    let oversell = json!({"event_id": "10000000-0000-4000-8000-0000000000ff", "type": "sell",
+        "portfolio_id": "golden-1", "symbol": "A", "quantity": "1000000", "price": "1",
+        "trade_date": "2024-01-10"});
+    ingest(&app.pool, &[oversell], &[]).await;
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let kept: Vec<_> = moved
+        .iter()
+        .filter(|r| r.1 < common::day("2024-01-10"))
+        .cloned()
+        .collect();
+    assert!(kept.len() < moved.len());
+    assert_eq!(history_table(&app.pool).await, kept);
+}
+
 #[tokio::test]
 async fn oversell_makes_the_history_inconsistent_until_fixed() {
     let app = spawn_app(jwt_auth(), common::day("2024-01-10")).await;

@@ -1184,17 +1184,54 @@ async fn assert_golden_portfolios(base: &str, file: &str, expected: &Value) {
     }
 }
 
-/// When each stored record was written, by (portfolio, day).
-async fn written_at(pool: &PgPool) -> std::collections::BTreeMap<(String, String), String> {
-    sqlx::query_as::<_, (String, String, String)>(
-        "SELECT portfolio_id, day::text, computed_at::text FROM portfolio_nav_history",
+/// When each stored record was written, and its values, by (portfolio, day).
+async fn written_at(
+    pool: &PgPool,
+) -> std::collections::BTreeMap<(String, String), (String, String)> {
+    sqlx::query_as::<_, (String, String, String, String)>(
+        "SELECT portfolio_id, day::text, computed_at::text,
+                concat_ws('|', market_value, cost, net_flow, daily_return, net_value, return_rate,
+                          profit, nav_exact, market_value_exact, cum_in, cum_out, holdings_value,
+                          cash, receivable, income, realized_pnl)
+           FROM portfolio_nav_history",
     )
     .fetch_all(pool)
     .await
     .unwrap()
     .into_iter()
-    .map(|(p, d, t)| ((p, d), t))
+    .map(|(p, d, t, v)| ((p, d), (t, v)))
     .collect()
+}
+
+/// Between two [`written_at`] snapshots, a late batch recomputed exactly the
+/// portfolios `from` names (id → first recomputed day): a record of theirs
+/// from that day on was written again exactly when its values changed
+/// (navd leaves an identical record in place), and no other record was
+/// written or changed. Some record of theirs did change (when any is
+/// stored).
+fn assert_recomputed(
+    before: &std::collections::BTreeMap<(String, String), (String, String)>,
+    after: &std::collections::BTreeMap<(String, String), (String, String)>,
+    from: impl Fn(&str) -> Option<&'static str>,
+    what: &str,
+) {
+    let mut changed = 0;
+    for (k @ (id, d), (t, v)) in before {
+        let (t2, v2) = after
+            .get(k)
+            .unwrap_or_else(|| panic!("{what}: {id} {d} vanished"));
+        let rewritten = t2 != t;
+        match from(id) {
+            Some(f) if d.as_str() >= f => {
+                assert_eq!(rewritten, v2 != v, "{what}: {id} {d}");
+                changed += usize::from(rewritten);
+            }
+            _ => assert!(!rewritten && v2 == v, "{what}: {id} {d} was rewritten"),
+        }
+    }
+    if before.keys().any(|(id, _)| from(id).is_some()) {
+        assert!(changed > 0, "{what}: nothing was recomputed");
+    }
 }
 
 /// The golden books of cash, income, dividends and splits, produced to the
@@ -1248,17 +1285,9 @@ async fn v2_golden_books_through_the_broker() {
             assert_golden_portfolios(&base, &format!("{file} then"), &then["portfolios"]).await;
             let after = written_at(&pool).await;
             // The late batch: a split of LATE on 06-05, a BIG close of 06-05.
-            for ((id, d), t) in &before {
-                let affected_from = match id.as_str() {
-                    "split-late" | "split-forward" => Some("2024-06-05"),
-                    _ => None,
-                };
-                let rewritten = after.get(&(id.clone(), d.clone())) != Some(t);
-                match affected_from {
-                    Some(from) => assert_eq!(rewritten, d.as_str() >= from, "{id} {d}"),
-                    None => assert!(!rewritten, "{id} {d} was rewritten"),
-                }
-            }
+            let from =
+                |id: &str| matches!(id, "split-late" | "split-forward").then_some("2024-06-05");
+            assert_recomputed(&before, &after, from, file);
         }
         stop(svc).await;
     }
@@ -1300,15 +1329,9 @@ async fn late_dividend_and_late_settings() {
     sent += 1;
     caught_up(&pool, "late-div", sent, Duration::from_secs(60)).await;
     let after = written_at(&pool).await;
-    let ex_date = late[0]["trade_date"].as_str().unwrap();
-    for ((id, d), t) in &before {
-        let rewritten = after.get(&(id.clone(), d.clone())) != Some(t);
-        if id == "div-reinvest" {
-            assert_eq!(rewritten, d.as_str() >= ex_date, "{id} {d}");
-        } else {
-            assert!(!rewritten, "{id} {d} was rewritten");
-        }
-    }
+    assert_eq!(late[0]["trade_date"], "2024-05-07", "the ex-date below");
+    let from = |id: &str| (id == "div-reinvest").then_some("2024-05-07");
+    assert_recomputed(&before, &after, from, "late dividend");
     // Now the settings: the tracked portfolio's whole history changes mode.
     for t in &held_back {
         b.tx(t).await;
@@ -1633,14 +1656,8 @@ async fn a_corrected_rate_recomputes_only_the_exposed_portfolios() {
     caught_up(&pool, "fx-fix", sent, Duration::from_secs(60)).await;
     let after = written_at(&pool).await;
     let exposed = ["fx-eur", "fx-tracked", "usd-eee"];
-    for ((id, d), t) in &before {
-        let rewritten = after.get(&(id.clone(), d.clone())) != Some(t);
-        if exposed.contains(&id.as_str()) {
-            assert_eq!(rewritten, d.as_str() >= "2024-03-05", "{id} {d}");
-        } else {
-            assert!(!rewritten, "{id} {d} was rewritten");
-        }
-    }
+    let from = |id: &str| exposed.contains(&id).then_some("2024-03-05");
+    assert_recomputed(&before, &after, from, "rate correction");
     assert!(before.keys().any(|(id, _)| id == "usd-only"));
 
     // What a full fold of the same events gives, reported string for string.

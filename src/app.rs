@@ -39,7 +39,18 @@ pub async fn start_http_with(
     limits: Limits,
     stop: CancellationToken,
 ) -> Result<(SocketAddr, JoinHandle<std::io::Result<()>>)> {
+    spawn_change_listener(&state, &stop);
     serve_router(http::router(state, request_timeout), addr, limits, stop).await
+}
+
+/// Listens for the change notifications that validate the read cache
+/// (until `stop`); without them, reads validate against the database.
+fn spawn_change_listener(state: &AppState, stop: &CancellationToken) {
+    tokio::spawn(storage::changes::listen(
+        state.pool.clone(),
+        state.changes.clone(),
+        stop.clone(),
+    ));
 }
 
 async fn serve_router(
@@ -171,6 +182,7 @@ impl Service {
             cache: Arc::new(crate::http::cache::ReadCache::new(
                 config.read_cache_mb << 20,
             )),
+            changes: storage::changes::changes_for(&pool),
         };
         let limits = http::server::fit_to_nofile(
             Limits {
@@ -182,6 +194,7 @@ impl Service {
         );
         let request_timeout = Duration::from_millis(config.request_timeout_ms);
         let app = if config.role.serves_api() {
+            spawn_change_listener(&state, &stop);
             http::router(state, request_timeout)
         } else {
             // An ingest-only process answers health and metrics only.

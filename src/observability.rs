@@ -111,6 +111,26 @@ pub const METRICS: &[Metric] = &[
         "Time from a portfolio being marked pending to its records being written.",
     ),
     metric(
+        "navd_history_rows_written_total",
+        Kind::Counter,
+        "History records written by refreshes, backfills and calculates (new, or changed values).",
+    ),
+    metric(
+        "navd_history_rows_unchanged_total",
+        Kind::Counter,
+        "History records a refold computed again with the values already stored, so left unwritten.",
+    ),
+    metric(
+        "navd_history_rows_deleted_total",
+        Kind::Counter,
+        "History records deleted because a refold no longer produces them (a fold that stops earlier).",
+    ),
+    metric(
+        "navd_read_cache_total",
+        Kind::Counter,
+        "Cacheable curve reads, by outcome: trusted (served on the change notifications alone, no database round trip), confirmed (validated against the database), miss (read and rendered).",
+    ),
+    metric(
         "navd_batch_seconds",
         Kind::Histogram,
         "Time to store one consumer batch in PostgreSQL, retries included.",

@@ -592,6 +592,7 @@ async fn database_down_is_503_with_retry_after() {
         navd::storage::connect_lazy(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1).unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let state = navd::http::AppState {
+        changes: navd::storage::changes::changes_for(&pool),
         pool,
         clock: Clock::fixed(golden_today()),
         auth: navd::http::Authenticator::new(&jwt_auth()).unwrap(),
@@ -805,6 +806,107 @@ async fn cached_curve_revalidates_compresses_and_never_goes_stale() {
         v["points"][13]["market_value"],
         body["points"][13]["market_value"]
     );
+}
+
+/// A cached read costs no database round trip while the change
+/// notifications say nothing changed: with `portfolios` locked exclusively
+/// (any query of it would wait), cached reads are answered at once. A
+/// change committed by another process reaches the cache through its
+/// notification alone: once the listener has applied it, the next read is
+/// fresh. While nobody listens, reads validate against the database.
+#[tokio::test]
+async fn cached_reads_skip_the_database_until_a_change_is_notified() {
+    let (pool, _) = fresh_db().await;
+    ingest_golden(&pool).await;
+    navd::projection::worker::refresh_all(&pool, Clock::fixed(golden_today()))
+        .await
+        .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let changes = navd::storage::changes::changes_for(&pool);
+    let state = navd::http::AppState {
+        changes: changes.clone(),
+        pool: pool.clone(),
+        clock: Clock::fixed(golden_today()),
+        auth: navd::http::Authenticator::new(&jwt_auth()).unwrap(),
+        health: Default::default(),
+        wake: Default::default(),
+        // Trusted on the notifications alone for the whole test: only they
+        // can make a read fresh here.
+        cache: std::sync::Arc::new(navd::http::cache::ReadCache::trusting_for(
+            16 << 20,
+            std::time::Duration::from_secs(3600),
+        )),
+    };
+    let (addr, _) = navd::app::start_http(
+        state,
+        "127.0.0.1:0".parse().unwrap(),
+        std::time::Duration::from_secs(30),
+        stop.clone(),
+    )
+    .await
+    .unwrap();
+    let url = format!("http://{addr}/api/v1/portfolio/golden-1/nav-history");
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let get = || client.get(&url).bearer_auth(admin()).send();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !changes.is_listening() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let first: Value = get().await.unwrap().json().await.unwrap();
+    assert_eq!(first["status"]["state"], "ok");
+
+    let mut locker = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE portfolios IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *locker)
+        .await
+        .unwrap();
+    for _ in 0..20 {
+        let r = get()
+            .await
+            .expect("answered without waiting for the locked table");
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.json::<Value>().await.unwrap(), first);
+    }
+    // A read the cache cannot answer does wait: the lock is real.
+    let other = client
+        .get(format!("{url}?from=2024-01-03"))
+        .bearer_auth(admin())
+        .send()
+        .await;
+    assert!(other.unwrap_err().is_timeout(), "an uncached read waits");
+    locker.rollback().await.unwrap();
+
+    // Another process stores a late trade: only its notification can tell.
+    let before = changes.seen("golden-1", false);
+    let late = json!({"event_id": "30000000-0000-4000-8000-000000000002", "type": "buy",
+        "portfolio_id": "golden-1", "symbol": "B", "quantity": "1", "price": "55", "trade_date": "2024-01-12"});
+    ingest_elsewhere(&pool, &[late], &[]).await;
+    while changes.seen("golden-1", false) == before {
+        assert!(
+            std::time::Instant::now() < deadline + std::time::Duration::from_secs(10),
+            "no notification"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let v: Value = get().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        v["status"]["state"], "recomputing",
+        "fresh after the notification"
+    );
+
+    // Not listening: the read goes to the database again (and waits).
+    stop.cancel();
+    while changes.is_listening() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(changes.seen("golden-1", false), None);
 }
 
 #[tokio::test]
@@ -1224,6 +1326,9 @@ async fn a_benchmark_close_refreshes_cached_reads() {
         .await
         .unwrap();
         tx.commit().await.unwrap();
+        // What the consumer does after its commit (other processes learn
+        // it from the notification).
+        navd::storage::changes::changes_for(&app.pool).prices_changed();
     };
     store_rates(vec![rate("2023-12-01", "1.1")]).await;
     let path_eur = "/api/v1/portfolio/golden-1/nav-history?benchmark=BME";

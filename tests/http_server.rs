@@ -241,6 +241,7 @@ async fn stopping_answers_the_request_in_flight_then_returns() {
     let (pool, _) = fresh_db().await;
     let stop = tokio_util::sync::CancellationToken::new();
     let state = navd::http::AppState {
+        changes: navd::storage::changes::changes_for(&pool),
         pool,
         clock: navd::clock::Clock::fixed(golden_today()),
         auth: navd::http::Authenticator::new(&AuthConfig::None).unwrap(),

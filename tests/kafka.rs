@@ -573,6 +573,7 @@ async fn database_outage_is_retried_never_dead_lettered() {
             durable: true,
             max_connections: 50,
             tls: None,
+            env: Vec::new(),
         })
     })
     .await

@@ -113,6 +113,7 @@ async fn postgres_over_tls_require_and_verify_full() {
             durable: false,
             max_connections: 20,
             tls: Some(tls),
+            env: Vec::new(),
         })
     })
     .await
@@ -191,6 +192,7 @@ async fn a_failed_connection_says_why() {
             durable: false,
             max_connections: 20,
             tls: None,
+            env: Vec::new(),
         })
     })
     .await

@@ -2,17 +2,27 @@
 //!
 //! A 10-year curve is ~1 MB of JSON: rebuilding it per request (3,653 rows
 //! decoded, statistics, serialization) caps reads at a few hundred a second.
-//! Entries are keyed by portfolio and normalized query and validated by the
-//! portfolio's `version`, which a trigger bumps on every change of its row —
-//! and every write of the projection changes it — so a hit costs one
-//! primary-key lookup and is never stale. Each entry keeps a gzip copy,
-//! compressed once, for clients that accept it.
+//! Entries are keyed by portfolio and normalized query, and validated two
+//! ways:
+//! - by the change notifications this process has heard
+//!   ([`crate::storage::changes`]): an entry whose counters have not moved,
+//!   and that the database confirmed less than
+//!   [`TRUST_FOR`](crate::storage::changes::TRUST_FOR) ago, is served with
+//!   no round trip;
+//! - otherwise by the portfolio's `version` (bumped by every update of its
+//!   row, and every write of the projection updates it), the pending marks
+//!   and the benchmark's price version, read in one primary-key lookup.
+//!
+//! Each entry keeps a gzip copy, compressed once, for clients that accept it.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
+
+use crate::storage::changes::{Seen, TRUST_FOR};
 
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -20,10 +30,16 @@ pub struct Entry {
     pub etag: String,
     pub json: Bytes,
     pub gzip: Bytes,
+    /// The change counters the entry was read (or last confirmed) under.
+    seen: Option<Seen>,
+    /// When the database last confirmed the entry.
+    checked_at: Instant,
 }
 
 impl Entry {
-    pub fn new(version: String, key: &str, json: Vec<u8>) -> Entry {
+    /// An entry rendered at database `version`, read under `seen` (taken
+    /// before the read).
+    pub fn new(version: String, key: &str, json: Vec<u8>, seen: Option<Seen>) -> Entry {
         let mut enc = flate2::write::GzEncoder::new(
             Vec::with_capacity(json.len() / 6),
             flate2::Compression::fast(),
@@ -37,6 +53,8 @@ impl Entry {
             version,
             json: Bytes::from(json),
             gzip: Bytes::from(gzip),
+            seen,
+            checked_at: Instant::now(),
         }
     }
 
@@ -55,6 +73,7 @@ fn fxhash(s: &str) -> u64 {
 #[derive(Debug)]
 pub struct ReadCache {
     max_bytes: usize,
+    trust_for: Duration,
     inner: Mutex<Inner>,
 }
 
@@ -67,8 +86,15 @@ struct Inner {
 
 impl ReadCache {
     pub fn new(max_bytes: usize) -> Self {
+        Self::trusting_for(max_bytes, TRUST_FOR)
+    }
+
+    /// A cache that serves an entry on the notifications alone for at most
+    /// `trust_for` after the database last confirmed it.
+    pub fn trusting_for(max_bytes: usize, trust_for: Duration) -> Self {
         Self {
             max_bytes,
+            trust_for,
             inner: Mutex::new(Inner::default()),
         }
     }
@@ -77,6 +103,27 @@ impl ReadCache {
     pub fn get(&self, key: &str, version: &str) -> Option<Entry> {
         let g = self.inner.lock().unwrap();
         g.map.get(key).filter(|e| e.version == version).cloned()
+    }
+
+    /// The entry for `key` if nothing it depends on changed since it was
+    /// read as far as the notifications tell (`seen` unchanged), and the
+    /// database confirmed it recently: served without a round trip.
+    pub fn get_trusted(&self, key: &str, seen: Seen) -> Option<Entry> {
+        let g = self.inner.lock().unwrap();
+        g.map
+            .get(key)
+            .filter(|e| e.seen == Some(seen) && e.checked_at.elapsed() < self.trust_for)
+            .cloned()
+    }
+
+    /// The database confirmed that `key` is still current at `version`,
+    /// under `seen` (taken before asking).
+    pub fn confirmed(&self, key: &str, version: &str, seen: Option<Seen>) {
+        let mut g = self.inner.lock().unwrap();
+        if let Some(e) = g.map.get_mut(key).filter(|e| e.version == version) {
+            e.seen = seen;
+            e.checked_at = Instant::now();
+        }
     }
 
     /// Stores an entry, evicting the oldest ones past the size bound.
@@ -107,11 +154,20 @@ mod tests {
     #[test]
     fn stale_versions_miss_and_the_bound_holds() {
         let c = ReadCache::new(3_000);
-        c.put("a".into(), Entry::new("1".into(), "a", vec![b'x'; 1000]));
+        c.put(
+            "a".into(),
+            Entry::new("1".into(), "a", vec![b'x'; 1000], None),
+        );
         assert!(c.get("a", "1").is_some());
         assert!(c.get("a", "2").is_none(), "another version is a miss");
-        c.put("b".into(), Entry::new("1".into(), "b", vec![b'y'; 1000]));
-        c.put("c".into(), Entry::new("1".into(), "c", vec![b'z'; 1000]));
+        c.put(
+            "b".into(),
+            Entry::new("1".into(), "b", vec![b'y'; 1000], None),
+        );
+        c.put(
+            "c".into(),
+            Entry::new("1".into(), "c", vec![b'z'; 1000], None),
+        );
         assert!(c.get("a", "1").is_none(), "oldest evicted");
         assert!(c.get("c", "1").is_some());
         let e = c.get("c", "1").unwrap();

@@ -49,6 +49,13 @@ pub async fn get_history(
     let q = HistoryQuery::parse(raw.as_deref())?;
     let key = format!("{id}?{}", q.cache_key());
     let bench = q.benchmark.as_ref().map(|b| b.as_str());
+    // Taken before anything is read: a change committed after it moves the
+    // counters, so an entry stored under it is never trusted past that.
+    let seen = s.changes.seen(id.as_str(), bench.is_some());
+    if let Some(e) = seen.and_then(|sn| s.cache.get_trusted(&key, sn)) {
+        metrics::counter!("navd_read_cache_total", "outcome" => "trusted").increment(1);
+        return Ok(cached_response(&headers, &e));
+    }
     let (version, pending, bench_version) =
         storage::portfolio_validator(&s.pool, id.as_str(), bench)
             .await?
@@ -63,8 +70,13 @@ pub async fn get_history(
         bench_tag(bench_version)
     );
     let entry = match s.cache.get(&key, &current) {
-        Some(e) => e,
+        Some(e) => {
+            metrics::counter!("navd_read_cache_total", "outcome" => "confirmed").increment(1);
+            s.cache.confirmed(&key, &current, seen);
+            e
+        }
         None => {
+            metrics::counter!("navd_read_cache_total", "outcome" => "miss").increment(1);
             let h = query::read_history(&s.pool, id.as_str(), &q).await?;
             // The benchmark's version as read before the closes: a close
             // written in between only makes the next read reload.
@@ -79,7 +91,7 @@ pub async fn get_history(
             let k = key.clone();
             let e = tokio::task::spawn_blocking(move || {
                 let json = serde_json::to_vec(&resp).map_err(|e| ApiError::Internal(e.into()))?;
-                Ok::<_, ApiError>(Entry::new(tag, &k, json))
+                Ok::<_, ApiError>(Entry::new(tag, &k, json, seen))
             })
             .await
             .map_err(|e| ApiError::Internal(e.into()))??;

@@ -22,6 +22,9 @@ pub struct AppState {
     pub wake: Arc<tokio::sync::Notify>,
     /// Rendered GET nav-history responses.
     pub cache: Arc<ReadCache>,
+    /// The change notifications that validate [`Self::cache`] without a
+    /// round trip; [`crate::app::start_http_with`] starts their listener.
+    pub changes: Arc<crate::storage::changes::Changes>,
 }
 
 impl FromRef<AppState> for Authenticator {

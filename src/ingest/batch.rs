@@ -373,6 +373,13 @@ pub async fn store_batch(
         .collect();
     offsets::advance(&mut tx, &cfg.group, &next_offsets).await?;
     tx.commit().await?;
+    // This process's cached reads see the batch at once, before its
+    // notification comes back.
+    let changes = storage::changes::changes_for(pool);
+    changes.portfolios_changed(&report.affected);
+    if report.prices_changed() {
+        changes.prices_changed();
+    }
     let now_ms = chrono::Utc::now().timestamp_millis();
     if let Some(oldest) = msgs.iter().filter_map(|m| m.timestamp().to_millis()).min() {
         metrics::histogram!("navd_ingest_lag_seconds")

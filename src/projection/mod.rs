@@ -33,7 +33,7 @@ use projections::{FoldError, Inconsistency};
 use sqlx::PgPool;
 
 use crate::query::PortfolioStatus;
-use crate::storage::price_cache;
+use crate::storage::{self, price_cache};
 
 pub use ops::{backfill, calculate, BackfillReport, OpError};
 pub use refresh::{refresh_in, run_fold, FoldRun, Lock};
@@ -78,6 +78,7 @@ pub async fn refresh(
     )
     .await?;
     tx.commit().await?;
+    storage::changes::changes_for(pool).portfolios_changed(&ids);
     Ok(out.pop().map(|(_, r)| r))
 }
 
@@ -95,6 +96,8 @@ pub async fn try_refresh_many(pool: &PgPool, ids: &[String], today: NaiveDate) -
     )
     .await?;
     tx.commit().await?;
+    let done: Vec<&str> = out.iter().map(|(id, _)| id.as_str()).collect();
+    storage::changes::changes_for(pool).portfolios_changed(&done);
     Ok(out.len())
 }
 

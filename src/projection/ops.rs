@@ -112,6 +112,7 @@ pub async fn backfill(
         .await?
         .ok_or(OpError::NotFound)?;
     tx.commit().await?;
+    storage::changes::changes_for(pool).portfolios_changed(&[portfolio_id]);
     Ok(BackfillReport {
         from,
         to,
@@ -119,6 +120,31 @@ pub async fn backfill(
         transactions_replayed: txs.len(),
         status: PortfolioStatus::of(&p),
     })
+}
+
+/// What a `backfill` of `portfolio_id` through `to` folds: the state before
+/// its first day, its transactions, the closes (and rates) it needs. For
+/// timing the pure fold on exactly the data production folds (`navd-bench`).
+pub async fn fold_inputs(
+    pool: &PgPool,
+    portfolio_id: &str,
+    to: NaiveDate,
+) -> std::result::Result<
+    (
+        projections::DayState,
+        Vec<projections::Transaction>,
+        projections::PriceBook,
+    ),
+    OpError,
+> {
+    let mut conn = pool.acquire().await?;
+    let p = storage::get_portfolio(&mut conn, portfolio_id)
+        .await?
+        .ok_or(OpError::NotFound)?;
+    let start = super::refresh::initial_of(&p);
+    let txs = storage::load_transactions(&mut conn, portfolio_id, None, to).await?;
+    let book = prices_for(&mut conn, &price_cache::cache_for(pool), &start, &txs, to).await?;
+    Ok((start, txs, book))
 }
 
 /// Refolds the whole log through today and returns today's record.
@@ -141,6 +167,7 @@ pub async fn calculate(
     .map(|(_, r)| r)
     .ok_or(OpError::NotFound)?;
     tx.commit().await?;
+    storage::changes::changes_for(pool).portfolios_changed(&ids);
     if let Some(inc) = out.inconsistency {
         return Err(OpError::Inconsistent(inc));
     }

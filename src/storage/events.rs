@@ -72,6 +72,14 @@ pub struct IngestReport {
     pub affected: Vec<String>,
 }
 
+impl IngestReport {
+    /// Whether the batch stored closes, splits or rates (which cached reads
+    /// with a benchmark depend on).
+    pub fn prices_changed(&self) -> bool {
+        self.prices_stored + self.splits_stored + self.rates_stored > 0
+    }
+}
+
 /// Stores a batch: new transactions (duplicates ignored, reused ids
 /// dead-lettered), prices (later replaces earlier), dead letters; marks the
 /// affected portfolios pending. Runs in the caller's transaction.
@@ -303,6 +311,7 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         insert_dead_letters(conn, &dead).await?;
         report.dead_letters = dead.len();
     }
+    super::changes::notify(conn, &report.affected, report.prices_changed()).await?;
     Ok(report)
 }
 

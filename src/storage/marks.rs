@@ -14,9 +14,9 @@ pub async fn add_mark(
     sqlx::query("INSERT INTO portfolio_marks (portfolio_id, from_day) VALUES ($1::text, $2::date)")
         .bind(portfolio_id)
         .bind(day)
-        .execute(conn)
+        .execute(&mut *conn)
         .await?;
-    Ok(())
+    super::changes::notify(conn, &[portfolio_id], false).await
 }
 
 /// Deletes the marks a writer consumed.
@@ -31,13 +31,15 @@ pub async fn delete_marks(
         )
         .bind(portfolio_id)
         .bind(ids)
-        .execute(conn)
+        .execute(&mut *conn)
         .await?;
+        super::changes::notify(conn, &[portfolio_id], false).await?;
     }
     Ok(())
 }
 
-/// Deletes the marks the writers of `pids` consumed.
+/// Deletes the marks the writers of `pids` consumed (the caller announces
+/// the change: it updates their rows too).
 pub async fn delete_marks_many(
     conn: &mut PgConnection,
     pids: &[&str],
@@ -55,10 +57,15 @@ pub async fn delete_marks_many(
 
 /// Marks every portfolio for a rebuild from its first day (operator replay).
 pub async fn mark_all_pending(pool: &PgPool) -> sqlx::Result<u64> {
-    Ok(sqlx::query(
+    let mut tx = pool.begin().await?;
+    let n = sqlx::query(
         "INSERT INTO portfolio_marks (portfolio_id, from_day) SELECT portfolio_id, first_day FROM portfolios",
     )
-    .execute(pool)
+    .execute(&mut *tx)
     .await?
-    .rows_affected())
+    .rows_affected();
+    super::changes::notify_everything(&mut tx).await?;
+    tx.commit().await?;
+    super::changes::changes_for(pool).everything_changed();
+    Ok(n)
 }

@@ -10,6 +10,8 @@
 //! - [`marks`]: pending recomputes;
 //! - [`history`]: the daily records;
 //! - [`prices`]: closes, their versions, exchange rates;
+//! - [`changes`]: change notifications that keep the read cache valid
+//!   without a query per request;
 //! - [`price_cache`]: the in-process copy of closes and splits every fold
 //!   and read of a database shares (validated by the versions), and the
 //!   deployment's default currency.
@@ -17,6 +19,7 @@
 //! Connection-level statements live here beside [`connect`]: [`ping`] (is
 //! the database there) and [`read_snapshot`] (the transaction reads run in).
 
+pub mod changes;
 pub mod dead_letters;
 pub mod events;
 pub mod history;

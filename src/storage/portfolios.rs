@@ -268,7 +268,7 @@ impl RefreshUpdates {
         .await?;
         let ids: Vec<&str> = self.id.iter().map(String::as_str).collect();
         super::marks::delete_marks_many(conn, &ids, &self.mark_ids).await?;
-        Ok(())
+        super::changes::notify(conn, &ids, false).await
     }
 }
 
@@ -289,9 +289,9 @@ pub async fn set_extent(
     .bind(last_day)
     .bind(base_state)
     .bind(first_day)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
-    Ok(())
+    super::changes::notify(conn, &[portfolio_id], false).await
 }
 
 /// A page of portfolios by id, those after `after`, at most `limit`, only

@@ -213,6 +213,178 @@ impl Book {
     }
 }
 
+/// Every kind of event of schema version 2 around the trades of a
+/// one-portfolio [`Book`], per topic as (key, payload), in the order a
+/// platform would emit them.
+#[derive(Debug, Default)]
+pub struct V2Events {
+    pub transactions: Vec<(String, String)>,
+    pub prices: Vec<(String, String)>,
+    pub corporate_actions: Vec<(String, String)>,
+    pub fx: Vec<(String, String)>,
+}
+
+impl V2Events {
+    pub fn len(&self) -> usize {
+        self.transactions.len() + self.prices.len() + self.corporate_actions.len() + self.fx.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Symbols below this index of a v2 book are quoted in EUR.
+const V2_FOREIGN: u16 = 10;
+
+impl Book {
+    /// The book's first portfolio as a version-2 book: cash tracked from a
+    /// first deposit, a deposit and a fee every month, a dividend on every
+    /// held symbol every quarter (paid ten weekdays later, every other one
+    /// reinvested), two 2-for-1 splits (closes and later trade prices
+    /// halved from the ex-date), and the first ten symbols quoted in EUR
+    /// with a EUR→USD rate every weekday.
+    pub fn v2_events(&self) -> V2Events {
+        let pid = self.portfolio(0);
+        let tag = self.spec.tag | 0x4000_0000;
+        let mut n = 0u64;
+        let mut id = move || {
+            n += 1;
+            event_id(tag, n)
+        };
+        let days = self.weekdays.len();
+        let splits = [(20u16, days / 3), (21u16, 2 * days / 3)];
+        let factor = |s: u16, d: usize| {
+            if splits.iter().any(|&(x, at)| x == s && d >= at) {
+                2
+            } else {
+                1
+            }
+        };
+        let ccy = |s: u16| {
+            if s < V2_FOREIGN {
+                r#","currency":"EUR""#
+            } else {
+                ""
+            }
+        };
+        let mut out = V2Events::default();
+        for (d, day) in self.weekdays.iter().enumerate() {
+            let rate = 1.10 + 0.05 * (d as f64 / 40.0).sin();
+            out.fx.push((
+                "EUR/USD".into(),
+                format!(r#"{{"from":"EUR","to":"USD","date":"{day}","rate":"{rate:.4}"}}"#),
+            ));
+            for s in 0..self.spec.symbols as u16 {
+                let close = self.closes[s as usize][d] / factor(s, d);
+                out.prices.push((
+                    self.symbol(s),
+                    format!(
+                        r#"{{"symbol":"{}","date":"{day}","close":"{}"{},"schema_version":2}}"#,
+                        self.symbol(s),
+                        cents(close.max(1)),
+                        ccy(s)
+                    ),
+                ));
+            }
+        }
+        for &(s, at) in &splits {
+            out.corporate_actions.push((
+                self.symbol(s),
+                format!(
+                    r#"{{"event_id":"{}","type":"split","symbol":"{}","ex_date":"{}","numerator":2,"denominator":1,"schema_version":2}}"#,
+                    id(),
+                    self.symbol(s),
+                    self.weekdays[at]
+                ),
+            ));
+        }
+        let first = self.weekdays[0];
+        let tx = &mut out.transactions;
+        tx.push((pid.clone(), format!(
+            r#"{{"event_id":"{}","type":"portfolio_settings","portfolio_id":"{pid}","trade_date":"{first}","cash":"tracked","occurred_at":"{first}T08:00:00Z","schema_version":2}}"#,
+            id()
+        )));
+        tx.push((pid.clone(), format!(
+            r#"{{"event_id":"{}","type":"deposit","portfolio_id":"{pid}","amount":"50000000","trade_date":"{first}","occurred_at":"{first}T08:01:00Z","schema_version":2}}"#,
+            id()
+        )));
+        let mut held = vec![0u64; self.spec.symbols];
+        let mut dividends = 0u32;
+        let mut trades = self
+            .trades
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.portfolio == 0)
+            .peekable();
+        for (d, day) in self.weekdays.iter().enumerate() {
+            for &(s, at) in &splits {
+                if at == d {
+                    held[s as usize] *= 2;
+                }
+            }
+            while let Some((i, t)) = trades.next_if(|(_, t)| t.day as usize == d) {
+                let q = u64::from(t.qty);
+                if t.sell {
+                    held[t.symbol as usize] = held[t.symbol as usize].saturating_sub(q);
+                } else {
+                    held[t.symbol as usize] += q;
+                }
+                tx.push((pid.clone(), format!(
+                    r#"{{"event_id":"{}","type":"{}","portfolio_id":"{pid}","symbol":"{}","quantity":"{q}","price":"{}","fee":"1.00"{},"trade_date":"{day}","occurred_at":"{day}T14:{:02}:{:02}Z","schema_version":2}}"#,
+                    event_id(self.spec.tag, i as u64),
+                    if t.sell { "sell" } else { "buy" },
+                    self.symbol(t.symbol),
+                    cents((t.price_cents / factor(t.symbol, d)).max(1)),
+                    ccy(t.symbol),
+                    t.nth / 60,
+                    t.nth % 60,
+                )));
+            }
+            if d % 21 == 20 {
+                tx.push((pid.clone(), format!(
+                    r#"{{"event_id":"{}","type":"deposit","portfolio_id":"{pid}","amount":"1000","trade_date":"{day}","occurred_at":"{day}T20:00:00Z","schema_version":2}}"#,
+                    id()
+                )));
+                tx.push((pid.clone(), format!(
+                    r#"{{"event_id":"{}","type":"fee","portfolio_id":"{pid}","amount":"5","trade_date":"{day}","occurred_at":"{day}T20:01:00Z","schema_version":2}}"#,
+                    id()
+                )));
+            }
+            if d % 63 == 62 {
+                let pay = self.weekdays[(d + 10).min(days - 1)];
+                for s in 0..self.spec.symbols as u16 {
+                    let q = held[s as usize];
+                    if q == 0 {
+                        continue;
+                    }
+                    dividends += 1;
+                    let amount = q * 25; // 0.25 a share, in cents
+                    let reinvest = if dividends % 2 == 0 {
+                        let close = self.closes[s as usize][d] / factor(s, d);
+                        held[s as usize] += 1;
+                        format!(
+                            r#","reinvest":{{"quantity":"1","price":"{}"}}"#,
+                            cents(close.max(1))
+                        )
+                    } else {
+                        String::new()
+                    };
+                    tx.push((pid.clone(), format!(
+                        r#"{{"event_id":"{}","type":"dividend","portfolio_id":"{pid}","symbol":"{}","amount":"{}","tax":"{}"{},"trade_date":"{day}","pay_date":"{pay}"{reinvest},"occurred_at":"{day}T21:00:00Z","schema_version":2}}"#,
+                        id(),
+                        self.symbol(s),
+                        cents(amount),
+                        cents(amount * 15 / 100),
+                        ccy(s),
+                    )));
+                }
+            }
+        }
+        out
+    }
+}
+
 pub fn cents(c: u64) -> String {
     format!("{}.{:02}", c / 100, c % 100)
 }

@@ -28,6 +28,9 @@ pub struct PgOptions {
     /// TLS with this certificate and key (PEM): `ssl=on`, connections may
     /// ask for it (or not).
     pub tls: Option<PgTls>,
+    /// Environment of the server processes (the benchmark's slow-flush
+    /// shim comes in through `LD_PRELOAD`).
+    pub env: Vec<(String, String)>,
 }
 
 /// A server certificate (chain) and its private key, PEM.
@@ -43,6 +46,7 @@ impl Default for PgOptions {
             durable: true,
             max_connections: 200,
             tls: None,
+            env: Vec::new(),
         }
     }
 }
@@ -56,6 +60,7 @@ pub struct PgTemp {
     run_as: Option<String>,
     stopped: bool,
     server_opts: String,
+    env: Vec<(String, String)>,
 }
 
 impl PgTemp {
@@ -92,6 +97,7 @@ impl PgTemp {
             run_as,
             stopped: true,
             server_opts: String::new(),
+            env: opts.env.clone(),
         };
         pg.run(
             "initdb",
@@ -231,6 +237,7 @@ impl PgTemp {
             None => Command::new(&exe),
         };
         let out = cmd
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .args(args)
             .current_dir(self.dir.path())
             .stdin(Stdio::null())

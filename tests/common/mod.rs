@@ -135,6 +135,7 @@ fn server() -> &'static Server {
                         durable: false,
                         max_connections: 300,
                         tls: None,
+                        env: Vec::new(),
                     })
                     .unwrap_or_else(|e| {
                         panic!(
@@ -356,6 +357,7 @@ pub async fn spawn_app_with(
         health: std::sync::Arc::new(Health::default()),
         wake: Default::default(),
         cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(16 << 20)),
+        changes: navd::storage::changes::changes_for(&pool),
     };
     let (addr, _h) = navd::app::start_http_with(
         state,
@@ -418,7 +420,24 @@ pub async fn ingest(
         .await
         .unwrap();
     tx.commit().await.unwrap();
+    // As the consumer does after its commit: this process's cached reads
+    // see the batch at once (other processes when its notification comes).
+    let changes = storage::changes::changes_for(pool);
+    changes.portfolios_changed(&r.affected);
+    if r.prices_changed() {
+        changes.prices_changed();
+    }
     r
+}
+
+/// [`ingest`] as another process's consumer would store it: this process
+/// learns of it only from the database's notification.
+pub async fn ingest_elsewhere(pool: &PgPool, transactions: &[Value], prices: &[Value]) {
+    let mut tx = pool.begin().await.unwrap();
+    storage::ingest(&mut tx, batch_of(transactions, prices))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
 }
 
 pub async fn ingest_golden(pool: &PgPool) {

@@ -1,0 +1,347 @@
+//! Change notifications for the read cache: what tells a process, without a
+//! query per request, that a cached curve may be stale.
+//!
+//! Every transaction that changes what a cached read depends on — a
+//! portfolio's row (its version, status, extent), its pending marks, closes
+//! or exchange rates — also sends `NOTIFY navd_changes` ([`notify`]),
+//! delivered by PostgreSQL to every listening session when (and only if) it
+//! commits. Each process keeps one listening session ([`listen`]) that turns
+//! the notifications into counters ([`Changes`]); a cached entry remembers
+//! the counters it was read under ([`Seen`]) and is served without a round
+//! trip while they have not moved.
+//!
+//! What keeps this safe:
+//! - a reader takes [`Changes::seen`] *before* it reads the database, so a
+//!   commit it might have missed moves the counters after, never before;
+//! - while the session is not listening (starting, lost, reconnecting)
+//!   `seen` is `None` and readers validate against the database as they
+//!   would without notifications; every (re)connection starts a new epoch,
+//!   so nothing seen before a gap is trusted after it;
+//! - the writers of this process move the counters themselves right after
+//!   their commit ([`Changes::portfolios_changed`]), so its own writes are
+//!   read back at once, before their notification arrives;
+//! - a cached entry is still revalidated against the database at least once
+//!   a second ([`TRUST_FOR`]), a bound on the staleness a write path that
+//!   forgot to notify could cause.
+//!
+//! Counters are per hash slot, not per portfolio: memory stays fixed, and
+//! two portfolios sharing a slot only cost each other an extra reload.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+use sqlx::{PgConnection, PgPool};
+use tokio_util::sync::CancellationToken;
+
+/// The channel navd's writers notify and its readers listen on.
+pub const CHANNEL: &str = "navd_changes";
+
+/// How long a cached entry is trusted on the notifications alone before it
+/// is revalidated against the database once more.
+pub const TRUST_FOR: Duration = Duration::from_secs(1);
+
+const SLOTS: usize = 4096;
+/// PostgreSQL refuses payloads of 8,000 bytes and more.
+const MAX_PAYLOAD: usize = 7_000;
+const PRICES: &str = "prices";
+const EVERYTHING: &str = "*";
+/// A payload of portfolio ids starts with this line, one id per line after.
+const PORTFOLIOS: &str = "p";
+
+/// What this process has heard of changes (see the module docs).
+#[derive(Debug)]
+pub struct Changes {
+    listening: AtomicBool,
+    listener_started: AtomicBool,
+    epoch: AtomicU64,
+    prices: AtomicU64,
+    slots: Box<[AtomicU64]>,
+}
+
+/// The counters a read was made under: equal counters later mean nothing it
+/// depends on has changed since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    epoch: u64,
+    portfolio: u64,
+    prices: u64,
+}
+
+impl Default for Changes {
+    fn default() -> Self {
+        Changes {
+            listening: AtomicBool::new(false),
+            listener_started: AtomicBool::new(false),
+            epoch: AtomicU64::new(0),
+            prices: AtomicU64::new(0),
+            slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+/// The [`Changes`] of the database `pool` points at, shared by the readers
+/// and writers of this process.
+pub fn changes_for(pool: &PgPool) -> Arc<Changes> {
+    static ALL: OnceLock<Mutex<HashMap<String, Arc<Changes>>>> = OnceLock::new();
+    let o = pool.connect_options();
+    let key = format!(
+        "{}:{}/{}",
+        o.get_host(),
+        o.get_port(),
+        o.get_database().unwrap_or("")
+    );
+    ALL.get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .entry(key)
+        .or_default()
+        .clone()
+}
+
+fn slot(id: &str) -> usize {
+    // FNV-1a: stable and cheap; only spreads ids over the slots.
+    let h = id.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    });
+    (h % SLOTS as u64) as usize
+}
+
+impl Changes {
+    /// The counters a read of portfolio `id` (with a benchmark: also of
+    /// closes and rates) is made under, or `None` while not listening.
+    pub fn seen(&self, id: &str, with_prices: bool) -> Option<Seen> {
+        // Epoch first: a reconnection between the loads changes it, and the
+        // entry stored under the old one is simply never trusted.
+        let epoch = self.epoch.load(Ordering::Acquire);
+        if !self.listening.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(Seen {
+            epoch,
+            portfolio: self.slots[slot(id)].load(Ordering::Acquire),
+            prices: if with_prices {
+                self.prices.load(Ordering::Acquire)
+            } else {
+                0
+            },
+        })
+    }
+
+    /// Whether this process is listening now.
+    pub fn is_listening(&self) -> bool {
+        self.listening.load(Ordering::Acquire)
+    }
+
+    /// Portfolios `ids` changed (called by a writer after its commit, and
+    /// for each notification).
+    pub fn portfolios_changed<S: AsRef<str>>(&self, ids: &[S]) {
+        for id in ids {
+            self.slots[slot(id.as_ref())].fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Closes, splits or exchange rates changed.
+    pub fn prices_changed(&self) {
+        self.prices.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Anything may have changed: nothing seen before is trusted.
+    pub fn everything_changed(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Applies one notification's payload; an unknown one counts as
+    /// "everything" (a newer writer's message this reader cannot parse).
+    pub fn apply(&self, payload: &str) {
+        let mut lines = payload.split('\n');
+        match lines.next() {
+            Some(PORTFOLIOS) => {
+                for id in lines {
+                    self.slots[slot(id)].fetch_add(1, Ordering::AcqRel);
+                }
+            }
+            Some(PRICES) => self.prices_changed(),
+            _ => self.everything_changed(),
+        }
+    }
+
+    fn set_listening(&self, on: bool) {
+        if on {
+            // A new epoch before trusting again: what happened while
+            // nobody listened is unknown.
+            self.everything_changed();
+            self.listening.store(true, Ordering::Release);
+        } else {
+            self.listening.store(false, Ordering::Release);
+            self.everything_changed();
+        }
+    }
+}
+
+/// The payloads announcing changes of `ids` (and of prices): as few as fit
+/// PostgreSQL's payload limit.
+fn payloads(ids: &[&str], prices: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::from(PORTFOLIOS);
+    for id in ids {
+        if cur.len() + 1 + id.len() > MAX_PAYLOAD {
+            out.push(std::mem::replace(&mut cur, String::from(PORTFOLIOS)));
+        }
+        cur.push('\n');
+        cur.push_str(id);
+    }
+    if cur.len() > PORTFOLIOS.len() {
+        out.push(cur);
+    }
+    if prices {
+        out.push(PRICES.to_string());
+    }
+    out
+}
+
+/// Announces, when the caller's transaction commits, that portfolios `ids`
+/// (and, with `prices`, closes or rates) changed.
+pub async fn notify<S: AsRef<str>>(
+    conn: &mut PgConnection,
+    ids: &[S],
+    prices: bool,
+) -> sqlx::Result<()> {
+    let ids: Vec<&str> = ids.iter().map(AsRef::as_ref).collect();
+    let p = payloads(&ids, prices);
+    if p.is_empty() {
+        return Ok(());
+    }
+    sqlx::query("SELECT pg_notify($1::text, c) FROM UNNEST($2::text[]) AS c")
+        .bind(CHANNEL)
+        .bind(&p)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Announces that anything may have changed (every portfolio marked).
+pub async fn notify_everything(conn: &mut PgConnection) -> sqlx::Result<()> {
+    sqlx::query("SELECT pg_notify($1::text, $2::text)")
+        .bind(CHANNEL)
+        .bind(EVERYTHING)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Keeps one session listening on [`CHANNEL`] for `changes` until `stop`,
+/// reconnecting after a loss. Started once per [`Changes`]; later calls
+/// return at once.
+pub async fn listen(pool: PgPool, changes: Arc<Changes>, stop: CancellationToken) {
+    if changes.listener_started.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let mut backoff = Duration::from_millis(100);
+    while !stop.is_cancelled() {
+        let mut listener = match PgListener::connect_with(&pool).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "read cache: cannot open the change listener; reads validate against the database");
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        // A lost connection is reported, not silently replaced: the gap
+        // must end the epoch.
+        listener.ignore_pool_close_event(true);
+        if let Err(e) = listener.listen(CHANNEL).await {
+            tracing::warn!(error = %e, "read cache: LISTEN failed");
+            continue;
+        }
+        changes.set_listening(true);
+        backoff = Duration::from_millis(100);
+        tracing::debug!("read cache: listening for changes");
+        loop {
+            let next = tokio::select! {
+                _ = stop.cancelled() => break,
+                n = listener.try_recv() => n,
+            };
+            match next {
+                Ok(Some(n)) => changes.apply(n.payload()),
+                Ok(None) => {
+                    tracing::warn!("read cache: change listener lost its connection; reconnecting");
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "read cache: change listener failed; reconnecting");
+                    break;
+                }
+            }
+        }
+        changes.set_listening(false);
+    }
+    changes.listener_started.store(false, Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_trusted_while_not_listening_or_across_a_gap() {
+        let c = Changes::default();
+        assert_eq!(c.seen("a", false), None);
+        c.set_listening(true);
+        let s = c.seen("a", false).unwrap();
+        assert_eq!(c.seen("a", false), Some(s));
+        c.set_listening(false);
+        assert_eq!(c.seen("a", false), None);
+        c.set_listening(true);
+        assert_ne!(c.seen("a", false), Some(s), "a reconnection is a new epoch");
+    }
+
+    #[test]
+    fn notifications_move_exactly_what_they_name() {
+        let c = Changes::default();
+        c.set_listening(true);
+        let ids: Vec<String> = (0..3000).map(|i| format!("portfolio-{i:05}")).collect();
+        let (a, b) = (ids[0].as_str(), ids[2999].as_str());
+        let before = (c.seen(a, false), c.seen(b, true));
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let p = payloads(&refs[..1], false);
+        assert_eq!(p.len(), 1);
+        c.apply(&p[0]);
+        assert_ne!(c.seen(a, false), before.0);
+        // Portfolios in other slots, and prices, did not move.
+        let others: Vec<&str> = refs[1..]
+            .iter()
+            .copied()
+            .filter(|i| slot(i) != slot(a))
+            .collect();
+        let b_seen = c.seen(others[0], true);
+        c.apply(&payloads(&[], true)[0]);
+        assert_ne!(c.seen(others[0], true), b_seen, "prices moved");
+        assert_eq!(
+            c.seen(others[0], false).unwrap().portfolio,
+            b_seen.unwrap().portfolio
+        );
+        // Many ids split into payloads under the limit, each id in one.
+        let many = payloads(&refs, false);
+        assert!(many.len() > 1);
+        assert!(many.iter().all(|p| p.len() <= MAX_PAYLOAD));
+        let named: Vec<&str> = many.iter().flat_map(|p| p.split('\n').skip(1)).collect();
+        assert_eq!(named, refs);
+        let last = c.seen(b, false);
+        for p in &many {
+            c.apply(p);
+        }
+        assert_ne!(c.seen(b, false), last);
+        // What this reader cannot parse ends the epoch.
+        let s = c.seen(a, false);
+        c.apply("something newer");
+        assert_ne!(c.seen(a, false), s);
+        assert!(c.seen(a, false).is_some());
+    }
+}

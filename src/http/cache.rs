@@ -34,6 +34,9 @@ pub struct Entry {
     seen: Option<Seen>,
     /// When the database last confirmed the entry.
     checked_at: Instant,
+    /// Since when one request has been confirming it (see
+    /// [`ReadCache::get_trusted`]).
+    confirming_since: Option<Instant>,
 }
 
 impl Entry {
@@ -55,6 +58,7 @@ impl Entry {
             gzip: Bytes::from(gzip),
             seen,
             checked_at: Instant::now(),
+            confirming_since: None,
         }
     }
 
@@ -107,13 +111,24 @@ impl ReadCache {
 
     /// The entry for `key` if nothing it depends on changed since it was
     /// read as far as the notifications tell (`seen` unchanged), and the
-    /// database confirmed it recently: served without a round trip.
+    /// database confirmed it recently: served without a round trip. When
+    /// the trust period is over, the first caller gets `None` and confirms
+    /// against the database; the others are served the entry meanwhile (for
+    /// at most another period, should that caller never report back), so
+    /// many concurrent readers cost one round trip, not one each.
     pub fn get_trusted(&self, key: &str, seen: Seen) -> Option<Entry> {
-        let g = self.inner.lock().unwrap();
-        g.map
-            .get(key)
-            .filter(|e| e.seen == Some(seen) && e.checked_at.elapsed() < self.trust_for)
-            .cloned()
+        let mut g = self.inner.lock().unwrap();
+        let e = g.map.get_mut(key).filter(|e| e.seen == Some(seen))?;
+        if e.checked_at.elapsed() < self.trust_for {
+            return Some(e.clone());
+        }
+        match e.confirming_since {
+            Some(t) if t.elapsed() < self.trust_for => Some(e.clone()),
+            _ => {
+                e.confirming_since = Some(Instant::now());
+                None
+            }
+        }
     }
 
     /// The database confirmed that `key` is still current at `version`,
@@ -123,6 +138,7 @@ impl ReadCache {
         if let Some(e) = g.map.get_mut(key).filter(|e| e.version == version) {
             e.seen = seen;
             e.checked_at = Instant::now();
+            e.confirming_since = None;
         }
     }
 
@@ -150,6 +166,32 @@ impl ReadCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trusted_entries_need_the_same_counters_and_one_confirmer_at_a_time() {
+        let c = ReadCache::trusting_for(10_000, Duration::from_millis(30));
+        let (s1, s2) = (Seen::for_tests(1), Seen::for_tests(2));
+        c.put("a".into(), Entry::new("v1".into(), "a", vec![b'x'; 10], Some(s1)));
+        assert!(c.get_trusted("a", s1).is_some());
+        assert!(c.get_trusted("a", s2).is_none(), "counters moved: not trusted");
+        assert!(c.get_trusted("b", s1).is_none());
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(c.get_trusted("a", s1).is_none(), "the first after the period confirms");
+        assert!(c.get_trusted("a", s1).is_some(), "the others are served meanwhile");
+        c.confirmed("a", "v1", Some(s1));
+        assert!(c.get_trusted("a", s1).is_some());
+        // A confirmer that never reports back is replaced after a period.
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(c.get_trusted("a", s1).is_none());
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(c.get_trusted("a", s1).is_none(), "a second confirmer");
+        // Confirming at another version leaves the entry alone.
+        c.confirmed("a", "v2", Some(s1));
+        assert!(c.get_trusted("a", s1).is_some(), "still within the second confirmer's period");
+        let none = Entry::new("v1".into(), "n", vec![b'y'; 10], None);
+        c.put("n".into(), none);
+        assert!(c.get_trusted("n", s1).is_none(), "read while not listening");
+    }
 
     #[test]
     fn stale_versions_miss_and_the_bound_holds() {

@@ -20,9 +20,10 @@
 //! - the writers of this process move the counters themselves right after
 //!   their commit ([`Changes::portfolios_changed`]), so its own writes are
 //!   read back at once, before their notification arrives;
-//! - a cached entry is still revalidated against the database at least once
-//!   a second ([`TRUST_FOR`]), a bound on the staleness a write path that
-//!   forgot to notify could cause.
+//! - a cached entry is still revalidated against the database about once a
+//!   second ([`TRUST_FOR`]; by one request while the others are served), a
+//!   bound (two periods at worst) on the staleness a write path that forgot
+//!   to notify could cause.
 //!
 //! Counters are per hash slot, not per portfolio: memory stays fixed, and
 //! two portfolios sharing a slot only cost each other an extra reload.
@@ -68,6 +69,18 @@ pub struct Seen {
     epoch: u64,
     portfolio: u64,
     prices: u64,
+}
+
+#[cfg(test)]
+impl Seen {
+    /// Counters for unit tests elsewhere in the crate.
+    pub(crate) fn for_tests(n: u64) -> Seen {
+        Seen {
+            epoch: n,
+            portfolio: n,
+            prices: n,
+        }
+    }
 }
 
 impl Default for Changes {

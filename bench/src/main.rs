@@ -2105,11 +2105,11 @@ async fn poll_visible(
             }
         };
         let seen: HashSet<Uuid> = sqlx::query_scalar(sql)
-        .bind(&ids)
-        .fetch_all(&pool)
-        .await?
-        .into_iter()
-        .collect();
+            .bind(&ids)
+            .fetch_all(&pool)
+            .await?
+            .into_iter()
+            .collect();
         queries += 1;
         query_ms += ms(asked.elapsed());
         asked_ids += ids.len();

@@ -171,13 +171,25 @@ mod tests {
     fn trusted_entries_need_the_same_counters_and_one_confirmer_at_a_time() {
         let c = ReadCache::trusting_for(10_000, Duration::from_millis(30));
         let (s1, s2) = (Seen::for_tests(1), Seen::for_tests(2));
-        c.put("a".into(), Entry::new("v1".into(), "a", vec![b'x'; 10], Some(s1)));
+        c.put(
+            "a".into(),
+            Entry::new("v1".into(), "a", vec![b'x'; 10], Some(s1)),
+        );
         assert!(c.get_trusted("a", s1).is_some());
-        assert!(c.get_trusted("a", s2).is_none(), "counters moved: not trusted");
+        assert!(
+            c.get_trusted("a", s2).is_none(),
+            "counters moved: not trusted"
+        );
         assert!(c.get_trusted("b", s1).is_none());
         std::thread::sleep(Duration::from_millis(40));
-        assert!(c.get_trusted("a", s1).is_none(), "the first after the period confirms");
-        assert!(c.get_trusted("a", s1).is_some(), "the others are served meanwhile");
+        assert!(
+            c.get_trusted("a", s1).is_none(),
+            "the first after the period confirms"
+        );
+        assert!(
+            c.get_trusted("a", s1).is_some(),
+            "the others are served meanwhile"
+        );
         c.confirmed("a", "v1", Some(s1));
         assert!(c.get_trusted("a", s1).is_some());
         // A confirmer that never reports back is replaced after a period.
@@ -187,7 +199,10 @@ mod tests {
         assert!(c.get_trusted("a", s1).is_none(), "a second confirmer");
         // Confirming at another version leaves the entry alone.
         c.confirmed("a", "v2", Some(s1));
-        assert!(c.get_trusted("a", s1).is_some(), "still within the second confirmer's period");
+        assert!(
+            c.get_trusted("a", s1).is_some(),
+            "still within the second confirmer's period"
+        );
         let none = Entry::new("v1".into(), "n", vec![b'y'; 10], None);
         c.put("n".into(), none);
         assert!(c.get_trusted("n", s1).is_none(), "read while not listening");

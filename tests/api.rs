@@ -306,6 +306,47 @@ async fn a_refold_writes_only_the_records_that_change() {
     assert_eq!(history_table(&app.pool).await, kept);
 }
 
+/// The bytes navd compares stored records by (`storage::history::pack`)
+/// are exactly what PostgreSQL sends for the decimals the driver wrote:
+/// every magnitude, scale and sign a record can hold, zeros included.
+#[tokio::test]
+async fn packed_values_match_what_postgresql_stores() {
+    use rust_decimal::Decimal;
+    let (pool, _) = fresh_db().await;
+    let mut values: Vec<Decimal> = Vec::new();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for scale in 0..=28u32 {
+        for _ in 0..40 {
+            // xorshift: mantissas of every length up to 96 bits.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let bits = (x % 96) as u32 + 1;
+            let m = ((u128::from(x) << 64 | u128::from(x.rotate_left(17))) >> (128 - bits)) as i128;
+            let m = if x % 3 == 0 { -m } else { m };
+            values.push(Decimal::from_i128_with_scale(m, scale));
+        }
+        values.push(Decimal::new(0, scale));
+        values.push(Decimal::from_i128_with_scale(
+            10i128.pow(scale.min(27)),
+            scale,
+        ));
+    }
+    let sent: Vec<Vec<u8>> = sqlx::query_scalar(
+        "SELECT numeric_send(v) FROM UNNEST($1::numeric[]) WITH ORDINALITY AS u(v, n) ORDER BY n",
+    )
+    .bind(&values)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(sent.len(), values.len());
+    for (v, s) in values.iter().zip(&sent) {
+        let mut ours = Vec::new();
+        navd::storage::history::pg_numeric(v, &mut ours);
+        assert_eq!(&ours, s, "{v} (scale {})", v.scale());
+    }
+}
+
 #[tokio::test]
 async fn oversell_makes_the_history_inconsistent_until_fixed() {
     let app = spawn_app(jwt_auth(), common::day("2024-01-10")).await;

@@ -316,6 +316,72 @@ mod tests {
     }
 
     #[test]
+    fn each_kind_of_change_moves_only_its_own_counters() {
+        let c = Changes::default();
+        c.set_listening(true);
+        let (a, b) = ("alpha", "omega");
+        assert_ne!(slot(a), slot(b));
+        let before = (c.seen(a, true), c.seen(b, true), c.seen(b, false));
+        // A portfolio named by a writer or a notification: it alone.
+        c.portfolios_changed(&[a]);
+        assert_ne!(
+            c.seen(a, false).map(|s| s.portfolio),
+            before.0.map(|s| s.portfolio)
+        );
+        assert_eq!(
+            c.seen(b, true),
+            before.1,
+            "another portfolio, epoch and prices stay"
+        );
+        let mid = (c.seen(a, true), c.seen(b, true));
+        c.apply(&payloads(&[b], false)[0]);
+        assert_eq!(
+            c.seen(a, true),
+            mid.0,
+            "a notification for b leaves a alone"
+        );
+        assert_ne!(c.seen(b, true), mid.1);
+        // Prices: reads with a benchmark only.
+        let (plain, priced) = (c.seen(a, false), c.seen(a, true));
+        c.apply(&payloads(&[], true)[0]);
+        assert_eq!(c.seen(a, false), plain, "a read without a benchmark stays");
+        assert_ne!(c.seen(a, true), priced);
+        // Everything: every read.
+        let (plain, priced) = (c.seen(a, false), c.seen(b, true));
+        c.apply(EVERYTHING);
+        assert_ne!(c.seen(a, false), plain);
+        assert_ne!(c.seen(b, true), priced);
+    }
+
+    #[test]
+    fn payloads_fill_up_to_the_limit_and_never_past_it() {
+        // Three ids of 2,332 bytes make a payload of exactly the limit.
+        let long = ["a".repeat(2332), "b".repeat(2332), "c".repeat(2332)];
+        let refs: Vec<&str> = long.iter().map(String::as_str).collect();
+        let p = payloads(&refs, false);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].len(), MAX_PAYLOAD);
+        // A thousand ids of six bytes: the thousandth would be one too many.
+        let short: Vec<String> = (0..1000).map(|i| format!("{i:06}")).collect();
+        let refs: Vec<&str> = short.iter().map(String::as_str).collect();
+        let p = payloads(&refs, false);
+        assert_eq!(p.len(), 2);
+        assert!(
+            p.iter().all(|x| x.len() <= MAX_PAYLOAD),
+            "{:?}",
+            p.iter().map(String::len).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn portfolio_ids_spread_over_the_slots() {
+        let slots: std::collections::HashSet<usize> =
+            (0..3000).map(|i| slot(&format!("p-{i:04}"))).collect();
+        // 3,000 random ids would fill ~2,130 of 4,096 slots.
+        assert!(slots.len() > 1_900, "{} slots", slots.len());
+    }
+
+    #[test]
     fn notifications_move_exactly_what_they_name() {
         let c = Changes::default();
         c.set_listening(true);

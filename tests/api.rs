@@ -306,7 +306,7 @@ async fn a_refold_writes_only_the_records_that_change() {
     assert_eq!(history_table(&app.pool).await, kept);
 }
 
-/// The bytes navd compares stored records by (`storage::history::pack`)
+/// The bytes navd compares stored records by (`storage::history::pg_numeric`)
 /// are exactly what PostgreSQL sends for the decimals the driver wrote:
 /// every magnitude, scale and sign a record can hold, zeros included.
 #[tokio::test]

@@ -1198,16 +1198,7 @@ impl Bench {
 
     async fn load_backfill_book(&mut self) -> Result<()> {
         self.ensure_child().await?;
-        let spec = BookSpec {
-            tag: 2,
-            portfolio_prefix: "bf-",
-            portfolios: 1,
-            symbol_prefix: "B",
-            symbols: 50,
-            universe: 50,
-            trades_per_portfolio: scaled(20_000, self.args.scale, 200),
-            days: 3653,
-        };
+        let spec = self.ten_year_spec(2, "bf-", "B");
         println!(
             "\n[backfill] loading one portfolio: {} trades, {} symbols, {} days...",
             spec.trades_per_portfolio, spec.symbols, spec.days
@@ -1235,18 +1226,10 @@ impl Bench {
         let url = format!("{base}/api/v1/portfolio/{id}/nav-history/backfill");
         let runs = self.args.backfill_runs.max(1);
         println!("[backfill] {runs} timed runs of POST {url}");
-        let mut last = Value::Null;
-        for _ in 0..2 {
-            last = self.post_json(&url).await?;
-        }
+        self.warm_up(&url).await?;
         let route = "nav-history/backfill\"";
         let mut a = self.probe().await;
-        let mut lat = Vec::new();
-        for _ in 0..runs {
-            let t = Instant::now();
-            last = self.post_json(&url).await?;
-            lat.push(ms(t.elapsed()));
-        }
+        let (lat, last) = self.timed_posts(&url, runs).await?;
         let b = self.probe().await;
         let server_ms = 1e3
             * (metric(&b.metrics, "navd_http_request_duration_seconds_sum", route)
@@ -1349,16 +1332,7 @@ impl Bench {
     /// and pure fold beside the v1 book's.
     async fn v2(&mut self) -> Result<()> {
         self.ensure_child().await?;
-        let spec = BookSpec {
-            tag: 5,
-            portfolio_prefix: "v2-",
-            portfolios: 1,
-            symbol_prefix: "W",
-            symbols: 50,
-            universe: 50,
-            trades_per_portfolio: scaled(20_000, self.args.scale, 200),
-            days: 3653,
-        };
+        let spec = self.ten_year_spec(5, "v2-", "W");
         let book = Book::generate(spec, self.args.seed, self.today);
         let ev = book.v2_events();
         let id = book.portfolio(0);
@@ -1400,15 +1374,8 @@ impl Bench {
         let base = self.child().base.clone();
         let url = format!("{base}/api/v1/portfolio/{id}/nav-history/backfill");
         let runs = self.args.backfill_runs.max(1);
-        for _ in 0..2 {
-            self.post_json(&url).await?;
-        }
-        let mut lat = Vec::new();
-        for _ in 0..runs {
-            let t = Instant::now();
-            self.post_json(&url).await?;
-            lat.push(ms(t.elapsed()));
-        }
+        self.warm_up(&url).await?;
+        let (lat, _) = self.timed_posts(&url, runs).await?;
         let d = Dist::of(lat);
         let first_day: NaiveDate =
             sqlx::query_scalar("SELECT first_day FROM portfolios WHERE portfolio_id = $1")
@@ -1505,6 +1472,46 @@ impl Bench {
             "read_history_total": round3(Dist::of(read).p50),
             "serialize_json": round3(Dist::of(encode).p50),
         }))
+    }
+
+    /// One portfolio, ten years, 50 symbols, 20,000 trades (scaled): the
+    /// books of `backfill`, `read` and `v2`.
+    fn ten_year_spec(
+        &self,
+        tag: u32,
+        portfolio_prefix: &'static str,
+        symbol_prefix: &'static str,
+    ) -> BookSpec {
+        BookSpec {
+            tag,
+            portfolio_prefix,
+            portfolios: 1,
+            symbol_prefix,
+            symbols: 50,
+            universe: 50,
+            trades_per_portfolio: scaled(20_000, self.args.scale, 200),
+            days: 3653,
+        }
+    }
+
+    /// Two untimed POSTs (caches, plans).
+    async fn warm_up(&self, url: &str) -> Result<()> {
+        for _ in 0..2 {
+            self.post_json(url).await?;
+        }
+        Ok(())
+    }
+
+    /// `runs` timed POSTs: their latencies (ms) and the last answer.
+    async fn timed_posts(&self, url: &str, runs: usize) -> Result<(Vec<f64>, Value)> {
+        let mut lat = Vec::with_capacity(runs);
+        let mut last = Value::Null;
+        for _ in 0..runs {
+            let t = Instant::now();
+            last = self.post_json(url).await?;
+            lat.push(ms(t.elapsed()));
+        }
+        Ok((lat, last))
     }
 
     async fn post_json(&self, url: &str) -> Result<Value> {

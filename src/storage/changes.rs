@@ -99,17 +99,10 @@ impl Default for Changes {
 /// and writers of this process.
 pub fn changes_for(pool: &PgPool) -> Arc<Changes> {
     static ALL: OnceLock<Mutex<HashMap<String, Arc<Changes>>>> = OnceLock::new();
-    let o = pool.connect_options();
-    let key = format!(
-        "{}:{}/{}",
-        o.get_host(),
-        o.get_port(),
-        o.get_database().unwrap_or("")
-    );
     ALL.get_or_init(Default::default)
         .lock()
         .unwrap()
-        .entry(key)
+        .entry(super::database_key(pool))
         .or_default()
         .clone()
 }

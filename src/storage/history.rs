@@ -219,14 +219,9 @@ fn packed_values(t: &str) -> String {
         .join(" || ")
 }
 
-/// A row's values packed as [`packed_values`] reads them back: equal bytes
-/// mean equal stored values, digit for digit and scale for scale.
-pub fn pack(r: &HistoryRow) -> Vec<u8> {
-    let mut out = Vec::with_capacity(16 * 16);
-    pack_into(r, &mut out);
-    out
-}
-
+/// Appends a row's values packed as [`packed_values`] reads them back:
+/// equal bytes mean equal stored values, digit for digit and scale for
+/// scale.
 fn pack_into(r: &HistoryRow, out: &mut Vec<u8>) {
     let rec = &r.record;
     for d in [

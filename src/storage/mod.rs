@@ -51,6 +51,18 @@ pub use portfolios::{
 };
 pub use prices::load_prices;
 
+/// Which database `pool` points at (host, port, name): the key of the
+/// per-database state this process shares between its pools.
+pub(crate) fn database_key(pool: &PgPool) -> String {
+    let o = pool.connect_options();
+    format!(
+        "{}:{}/{}",
+        o.get_host(),
+        o.get_port(),
+        o.get_database().unwrap_or("")
+    )
+}
+
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// Connects a pool that fails fast when the database is unreachable, so

@@ -68,13 +68,7 @@ const MAX_CACHED_RATES: usize = 2_000_000;
 /// The cache of the database `pool` points at.
 pub fn cache_for(pool: &PgPool) -> Arc<PriceCache> {
     static CACHES: OnceLock<Mutex<HashMap<String, Arc<PriceCache>>>> = OnceLock::new();
-    let o = pool.connect_options();
-    let key = format!(
-        "{}:{}/{}",
-        o.get_host(),
-        o.get_port(),
-        o.get_database().unwrap_or("")
-    );
+    let key = super::database_key(pool);
     let max = std::env::var("NAVD_PRICE_CACHE_CLOSES")
         .ok()
         .and_then(|v| v.parse().ok())

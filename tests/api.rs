@@ -345,6 +345,44 @@ async fn packed_values_match_what_postgresql_stores() {
         navd::storage::history::pg_numeric(v, &mut ours);
         assert_eq!(&ours, s, "{v} (scale {})", v.scale());
     }
+    // And back: the history reads decode the bytes themselves; they give
+    // what the driver gives for the same column, value and scale, for the
+    // values above and for numerics PostgreSQL computed (trailing zero
+    // digits stripped, scales it chose, results no decimal holds).
+    let rows = sqlx::query(
+        "SELECT x, numeric_send(x) FROM UNNEST($1::numeric[]) AS u(v),
+                LATERAL (VALUES (v), (v * 10000), (round(v, 2)), (trunc(v)), (v / 3), (v * v)) AS c(x)",
+    )
+    .bind(&values)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    use sqlx::Row as _;
+    let mut unrepresentable = 0;
+    for r in &rows {
+        let bytes: Vec<u8> = r.get(1);
+        let ours = navd::storage::history::decode_numeric(&bytes);
+        // The driver panics (an overflowing multiplication) on some values
+        // no decimal holds, where it could answer an error: both count as
+        // "no decimal".
+        let driver = std::panic::catch_unwind(|| r.try_get::<Decimal, _>(0).ok())
+            .ok()
+            .flatten();
+        match driver {
+            Some(d) => {
+                let ours = ours.unwrap_or_else(|e| panic!("{d}: {e}"));
+                assert_eq!((ours, ours.scale()), (d, d.scale()), "{bytes:?}");
+            }
+            None => {
+                assert!(ours.is_err(), "{ours:?} where the driver fails");
+                unrepresentable += 1;
+            }
+        }
+    }
+    assert!(
+        unrepresentable > 0 && unrepresentable < rows.len() / 2,
+        "{unrepresentable}"
+    );
 }
 
 #[tokio::test]

@@ -561,7 +561,7 @@ pub async fn load_transactions_many(
                 .get::<Option<&str>, _>(18)
                 .map(Currency::parse)
                 .transpose()?,
-            fx_rate: r.get(19),
+            fx_rate: decimal_at(&r, 19),
         });
     }
     Ok(out)
@@ -684,13 +684,18 @@ impl<'a> Columns<'a> {
     }
 }
 
+/// A nullable `numeric` column, decoded by [`super::numeric`] (a stored
+/// log is tens of thousands of values per backfill).
+fn decimal_at(r: &sqlx::postgres::PgRow, i: usize) -> Option<Decimal> {
+    r.get::<Option<super::numeric::Numeric>, _>(i).map(|n| n.0)
+}
+
 /// The event kind of a stored transaction row (columns as selected by
 /// [`load_transactions_many`]).
 fn kind_of(r: &sqlx::postgres::PgRow) -> anyhow::Result<Kind> {
     let name: &str = r.get(2);
     let need = |i: usize, what: &str| -> anyhow::Result<Decimal> {
-        r.get::<Option<Decimal>, _>(i)
-            .ok_or_else(|| anyhow::anyhow!("stored {name} without {what}"))
+        decimal_at(r, i).ok_or_else(|| anyhow::anyhow!("stored {name} without {what}"))
     };
     let symbol = || -> anyhow::Result<Symbol> {
         let s: Option<&str> = r.get(3);
@@ -752,7 +757,7 @@ fn kind_of(r: &sqlx::postgres::PgRow) -> anyhow::Result<Kind> {
             symbol: symbol()?,
             quantity: need(4, "quantity")?,
             price: need(5, "price")?,
-            cost: r.get(12),
+            cost: decimal_at(r, 12),
         },
         "transfer_out" => Kind::TransferOut {
             symbol: symbol()?,
@@ -767,10 +772,7 @@ fn kind_of(r: &sqlx::postgres::PgRow) -> anyhow::Result<Kind> {
             pay_date: r
                 .get::<Option<NaiveDate>, _>(13)
                 .ok_or_else(|| anyhow::anyhow!("stored dividend without pay_date"))?,
-            reinvest: match (
-                r.get::<Option<Decimal>, _>(14),
-                r.get::<Option<Decimal>, _>(15),
-            ) {
+            reinvest: match (decimal_at(r, 14), decimal_at(r, 15)) {
                 (Some(quantity), Some(price)) => Some(Reinvest { quantity, price }),
                 _ => None,
             },

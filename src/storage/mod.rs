@@ -24,6 +24,7 @@ pub mod dead_letters;
 pub mod events;
 pub mod history;
 pub mod marks;
+pub mod numeric;
 pub mod offsets;
 pub mod portfolios;
 pub mod price_cache;

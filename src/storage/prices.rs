@@ -123,7 +123,8 @@ pub async fn series(
     for r in rows {
         let s = loaded.entry(r.get::<String, _>(0)).or_default();
         let day: NaiveDate = r.get(1);
-        s.closes.push((day, r.get(2)));
+        s.closes
+            .push((day, r.get::<super::numeric::Numeric, _>(2).0));
         if let Some(c) = r.get::<Option<&str>, _>(3) {
             s.quoted.push((day, Currency::parse(c)?));
         }
@@ -146,7 +147,7 @@ pub async fn all_rates(
                 Currency::parse(r.get::<&str, _>(0))?,
                 Currency::parse(r.get::<&str, _>(1))?,
                 r.get(2),
-                r.get(3),
+                r.get::<super::numeric::Numeric, _>(3).0,
             ))
         })
         .collect()

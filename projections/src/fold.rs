@@ -816,7 +816,12 @@ struct Ledger {
     inflow: Decimal,
     outflow: Decimal,
     cash: Decimal,
+    /// The receivables after the day when `receivables_replace`; otherwise
+    /// only the day's new ones, to append to the state's. Cloning the
+    /// state's list (a `String` per symbol) every day a dividend is
+    /// pending cost more than the rest of such a day.
     receivables: Vec<Receivable>,
+    receivables_replace: bool,
     receivable: Decimal,
     income: Decimal,
     realized_pnl: Decimal,
@@ -869,8 +874,10 @@ impl Ledger {
             inflow: Decimal::ZERO,
             outflow: Decimal::ZERO,
             cash: state.cash,
-            // Free while none is pending, which is nearly always.
-            receivables: state.receivables.clone(),
+            // The state's are left where they are unless some are paid
+            // today (see `Folder::step_checked`).
+            receivables: Vec::new(),
+            receivables_replace: false,
             receivable: state.receivable,
             income: state.income,
             realized_pnl: state.realized_pnl,
@@ -1151,11 +1158,25 @@ impl std::fmt::Debug for Folder<'_> {
 /// A position touched by the day's transactions: its slot (found or where
 /// it would go) and its new value.
 struct Touched<'t> {
+    /// `SymbolKey::of(symbol).prefix`: the search over the day's touched
+    /// positions compares it before the strings.
+    prefix: u64,
     symbol: &'t Symbol,
     slot: Result<usize, usize>,
     pos: Option<Position>,
     /// A split today: the carried close is adjusted at commit.
     split: Option<(u32, u32)>,
+}
+
+impl Touched<'_> {
+    /// Order relative to `key` (for `binary_search_by`): by prefix, then
+    /// by symbol, which is the symbols' own order.
+    #[inline]
+    fn cmp_key(&self, key: &SymbolKey<'_>) -> std::cmp::Ordering {
+        self.prefix
+            .cmp(&key.prefix)
+            .then_with(|| self.symbol.as_str().cmp(key.symbol.as_str()))
+    }
 }
 
 impl<'a> Folder<'a> {
@@ -1327,7 +1348,11 @@ impl<'a> Folder<'a> {
         // positions (kept sorted by symbol) and of the ledger, so that an
         // oversell leaves the state as it was.
         let mut ledger = Ledger::of(&self.state);
-        let mut touched: Vec<Touched<'_>> = Vec::new();
+        // Sized once: a day touches at most one position per split,
+        // payment and transaction.
+        let mut touched: Vec<Touched<'_>> = Vec::with_capacity(
+            day_transactions.len() + self.state.receivables.len() + splits_today.len(),
+        );
         let split_days = &self.split_days;
         for (_, symbol, ratio) in &split_days[splits_today] {
             let key = SymbolKey::of(symbol);
@@ -1339,13 +1364,14 @@ impl<'a> Folder<'a> {
                 p.qty = split_qty(p.qty, *ratio).map_err(overflow)?;
                 p.last_trade_price = split_price(p.last_trade_price, *ratio).map_err(overflow)?;
                 let i = touched
-                    .binary_search_by(|t| t.symbol.cmp(symbol))
+                    .binary_search_by(|t| t.cmp_key(&key))
                     .expect_err("one split per symbol and day");
                 // A position split below the smallest quantity is gone.
                 let pos = Some(p).filter(|p| !p.qty.is_zero());
                 touched.insert(
                     i,
                     Touched {
+                        prefix: key.prefix,
                         symbol,
                         slot: Ok(j),
                         pos,
@@ -1354,14 +1380,18 @@ impl<'a> Folder<'a> {
                 );
             }
         }
-        let due =
-            !ledger.receivables.is_empty() && ledger.receivables.iter().any(|r| r.pay_date <= day);
+        let due = self.state.receivables.iter().any(|r| r.pay_date <= day);
         let paid: Vec<Receivable> = if due {
-            let (now, later): (Vec<Receivable>, Vec<Receivable>) =
-                std::mem::take(&mut ledger.receivables)
-                    .into_iter()
-                    .partition(|r| r.pay_date <= day);
+            // Only then is the list copied: the state keeps its own until
+            // the day commits.
+            let (now, later): (Vec<Receivable>, Vec<Receivable>) = self
+                .state
+                .receivables
+                .iter()
+                .cloned()
+                .partition(|r| r.pay_date <= day);
             ledger.receivables = later;
+            ledger.receivables_replace = true;
             now
         } else {
             Vec::new()
@@ -1592,7 +1622,11 @@ impl<'a> Folder<'a> {
         self.state.started = true;
         self.state.cash = ledger.cash;
         self.state.foreign_cash = ledger.foreign_cash;
-        self.state.receivables = ledger.receivables;
+        if ledger.receivables_replace {
+            self.state.receivables = ledger.receivables;
+        } else {
+            self.state.receivables.extend(ledger.receivables);
+        }
         self.state.receivable = ledger.receivable;
         self.state.income = ledger.income;
         self.state.realized_pnl = ledger.realized_pnl;
@@ -1621,16 +1655,17 @@ impl<'a> Folder<'a> {
     /// The index in `touched` of `symbol`'s position, adding it (from its
     /// slot, or none) when the day has not touched it yet.
     fn touch<'t>(&self, touched: &mut Vec<Touched<'t>>, symbol: &'t Symbol) -> usize {
-        match touched.binary_search_by(|t| t.symbol.cmp(symbol)) {
+        let key = SymbolKey::of(symbol);
+        match touched.binary_search_by(|t| t.cmp_key(&key)) {
             Ok(i) => i,
             Err(i) => {
-                let key = SymbolKey::of(symbol);
                 let names = &self.series.names;
                 let slot = self.slots.binary_search_by(|s| key.cmp_slot(s, names));
                 let pos = slot.ok().map(|j| self.slots[j].position(&self.series.ccys));
                 touched.insert(
                     i,
                     Touched {
+                        prefix: key.prefix,
                         symbol,
                         slot,
                         pos,

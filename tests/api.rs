@@ -310,7 +310,7 @@ async fn a_refold_writes_only_the_records_that_change() {
 /// are exactly what PostgreSQL sends for the decimals the driver wrote:
 /// every magnitude, scale and sign a record can hold, zeros included.
 #[tokio::test]
-async fn packed_values_match_what_postgresql_stores() {
+async fn numeric_bytes_match_what_postgresql_sends() {
     use rust_decimal::Decimal;
     let (pool, _) = fresh_db().await;
     let mut values: Vec<Decimal> = Vec::new();

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
-use super::numeric::decimal_of_numeric;
 pub use super::numeric::{decode_numeric, pg_numeric};
 use sqlx::{PgConnection, Row};
 
@@ -32,23 +31,56 @@ impl HistoryRow {
 }
 
 /// The columns a stored row is read by, from table alias `t`: its day and
-/// its values packed as [`packed_values`] (one `bytea`, decoded by
-/// [`unpack`]). Decoding sixteen numerics through the driver cost ~5 µs a
-/// row (it rebuilds each from base-10000 digits with decimal powers); a
-/// ten-year curve is 3,653 rows, and this is the bulk of a read that the
-/// cache misses.
+/// the sixteen [`VALUE_COLUMNS`], whose binary form the driver hands over
+/// as sent (`numeric_send`) and [`raw_values`] decodes itself. Decoding
+/// them as the driver's decimals cost ~5 µs a row (it rebuilds each from
+/// base-10000 digits with decimal powers); a ten-year curve is 3,653 rows,
+/// and this was the bulk of a read that the cache misses.
 fn read_columns(t: &str) -> String {
-    format!("{t}.day, {}", packed_values(t))
+    format!("{t}.day, {}", value_columns(t))
+}
+
+/// [`VALUE_COLUMNS`] of table alias `t`.
+fn value_columns(t: &str) -> String {
+    VALUE_COLUMNS
+        .iter()
+        .map(|c| format!("{t}.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The binary form of the sixteen value columns from column `at` on, in
+/// [`VALUE_COLUMNS`] order.
+fn raw_values(r: &sqlx::postgres::PgRow, at: usize) -> sqlx::Result<[&[u8]; 16]> {
+    use sqlx::ValueRef as _;
+    let mut out: [&[u8]; 16] = [&[]; 16];
+    for (i, v) in out.iter_mut().enumerate() {
+        let raw = r.try_get_raw(at + i)?;
+        if raw.is_null() || raw.format() != sqlx::postgres::PgValueFormat::Binary {
+            return Err(sqlx::Error::ColumnDecode {
+                index: (at + i).to_string(),
+                source: format!("{}: expected a number in binary form", VALUE_COLUMNS[i]).into(),
+            });
+        }
+        *v = raw.as_bytes().map_err(|source| sqlx::Error::ColumnDecode {
+            index: (at + i).to_string(),
+            source,
+        })?;
+    }
+    Ok(out)
 }
 
 /// A row of [`read_columns`] starting at column `at`.
 fn history_at(r: &sqlx::postgres::PgRow, at: usize) -> sqlx::Result<HistoryRow> {
     let date: NaiveDate = r.try_get(at)?;
-    let packed: &[u8] = r.try_get(at + 1)?;
-    let v = unpack(packed).map_err(|e| sqlx::Error::ColumnDecode {
-        index: format!("{} (the history record of {date})", at + 1),
-        source: e.into(),
-    })?;
+    let raw = raw_values(r, at + 1)?;
+    let mut v = [Decimal::ZERO; 16];
+    for (i, (value, bytes)) in v.iter_mut().zip(raw).enumerate() {
+        *value = decode_numeric(bytes).map_err(|e| sqlx::Error::ColumnDecode {
+            index: (at + 1 + i).to_string(),
+            source: format!("{} of the history record of {date}: {e}", VALUE_COLUMNS[i]).into(),
+        })?;
+    }
     Ok(HistoryRow {
         record: projections::DailyRecord {
             date,
@@ -126,7 +158,7 @@ pub async fn replace_history(
     let sql = format!(
         "SELECT portfolio_id, day, {} FROM portfolio_nav_history
           WHERE portfolio_id = $1::text AND day >= $2::date AND day <= COALESCE($3::date, 'infinity'::date)",
-        packed_values("portfolio_nav_history")
+        value_columns("portfolio_nav_history")
     );
     let stored = sqlx::query(&sql)
         .bind(portfolio_id)
@@ -180,7 +212,7 @@ pub async fn replace_history_many(
         "SELECT h.portfolio_id, h.day, {}
            FROM UNNEST($1::text[], $2::date[]) AS u(pid, day)
            JOIN portfolio_nav_history h ON h.portfolio_id = u.pid AND h.day > u.day",
-        packed_values("h")
+        value_columns("h")
     );
     // Planned afresh each time, with the table as it is: a plan cached when
     // the history was empty (a new database, a replay after a purge) would
@@ -189,7 +221,7 @@ pub async fn replace_history_many(
     sync(conn, stored, rows).await
 }
 
-/// The numeric columns of a stored record, in the order they are packed.
+/// The numeric columns of a stored record, in the order they are read and compared.
 const VALUE_COLUMNS: [&str; 16] = [
     "market_value",
     "cost",
@@ -209,20 +241,9 @@ const VALUE_COLUMNS: [&str; 16] = [
     "realized_pnl",
 ];
 
-/// One `bytea` of a stored row's values as PostgreSQL stores them: the
-/// binary form (`numeric_send`) of each [`VALUE_COLUMNS`] column of table
-/// alias `t`, concatenated.
-fn packed_values(t: &str) -> String {
-    VALUE_COLUMNS
-        .iter()
-        .map(|c| format!("numeric_send({t}.{c})"))
-        .collect::<Vec<_>>()
-        .join(" || ")
-}
-
-/// Appends a row's values packed as [`packed_values`] reads them back:
-/// equal bytes mean equal stored values, digit for digit and scale for
-/// scale.
+/// Appends a row's values in the binary form PostgreSQL sends them in,
+/// one after the other: equal bytes mean equal stored values, digit for
+/// digit and scale for scale.
 fn pack_into(r: &HistoryRow, out: &mut Vec<u8>) {
     let rec = &r.record;
     for d in [
@@ -247,29 +268,18 @@ fn pack_into(r: &HistoryRow, out: &mut Vec<u8>) {
     }
 }
 
-/// The sixteen values of a row packed as [`packed_values`] reads them, in
-/// [`VALUE_COLUMNS`] order.
-fn unpack(mut packed: &[u8]) -> Result<[Decimal; 16], String> {
-    let mut out = [Decimal::ZERO; 16];
-    for (v, column) in out.iter_mut().zip(VALUE_COLUMNS) {
-        *v = decimal_of_numeric(&mut packed).map_err(|e| format!("{column}: {e}"))?;
-    }
-    if !packed.is_empty() {
-        return Err(format!("{} bytes after the last value", packed.len()));
-    }
-    Ok(out)
-}
-
-/// Makes the stored rows `stored` selects (portfolio id, day, the packed
-/// values) equal to `rows`, writing only the difference: a stored row whose
+/// Makes the stored rows `stored` selects (portfolio id, day, the sixteen
+/// [`VALUE_COLUMNS`]) equal to `rows`, writing only the difference: a stored row whose
 /// values are byte for byte those of its new one is left as it is; the
 /// others are upserted, and stored rows with no new one are deleted. A
 /// refold of an unchanged log writes nothing (no dead tuples, no WAL),
 /// which is what most recomputes are: a backfill, a `calculate`, a late
 /// close equal to the carried one. The comparison is on what is stored,
 /// so a record changed behind navd's back differs and is written again (the
-/// operator's replay repairs it); reading one `bytea` per day instead of
-/// decoding sixteen numerics keeps it far cheaper than the write it saves.
+/// operator's replay repairs it); comparing the values' bytes as sent
+/// instead of decoding sixteen numerics keeps it far cheaper than the
+/// write it saves. (Concatenating them in SQL, `numeric_send(a) || …`,
+/// cost PostgreSQL ~3 µs a row more than sending the columns.)
 async fn sync<'q>(
     conn: &mut PgConnection,
     stored: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
@@ -289,12 +299,21 @@ async fn sync<'q>(
         while let Some(r) = stream.try_next().await? {
             let pid: &str = r.get(0);
             let day: NaiveDate = r.get(1);
-            let old: &[u8] = r.get(2);
             match index.get(&(pid, day)) {
                 Some(&i) => {
                     buf.clear();
                     pack_into(rows[i].1, &mut buf);
-                    unchanged[i] = old == buf.as_slice();
+                    // A value that cannot be read as sent differs.
+                    unchanged[i] = raw_values(&r, 2).is_ok_and(|old| {
+                        let mut rest = buf.as_slice();
+                        old.iter().all(|o| match rest.split_at_checked(o.len()) {
+                            Some((head, tail)) if head == *o => {
+                                rest = tail;
+                                true
+                            }
+                            _ => false,
+                        }) && rest.is_empty()
+                    });
                 }
                 None => gone.push((pid.to_string(), day)),
             }

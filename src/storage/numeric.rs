@@ -83,7 +83,7 @@ pub fn decode_numeric(mut bytes: &[u8]) -> Result<Decimal, String> {
 /// written behind navd's back reads as the driver would read it. NaN, the
 /// infinities and what no decimal holds are errors (where the driver
 /// sometimes panics).
-pub(crate) fn decimal_of_numeric(b: &mut &[u8]) -> Result<Decimal, String> {
+fn decimal_of_numeric(b: &mut &[u8]) -> Result<Decimal, String> {
     let mut word = || -> Result<u16, String> {
         let (w, rest) = b.split_first_chunk::<2>().ok_or("truncated numeric")?;
         *b = rest;

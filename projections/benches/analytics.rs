@@ -20,7 +20,7 @@ fn ten_years() -> (NaiveDate, Vec<FlowDay>) {
                 0 => (Decimal::ZERO, Decimal::new(250, 0)),
                 _ => (Decimal::new(100 + (i % 7) as i64, 0), Decimal::ZERO),
             };
-            value = (value * Decimal::new(1_000_16, 5)).round_dp(2) + inflow - outflow;
+            value = (value * Decimal::new(100_016, 5)).round_dp(2) + inflow - outflow;
             FlowDay {
                 date: start + Days::new(i + 1),
                 value,

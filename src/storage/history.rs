@@ -294,7 +294,7 @@ async fn sync<'q>(
     let mut unchanged = vec![false; rows.len()];
     let mut gone: Vec<(String, NaiveDate)> = Vec::new();
     {
-        let mut buf = Vec::with_capacity(256);
+        let (mut buf, mut old_bytes) = (Vec::with_capacity(256), Vec::with_capacity(256));
         let mut stream = stored.fetch(&mut *conn);
         while let Some(r) = stream.try_next().await? {
             let pid: &str = r.get(0);
@@ -305,14 +305,9 @@ async fn sync<'q>(
                     pack_into(rows[i].1, &mut buf);
                     // A value that cannot be read as sent differs.
                     unchanged[i] = raw_values(&r, 2).is_ok_and(|old| {
-                        let mut rest = buf.as_slice();
-                        old.iter().all(|o| match rest.split_at_checked(o.len()) {
-                            Some((head, tail)) if head == *o => {
-                                rest = tail;
-                                true
-                            }
-                            _ => false,
-                        }) && rest.is_empty()
+                        old_bytes.clear();
+                        old.iter().for_each(|o| old_bytes.extend_from_slice(o));
+                        old_bytes == buf
                     });
                 }
                 None => gone.push((pid.to_string(), day)),

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::NaiveDate;
 use projections::{
     CashMode, ClosePrice, Currency, Dividend, FxRate, Kind, PortfolioId, Reinvest, Split, Symbol,
     Trade, Transaction,
@@ -16,6 +16,7 @@ use rust_decimal::Decimal;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
+use super::copy::{copy_in, BinaryRows};
 use super::dead_letters::insert_dead_letters;
 
 /// Where a message came from: a Kafka position, kept for dead letters and
@@ -419,58 +420,33 @@ async fn insert_transactions(
             .fetch_all(&mut *conn)
             .await?;
     seqs.sort_unstable();
-    let mut c = Columns::default();
-    for (t, src, f) in rows {
-        c.push(t, src, f);
+    let mut events = BinaryRows::new(24);
+    let mut ids = BinaryRows::new(3);
+    for ((t, src, fp), seq) in rows.iter().zip(&seqs) {
+        transaction_row(&mut events, t, src, fp, *seq).map_err(sqlx::Error::Encode)?;
+        ids.row()
+            .uuid(t.event_id)
+            .text(t.portfolio_id.as_str())
+            .text(fp);
     }
-    sqlx::query(
-        "INSERT INTO transactions (portfolio_id, event_id, seq, kind, symbol, quantity, price, fee,
-                                   trade_date, occurred_at, fingerprint, source_topic, source_partition,
-                                   source_offset, amount, tax, cost_basis, pay_date, reinvest_quantity,
-                                   reinvest_price, cash_mode, base_currency, currency, fx_rate)
-         SELECT * FROM UNNEST($1::text[], $2::uuid[], $3::int8[], $4::text[], $5::text[], $6::numeric[],
-                              $7::numeric[], $8::numeric[], $9::date[], $10::timestamptz[], $11::text[],
-                              $12::text[], $13::int4[], $14::int8[], $15::numeric[], $16::numeric[],
-                              $17::numeric[], $18::date[], $19::numeric[], $20::numeric[], $21::text[],
-                              $22::text[], $23::text[], $24::numeric[])",
+    copy_in(
+        conn,
+        "COPY transactions (portfolio_id, event_id, seq, kind, symbol, quantity, price, fee,
+                           trade_date, occurred_at, fingerprint, source_topic, source_partition,
+                           source_offset, amount, tax, cost_basis, pay_date, reinvest_quantity,
+                           reinvest_price, cash_mode, base_currency, currency, fx_rate)
+         FROM STDIN (FORMAT binary)",
+        events,
     )
-    .bind(&c.pid)
-    .bind(&c.eid)
-    .bind(&seqs)
-    .bind(&c.kind)
-    .bind(&c.sym)
-    .bind(&c.qty)
-    .bind(&c.price)
-    .bind(&c.fee)
-    .bind(&c.day)
-    .bind(&c.at)
-    .bind(&c.fp)
-    .bind(&c.topic)
-    .bind(&c.part)
-    .bind(&c.off)
-    .bind(&c.amount)
-    .bind(&c.tax)
-    .bind(&c.cost)
-    .bind(&c.pay)
-    .bind(&c.rq)
-    .bind(&c.rp)
-    .bind(&c.cash)
-    .bind(&c.ccy)
-    .bind(&c.currency)
-    .bind(&c.fx_rate)
-    .execute(&mut *conn)
     .await?;
     // The database's guard on ids reused across portfolios (a concurrent
     // batch holding one of these ids makes this one fail and be retried,
     // when the lookup above finds it): migrations/…_citus_ready.sql.
-    sqlx::query(
-        "INSERT INTO event_ids (event_id, portfolio_id, fingerprint)
-         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[])",
+    copy_in(
+        conn,
+        "COPY event_ids (event_id, portfolio_id, fingerprint) FROM STDIN (FORMAT binary)",
+        ids,
     )
-    .bind(&c.eid)
-    .bind(&c.pid)
-    .bind(&c.fp)
-    .execute(&mut *conn)
     .await?;
     // Which symbols a portfolio may hold: those its events can move.
     let mut pairs: HashSet<(&str, &str)> = HashSet::new();
@@ -567,121 +543,101 @@ pub async fn load_transactions_many(
     Ok(out)
 }
 
-/// The columns of stored transactions, one vector each.
-#[derive(Default)]
-struct Columns<'a> {
-    pid: Vec<&'a str>,
-    eid: Vec<Uuid>,
-    kind: Vec<&'static str>,
-    sym: Vec<Option<&'a str>>,
-    qty: Vec<Option<Decimal>>,
-    price: Vec<Option<Decimal>>,
-    fee: Vec<Option<Decimal>>,
-    day: Vec<NaiveDate>,
-    at: Vec<Option<DateTime<Utc>>>,
-    fp: Vec<&'a str>,
-    topic: Vec<&'a str>,
-    part: Vec<i32>,
-    off: Vec<i64>,
-    amount: Vec<Option<Decimal>>,
-    tax: Vec<Option<Decimal>>,
-    cost: Vec<Option<Decimal>>,
-    pay: Vec<Option<NaiveDate>>,
-    rq: Vec<Option<Decimal>>,
-    rp: Vec<Option<Decimal>>,
-    cash: Vec<Option<&'static str>>,
-    ccy: Vec<Option<&'a str>>,
-    currency: Vec<Option<&'a str>>,
-    fx_rate: Vec<Option<Decimal>>,
-}
-
-impl<'a> Columns<'a> {
-    fn push(&mut self, t: &'a Transaction, src: &'a Source, fp: &'a str) {
-        self.pid.push(t.portfolio_id.as_str());
-        self.eid.push(t.event_id);
-        self.kind.push(t.kind.name());
-        self.day.push(t.trade_date);
-        self.at.push(t.occurred_at);
-        self.fp.push(fp);
-        self.topic.push(src.topic.as_str());
-        self.part.push(src.partition);
-        self.off.push(src.offset);
-        let (mut sym, mut qty, mut price, mut fee) = (None, None, None, None);
-        let (mut amount, mut tax, mut cost, mut pay, mut rq, mut rp) =
-            (None, None, None, None, None, None);
-        let (mut cash, mut ccy) = (None, None);
-        match &t.kind {
-            Kind::Buy(tr) | Kind::Sell(tr) => {
-                sym = Some(tr.symbol.as_str());
-                qty = Some(tr.quantity);
-                price = Some(tr.price);
-                fee = Some(tr.fee);
-            }
-            Kind::PortfolioSettings {
-                cash: mode,
-                base_currency,
-            } => {
-                cash = Some(mode.as_str());
-                ccy = base_currency.as_ref().map(Currency::as_str);
-            }
-            Kind::Deposit { amount: a } | Kind::Withdrawal { amount: a } => amount = Some(*a),
-            Kind::Fee { amount: a, symbol }
-            | Kind::Tax { amount: a, symbol }
-            | Kind::FeeRefund { amount: a, symbol }
-            | Kind::TaxRefund { amount: a, symbol } => {
-                amount = Some(*a);
-                sym = symbol.as_ref().map(Symbol::as_str);
-            }
-            Kind::Interest { amount: a, tax: x } => {
-                amount = Some(*a);
-                tax = Some(*x);
-            }
-            Kind::TransferIn {
-                symbol,
-                quantity,
-                price: p,
-                cost: c,
-            } => {
-                sym = Some(symbol.as_str());
-                qty = Some(*quantity);
-                price = Some(*p);
-                cost = *c;
-            }
-            Kind::TransferOut {
-                symbol,
-                quantity,
-                price: p,
-            } => {
-                sym = Some(symbol.as_str());
-                qty = Some(*quantity);
-                price = Some(*p);
-            }
-            Kind::Dividend(d) => {
-                sym = Some(d.symbol.as_str());
-                amount = Some(d.amount);
-                tax = Some(d.tax);
-                fee = Some(d.fee);
-                pay = Some(d.pay_date);
-                rq = d.reinvest.map(|r| r.quantity);
-                rp = d.reinvest.map(|r| r.price);
-            }
+/// One row of `transactions` in the column order of [`insert_transactions`]'s
+/// `COPY`: the fields a kind does not have are `NULL`.
+fn transaction_row(
+    r: &mut BinaryRows,
+    t: &Transaction,
+    src: &Source,
+    fp: &str,
+    seq: i64,
+) -> Result<(), sqlx::error::BoxDynError> {
+    let (mut sym, mut qty, mut price, mut fee) = (None, None, None, None);
+    let (mut amount, mut tax, mut cost, mut pay, mut rq, mut rp) =
+        (None, None, None, None, None, None);
+    let (mut cash, mut ccy) = (None, None);
+    match &t.kind {
+        Kind::Buy(tr) | Kind::Sell(tr) => {
+            sym = Some(tr.symbol.as_str());
+            qty = Some(tr.quantity);
+            price = Some(tr.price);
+            fee = Some(tr.fee);
         }
-        self.sym.push(sym);
-        self.qty.push(qty);
-        self.price.push(price);
-        self.fee.push(fee);
-        self.amount.push(amount);
-        self.tax.push(tax);
-        self.cost.push(cost);
-        self.pay.push(pay);
-        self.rq.push(rq);
-        self.rp.push(rp);
-        self.cash.push(cash);
-        self.ccy.push(ccy);
-        self.currency
-            .push(t.currency.as_ref().map(Currency::as_str));
-        self.fx_rate.push(t.fx_rate);
+        Kind::PortfolioSettings {
+            cash: mode,
+            base_currency,
+        } => {
+            cash = Some(mode.as_str());
+            ccy = base_currency.as_ref().map(Currency::as_str);
+        }
+        Kind::Deposit { amount: a } | Kind::Withdrawal { amount: a } => amount = Some(*a),
+        Kind::Fee { amount: a, symbol }
+        | Kind::Tax { amount: a, symbol }
+        | Kind::FeeRefund { amount: a, symbol }
+        | Kind::TaxRefund { amount: a, symbol } => {
+            amount = Some(*a);
+            sym = symbol.as_ref().map(Symbol::as_str);
+        }
+        Kind::Interest { amount: a, tax: x } => {
+            amount = Some(*a);
+            tax = Some(*x);
+        }
+        Kind::TransferIn {
+            symbol,
+            quantity,
+            price: p,
+            cost: c,
+        } => {
+            sym = Some(symbol.as_str());
+            qty = Some(*quantity);
+            price = Some(*p);
+            cost = *c;
+        }
+        Kind::TransferOut {
+            symbol,
+            quantity,
+            price: p,
+        } => {
+            sym = Some(symbol.as_str());
+            qty = Some(*quantity);
+            price = Some(*p);
+        }
+        Kind::Dividend(d) => {
+            sym = Some(d.symbol.as_str());
+            amount = Some(d.amount);
+            tax = Some(d.tax);
+            fee = Some(d.fee);
+            pay = Some(d.pay_date);
+            rq = d.reinvest.map(|r| r.quantity);
+            rp = d.reinvest.map(|r| r.price);
+        }
     }
+    r.row()
+        .text(t.portfolio_id.as_str())
+        .uuid(t.event_id)
+        .int8(seq)
+        .text(t.kind.name())
+        .opt_text(sym)
+        .opt_numeric(qty.as_ref())
+        .opt_numeric(price.as_ref())
+        .opt_numeric(fee.as_ref())
+        .date(t.trade_date)
+        .opt_timestamptz(t.occurred_at)?
+        .text(fp)
+        .text(src.topic.as_str())
+        .int4(src.partition)
+        .int8(src.offset)
+        .opt_numeric(amount.as_ref())
+        .opt_numeric(tax.as_ref())
+        .opt_numeric(cost.as_ref())
+        .opt_date(pay)
+        .opt_numeric(rq.as_ref())
+        .opt_numeric(rp.as_ref())
+        .opt_text(cash)
+        .opt_text(ccy)
+        .opt_text(t.currency.as_ref().map(Currency::as_str))
+        .opt_numeric(t.fx_rate.as_ref());
+    Ok(())
 }
 
 /// A nullable `numeric` column, decoded by [`super::numeric`] (a stored

@@ -4,6 +4,7 @@
 //! or the schema changes.
 //!
 //! - [`events`]: transactions and prices, idempotent by `event_id`;
+//! - [`copy`]: rows in the binary `COPY` format (how event rows go in);
 //! - [`dead_letters`]: messages that are not valid events;
 //! - [`offsets`]: where each partition resumes (the truth behind exactly-once);
 //! - [`portfolios`]: projection state per portfolio, its row lock, what is due;
@@ -20,6 +21,7 @@
 //! the database there) and [`read_snapshot`] (the transaction reads run in).
 
 pub mod changes;
+pub mod copy;
 pub mod dead_letters;
 pub mod events;
 pub mod history;

@@ -13,6 +13,7 @@
 
 use std::time::Duration;
 
+use chrono::NaiveDate;
 use futures::StreamExt;
 use sqlx::PgPool;
 use tokio::sync::Notify;
@@ -62,8 +63,17 @@ pub async fn run(
 /// as they compute, so two in flight keep both busy.
 const CONCURRENCY: usize = 2;
 
-/// Portfolios refreshed together in one database transaction.
+/// Portfolios refreshed together in one database transaction, at most.
 const GROUP: usize = 32;
+
+/// Days a group folds at most, summed over its portfolios (a portfolio
+/// alone may exceed it). A group's memory grows with the days it folds
+/// (their records, the logs and closes behind them): 32 portfolios folding
+/// two years each from D0, two such groups in flight, were the peak of a
+/// catch-up's RSS (docs/performance.md). Eight two-year folds fit; the
+/// refreshes that keep up with new events fold a day or a few and still go
+/// 32 at a time.
+const GROUP_DAYS: i64 = 6_000;
 
 /// How stale a portfolio may get while the consumer works through a backlog.
 pub const BACKLOG_MIN_AGE: Duration = Duration::from_secs(30);
@@ -108,7 +118,7 @@ async fn refresh_pass(
     };
     // Portfolios are refreshed in groups, one database transaction and a
     // handful of statements per group, a few groups in flight.
-    let groups: Vec<Vec<String>> = due.chunks(GROUP).map(<[String]>::to_vec).collect();
+    let groups = group(&due, today);
     let results: Vec<anyhow::Result<usize>> = futures::stream::iter(groups)
         .map(|ids| {
             // One span per group: its portfolios and (recorded by the
@@ -138,6 +148,27 @@ async fn refresh_pass(
     Ok(refreshed)
 }
 
+/// Splits `due` (portfolios with the day their fold starts), in order, into
+/// groups of at most [`GROUP`] portfolios and [`GROUP_DAYS`] folded days.
+fn group(due: &[(String, NaiveDate)], today: NaiveDate) -> Vec<Vec<String>> {
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    let mut days = 0;
+    for (id, from) in due {
+        let d = (today - *from).num_days().max(0) + 1;
+        match groups.last_mut() {
+            Some(g) if g.len() < GROUP && days + d <= GROUP_DAYS => {
+                g.push(id.clone());
+                days += d;
+            }
+            _ => {
+                groups.push(vec![id.clone()]);
+                days = d;
+            }
+        }
+    }
+    groups
+}
+
 /// Refreshes until nothing is due (tests and tools).
 pub async fn refresh_all(pool: &PgPool, clock: Clock) -> anyhow::Result<()> {
     loop {
@@ -151,5 +182,54 @@ pub async fn refresh_all(pool: &PgPool, clock: Clock) -> anyhow::Result<()> {
         if refresh_due(pool, clock, 1000).await? == 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(s: &str) -> NaiveDate {
+        s.parse().unwrap()
+    }
+
+    fn due(from: &[&str]) -> Vec<(String, NaiveDate)> {
+        from.iter()
+            .enumerate()
+            .map(|(i, f)| (format!("p{i:03}"), day(f)))
+            .collect()
+    }
+
+    fn sizes(groups: &[Vec<String>]) -> Vec<usize> {
+        groups.iter().map(Vec::len).collect()
+    }
+
+    #[test]
+    fn short_folds_go_thirty_two_at_a_time() {
+        let today = day("2026-06-30");
+        let d = due(&["2026-06-30"; 70]);
+        let g = group(&d, today);
+        assert_eq!(sizes(&g), vec![32, 32, 6]);
+        // In order, nothing lost or repeated.
+        let flat: Vec<String> = g.concat();
+        assert_eq!(flat, d.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn long_folds_are_grouped_by_the_days_they_fold() {
+        let today = day("2026-06-30");
+        // 731 days each (two years, both ends counted): eight fit in 6,000.
+        let g = group(&due(&["2024-06-30"; 20]), today);
+        assert_eq!(sizes(&g), vec![8, 8, 4]);
+        // A fold longer than the budget goes alone; the next starts anew.
+        let g = group(&due(&["2000-01-01", "2026-06-30", "2026-06-29"]), today);
+        assert_eq!(sizes(&g), vec![1, 2]);
+        // Exactly at the budget: 6,000 one-day folds would be 32 first.
+        let from = (today - chrono::Days::new(2_999)).to_string();
+        let g = group(&due(&[&from, &from, "2026-06-30"]), today);
+        assert_eq!(sizes(&g), vec![2, 1]);
+        // A day in the future (a mark past today) counts as one.
+        let g = group(&due(&["2026-07-05"; 3]), today);
+        assert_eq!(sizes(&g), vec![3]);
     }
 }

@@ -142,19 +142,22 @@ pub async fn lock_portfolios(
 /// Portfolios whose projection is behind — pending marks, or not yet
 /// computed through `today` — longest waiting first, so a busy portfolio
 /// cannot starve the others. Marks (and rows) younger than `min_age` do not
-/// count yet.
+/// count yet. Each with the earliest day its refresh folds from (its
+/// earliest mark, or the day after the last one computed, or its D0).
 pub async fn due_portfolios(
     conn: &mut PgConnection,
     today: NaiveDate,
     limit: i64,
     min_age: std::time::Duration,
-) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar(
-        "SELECT portfolio_id FROM (
-             SELECT portfolio_id, min(marked_at) AS since FROM portfolio_marks GROUP BY portfolio_id
+) -> sqlx::Result<Vec<(String, NaiveDate)>> {
+    let rows = sqlx::query(
+        "SELECT portfolio_id, min(from_day) FROM (
+             SELECT portfolio_id, min(marked_at) AS since, min(from_day) AS from_day
+               FROM portfolio_marks GROUP BY portfolio_id
              HAVING min(marked_at) <= now() - make_interval(secs => $3::float8)
              UNION ALL
-             SELECT portfolio_id, '-infinity'::timestamptz FROM portfolios
+             SELECT portfolio_id, '-infinity'::timestamptz, COALESCE(computed_through + 1, first_day)
+               FROM portfolios
               WHERE (computed_through IS NULL OR computed_through < $1::date)
                 AND updated_at <= now() - make_interval(secs => $3::float8)
           ) due GROUP BY portfolio_id ORDER BY min(since), portfolio_id LIMIT $2::int8",
@@ -163,7 +166,8 @@ pub async fn due_portfolios(
     .bind(limit)
     .bind(min_age.as_secs_f64())
     .fetch_all(conn)
-    .await
+    .await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
 /// What a cached GET response depends on: the portfolio row's version and

@@ -1635,3 +1635,119 @@ async fn a_benchmark_close_refreshes_cached_reads() {
         assert!(html.contains(want) && html.contains("<form"), "{q}: {html}");
     }
 }
+
+/// A refresh group reads a few portfolios' transactions and records from a
+/// day on. Those reads join the group's keys to the whole table by a range;
+/// with no statistics yet (right after a catch-up or a purge, until
+/// autovacuum's first ANALYZE) PostgreSQL hashed the keys against a
+/// sequential scan of the whole table — 180 ms a group in the freshness
+/// bench. Each range read of a group must use the index, before the tables
+/// are analyzed and after.
+#[tokio::test]
+async fn group_reads_use_the_index_with_or_without_statistics() {
+    use chrono::NaiveDate;
+    let (pool, _) = fresh_db().await;
+    let mut conn = pool.acquire().await.unwrap();
+    let stmts = [
+        "ALTER TABLE transactions SET (autovacuum_enabled = false)",
+        "ALTER TABLE portfolio_nav_history SET (autovacuum_enabled = false)",
+        "INSERT INTO transactions (portfolio_id, event_id, kind, symbol, quantity, price, fee,
+                                   trade_date, fingerprint)
+         SELECT 'p-' || p, gen_random_uuid(), 'buy', 'S', 1, 1, 0, DATE '2020-01-01' + d, 'f'
+           FROM generate_series(1, 2000) p, generate_series(0, 49) d",
+        "INSERT INTO portfolio_nav_history (portfolio_id, day, market_value, cost, net_flow,
+                daily_return, net_value, return_rate, profit, nav_exact, market_value_exact,
+                cum_in, cum_out)
+         SELECT 'p-' || p, DATE '2020-01-01' + d, 1, 1, 0, 0, 1, 0, 0, 1, 1, 1, 0
+           FROM generate_series(1, 2000) p, generate_series(0, 49) d",
+    ];
+    for s in stmts {
+        sqlx::query(s).execute(&mut *conn).await.unwrap();
+    }
+    let last = NaiveDate::from_ymd_opt(2020, 1, 1).unwrap() + chrono::Days::new(49);
+    let group: Vec<String> = (1..=32).map(|p| format!("p-{}", p * 61)).collect();
+    let mut stored = Vec::new();
+    for d in 0..50 {
+        let day = NaiveDate::from_ymd_opt(2020, 1, 1).unwrap() + chrono::Days::new(d);
+        let at: Vec<(String, NaiveDate)> = group.iter().map(|p| (p.clone(), day)).collect();
+        stored.extend(
+            navd::storage::history_rows_at(&mut conn, &at)
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(stored.len(), 32 * 50);
+    for analyzed in [false, true] {
+        if analyzed {
+            sqlx::query("ANALYZE transactions, portfolio_nav_history")
+                .execute(&mut *conn)
+                .await
+                .unwrap();
+        }
+        let (never,): (i64,) = sqlx::query_as(
+            "SELECT count(*) FROM pg_class
+              WHERE relname IN ('transactions', 'portfolio_nav_history') AND reltuples < 0",
+        )
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+        assert_eq!(
+            never,
+            if analyzed { 0 } else { 2 },
+            "statistics as intended"
+        );
+        // The day's fold of a group, and a group folding from D0. Without
+        // statistics the planner guesses that 32 portfolios are a sixth of
+        // any table: the D0 read may then scan (a planner's
+        // guess, bounded by autovacuum's first ANALYZE, and left to it).
+        let d0 = NaiveDate::from_ymd_opt(2019, 12, 31).unwrap();
+        let froms = if analyzed {
+            vec![last.pred_opt().unwrap(), d0]
+        } else {
+            vec![last.pred_opt().unwrap()]
+        };
+        for from in froms {
+            let mut tx = pool.begin().await.unwrap();
+            let wanted: Vec<(String, Option<NaiveDate>)> =
+                group.iter().map(|p| (p.clone(), Some(from))).collect();
+            let logs = navd::storage::load_transactions_many(&mut tx, &wanted, last)
+                .await
+                .unwrap();
+            let days = (last - from).num_days() as usize;
+            assert_eq!(logs.len(), 32);
+            assert!(
+                logs.values().all(|l| l.len() == days),
+                "each log from {from}"
+            );
+            let after: Vec<(String, NaiveDate)> = group.iter().map(|p| (p.clone(), from)).collect();
+            // The stored rows again: the read finds each one unchanged and
+            // nothing is written.
+            let same: Vec<(&str, &navd::storage::HistoryRow)> = stored
+                .iter()
+                .filter(|(_, r)| r.record.date > from)
+                .map(|(p, r)| (p.as_str(), r))
+                .collect();
+            assert_eq!(same.len(), 32 * days);
+            navd::storage::replace_history_many(&mut tx, &after, &same)
+                .await
+                .unwrap();
+            let scans: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+                "SELECT relname::text, seq_scan, idx_scan, n_tup_ins + n_tup_upd + n_tup_del
+                   FROM pg_stat_xact_user_tables
+                  WHERE relname IN ('transactions', 'portfolio_nav_history') ORDER BY relname",
+            )
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
+            assert_eq!(scans.len(), 2);
+            for (table, seq, idx, written) in &scans {
+                assert_eq!(
+                    *seq, 0,
+                    "{table} scanned whole (analyzed: {analyzed}, from {from}; {idx} index scans)"
+                );
+                assert_eq!(*written, 0, "{table}: every stored row was found unchanged");
+            }
+            tx.rollback().await.unwrap();
+        }
+    }
+}

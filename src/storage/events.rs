@@ -498,6 +498,10 @@ pub async fn load_transactions_many(
     }
     let pids: Vec<&str> = wanted.iter().map(|(p, _)| p.as_str()).collect();
     let afters: Vec<Option<NaiveDate>> = wanted.iter().map(|(_, a)| *a).collect();
+    // None when any portfolio loads its whole log. The constant bounds repeat
+    // the join's so that the planner sees a few portfolios' rows are wanted
+    // even before the table's first ANALYZE (see replace_history_many).
+    let earliest = afters.iter().min().copied().flatten();
     let rows = sqlx::query(
         "SELECT t.portfolio_id, t.event_id, t.kind, t.symbol, t.quantity, t.price, t.fee,
                 t.trade_date, t.occurred_at, t.seq, t.amount, t.tax, t.cost_basis, t.pay_date,
@@ -507,11 +511,17 @@ pub async fn load_transactions_many(
            JOIN transactions t ON t.portfolio_id = u.pid
                               AND t.trade_date > COALESCE(u.after, '-infinity'::date)
                               AND t.trade_date <= $3::date
+          WHERE t.portfolio_id = ANY($1::text[])
+            AND t.trade_date > COALESCE($4::date, '-infinity'::date)
           ORDER BY t.portfolio_id, t.trade_date, t.seq",
     )
     .bind(&pids)
     .bind(&afters)
     .bind(through)
+    .bind(earliest)
+    // Planned for these bounds, as the history's reads are: a cached generic
+    // plan would keep what it chose while the table was empty or unanalyzed.
+    .persistent(false)
     .fetch_all(&mut *conn)
     .await?;
     let mut ids: HashMap<String, PortfolioId> = HashMap::new();

@@ -1751,3 +1751,130 @@ async fn group_reads_use_the_index_with_or_without_statistics() {
         }
     }
 }
+
+/// Records new to the history go in by binary `COPY`, records that differ
+/// by an upsert: either way a record reads back as written, scale for
+/// scale (writing it again is then found unchanged and writes nothing),
+/// and a replace writes exactly the difference.
+#[tokio::test]
+async fn history_records_read_back_as_written_whether_copied_or_upserted() {
+    use chrono::NaiveDate;
+    use navd::storage::HistoryRow;
+    use rust_decimal::Decimal;
+    let (pool, _) = fresh_db().await;
+    // Magnitudes, scales and signs a record can hold, trailing zeros kept.
+    let tricky = [
+        Decimal::ZERO,
+        Decimal::new(0, 8),
+        Decimal::new(12_3450, 4),
+        Decimal::new(-1, 28),
+        Decimal::MAX,
+        Decimal::MIN,
+        Decimal::from_i128_with_scale(-79_228_162_514_264_337_593_543_950_335, 28),
+        Decimal::new(10_000, 0),
+        Decimal::new(-99_999_999, 2),
+        Decimal::new(1, 10),
+        Decimal::new(7, 0),
+    ];
+    let record = |day: u64, salt: usize| {
+        let v = |field: usize| tricky[(day as usize * 3 + field * 7 + salt) % tricky.len()];
+        HistoryRow {
+            record: projections::DailyRecord {
+                date: NaiveDate::from_ymd_opt(2021, 3, 1).unwrap() + chrono::Days::new(day),
+                market_value: v(0),
+                cost: v(1),
+                net_flow: v(2),
+                daily_return: v(3),
+                net_value: v(4),
+                return_rate: v(5),
+                profit: v(6),
+                cum_in: v(9),
+                cum_out: v(10),
+                holdings_value: v(11),
+                cash: v(12),
+                receivable: v(13),
+                income: v(14),
+                realized_pnl: v(15),
+            },
+            nav_exact: v(7),
+            market_value_exact: v(8),
+        }
+    };
+    let from = NaiveDate::from_ymd_opt(2021, 3, 1).unwrap();
+    let to = from + chrono::Days::new(99);
+    // Days 0–59 first; then 30–89 with 40–49 changed: 30 deleted, 30 new,
+    // 10 updated, 20 unchanged.
+    let first: Vec<HistoryRow> = (0..60).map(|d| record(d, 0)).collect();
+    let second: Vec<HistoryRow> = (30..90)
+        .map(|d| record(d, if (40..50).contains(&d) { 1 } else { 0 }))
+        .collect();
+    for (rows, want) in [
+        (&first, (60, 0, 0)),
+        (&first, (0, 0, 0)),
+        (&second, (30, 10, 30)),
+        (&second, (0, 0, 0)),
+    ] {
+        // The view also counts earlier transactions of the session whose
+        // figures are not yet reported: the difference is this one's.
+        const WRITES: &str = "SELECT n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables
+                               WHERE relname = 'portfolio_nav_history'";
+        let mut tx = pool.begin().await.unwrap();
+        let before: (i64, i64, i64) = sqlx::query_as(WRITES).fetch_one(&mut *tx).await.unwrap();
+        navd::storage::replace_history(&mut tx, "p-copy", from, Some(to), rows)
+            .await
+            .unwrap();
+        let after: (i64, i64, i64) = sqlx::query_as(WRITES).fetch_one(&mut *tx).await.unwrap();
+        assert_eq!(
+            (after.0 - before.0, after.1 - before.1, after.2 - before.2),
+            want,
+            "inserted, updated, deleted"
+        );
+        tx.commit().await.unwrap();
+        let mut conn = pool.acquire().await.unwrap();
+        let back = navd::storage::load_history(&mut conn, "p-copy", None, None)
+            .await
+            .unwrap();
+        assert_eq!(&back, rows);
+        // Scale for scale, as text: 12.3450 is not 12.345.
+        let texts: Vec<String> = sqlx::query_scalar(
+            "SELECT concat_ws(' ', market_value, cost, net_flow, daily_return, net_value,
+                              return_rate, profit, nav_exact, market_value_exact, cum_in,
+                              cum_out, holdings_value, cash, receivable, income, realized_pnl)
+               FROM portfolio_nav_history WHERE portfolio_id = 'p-copy' ORDER BY day",
+        )
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+        // What the same decimals read back as when bound as parameters
+        // (the upsert's path): PostgreSQL's text of each.
+        let mut want_texts = Vec::new();
+        for r in rows.iter() {
+            let c = &r.record;
+            let values = vec![
+                c.market_value,
+                c.cost,
+                c.net_flow,
+                c.daily_return,
+                c.net_value,
+                c.return_rate,
+                c.profit,
+                r.nav_exact,
+                r.market_value_exact,
+                c.cum_in,
+                c.cum_out,
+                c.holdings_value,
+                c.cash,
+                c.receivable,
+                c.income,
+                c.realized_pnl,
+            ];
+            let text: String = sqlx::query_scalar("SELECT array_to_string($1::numeric[], ' ')")
+                .bind(values)
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+            want_texts.push(text);
+        }
+        assert_eq!(texts, want_texts);
+    }
+}

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
+use super::copy::{copy_in, BinaryRows};
 pub use super::numeric::{decode_numeric, pg_numeric};
 use sqlx::{PgConnection, Row};
 
@@ -256,8 +257,15 @@ const VALUE_COLUMNS: [&str; 16] = [
 /// one after the other: equal bytes mean equal stored values, digit for
 /// digit and scale for scale.
 fn pack_into(r: &HistoryRow, out: &mut Vec<u8>) {
+    for d in values_of(r) {
+        pg_numeric(d, out);
+    }
+}
+
+/// A row's sixteen values, in [`VALUE_COLUMNS`] order.
+fn values_of(r: &HistoryRow) -> [&Decimal; 16] {
     let rec = &r.record;
-    for d in [
+    [
         &rec.market_value,
         &rec.cost,
         &rec.net_flow,
@@ -274,9 +282,7 @@ fn pack_into(r: &HistoryRow, out: &mut Vec<u8>) {
         &rec.receivable,
         &rec.income,
         &rec.realized_pnl,
-    ] {
-        pg_numeric(d, out);
-    }
+    ]
 }
 
 /// Makes the stored rows `stored` selects (portfolio id, day, the sixteen
@@ -303,6 +309,7 @@ async fn sync<'q>(
         .map(|(i, (p, r))| ((*p, r.record.date), i))
         .collect();
     let mut unchanged = vec![false; rows.len()];
+    let mut stored_before = vec![false; rows.len()];
     let mut gone: Vec<(String, NaiveDate)> = Vec::new();
     {
         let (mut buf, mut old_bytes) = (Vec::with_capacity(256), Vec::with_capacity(256));
@@ -312,6 +319,7 @@ async fn sync<'q>(
             let day: NaiveDate = r.get(1);
             match index.get(&(pid, day)) {
                 Some(&i) => {
+                    stored_before[i] = true;
                     buf.clear();
                     pack_into(rows[i].1, &mut buf);
                     // A value that cannot be read as sent differs.
@@ -340,13 +348,48 @@ async fn sync<'q>(
         .execute(&mut *conn)
         .await?;
     }
-    let changed: Vec<(&str, &HistoryRow)> = rows
-        .iter()
-        .zip(&unchanged)
-        .filter(|(_, u)| !**u)
-        .map(|(r, _)| *r)
-        .collect();
-    upsert_history(conn, &changed).await
+    // Rows with no stored day are inserted by `COPY`; the writer holds the
+    // portfolios' row locks, so none can appear before it runs.
+    let (mut differing, mut fresh) = (Vec::new(), Vec::new());
+    for (i, r) in rows.iter().enumerate() {
+        if stored_before[i] {
+            if !unchanged[i] {
+                differing.push(*r);
+            }
+        } else {
+            fresh.push(*r);
+        }
+    }
+    upsert_history(conn, &differing).await?;
+    copy_history(conn, &fresh).await
+}
+
+/// Inserts history rows none of which is stored yet, with binary `COPY`:
+/// a replay into an emptied history writes every record, and
+/// `INSERT … SELECT FROM UNNEST` of eighteen arrays cost the server far
+/// more a row than `COPY` (see docs/performance.md).
+async fn copy_history(conn: &mut PgConnection, rows: &[(&str, &HistoryRow)]) -> sqlx::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut out = BinaryRows::new(18);
+    for (pid, r) in rows {
+        let rec = &r.record;
+        out.row().text(pid).date(rec.date);
+        for d in values_of(r) {
+            out.numeric(d);
+        }
+    }
+    copy_in(
+        conn,
+        &format!(
+            "COPY portfolio_nav_history (portfolio_id, day, {}) FROM STDIN (FORMAT binary)",
+            VALUE_COLUMNS.join(", ")
+        ),
+        out,
+    )
+    .await?;
+    Ok(())
 }
 
 /// Writes history rows of one or many portfolios with one statement,

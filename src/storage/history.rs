@@ -308,8 +308,9 @@ async fn sync<'q>(
         .enumerate()
         .map(|(i, (p, r))| ((*p, r.record.date), i))
         .collect();
-    let mut unchanged = vec![false; rows.len()];
-    let mut stored_before = vec![false; rows.len()];
+    // Per new row: `None` while no stored row has its day, else whether
+    // the stored row is byte for byte the same.
+    let mut unchanged: Vec<Option<bool>> = vec![None; rows.len()];
     let mut gone: Vec<(String, NaiveDate)> = Vec::new();
     {
         let (mut buf, mut old_bytes) = (Vec::with_capacity(256), Vec::with_capacity(256));
@@ -319,21 +320,20 @@ async fn sync<'q>(
             let day: NaiveDate = r.get(1);
             match index.get(&(pid, day)) {
                 Some(&i) => {
-                    stored_before[i] = true;
                     buf.clear();
                     pack_into(rows[i].1, &mut buf);
                     // A value that cannot be read as sent differs.
-                    unchanged[i] = raw_values(&r, 2).is_ok_and(|old| {
+                    unchanged[i] = Some(raw_values(&r, 2).is_ok_and(|old| {
                         old_bytes.clear();
                         old.iter().for_each(|o| old_bytes.extend_from_slice(o));
                         old_bytes == buf
-                    });
+                    }));
                 }
                 None => gone.push((pid.to_string(), day)),
             }
         }
     }
-    let kept = unchanged.iter().filter(|u| **u).count();
+    let kept = unchanged.iter().filter(|u| **u == Some(true)).count();
     metrics::counter!("navd_history_rows_unchanged_total").increment(kept as u64);
     metrics::counter!("navd_history_rows_written_total").increment((rows.len() - kept) as u64);
     metrics::counter!("navd_history_rows_deleted_total").increment(gone.len() as u64);
@@ -351,13 +351,11 @@ async fn sync<'q>(
     // Rows with no stored day are inserted by `COPY`; the writer holds the
     // portfolios' row locks, so none can appear before it runs.
     let (mut differing, mut fresh) = (Vec::new(), Vec::new());
-    for (i, r) in rows.iter().enumerate() {
-        if stored_before[i] {
-            if !unchanged[i] {
-                differing.push(*r);
-            }
-        } else {
-            fresh.push(*r);
+    for (r, u) in rows.iter().zip(&unchanged) {
+        match u {
+            None => fresh.push(*r),
+            Some(false) => differing.push(*r),
+            Some(true) => {}
         }
     }
     upsert_history(conn, &differing).await?;

@@ -207,6 +207,18 @@ fn book_v2() -> Book {
 
 fn benches(c: &mut Criterion) {
     let b = book();
+    // `FOLD_REPEAT=n`: n full folds of the v1 book and nothing else, for
+    // `perf stat -e cycles:u,instructions:u`. Counted cycles hardly move
+    // when another process shares the core; wall time does.
+    if let Some(n) = std::env::var("FOLD_REPEAT")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        for _ in 0..n {
+            black_box(fold(&b.transactions, &b.prices, b.last).unwrap());
+        }
+        std::process::exit(0);
+    }
     let b2 = book_v2();
     let full2 = fold(&b2.transactions, &b2.prices, b2.last).unwrap();
     assert!(full2.inconsistency.is_none(), "{:?}", full2.inconsistency);

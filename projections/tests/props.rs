@@ -1403,3 +1403,58 @@ fn the_default_currency_prices_closes_and_portfolios_that_name_none() {
         Some(format!("no EUR→USD rate on or before {}", d(1)))
     );
 }
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Closes are kept per symbol as a sorted array: whatever order they
+    /// are inserted in, one at a time or as a series (sorted or not, with
+    /// repeated days), the book answers like a map where the later insert
+    /// of a day wins, and a fold values a position at that map's latest
+    /// close of each day.
+    #[test]
+    fn a_price_book_is_a_map_whatever_the_insertion_order(
+        closes in prop::collection::vec((0u64..40, 1i64..10_000), 0..60),
+        as_series in any::<bool>(),
+        probes in prop::collection::vec(0u64..45, 1..20),
+    ) {
+        let symbol = Symbol::parse("A").unwrap();
+        let day = |d: u64| base() + Days::new(d);
+        let mut model = std::collections::BTreeMap::new();
+        let mut book = PriceBook::new();
+        for (d, c) in &closes {
+            model.insert(day(*d), Decimal::new(*c, 2));
+            if !as_series {
+                book.insert(symbol.clone(), day(*d), Decimal::new(*c, 2));
+            }
+        }
+        if as_series {
+            book.insert_series(
+                symbol.clone(),
+                closes.iter().map(|(d, c)| (day(*d), Decimal::new(*c, 2))),
+            );
+        }
+        for p in probes {
+            let want = model.range(..=day(p)).next_back().map(|(d, c)| (*d, *c));
+            prop_assert_eq!(book.close_dated(&symbol, day(p)), want);
+            prop_assert_eq!(book.close_on_or_before(&symbol, day(p)), want.map(|w| w.1));
+        }
+        // The fold values 3 units at the latest close, else at the trade
+        // price of 100, every day.
+        let buy = event(1, 1, base(), Kind::Buy(Trade {
+            symbol: symbol.clone(),
+            quantity: Decimal::new(3, 0),
+            price: Decimal::new(100, 0),
+            fee: Decimal::ZERO,
+        }));
+        let records = fold(&[buy], &book, day(45)).unwrap().records;
+        prop_assert_eq!(records.len(), 46);
+        for r in records {
+            let price = model
+                .range(..=r.date)
+                .next_back()
+                .map_or(Decimal::new(100, 0), |(_, c)| *c);
+            prop_assert_eq!(r.market_value, Decimal::new(3, 0) * price, "{}", r.date);
+        }
+    }
+}

@@ -1542,7 +1542,7 @@ impl<'a> Folder<'a> {
         }
         for slot in &mut self.slots {
             // Both, not short-circuited: the cursor must move in any case.
-            if slot.advance(&runs[slot.run], &run_ccys[slot.run], default_ccy, day)
+            if slot.advance(runs[slot.run], &run_ccys[slot.run], default_ccy, day)
                 | std::mem::take(&mut slot.dirty)
             {
                 let term = slot.value().map_err(overflow)?;

@@ -1191,9 +1191,8 @@ async fn written_at(
 ) -> std::collections::BTreeMap<(String, String), (String, String)> {
     sqlx::query_as::<_, (String, String, String, String)>(
         "SELECT portfolio_id, day::text, computed_at::text,
-                concat_ws('|', market_value, cost, net_flow, daily_return, net_value, return_rate,
-                          profit, nav_exact, market_value_exact, cum_in, cum_out, holdings_value,
-                          cash, receivable, income, realized_pnl)
+                concat_ws('|', cost, net_flow, daily_return, nav_exact, market_value_exact, cum_in,
+                          cum_out, holdings_value, cash, receivable, income, realized_pnl)
            FROM portfolio_nav_history",
     )
     .fetch_all(pool)

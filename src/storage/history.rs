@@ -1,9 +1,11 @@
 //! The projection itself (`portfolio_nav_history`): one row per portfolio
-//! and day, reported values beside the exact ones a fold resumes from.
+//! and day, the exact values a fold resumes from beside the reported ones
+//! that are not functions of them.
 
 use std::collections::HashMap;
 
 use chrono::NaiveDate;
+use projections::decimal::{add, round_money, round_ratio, sub, ArithmeticError};
 use rust_decimal::Decimal;
 
 use super::copy::{copy_in, BinaryRows};
@@ -13,6 +15,13 @@ use sqlx::{PgConnection, Row};
 /// One stored day of history: the reported (rounded) record, whose
 /// `cum_in`/`cum_out` are exact, and the exact NAV and market value, which
 /// with them are what a fold resumes from.
+///
+/// The table stores the exact values and the reported ones that are not
+/// functions of them ([`VALUE_COLUMNS`]); the record's `net_value`,
+/// `return_rate`, `market_value` and `profit` are derived from the exact
+/// values when a row is read ([`Derived::of_exact`]). A row is therefore
+/// written as [`HistoryRow::of`] builds it: those four fields of the record
+/// are not written, and read back as derived.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryRow {
     pub record: projections::DailyRecord,
@@ -31,8 +40,74 @@ impl HistoryRow {
     }
 }
 
+/// The four reported values of a record that `portfolio_nav_history` does
+/// not store, since each is a function of exact values it stores: NAV and
+/// return rate of `nav_exact`, market value of `market_value_exact`, profit
+/// of it and the exact `cum_in` and `cum_out`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Derived {
+    pub(super) net_value: Decimal,
+    pub(super) return_rate: Decimal,
+    pub(super) market_value: Decimal,
+    pub(super) profit: Decimal,
+}
+
+impl Derived {
+    /// The reported values from the exact ones, as the fold and
+    /// [`projections::DailyRecord::rounded`] make them: the fold's own
+    /// operations, in its order (`projections/src/fold.rs`, the end of a
+    /// day's step), then half-even rounding to the reported places:
+    ///
+    /// - `net_value = round_ratio(nav)`
+    /// - `return_rate = round_ratio(nav − 1)`
+    /// - `market_value = round_money(V)`
+    /// - `profit = round_money((V + Σ Out) − Σ In)`: a decimal holds a
+    ///   96-bit mantissa (28 to 29 significant digits) and rounds a sum
+    ///   that needs more, so another order (`V − Σ In + Σ Out`) can differ
+    ///   in the last reported place.
+    ///
+    /// Each value is then in the form a stored column read back in (see
+    /// [`as_stored`]). An overflow, which the fold reports instead of
+    /// storing the record, is an error.
+    pub(super) fn of_exact(
+        nav_exact: Decimal,
+        market_value_exact: Decimal,
+        cum_in: Decimal,
+        cum_out: Decimal,
+    ) -> Result<Derived, ArithmeticError> {
+        let return_rate = sub(nav_exact, Decimal::ONE)?;
+        let profit = sub(add(market_value_exact, cum_out)?, cum_in)?;
+        Ok(Derived {
+            net_value: reported_net_value(nav_exact),
+            return_rate: as_stored(round_ratio(return_rate)),
+            market_value: as_stored(round_money(market_value_exact)),
+            profit: as_stored(round_money(profit)),
+        })
+    }
+}
+
+/// The reported NAV of an exact one ([`Derived::of_exact`]); what the
+/// portfolio list shows for a portfolio's last record.
+pub(super) fn reported_net_value(nav_exact: Decimal) -> Decimal {
+    as_stored(round_ratio(nav_exact))
+}
+
+/// A rounded value as it read back when it was stored: PostgreSQL's
+/// `numeric` has no negative zero, and the driver (and [`pg_numeric`])
+/// sends a zero without its scale, so a zero read back as `0` at scale 0.
+/// A value rounded to zero keeps the sign of the exact one (`-0.00000000`),
+/// which the reported text writes; reads give what they gave when these
+/// values were columns, byte for byte.
+fn as_stored(d: Decimal) -> Decimal {
+    if d.is_zero() {
+        Decimal::ZERO
+    } else {
+        d
+    }
+}
+
 /// The columns a stored row is read by, from table alias `t`: its day and
-/// the sixteen [`VALUE_COLUMNS`], whose binary form the driver hands over
+/// the twelve [`VALUE_COLUMNS`], whose binary form the driver hands over
 /// as sent (`numeric_send`) and [`raw_values`] decodes itself. Decoding
 /// them as the driver's decimals cost ~5 µs a row (it rebuilds each from
 /// base-10000 digits with decimal powers); a ten-year curve is 3,653 rows,
@@ -50,11 +125,11 @@ fn value_columns(t: &str) -> String {
         .join(", ")
 }
 
-/// The binary form of the sixteen value columns from column `at` on, in
+/// The binary form of the twelve value columns from column `at` on, in
 /// [`VALUE_COLUMNS`] order.
-fn raw_values(r: &sqlx::postgres::PgRow, at: usize) -> sqlx::Result<[&[u8]; 16]> {
+fn raw_values(r: &sqlx::postgres::PgRow, at: usize) -> sqlx::Result<[&[u8]; VALUES]> {
     use sqlx::ValueRef as _;
-    let mut out: [&[u8]; 16] = [&[]; 16];
+    let mut out: [&[u8]; VALUES] = [&[]; VALUES];
     for (i, v) in out.iter_mut().enumerate() {
         let raw = r.try_get_raw(at + i)?;
         if raw.is_null() || raw.format() != sqlx::postgres::PgValueFormat::Binary {
@@ -71,37 +146,46 @@ fn raw_values(r: &sqlx::postgres::PgRow, at: usize) -> sqlx::Result<[&[u8]; 16]>
     Ok(out)
 }
 
-/// A row of [`read_columns`] starting at column `at`.
+/// A row of [`read_columns`] starting at column `at`: the stored values,
+/// and the reported ones derived from them ([`Derived::of_exact`]).
 fn history_at(r: &sqlx::postgres::PgRow, at: usize) -> sqlx::Result<HistoryRow> {
     let date: NaiveDate = r.try_get(at)?;
     let raw = raw_values(r, at + 1)?;
-    let mut v = [Decimal::ZERO; 16];
+    let mut v = [Decimal::ZERO; VALUES];
     for (i, (value, bytes)) in v.iter_mut().zip(raw).enumerate() {
         *value = decode_numeric(bytes).map_err(|e| sqlx::Error::ColumnDecode {
             index: (at + 1 + i).to_string(),
             source: format!("{} of the history record of {date}: {e}", VALUE_COLUMNS[i]).into(),
         })?;
     }
+    let [cost, net_flow, daily_return, nav_exact, market_value_exact, cum_in, cum_out, holdings_value, cash, receivable, income, realized_pnl] =
+        v;
+    let d = Derived::of_exact(nav_exact, market_value_exact, cum_in, cum_out).map_err(|e| {
+        sqlx::Error::ColumnDecode {
+            index: (at + 1).to_string(),
+            source: format!("the reported values of the history record of {date}: {e}").into(),
+        }
+    })?;
     Ok(HistoryRow {
         record: projections::DailyRecord {
             date,
-            market_value: v[0],
-            cost: v[1],
-            net_flow: v[2],
-            daily_return: v[3],
-            net_value: v[4],
-            return_rate: v[5],
-            profit: v[6],
-            cum_in: v[9],
-            cum_out: v[10],
-            holdings_value: v[11],
-            cash: v[12],
-            receivable: v[13],
-            income: v[14],
-            realized_pnl: v[15],
+            market_value: d.market_value,
+            cost,
+            net_flow,
+            daily_return,
+            net_value: d.net_value,
+            return_rate: d.return_rate,
+            profit: d.profit,
+            cum_in,
+            cum_out,
+            holdings_value,
+            cash,
+            receivable,
+            income,
+            realized_pnl,
         },
-        nav_exact: v[7],
-        market_value_exact: v[8],
+        nav_exact,
+        market_value_exact,
     })
 }
 
@@ -233,15 +317,18 @@ pub async fn replace_history_many(
     sync(conn, stored, rows).await
 }
 
-/// The numeric columns of a stored record, in the order they are read and compared.
-const VALUE_COLUMNS: [&str; 16] = [
-    "market_value",
+/// How many numeric columns a stored record has.
+const VALUES: usize = 12;
+
+/// The numeric columns of a stored record, in the order they are read,
+/// compared and written: the exact values a fold resumes from and the
+/// reported values that are not functions of them. `net_value`,
+/// `return_rate`, `market_value` and `profit` are derived when read
+/// ([`Derived::of_exact`]).
+const VALUE_COLUMNS: [&str; VALUES] = [
     "cost",
     "net_flow",
     "daily_return",
-    "net_value",
-    "return_rate",
-    "profit",
     "nav_exact",
     "market_value_exact",
     "cum_in",
@@ -253,26 +340,22 @@ const VALUE_COLUMNS: [&str; 16] = [
     "realized_pnl",
 ];
 
-/// Appends a row's values in the binary form PostgreSQL sends them in,
-/// one after the other: equal bytes mean equal stored values, digit for
-/// digit and scale for scale.
+/// Appends a row's stored values in the binary form PostgreSQL sends them
+/// in, one after the other: equal bytes mean equal stored values, digit for
+/// digit and scale for scale (and so equal derived ones).
 fn pack_into(r: &HistoryRow, out: &mut Vec<u8>) {
     for d in values_of(r) {
         pg_numeric(d, out);
     }
 }
 
-/// A row's sixteen values, in [`VALUE_COLUMNS`] order.
-fn values_of(r: &HistoryRow) -> [&Decimal; 16] {
+/// A row's stored values, in [`VALUE_COLUMNS`] order.
+fn values_of(r: &HistoryRow) -> [&Decimal; VALUES] {
     let rec = &r.record;
     [
-        &rec.market_value,
         &rec.cost,
         &rec.net_flow,
         &rec.daily_return,
-        &rec.net_value,
-        &rec.return_rate,
-        &rec.profit,
         &r.nav_exact,
         &r.market_value_exact,
         &rec.cum_in,
@@ -285,7 +368,7 @@ fn values_of(r: &HistoryRow) -> [&Decimal; 16] {
     ]
 }
 
-/// Makes the stored rows `stored` selects (portfolio id, day, the sixteen
+/// Makes the stored rows `stored` selects (portfolio id, day, the twelve
 /// [`VALUE_COLUMNS`]) equal to `rows`, writing only the difference: a stored row whose
 /// values are byte for byte those of its new one is left as it is; the
 /// others are upserted, and stored rows with no new one are deleted. A
@@ -294,7 +377,7 @@ fn values_of(r: &HistoryRow) -> [&Decimal; 16] {
 /// close equal to the carried one. The comparison is on what is stored,
 /// so a record changed behind navd's back differs and is written again (the
 /// operator's replay repairs it); comparing the values' bytes as sent
-/// instead of decoding sixteen numerics keeps it far cheaper than the
+/// instead of decoding twelve numerics keeps it far cheaper than the
 /// write it saves. (Concatenating them in SQL, `numeric_send(a) || …`,
 /// cost PostgreSQL ~3 µs a row more than sending the columns.)
 async fn sync<'q>(
@@ -364,13 +447,13 @@ async fn sync<'q>(
 
 /// Inserts history rows none of which is stored yet, with binary `COPY`:
 /// a replay into an emptied history writes every record, and
-/// `INSERT … SELECT FROM UNNEST` of eighteen arrays cost the server far
-/// more a row than `COPY` (see docs/performance.md).
+/// `INSERT … SELECT FROM UNNEST` of an array per column cost the server
+/// far more a row than `COPY` (see docs/performance.md).
 async fn copy_history(conn: &mut PgConnection, rows: &[(&str, &HistoryRow)]) -> sqlx::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
-    let mut out = BinaryRows::new(18);
+    let mut out = BinaryRows::new(2 + VALUES as i16);
     for (pid, r) in rows {
         let rec = &r.record;
         out.row().text(pid).date(rec.date);
@@ -391,52 +474,38 @@ async fn copy_history(conn: &mut PgConnection, rows: &[(&str, &HistoryRow)]) -> 
 }
 
 /// Writes history rows of one or many portfolios with one statement,
-/// replacing a stored row of the same day.
+/// replacing a stored row of the same day: an array per column, unnested.
 async fn upsert_history(conn: &mut PgConnection, rows: &[(&str, &HistoryRow)]) -> sqlx::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
-    let col = |f: fn(&HistoryRow) -> Decimal| rows.iter().map(|(_, r)| f(r)).collect::<Vec<_>>();
     let pid: Vec<&str> = rows.iter().map(|(p, _)| *p).collect();
     let day: Vec<NaiveDate> = rows.iter().map(|(_, r)| r.record.date).collect();
-    sqlx::query(
-        "INSERT INTO portfolio_nav_history (portfolio_id, day, market_value, cost, net_flow, daily_return,
-                                            net_value, return_rate, profit, nav_exact, market_value_exact,
-                                            cum_in, cum_out, holdings_value, cash, receivable, income,
-                                            realized_pnl)
-         SELECT * FROM UNNEST($1::text[], $2::date[], $3::numeric[], $4::numeric[], $5::numeric[],
-                              $6::numeric[], $7::numeric[], $8::numeric[], $9::numeric[], $10::numeric[],
-                              $11::numeric[], $12::numeric[], $13::numeric[], $14::numeric[],
-                              $15::numeric[], $16::numeric[], $17::numeric[], $18::numeric[])
+    let mut columns: [Vec<Decimal>; VALUES] =
+        std::array::from_fn(|_| Vec::with_capacity(rows.len()));
+    for (_, r) in rows {
+        for (column, d) in columns.iter_mut().zip(values_of(r)) {
+            column.push(*d);
+        }
+    }
+    let arrays: String = (0..VALUES)
+        .map(|i| format!(", ${}::numeric[]", i + 3))
+        .collect();
+    let updates: String = VALUE_COLUMNS
+        .iter()
+        .map(|c| format!("{c} = EXCLUDED.{c}, "))
+        .collect();
+    let sql = format!(
+        "INSERT INTO portfolio_nav_history (portfolio_id, day, {})
+         SELECT * FROM UNNEST($1::text[], $2::date[]{arrays})
          ON CONFLICT (portfolio_id, day) DO UPDATE
-            SET market_value = EXCLUDED.market_value, cost = EXCLUDED.cost,
-                net_flow = EXCLUDED.net_flow, daily_return = EXCLUDED.daily_return,
-                net_value = EXCLUDED.net_value, return_rate = EXCLUDED.return_rate,
-                profit = EXCLUDED.profit, nav_exact = EXCLUDED.nav_exact,
-                market_value_exact = EXCLUDED.market_value_exact, cum_in = EXCLUDED.cum_in,
-                cum_out = EXCLUDED.cum_out, holdings_value = EXCLUDED.holdings_value,
-                cash = EXCLUDED.cash, receivable = EXCLUDED.receivable, income = EXCLUDED.income,
-                realized_pnl = EXCLUDED.realized_pnl, computed_at = EXCLUDED.computed_at",
-    )
-    .bind(&pid)
-    .bind(&day)
-    .bind(col(|r| r.record.market_value))
-    .bind(col(|r| r.record.cost))
-    .bind(col(|r| r.record.net_flow))
-    .bind(col(|r| r.record.daily_return))
-    .bind(col(|r| r.record.net_value))
-    .bind(col(|r| r.record.return_rate))
-    .bind(col(|r| r.record.profit))
-    .bind(col(|r| r.nav_exact))
-    .bind(col(|r| r.market_value_exact))
-    .bind(col(|r| r.record.cum_in))
-    .bind(col(|r| r.record.cum_out))
-    .bind(col(|r| r.record.holdings_value))
-    .bind(col(|r| r.record.cash))
-    .bind(col(|r| r.record.receivable))
-    .bind(col(|r| r.record.income))
-    .bind(col(|r| r.record.realized_pnl))
-    .execute(&mut *conn)
-    .await?;
+            SET {updates}computed_at = EXCLUDED.computed_at",
+        VALUE_COLUMNS.join(", ")
+    );
+    let mut query = sqlx::query(&sql).bind(&pid).bind(&day);
+    for column in columns {
+        query = query.bind(column);
+    }
+    query.execute(&mut *conn).await?;
     Ok(())
 }

@@ -300,7 +300,8 @@ pub async fn set_extent(
 
 /// A page of portfolios by id, those after `after`, at most `limit`, only
 /// `only` when given; each with the day of its first record and the NAV of
-/// its last (reported, rounded).
+/// its last (reported: rounded half-even from the exact one stored, as
+/// every read of the history reports it).
 pub async fn portfolios_page(
     conn: &mut PgConnection,
     after: &str,
@@ -316,7 +317,7 @@ pub async fn portfolios_page(
     let sql = format!(
         "SELECT {PORTFOLIO_COLUMNS},
                 (SELECT min(h.day) FROM portfolio_nav_history h WHERE h.portfolio_id = p.portfolio_id),
-                (SELECT h.net_value FROM portfolio_nav_history h
+                (SELECT h.nav_exact FROM portfolio_nav_history h
                   WHERE h.portfolio_id = p.portfolio_id AND h.day = p.last_day)
            FROM portfolios p {ROW_JOINS}
           WHERE p.portfolio_id > $1::text AND ($2::text[] IS NULL OR p.portfolio_id = ANY($2::text[]))
@@ -331,7 +332,8 @@ pub async fn portfolios_page(
         .into_iter()
         .map(|r| {
             let first: Option<NaiveDate> = r.get(15);
-            let nav: Option<rust_decimal::Decimal> = r.get(16);
+            let nav: Option<super::numeric::Numeric> = r.get(16);
+            let nav = nav.map(|n| super::history::reported_net_value(n.0));
             (portfolio_from_row(r), first, nav)
         })
         .collect())

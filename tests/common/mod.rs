@@ -229,6 +229,21 @@ pub async fn fresh_single_db() -> (PgPool, String) {
     (storage::connect(&url, 8).await.unwrap(), url)
 }
 
+/// A fresh, empty database (no migration applied) on single-node
+/// PostgreSQL: for a test that migrates it step by step.
+pub async fn empty_single_db() -> (PgPool, String) {
+    let s = server();
+    let name = next_name();
+    let admin = storage::connect(&s.admin_url, 1).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let url = format!("{}/{name}", s.url_base);
+    (storage::connect(&url, 8).await.unwrap(), url)
+}
+
 /// The database on every node, Citus in each, the workers added, navd's
 /// migrations, then `deploy/citus.sql` as an operator runs it.
 async fn fresh_citus_db(c: &Citus) -> (PgPool, String) {
@@ -450,12 +465,13 @@ pub async fn ingest_golden(pool: &PgPool) {
     .await;
 }
 
-/// The full projection table, for equality checks.
+/// The full projection table, for equality checks (the reported values it
+/// does not store are functions of the exact ones it does).
 pub async fn history_table(pool: &PgPool) -> Vec<(String, NaiveDate, String)> {
     use sqlx::Row;
     sqlx::query(
-        "SELECT portfolio_id, day, concat_ws('|', market_value, cost, net_flow, daily_return, net_value,
-                return_rate, profit, nav_exact, market_value_exact, cum_in, cum_out)
+        "SELECT portfolio_id, day, concat_ws('|', cost, net_flow, daily_return, nav_exact,
+                market_value_exact, cum_in, cum_out)
            FROM portfolio_nav_history ORDER BY portfolio_id, day",
     )
     .fetch_all(pool)

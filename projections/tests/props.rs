@@ -1409,13 +1409,15 @@ proptest! {
 
     /// Closes are kept per symbol as a sorted array: whatever order they
     /// are inserted in, one at a time or as a series (sorted or not, with
-    /// repeated days), the book answers like a map where the later insert
-    /// of a day wins, and a fold values a position at that map's latest
+    /// repeated days), then corrected one at a time, the book answers like
+    /// a map where the later insert of a day wins, and a fold values a position at that map's latest
     /// close of each day.
     #[test]
     fn a_price_book_is_a_map_whatever_the_insertion_order(
         closes in prop::collection::vec((0u64..40, 1i64..10_000), 0..60),
         as_series in any::<bool>(),
+        sorted_series in any::<bool>(),
+        later in prop::collection::vec((0u64..40, 1i64..10_000), 0..10),
         probes in prop::collection::vec(0u64..45, 1..20),
     ) {
         let symbol = Symbol::parse("A").unwrap();
@@ -1429,10 +1431,21 @@ proptest! {
             }
         }
         if as_series {
+            let mut series = closes.clone();
+            if sorted_series {
+                // Stable: repeated days keep their order, the later last.
+                series.sort_by_key(|(d, _)| *d);
+            }
             book.insert_series(
                 symbol.clone(),
-                closes.iter().map(|(d, c)| (day(*d), Decimal::new(*c, 2))),
+                series.iter().map(|(d, c)| (day(*d), Decimal::new(*c, 2))),
             );
+        }
+        // Closes one at a time after the first ones: a correction replaces
+        // its day's close, whichever way that one came in.
+        for (d, c) in &later {
+            model.insert(day(*d), Decimal::new(*c, 2));
+            book.insert(symbol.clone(), day(*d), Decimal::new(*c, 2));
         }
         for p in probes {
             let want = model.range(..=day(p)).next_back().map(|(d, c)| (*d, *c));

@@ -1627,9 +1627,8 @@ impl<'a> Folder<'a> {
                 (r, dec::mul(self.state.nav, growth).map_err(overflow)?)
             };
         let net_flow = dec::sub(ledger.inflow, ledger.outflow).map_err(overflow)?;
-        let profit =
-            dec::sub(dec::add(value, cum_out).map_err(overflow)?, cum_in).map_err(overflow)?;
-        let return_rate = dec::sub(nav, Decimal::ONE).map_err(overflow)?;
+        let profit = DailyRecord::profit_of(value, cum_in, cum_out).map_err(overflow)?;
+        let return_rate = DailyRecord::return_rate_of(nav).map_err(overflow)?;
 
         self.state.date = day;
         self.state.market_value = value;

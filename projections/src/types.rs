@@ -591,6 +591,25 @@ pub struct DailyRecord {
 }
 
 impl DailyRecord {
+    /// profit = V + Σ Out − Σ In (docs/valuation.md), in this order of
+    /// operations: a decimal rounds a sum that outgrows its 96-bit
+    /// mantissa, so another order can differ in the last digit. The fold
+    /// computes a record's profit with it, and storage derives the
+    /// reported profit of a stored record with it.
+    pub fn profit_of(
+        value: Decimal,
+        cum_in: Decimal,
+        cum_out: Decimal,
+    ) -> Result<Decimal, crate::decimal::ArithmeticError> {
+        use crate::decimal::{add, sub};
+        sub(add(value, cum_out)?, cum_in)
+    }
+
+    /// return rate = NAV − 1; the fold's and storage's one formula.
+    pub fn return_rate_of(nav: Decimal) -> Result<Decimal, crate::decimal::ArithmeticError> {
+        crate::decimal::sub(nav, Decimal::ONE)
+    }
+
     /// Reported values rounded: money half-even to 8 places, ratios
     /// half-even to 12 (docs/valuation.md).
     pub fn rounded(&self) -> DailyRecord {

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use chrono::NaiveDate;
-use projections::decimal::{add, round_money, round_ratio, sub, ArithmeticError};
+use projections::decimal::{round_money, round_ratio, ArithmeticError};
+use projections::DailyRecord;
 use rust_decimal::Decimal;
 
 use super::copy::{copy_in, BinaryRows};
@@ -55,8 +56,9 @@ pub(super) struct Derived {
 impl Derived {
     /// The reported values from the exact ones, as the fold and
     /// [`projections::DailyRecord::rounded`] make them: the fold's own
-    /// operations, in its order (`projections/src/fold.rs`, the end of a
-    /// day's step), then half-even rounding to the reported places:
+    /// formulas ([`DailyRecord::return_rate_of`],
+    /// [`DailyRecord::profit_of`]), then half-even rounding to the
+    /// reported places:
     ///
     /// - `net_value = round_ratio(nav)`
     /// - `return_rate = round_ratio(nav − 1)`
@@ -75,8 +77,8 @@ impl Derived {
         cum_in: Decimal,
         cum_out: Decimal,
     ) -> Result<Derived, ArithmeticError> {
-        let return_rate = sub(nav_exact, Decimal::ONE)?;
-        let profit = sub(add(market_value_exact, cum_out)?, cum_in)?;
+        let return_rate = DailyRecord::return_rate_of(nav_exact)?;
+        let profit = DailyRecord::profit_of(market_value_exact, cum_in, cum_out)?;
         Ok(Derived {
             net_value: reported_net_value(nav_exact),
             return_rate: as_stored(round_ratio(return_rate)),

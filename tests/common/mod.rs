@@ -218,24 +218,21 @@ pub async fn fresh_db() -> (PgPool, String) {
 /// cluster's results are compared with.
 pub async fn fresh_single_db() -> (PgPool, String) {
     let s = server();
-    let name = next_name();
-    let admin = storage::connect(&s.admin_url, 1).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name} TEMPLATE {}", s.template))
-        .execute(&admin)
-        .await
-        .unwrap();
-    admin.close().await;
-    let url = format!("{}/{name}", s.url_base);
-    (storage::connect(&url, 8).await.unwrap(), url)
+    single_db(&format!("TEMPLATE {}", s.template)).await
 }
 
 /// A fresh, empty database (no migration applied) on single-node
 /// PostgreSQL: for a test that migrates it step by step.
 pub async fn empty_single_db() -> (PgPool, String) {
+    single_db("").await
+}
+
+/// A new database on the single-node server, `CREATE DATABASE name options`.
+async fn single_db(options: &str) -> (PgPool, String) {
     let s = server();
     let name = next_name();
     let admin = storage::connect(&s.admin_url, 1).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
+    sqlx::query(&format!("CREATE DATABASE {name} {options}"))
         .execute(&admin)
         .await
         .unwrap();

@@ -185,9 +185,15 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         .execute(&mut *conn)
         .await?;
         report.prices_stored = latest.len();
-        // New versions tell in-memory price caches to reload these series.
-        let mut changed: Vec<&str> = syms.iter().map(String::as_str).collect();
-        changed.dedup();
+        // New versions tell in-memory price caches to reload these series,
+        // from each symbol's earliest day written (`latest` is by symbol,
+        // then day, so a symbol's first entry is its earliest).
+        let mut changed: Vec<(&str, Option<NaiveDate>)> = Vec::new();
+        for (s, d) in syms.iter().zip(&days) {
+            if changed.last().map(|(c, _)| *c) != Some(s.as_str()) {
+                changed.push((s.as_str(), Some(*d)));
+            }
+        }
         bump_price_versions(conn, &changed).await?;
     }
 
@@ -351,7 +357,7 @@ async fn store_rates(
     // Reads that convert a benchmark at these rates are stale now: the
     // rates' version lives beside the symbols' under the name '' (no
     // symbol is empty).
-    bump_price_versions(conn, &[FX_VERSION_KEY]).await?;
+    bump_price_versions(conn, &[(FX_VERSION_KEY, None)]).await?;
     Ok(latest.into_keys().collect())
 }
 
@@ -831,6 +837,8 @@ async fn store_splits(
     let mut changed: Vec<&str> = sym.clone();
     changed.sort_unstable();
     changed.dedup();
+    // A split is not bounded by a day of closes: caches reload the series.
+    let changed: Vec<(&str, Option<NaiveDate>)> = changed.into_iter().map(|s| (s, None)).collect();
     bump_price_versions(conn, &changed).await?;
     Ok(fresh
         .iter()
@@ -838,18 +846,31 @@ async fn store_splits(
         .collect())
 }
 
-/// Gives `symbols` new price versions (from one sequence), so in-memory
-/// caches of their closes and splits reload them.
 /// The `price_versions` entry of the exchange rates.
 pub const FX_VERSION_KEY: &str = "";
 
-async fn bump_price_versions(conn: &mut PgConnection, symbols: &[&str]) -> sqlx::Result<()> {
+/// Gives each symbol a new price version (from one sequence), so in-memory
+/// caches of its closes and splits reload them. With a day, the change
+/// wrote only closes from that day on: a cache at the version replaced
+/// reloads just those (`prior_version`, `changed_from`). Without one, every
+/// cache reloads the whole series. A symbol appears at most once.
+async fn bump_price_versions(
+    conn: &mut PgConnection,
+    changed: &[(&str, Option<NaiveDate>)],
+) -> sqlx::Result<()> {
+    let symbols: Vec<&str> = changed.iter().map(|(s, _)| *s).collect();
+    let from: Vec<Option<NaiveDate>> = changed.iter().map(|(_, d)| *d).collect();
     sqlx::query(
-        "INSERT INTO price_versions (symbol, version)
-         SELECT s, nextval('price_version_seq') FROM UNNEST($1::text[]) AS s
-         ON CONFLICT (symbol) DO UPDATE SET version = EXCLUDED.version",
+        "INSERT INTO price_versions (symbol, version, prior_version, changed_from)
+         SELECT s, nextval('price_version_seq'), NULL, d
+           FROM UNNEST($1::text[], $2::date[]) AS u(s, d)
+         ON CONFLICT (symbol) DO UPDATE
+            SET prior_version = price_versions.version,
+                version = EXCLUDED.version,
+                changed_from = EXCLUDED.changed_from",
     )
-    .bind(symbols)
+    .bind(&symbols)
+    .bind(&from)
     .execute(&mut *conn)
     .await?;
     Ok(())

@@ -10,12 +10,20 @@
 //! its symbols (one indexed query) and reloads only the series that
 //! changed, so the result is the same as reading `prices` directly.
 //!
+//! A version also says which version it replaced and the earliest day whose
+//! close it wrote. A series cached at the replaced version keeps its closes
+//! before that day and reads only the rest: a new day's close for every
+//! symbol costs each series one row, not its whole history (the price day
+//! of docs/performance.md). A series cached at an older version, or one
+//! whose change had no day (a split), is read whole.
+//!
 //! Reading the version before the rows means a cached series is never older
 //! than its version says: a close written in between is simply reloaded at
 //! the next check. Caches are per database (keyed by the pool's host, port
 //! and database name), so test databases in one process never mix.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use chrono::NaiveDate;
@@ -47,6 +55,7 @@ pub struct PriceCache {
     /// `NAVD_DEFAULT_CURRENCY`: of closes that name none, and the base of
     /// portfolios whose settings name none.
     default_currency: Mutex<Currency>,
+    loaded: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -88,6 +97,7 @@ impl PriceCache {
             max_closes,
             inner: Mutex::new(Inner::default()),
             default_currency: Mutex::new(PriceBook::new().default_currency().clone()),
+            loaded: AtomicU64::new(0),
         }
     }
 
@@ -119,9 +129,10 @@ impl PriceCache {
         through: NaiveDate,
     ) -> anyhow::Result<()> {
         let key = storage::events::FX_VERSION_KEY.to_string();
-        let Some(version) = storage::prices::versions(conn, std::slice::from_ref(&key))
-            .await?
-            .remove(&key)
+        let Some(storage::prices::Version { version, .. }) =
+            storage::prices::versions(conn, std::slice::from_ref(&key))
+                .await?
+                .remove(&key)
         else {
             // No rate was ever stored.
             return Ok(());
@@ -176,15 +187,38 @@ impl PriceCache {
         let versions = storage::prices::versions(conn, symbols).await?;
         let mut have: HashMap<String, Arc<Series>> = HashMap::new();
         let mut missing: Vec<String> = Vec::new();
+        // Series cached at the version the latest change replaced: only
+        // the closes from the day it changed are read again.
+        let mut stale: Vec<(String, NaiveDate, Arc<Series>)> = Vec::new();
         {
             let g = self.inner.lock().unwrap();
             for (s, v) in &versions {
-                match g.series.get(s) {
-                    Some(series) if series.version == *v => {
+                match (g.series.get(s), v.changed_from) {
+                    (Some(series), _) if series.version == v.version => {
                         have.insert(s.clone(), series.clone());
+                    }
+                    (Some(series), Some(from)) if v.prior == Some(series.version) => {
+                        stale.push((s.clone(), from, series.clone()));
                     }
                     _ => missing.push(s.clone()),
                 }
+            }
+        }
+        if !stale.is_empty() {
+            let from: Vec<(String, NaiveDate)> =
+                stale.iter().map(|(s, d, _)| (s.clone(), *d)).collect();
+            let mut loaded = storage::prices::series_from(conn, &from).await?;
+            for (s, from, old) in stale {
+                let new = loaded.remove(&s).unwrap_or_default();
+                self.count_loaded(new.closes.len());
+                let series = Arc::new(Series {
+                    version: versions[&s].version,
+                    closes: before(&old.closes, from, new.closes),
+                    quoted: before(&old.quoted, from, new.quoted),
+                    splits: old.splits.clone(),
+                });
+                self.put(&s, series.clone());
+                have.insert(s, series);
             }
         }
         if !missing.is_empty() {
@@ -192,8 +226,9 @@ impl PriceCache {
             let mut splits = storage::prices::splits(conn, &missing).await?;
             for s in missing {
                 let stored = loaded.remove(&s).unwrap_or_default();
+                self.count_loaded(stored.closes.len());
                 let series = Arc::new(Series {
-                    version: versions[&s],
+                    version: versions[&s].version,
                     closes: stored.closes,
                     quoted: stored.quoted,
                     splits: splits.remove(&s).unwrap_or_default(),
@@ -225,6 +260,16 @@ impl PriceCache {
         Ok(book)
     }
 
+    /// Closes read from the database so far (whole series and the tails
+    /// of changed ones): what the cache did not save.
+    pub fn closes_loaded(&self) -> u64 {
+        self.loaded.load(Ordering::Relaxed)
+    }
+
+    fn count_loaded(&self, n: usize) {
+        self.loaded.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
     fn put(&self, symbol: &str, series: Arc<Series>) {
         let n = series.closes.len();
         if n > self.max_closes {
@@ -244,4 +289,18 @@ impl PriceCache {
             }
         }
     }
+}
+
+/// A cached series' entries dated before `from`, then `tail` (the stored
+/// entries from `from` on, by day).
+fn before<T: Clone>(
+    cached: &[(NaiveDate, T)],
+    from: NaiveDate,
+    tail: Vec<(NaiveDate, T)>,
+) -> Vec<(NaiveDate, T)> {
+    let keep = cached.partition_point(|(d, _)| *d < from);
+    let mut out = Vec::with_capacity(keep + tail.len());
+    out.extend_from_slice(&cached[..keep]);
+    out.extend(tail);
+    out
 }

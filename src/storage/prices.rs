@@ -84,20 +84,42 @@ pub async fn splits(
     Ok(out)
 }
 
+/// A symbol's entry in `price_versions`: its version, and what the latest
+/// change wrote (migrations/…_price_versions_changed_from.sql).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version {
+    pub version: i64,
+    /// The version the latest change replaced, when known.
+    pub prior: Option<i64>,
+    /// The earliest day whose close the latest change wrote; `None` when it
+    /// is not bounded by a day.
+    pub changed_from: Option<NaiveDate>,
+}
+
 /// The current version of each of `symbols` that has closes.
 pub async fn versions(
     conn: &mut PgConnection,
     symbols: &[String],
-) -> sqlx::Result<HashMap<String, i64>> {
-    Ok(
-        sqlx::query("SELECT symbol, version FROM price_versions WHERE symbol = ANY($1::text[])")
-            .bind(symbols)
-            .fetch_all(conn)
-            .await?
-            .into_iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect(),
+) -> sqlx::Result<HashMap<String, Version>> {
+    Ok(sqlx::query(
+        "SELECT symbol, version, prior_version, changed_from
+           FROM price_versions WHERE symbol = ANY($1::text[])",
     )
+    .bind(symbols)
+    .fetch_all(conn)
+    .await?
+    .into_iter()
+    .map(|r| {
+        (
+            r.get(0),
+            Version {
+                version: r.get(1),
+                prior: r.get(2),
+                changed_from: r.get(3),
+            },
+        )
+    })
+    .collect())
 }
 
 /// A symbol's closes by day, and the currency of those that named one.
@@ -119,6 +141,35 @@ pub async fn series(
     .bind(symbols)
     .fetch_all(conn)
     .await?;
+    series_of(rows)
+}
+
+/// The closes of each symbol dated on or after its day, by day.
+pub async fn series_from(
+    conn: &mut PgConnection,
+    from: &[(String, NaiveDate)],
+) -> anyhow::Result<HashMap<String, StoredSeries>> {
+    let symbols: Vec<&str> = from.iter().map(|(s, _)| s.as_str()).collect();
+    let days: Vec<NaiveDate> = from.iter().map(|(_, d)| *d).collect();
+    let earliest = days.iter().min().copied();
+    // The constant bounds repeat the join's, so that the planner sees how
+    // few rows are wanted (as in storage/history.rs).
+    let rows = sqlx::query(
+        "SELECT p.symbol, p.day, p.close, p.currency
+           FROM UNNEST($1::text[], $2::date[]) AS u(s, d)
+           JOIN prices p ON p.symbol = u.s AND p.day >= u.d
+          WHERE p.symbol = ANY($1::text[]) AND p.day >= $3::date
+          ORDER BY p.symbol, p.day",
+    )
+    .bind(&symbols)
+    .bind(&days)
+    .bind(earliest)
+    .fetch_all(conn)
+    .await?;
+    series_of(rows)
+}
+
+fn series_of(rows: Vec<sqlx::postgres::PgRow>) -> anyhow::Result<HashMap<String, StoredSeries>> {
     let mut loaded: HashMap<String, StoredSeries> = HashMap::new();
     for r in rows {
         let s = loaded.entry(r.get::<String, _>(0)).or_default();

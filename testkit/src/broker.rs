@@ -86,6 +86,23 @@ impl Sender {
         Ok(())
     }
 
+    /// Makes the producer ready to send at once: connected, its idempotent
+    /// producer id acquired (one message to `warm_topic`, which nobody
+    /// reads, delivered) and the metadata of `topics` known. A figure timed
+    /// from the first send then leaves out the producer's own start, which
+    /// a platform's long-lived producer does not pay per message.
+    pub fn warm_up(&self, warm_topic: &str, topics: &[&str]) -> Result<()> {
+        self.send(warm_topic, "warm-up", b"")?;
+        self.flush()?;
+        for t in topics {
+            self.producer
+                .client()
+                .fetch_metadata(Some(t), Duration::from_secs(10))
+                .with_context(|| format!("metadata of {t}"))?;
+        }
+        Ok(())
+    }
+
     /// Fails when the mock broker dropped messages (its per-partition cap):
     /// the figures of a run with missing events would be wrong.
     pub fn check_retained(&self, topics: &[(&str, i32)]) -> Result<()> {

@@ -1253,7 +1253,8 @@ impl Bench {
                 .fetch_one(&self.pool)
                 .await?;
         let to = self.today.pred_opt().expect("date");
-        let (fold_ms, fold_last) = fold_only(&self.work_pool, &id, first_day, to, 21).await?;
+        let (fold, fold_last) = fold_only(&self.work_pool, &id, first_day, to, 21).await?;
+        let fold_ms = fold.wall_ms;
         let pandas = match &self.backfill_book {
             Some(book) => pandas_curve(&self.out_dir, book, first_day, to)?,
             None => json!({"skipped": "the backfill book was not generated in this run"}),
@@ -1268,8 +1269,8 @@ impl Bench {
         });
         let d = Dist::of(lat);
         println!(
-            "[backfill] median {:.1} ms, p90 {:.1} ms; server mean {server_ms:.1} ms, of which the pure fold {fold_ms:.1} ms",
-            d.p50, d.p90,
+            "[backfill] median {:.1} ms, p90 {:.1} ms; server mean {server_ms:.1} ms, of which the pure fold {fold_ms:.1} ms (its thread's CPU time {:.1} ms)",
+            d.p50, d.p90, fold.cpu_ms,
         );
         let phase = self.phase(&mut a, &b).await;
         self.results.insert(
@@ -1282,6 +1283,7 @@ impl Bench {
                 "end_to_end_ms": d.json(),
                 "server_mean_ms": round3(server_ms),
                 "pure_fold_ms": round3(fold_ms),
+                "pure_fold_cpu_ms": round3(fold.cpu_ms),
                 "pure_fold_last": fold_last.as_ref().map(|r| json!({
                     "date": r.date.to_string(),
                     "net_value": r.net_value.to_string(),
@@ -1295,9 +1297,9 @@ impl Bench {
         self.row(
             "backfill",
             "pure fold of the 10-year book, no I/O (p50 of 21)",
-            format!("{fold_ms:.1} ms"),
+            format!("{fold_ms:.1} ms (CPU {:.1})", fold.cpu_ms),
             Some(("≤ 6 ms".into(), fold_ms <= 6.0)),
-            json!({"value": round3(fold_ms), "unit": "ms", "target": 6, "better": "lower"}),
+            json!({"value": round3(fold_ms), "cpu_ms": round3(fold.cpu_ms), "unit": "ms", "target": 6, "better": "lower"}),
         );
         match pandas_ms {
             Some(p) => {
@@ -1392,7 +1394,10 @@ impl Bench {
                 .fetch_one(&self.pool)
                 .await?;
         let to = self.today.pred_opt().expect("date");
-        let (fold_ms, _) = fold_only(&self.work_pool, &id, first_day, to, 21).await?;
+        let fold_ms = fold_only(&self.work_pool, &id, first_day, to, 21)
+            .await?
+            .0
+            .wall_ms;
         let stored: i64 =
             sqlx::query_scalar("SELECT count(*) FROM transactions WHERE portfolio_id = $1")
                 .bind(&id)
@@ -1962,18 +1967,40 @@ async fn fold_only_ms(
     to: NaiveDate,
     runs: usize,
 ) -> Result<f64> {
-    Ok(fold_only(pool, id, first_day, to, runs).await?.0)
+    Ok(fold_only(pool, id, first_day, to, runs).await?.0.wall_ms)
+}
+
+/// The pure fold's timing: the median wall time of the runs, and the
+/// median CPU time of the thread that ran them. They part when another
+/// process (PostgreSQL's autovacuum after an ingest, say) shares the two
+/// cores: the wall time then includes waiting for a core.
+#[derive(Debug, Clone, Copy)]
+struct FoldTiming {
+    wall_ms: f64,
+    cpu_ms: f64,
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid pointer to a timespec the call fills in.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// The pure fold of a stored portfolio through `to` on preloaded data:
-/// the median time of `runs` folds, and the last record (rounded).
+/// the median times of `runs` folds, and the last record (rounded).
 async fn fold_only(
     pool: &PgPool,
     id: &str,
     first_day: NaiveDate,
     to: NaiveDate,
     runs: usize,
-) -> Result<(f64, Option<projections::DailyRecord>)> {
+) -> Result<(FoldTiming, Option<projections::DailyRecord>)> {
     let (start, txs, book) = projection::ops::fold_inputs(pool, id, to)
         .await
         .map_err(|e| anyhow!("loading {id}: {e:?}"))?;
@@ -1981,15 +2008,20 @@ async fn fold_only(
         start.date < first_day,
         "{id} folds from before its first day"
     );
-    let mut times = Vec::new();
+    let (mut times, mut cpu) = (Vec::new(), Vec::new());
     let mut last = None;
     for _ in 0..runs.max(1) {
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), thread_cpu());
         let run = projection::run_fold(start.clone(), &txs, &book, to)?;
         times.push(ms(t.elapsed()));
+        cpu.push(ms(thread_cpu() - c));
         last = run.rows.last().map(|r| r.record.clone());
     }
-    Ok((Dist::of(times).p50, last))
+    let timing = FoldTiming {
+        wall_ms: Dist::of(times).p50,
+        cpu_ms: Dist::of(cpu).p50,
+    };
+    Ok((timing, last))
 }
 
 /// The same curve in pandas (`tools/pandas_nav.py`, embedded), on the

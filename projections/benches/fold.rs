@@ -208,14 +208,22 @@ fn book_v2() -> Book {
 fn benches(c: &mut Criterion) {
     let b = book();
     // `FOLD_REPEAT=n`: n full folds of the v1 book and nothing else, for
-    // `perf stat -e cycles:u,instructions:u`. Counted cycles hardly move
-    // when another process shares the core; wall time does.
+    // `perf stat -e task-clock` or `perf record` (CPU time moves less than
+    // wall time when another process shares the core). With `FOLD_ROUND`
+    // set, each record is also rounded as reported, as the service's
+    // `run_fold` does.
     if let Some(n) = std::env::var("FOLD_REPEAT")
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
     {
+        let round = std::env::var("FOLD_ROUND").is_ok();
         for _ in 0..n {
-            black_box(fold(&b.transactions, &b.prices, b.last).unwrap());
+            let out = fold(&b.transactions, &b.prices, b.last).unwrap();
+            if round {
+                let rows: Vec<_> = out.records.iter().map(|r| r.rounded()).collect();
+                black_box(rows);
+            }
+            black_box(out);
         }
         std::process::exit(0);
     }

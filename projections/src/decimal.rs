@@ -35,6 +35,168 @@ mod tests {
         );
     }
 
+    /// xorshift64: deterministic cases without a dependency.
+    struct Gen(u64);
+    impl Gen {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        /// A decimal with a mantissa of 0 to 96 bits (often wide, as the
+        /// fold's 28-digit values are), any scale and sign.
+        fn decimal(&mut self) -> Decimal {
+            let bits = match self.below(4) {
+                0 => self.below(33),
+                1 => 33 + self.below(32),
+                _ => 64 + self.below(33),
+            } as u32;
+            let m = if bits == 0 {
+                0
+            } else {
+                (u128::from(self.next()) << 64 | u128::from(self.next())) >> (128 - bits)
+            };
+            let scale = self.below(29) as u32;
+            let v = Decimal::from_i128_with_scale(m as i128, scale);
+            if self.below(2) == 0 {
+                -v
+            } else {
+                v
+            }
+        }
+        /// `d` written at another scale when the mantissa allows (the same
+        /// value: sums that cancel exactly), else `d`.
+        fn rescaled(&mut self, d: Decimal) -> Decimal {
+            let mut r = d;
+            r.rescale(self.below(29) as u32);
+            if r == d {
+                r
+            } else {
+                d
+            }
+        }
+    }
+
+    fn bits(r: Option<Decimal>) -> Option<[u8; 16]> {
+        r.map(|d| d.serialize())
+    }
+
+    /// `add`, `sub` and `mul` give the library's result bit for bit
+    /// (value, scale, sign, and overflow as an error): random operands of
+    /// every width and scale, exact cancellations (`a − a` written at
+    /// another scale), products that round with ties (× 0.5, × 0.25), and
+    /// the largest values.
+    #[test]
+    fn fast_operations_are_the_librarys() {
+        let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+        let mut pairs = Vec::new();
+        for _ in 0..60_000 {
+            let a = g.decimal();
+            let b = match g.below(6) {
+                0 => g.rescaled(a),
+                1 => -g.rescaled(a),
+                2 => Decimal::new([5, 25, 125, 75][g.below(4) as usize], 1 + g.below(3) as u32),
+                3 => Decimal::ONE,
+                _ => g.decimal(),
+            };
+            pairs.push((a, b));
+        }
+        for a in [Decimal::MAX, Decimal::MIN, Decimal::ONE, -Decimal::ZERO] {
+            for b in [
+                Decimal::MAX,
+                Decimal::MIN,
+                Decimal::new(1, 28),
+                Decimal::new(5, 1),
+            ] {
+                pairs.push((a, b));
+            }
+        }
+        let (mut wide, mut rounded, mut failed, mut sums_rounded) = (0, 0, 0, 0);
+        for (a, b) in pairs {
+            assert_eq!(
+                bits(add(a, b).ok()),
+                bits(a.checked_add(b)),
+                "{a:?} + {b:?}"
+            );
+            assert_eq!(
+                bits(add(b, a).ok()),
+                bits(b.checked_add(a)),
+                "{b:?} + {a:?}"
+            );
+            assert_eq!(
+                bits(sub(a, b).ok()),
+                bits(a.checked_sub(b)),
+                "{a:?} - {b:?}"
+            );
+            assert_eq!(
+                bits(sub(b, a).ok()),
+                bits(b.checked_sub(a)),
+                "{b:?} - {a:?}"
+            );
+            if let Some(s) = add(a, b)
+                .ok()
+                .filter(|s| s.scale() < a.scale().max(b.scale()))
+            {
+                if !s.is_zero() {
+                    sums_rounded += 1;
+                }
+            }
+            let p = mul(a, b).ok();
+            assert_eq!(bits(p), bits(a.checked_mul(b)), "{a:?} * {b:?}");
+            if a.mantissa().unsigned_abs() >> 64 != 0 {
+                wide += 1;
+                match p {
+                    Some(p) if p.scale() < a.scale() + b.scale() => rounded += 1,
+                    None => failed += 1,
+                    _ => {}
+                }
+            }
+        }
+        // The cases reach the fast paths and the rounding, not only the
+        // library's narrow ones.
+        assert!(
+            wide > 20_000 && rounded > 5_000 && failed > 100 && sums_rounded > 5_000,
+            "{wide} {rounded} {failed} {sums_rounded}"
+        );
+    }
+
+    /// `round_money` and `round_ratio` give what the library's
+    /// `round_dp_with_strategy` (half-even) then `rescale` give, bit for
+    /// bit, ties included.
+    #[test]
+    fn fast_rounding_is_the_librarys() {
+        let mut g = Gen(0x2545_f491_4f6c_dd1d);
+        let reference = |d: Decimal, dp: u32| {
+            let mut r = d.round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven);
+            r.rescale(dp);
+            r
+        };
+        let mut cases: Vec<Decimal> = (0..100_000).map(|_| g.decimal()).collect();
+        // Ties at each reported place: …5 one place past it.
+        for dp in [MONEY_DP, RATIO_DP] {
+            for m in [5i64, 15, 25, -35, 12_345, 1_000_000_005] {
+                cases.push(Decimal::new(m, dp + 1));
+            }
+        }
+        cases.extend([Decimal::MAX, Decimal::MIN, Decimal::ZERO, -Decimal::ZERO]);
+        for d in cases {
+            assert_eq!(
+                round_money(d).serialize(),
+                reference(d, MONEY_DP).serialize(),
+                "{d:?}"
+            );
+            assert_eq!(
+                round_ratio(d).serialize(),
+                reference(d, RATIO_DP).serialize(),
+                "{d:?}"
+            );
+        }
+    }
+
     /// The text as `Display` and padding wrote it before it was written
     /// digit by digit.
     fn text_by_display(d: Decimal, dp: u32) -> String {
@@ -93,21 +255,69 @@ pub struct ArithmeticError {
 }
 
 pub fn round_money(d: Decimal) -> Decimal {
-    let mut r = d.round_dp_with_strategy(MONEY_DP, RoundingStrategy::MidpointNearestEven);
-    r.rescale(MONEY_DP);
-    r
+    round_to(d, MONEY_DP)
 }
 
 pub fn round_ratio(d: Decimal) -> Decimal {
-    let mut r = d.round_dp_with_strategy(RATIO_DP, RoundingStrategy::MidpointNearestEven);
-    r.rescale(RATIO_DP);
-    r
+    round_to(d, RATIO_DP)
 }
 
-/// A money value as reported: rounded half-even to [`MONEY_DP`] places and
-/// written with exactly that many. The text is padded rather than the
-/// value rescaled, since a `Decimal` holds 28 significant digits and a
-/// value of 21 or more integer digits cannot carry 8 decimals.
+/// `d` rounded half-even to `dp` places and written with `dp`: what
+/// `round_dp_with_strategy` then `rescale` give, bit for bit. A ten-year
+/// curve rounds eleven values a day, and the library's general routines
+/// (a 96-bit division by 10 per place, then a multiplication per place)
+/// cost a tenth of the fold; a value whose mantissa fits in 128 bits at
+/// the new scale takes one division or one multiplication here. Zeros and
+/// results past 96 bits are left to the library (its sign and scale
+/// rules at the edges).
+#[inline]
+fn round_to(d: Decimal, dp: u32) -> Decimal {
+    let scale = d.scale();
+    let m = d.mantissa().unsigned_abs();
+    let fast = if m == 0 {
+        None
+    } else if scale <= dp {
+        m.checked_mul(POW10_U128[(dp - scale) as usize])
+    } else {
+        let p = POW10_U128[(scale - dp) as usize];
+        let (q, r) = if m >> 64 == 0 && p >> 64 == 0 {
+            let (m, p) = (m as u64, p as u64);
+            (u128::from(m / p), u128::from(m % p))
+        } else {
+            let q = m / p;
+            (q, m - q * p)
+        };
+        let half = p / 2;
+        let up = r > half || (r == half && q & 1 == 1);
+        Some(q + u128::from(up))
+    };
+    match fast {
+        Some(q) if q != 0 && q >> 96 == 0 => Decimal::from_parts(
+            q as u32,
+            (q >> 32) as u32,
+            (q >> 64) as u32,
+            d.is_sign_negative(),
+            dp,
+        ),
+        _ => {
+            let mut r = d.round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven);
+            r.rescale(dp);
+            r
+        }
+    }
+}
+
+/// 10^k as u128, k ≤ 28 (a decimal's largest scale).
+const POW10_U128: [u128; 29] = {
+    let mut t = [1u128; 29];
+    let mut i = 1;
+    while i < 29 {
+        t[i] = t[i - 1] * 10;
+        i += 1;
+    }
+    t
+};
+
 pub fn money_text(d: Decimal) -> String {
     fixed_text(d, MONEY_DP)
 }
@@ -169,15 +379,31 @@ fn fixed_text(d: Decimal, dp: u32) -> String {
     out
 }
 
+// The three operations below give exactly what `checked_add`,
+// `checked_sub` and `checked_mul` give (value, scale and sign; the tests
+// compare the bits), faster for the fold's wide operands.
+
+#[inline]
 pub fn add(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
+    if let Some(r) = crate::exact::add_wide(a, b, false) {
+        return Ok(r);
+    }
     a.checked_add(b).ok_or(ArithmeticError { operation: "add" })
 }
+#[inline]
 pub fn sub(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
+    if let Some(r) = crate::exact::add_wide(a, b, true) {
+        return Ok(r);
+    }
     a.checked_sub(b).ok_or(ArithmeticError {
         operation: "subtract",
     })
 }
+#[inline]
 pub fn mul(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
+    if let Some(r) = crate::exact::mul_wide(a, b) {
+        return Ok(r);
+    }
     a.checked_mul(b).ok_or(ArithmeticError {
         operation: "multiply",
     })

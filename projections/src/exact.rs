@@ -97,6 +97,160 @@ impl Units {
     }
 }
 
+/// `a · b` as `checked_mul` gives it (value, scale and sign), for
+/// operands of which one at least is wider than 64 bits: the library then
+/// rounds its 192-bit product 32 bits and 9 digits at a time; here it is
+/// 64 bits and 19 digits at a time ([`round_as_library`]). `None` for
+/// what is left to the library: narrow operands (its own fast paths) and
+/// a zero.
+#[inline]
+pub(crate) fn mul_wide(a: Decimal, b: Decimal) -> Option<Decimal> {
+    let (x, y) = (a.mantissa().unsigned_abs(), b.mantissa().unsigned_abs());
+    if x == 0 || y == 0 || (x >> 64 == 0 && y >> 64 == 0) {
+        return None;
+    }
+    let negative = a.is_sign_negative() != b.is_sign_negative();
+    round_as_library(mul_u128(x, y), negative, a.scale() + b.scale())
+}
+
+/// `a + b` (`a − b` when `subtract`) as `checked_add` and `checked_sub`
+/// give it, for operands of which one at least is wider than 64 bits (the
+/// fold's 28-digit values: a moving-average cost, a NAV, a day's growth;
+/// the library's own fast paths cover narrower ones). The operand of the
+/// smaller scale is aligned to the other's, the exact result taken in 256
+/// bits and, when it needs more than 96, rounded as the library rounds
+/// ([`round_as_library`]). `None`: left to the library.
+#[inline]
+pub(crate) fn add_wide(a: Decimal, b: Decimal, subtract: bool) -> Option<Decimal> {
+    let (x, y) = (a.mantissa().unsigned_abs(), b.mantissa().unsigned_abs());
+    if x == 0 || y == 0 || (x >> 64 == 0 && y >> 64 == 0) {
+        return None;
+    }
+    let (sa, sb) = (a.scale(), b.scale());
+    let scale = sa.max(sb);
+    let (ax, ay) = (
+        POW10_128[(scale - sa) as usize],
+        POW10_128[(scale - sb) as usize],
+    );
+    let negative = a.is_sign_negative();
+    let opposite = subtract ^ (negative != b.is_sign_negative());
+    // The common case in 128 bits: the aligned operand (one factor is 1)
+    // below 2^127, so that a sum cannot wrap either.
+    if x.leading_zeros() + ax.leading_zeros() > 128 && y.leading_zeros() + ay.leading_zeros() > 128
+    {
+        let (x, y) = (x * ax, y * ay);
+        let (m, negative) = if !opposite {
+            (x + y, negative)
+        } else if x >= y {
+            (x - y, negative)
+        } else {
+            (y - x, !negative)
+        };
+        if m >> 96 == 0 {
+            // `from_parts` gives a zero the positive sign, as the library
+            // does.
+            return Some(Decimal::from_parts(
+                m as u32,
+                (m >> 32) as u32,
+                (m >> 64) as u32,
+                negative,
+                scale,
+            ));
+        }
+    }
+    let (x, y) = (mul_u128(x, ax), mul_u128(y, ay));
+    let (m, negative) = if !opposite {
+        (wrapping_add(x, y), negative)
+    } else if cmp(&x, &y) != std::cmp::Ordering::Less {
+        (wrapping_add(x, negate(y)), negative)
+    } else {
+        (wrapping_add(y, negate(x)), !negative)
+    };
+    // rust_decimal subtracts in a buffer sized for the aligned operand and
+    // starts its rounding from that size, even when the difference is a
+    // 32-bit word shorter. Such differences are rare, and left to it.
+    let aligned = if sa < sb { &x } else { &y };
+    let words = |v: &U256| (256 - leading_zeros(v)).div_ceil(32);
+    if opposite && sa != sb && !fits_96(aligned) && words(&m) < words(aligned) {
+        return None;
+    }
+    round_as_library(m, negative, scale)
+}
+
+fn fits_96(q: &U256) -> bool {
+    q[3] == 0 && q[2] == 0 && q[1] >> 32 == 0
+}
+
+/// The decimal rust_decimal makes of an exact magnitude `p` (below 2^192)
+/// at `scale` (`Buf24::rescale`): unchanged when it fits in 96 bits at a
+/// scale ≤ 28; otherwise it drops its first estimate of digits from the
+/// bit length (77/256 ≈ log10 2, or enough to bring the scale to 28),
+/// then one digit at a time until the quotient fits in 96 bits, and
+/// rounds half-even on the exact remainder. `None` where the library
+/// rounds a second time (a rounding up to 2^96), where the result is zero
+/// (its sign), and on overflow: left to it. The estimate is taken from
+/// `p`'s own length, which callers make sure the library uses too.
+fn round_as_library(p: U256, negative: bool, scale: u32) -> Option<Decimal> {
+    let bits = 256 - leading_zeros(&p);
+    let mut k = 0u32;
+    if bits > 96 {
+        k = (((bits - 97) * 77) >> 8) + 1;
+        if k > scale {
+            return None;
+        }
+    }
+    if scale > SCALE && k < scale - SCALE {
+        k = scale - SCALE;
+    }
+    if k == 0 {
+        // bits ≤ 96 and scale ≤ 28: exact.
+        return Some(Decimal::from_parts(
+            p[0] as u32,
+            (p[0] >> 32) as u32,
+            p[1] as u32,
+            negative,
+            scale,
+        ));
+    }
+    let mut q = p;
+    let mut sticky = false;
+    let mut left = k;
+    let (mut rem, mut pow) = (0u64, 1u64);
+    while left > 0 {
+        sticky |= rem != 0;
+        let step = left.min(19);
+        pow = POW10[step as usize];
+        rem = div_small(&mut q, pow);
+        left -= step;
+    }
+    while !fits_96(&q) {
+        if k == scale {
+            return None;
+        }
+        sticky |= rem != 0;
+        pow = 10;
+        rem = div_small(&mut q, 10);
+        k += 1;
+    }
+    let half = pow / 2;
+    if rem > half || (rem == half && (sticky || q[0] & 1 == 1)) {
+        q = wrapping_add(q, [1, 0, 0, 0]);
+        if !fits_96(&q) {
+            return None;
+        }
+    }
+    if q == [0; 4] {
+        return None;
+    }
+    Some(Decimal::from_parts(
+        q[0] as u32,
+        (q[0] >> 32) as u32,
+        q[1] as u32,
+        negative,
+        scale - k,
+    ))
+}
+
 /// A sum of decimals, exact. Terms are below 2^193 in magnitude, so up to
 /// 2^60 of them cannot overflow the 256 bits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -287,13 +441,21 @@ fn mul_small(v: &mut U256, m: u64) {
 
 /// v /= d, returning the remainder.
 fn div_small(v: &mut U256, d: u64) -> u64 {
-    let mut rem: u128 = 0;
+    let mut rem: u64 = 0;
     for limb in v.iter_mut().rev() {
-        let cur = (rem << 64) | u128::from(*limb);
-        *limb = (cur / u128::from(d)) as u64;
-        rem = cur % u128::from(d);
+        // Leading limbs below the divisor (most of a 256-bit buffer) cost
+        // no division.
+        if rem == 0 && *limb < d {
+            rem = *limb;
+            *limb = 0;
+            continue;
+        }
+        let cur = u128::from(rem) << 64 | u128::from(*limb);
+        let q = (cur / u128::from(d)) as u64;
+        rem = (cur - u128::from(q) * u128::from(d)) as u64;
+        *limb = q;
     }
-    rem as u64
+    rem
 }
 
 fn pow10(k: u32) -> U256 {
@@ -365,6 +527,65 @@ mod tests {
             s.add(d(x));
         }
         s.to_decimal().unwrap()
+    }
+
+    /// Differences one 32-bit word shorter than their aligned operand
+    /// (x · 10^d just above 2^(32w), minus y below 2^96), which the
+    /// library rounds from its longer buffer: `add_wide` leaves them to it,
+    /// and the results are the library's.
+    #[test]
+    fn differences_a_word_shorter_are_the_librarys() {
+        let mut g: u64 = 0x853c_49e6_748f_ea9b;
+        let mut next = || {
+            g ^= g << 13;
+            g ^= g >> 7;
+            g ^= g << 17;
+            g
+        };
+        let (mut left, mut checked) = (0, 0);
+        for d in 10..=28u32 {
+            for w in [4usize, 5] {
+                // ⌈2^(32w) / 10^d⌉ = ⌊(2^(32w) − 1) / 10^d⌋ + 1.
+                let mut x: U256 = [0; 4];
+                for (i, limb) in x.iter_mut().enumerate() {
+                    let bits = (32 * w).saturating_sub(64 * i).min(64);
+                    *limb = if bits == 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << bits) - 1
+                    };
+                }
+                let mut k = d;
+                while k > 0 {
+                    let step = k.min(19);
+                    div_small(&mut x, POW10[step as usize]);
+                    k -= step;
+                }
+                let x = wrapping_add(x, [1, 0, 0, 0]);
+                if !fits_96(&x) {
+                    continue;
+                }
+                let x = u128::from(x[1]) << 64 | u128::from(x[0]);
+                for _ in 0..50 {
+                    let y = (u128::from(next()) << 64 | u128::from(next())) >> 32;
+                    let sa = (next() % u64::from(29 - d)) as u32;
+                    let a = Decimal::from_i128_with_scale(x as i128, sa);
+                    let b = Decimal::from_i128_with_scale(y as i128, sa + d);
+                    for (p, q) in [(a, b), (b, a), (-a, b), (a, -b)] {
+                        let bits = |r: Option<Decimal>| r.map(|d| d.serialize());
+                        let got = add_wide(p, q, true).or_else(|| p.checked_sub(q));
+                        assert_eq!(bits(got), bits(p.checked_sub(q)), "{p:?} - {q:?}");
+                        let got = add_wide(p, q, false).or_else(|| p.checked_add(q));
+                        assert_eq!(bits(got), bits(p.checked_add(q)), "{p:?} + {q:?}");
+                        if add_wide(p, q, true).is_none() {
+                            left += 1;
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 1_000 && left > 100, "{checked} {left}");
     }
 
     #[test]

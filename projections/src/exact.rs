@@ -8,6 +8,13 @@
 //! terms in any order gives the same integer, so a running total updated one
 //! position at a time equals a total computed from scratch, and reading it
 //! rounds only once (half-even to the 96-bit decimal mantissa).
+//!
+//! Most terms are small: a quantity times a close, with at most 12 places
+//! between them. Those are counted in 10^-12 units in an `i128`, the rest
+//! in 10^-28 units in 256 bits; a sum keeps one part of each and reads
+//! their exact total. Which part a term goes to depends on its bits alone,
+//! so removing a term takes it from the part it was added to, and each
+//! part holds the exact sum of its terms.
 
 use rust_decimal::Decimal;
 
@@ -39,16 +46,54 @@ const POW10_128: [u128; 29] = {
 /// Two's-complement 256-bit integer, little-endian limbs.
 type U256 = [u64; 4];
 
-/// One term of a sum: a value as a count of 10^-28 units, below 2^193 in
-/// magnitude (a value below 2^100, beyond any `Decimal`'s reach).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Units(U256);
+/// Scale of the small part: 10^-12 units.
+const FINE: u32 = 12;
+
+/// A term of the small part is below 2^100 units (10^18 in value), so the
+/// sum of up to 2^27 of them fits in an `i128`: a sum holds one term per
+/// position.
+const FINE_BITS: u32 = 100;
+
+/// One term of a sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Units {
+    /// A count of 10^-12 units, below 2^100 in magnitude.
+    Fine(i128),
+    /// A count of 10^-28 units, below 2^193 in magnitude (a value below
+    /// 2^100, beyond any `Decimal`'s reach).
+    Wide(U256),
+}
+
+impl Default for Units {
+    fn default() -> Self {
+        Units::Fine(0)
+    }
+}
 
 impl Units {
-    /// a · b: exact when the scales add up to at most 28 (always so for
-    /// event numbers, which have at most 10 decimal places), otherwise
-    /// rounded half-even to 10^-28. Each term is a function of its factors
-    /// alone, so sums of them stay independent of order.
+    /// `m · 10^-scale` in 10^-12 units when that is exact and below 2^100.
+    #[inline]
+    fn fine(m: u128, scale: u32, negative: bool) -> Option<i128> {
+        if scale > FINE {
+            return None;
+        }
+        let f = POW10[(FINE - scale) as usize];
+        if (128 - m.leading_zeros()) + (64 - f.leading_zeros()) > FINE_BITS {
+            return None;
+        }
+        let v = (m * u128::from(f)) as i128;
+        Some(if negative { -v } else { v })
+    }
+
+    /// `d` as a term.
+    fn of(d: Decimal) -> Units {
+        let m = d.mantissa();
+        match Units::fine(m.unsigned_abs(), d.scale(), m < 0) {
+            Some(v) => Units::Fine(v),
+            None => Units::Wide(units(d)),
+        }
+    }
+
     #[inline]
     pub(crate) fn product(a: Decimal, b: Decimal) -> Result<Units, ArithmeticError> {
         let overflow = ArithmeticError {
@@ -62,6 +107,9 @@ impl Units {
         // the scales in 28. Below 2^64 · 10^28 < 2^158 no check is needed.
         if x >> 64 == 0 && y >> 64 == 0 && scale <= SCALE {
             let p = (x as u64 as u128) * (y as u64 as u128);
+            if let Some(v) = Units::fine(p, scale, negative) {
+                return Ok(Units::Fine(v));
+            }
             let m = POW10_128[(SCALE - scale) as usize];
             let v = if p >> 64 == 0 {
                 mul_u64(p as u64, m)
@@ -72,7 +120,7 @@ impl Units {
                 }
                 v
             };
-            return Ok(Units(if negative { negate(v) } else { v }));
+            return Ok(Units::Wide(if negative { negate(v) } else { v }));
         }
         // Both below 2^96, so the product is below 2^192.
         let mut v = mul_u128(x, y);
@@ -93,7 +141,7 @@ impl Units {
         if 256 - leading_zeros(&v) > 193 {
             return Err(overflow);
         }
-        Ok(Units(if negative { negate(v) } else { v }))
+        Ok(Units::Wide(if negative { negate(v) } else { v }))
     }
 }
 
@@ -251,36 +299,62 @@ fn round_as_library(p: U256, negative: bool, scale: u32) -> Option<Decimal> {
     ))
 }
 
-/// A sum of decimals, exact. Terms are below 2^193 in magnitude, so up to
-/// 2^60 of them cannot overflow the 256 bits.
+/// A sum of decimals, exact: the small terms' part and the others'.
+/// Wide terms are below 2^193 in magnitude, so up to 2^60 of them cannot
+/// overflow the 256 bits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct ExactSum(U256);
+pub(crate) struct ExactSum {
+    fine: i128,
+    wide: U256,
+}
 
 impl ExactSum {
     pub(crate) fn add(&mut self, d: Decimal) {
-        self.0 = wrapping_add(self.0, units(d));
+        self.add_units(&Units::of(d));
     }
 
     pub(crate) fn sub(&mut self, d: Decimal) {
-        self.0 = wrapping_add(self.0, negate(units(d)));
+        self.sub_units(&Units::of(d));
     }
 
     #[inline]
     pub(crate) fn add_units(&mut self, u: &Units) {
-        self.0 = wrapping_add(self.0, u.0);
+        match u {
+            Units::Fine(v) => self.fine += v,
+            Units::Wide(w) => self.wide = wrapping_add(self.wide, *w),
+        }
     }
 
     #[inline]
     pub(crate) fn sub_units(&mut self, u: &Units) {
-        self.0 = wrapping_add(self.0, negate(u.0));
+        match u {
+            Units::Fine(v) => self.fine -= v,
+            Units::Wide(w) => self.wide = wrapping_add(self.wide, negate(*w)),
+        }
     }
 
     /// The sum as a decimal: exact when it fits in 28 digits, otherwise
     /// rounded half-even to the mantissa; normalized. Overflows only when
     /// the integer part needs more than 96 bits.
     pub(crate) fn to_decimal(self) -> Result<Decimal, ArithmeticError> {
-        let negative = self.0[3] >> 63 == 1;
-        let mut mag = if negative { negate(self.0) } else { self.0 };
+        if self.wide == [0; 4] {
+            // Only small terms (or wide ones that cancel): the usual day.
+            let (q, s) = strip_zeros(self.fine.unsigned_abs(), FINE);
+            if q >> 96 == 0 {
+                return Ok(Decimal::from_parts(
+                    q as u32,
+                    (q >> 32) as u32,
+                    (q >> 64) as u32,
+                    self.fine < 0,
+                    s,
+                ));
+            }
+        }
+        // |fine| < 2^127, times 10^16 < 2^54: no wrap.
+        let fine = mul_u128(self.fine.unsigned_abs(), POW10_128[(SCALE - FINE) as usize]);
+        let total = wrapping_add(self.wide, if self.fine < 0 { negate(fine) } else { fine });
+        let negative = total[3] >> 63 == 1;
+        let mut mag = if negative { negate(total) } else { total };
         let mut scale = SCALE;
         // The usual sum fits in 128 bits: drop its trailing zeros (exact,
         // and the normalization the result wants anyway) with cheap
@@ -344,12 +418,14 @@ fn strip_zeros(mut q: u128, mut scale: u32) -> (u128, u32) {
     if q >> 64 != 0 {
         for k in [8u32, 4, 2, 1] {
             let p = POW10_128[k as usize];
-            while scale >= k && q % p == 0 {
+            while scale >= k && q >> 64 != 0 && q % p == 0 {
                 q /= p;
                 scale -= k;
             }
         }
-        return (q, scale);
+        if q >> 64 != 0 {
+            return (q, scale);
+        }
     }
     let mut r = q as u64;
     for k in [16u32, 8, 4, 2, 1] {
@@ -586,6 +662,82 @@ mod tests {
             }
         }
         assert!(checked > 1_000 && left > 100, "{checked} {left}");
+    }
+
+    /// A sum whose terms go to both parts reads as the same sum kept
+    /// wholly in 10^-28 units (the representation before the small part),
+    /// bit for bit: random values of every width and scale, added and
+    /// removed in any order, and products of small factors.
+    #[test]
+    fn both_parts_read_as_one_wide_sum() {
+        let mut g: u64 = 0x1234_5678_9abc_def1;
+        let mut next = || {
+            g ^= g << 13;
+            g ^= g >> 7;
+            g ^= g << 17;
+            g
+        };
+        let (mut fine, mut wide) = (0, 0);
+        for _ in 0..2_000 {
+            let mut mixed = ExactSum::default();
+            let mut reference = ExactSum::default();
+            let mut live = Vec::new();
+            for _ in 0..(next() % 12) {
+                let bits = (next() % 97) as u32;
+                let m = if bits == 0 {
+                    0
+                } else {
+                    (u128::from(next()) << 64 | u128::from(next())) >> (128 - bits)
+                };
+                let d = Decimal::from_i128_with_scale(m as i128, (next() % 29) as u32);
+                let d = if next() % 2 == 0 { -d } else { d };
+                let t = if next() % 2 == 0 {
+                    Units::of(d)
+                } else {
+                    // A product of small factors, exact as a decimal.
+                    let a = Decimal::new(
+                        (next() % 2_000_000) as i64 - 1_000_000,
+                        (next() % 11) as u32,
+                    );
+                    let b = Decimal::new((next() % 100_000_000) as i64, (next() % 9) as u32);
+                    let t = Units::product(a, b).unwrap();
+                    let p = a.checked_mul(b).unwrap();
+                    assert_eq!(
+                        std::mem::discriminant(&t),
+                        std::mem::discriminant(&Units::of(p)),
+                        "{a} × {b}"
+                    );
+                    t
+                };
+                match t {
+                    Units::Fine(_) => fine += 1,
+                    Units::Wide(_) => wide += 1,
+                }
+                let w = match t {
+                    Units::Fine(v) => {
+                        let f = mul_u128(v.unsigned_abs(), POW10_128[16]);
+                        if v < 0 {
+                            negate(f)
+                        } else {
+                            f
+                        }
+                    }
+                    Units::Wide(w) => w,
+                };
+                mixed.add_units(&t);
+                reference.wide = wrapping_add(reference.wide, w);
+                live.push((t, w));
+                if next() % 4 == 0 {
+                    let (t, w) = live.swap_remove((next() % live.len() as u64) as usize);
+                    mixed.sub_units(&t);
+                    reference.wide = wrapping_add(reference.wide, negate(w));
+                }
+            }
+            assert_eq!(reference.fine, 0);
+            let bits = |r: Result<Decimal, ArithmeticError>| r.map(|d| d.serialize());
+            assert_eq!(bits(mixed.to_decimal()), bits(reference.to_decimal()));
+        }
+        assert!(fine > 2_000 && wide > 2_000, "{fine} {wide}");
     }
 
     #[test]

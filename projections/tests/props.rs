@@ -14,9 +14,9 @@ use projections::{
     PortfolioId, PriceBook, Reinvest, StatsQuery, Symbol, Trade, Transaction,
 };
 
-/// Two symbols share their first 8 bytes, to exercise the folder's
+/// Three symbols share their first 8 bytes (one is all of them), to exercise the folder's
 /// prefix comparisons.
-const SYMBOLS: [&str; 4] = ["A", "B", "LONGNAME1", "LONGNAME2"];
+const SYMBOLS: [&str; 5] = ["A", "B", "LONGNAME", "LONGNAME1", "LONGNAME2"];
 
 fn base() -> NaiveDate {
     NaiveDate::from_ymd_opt(2024, 1, 1).unwrap()
@@ -1003,7 +1003,7 @@ struct FxSpec {
     /// the rate it was charged.
     tx: Vec<(Option<usize>, bool)>,
     /// Per symbol: the currency of its closes.
-    quoted: [usize; 4],
+    quoted: [usize; SYMBOLS.len()],
     /// Extra rates: (from, to, day from the base −5, rate in hundredths).
     rates: Vec<(usize, usize, i64, i64)>,
     /// Whether each currency's first rate to the base is quoted the other
@@ -1021,7 +1021,7 @@ fn fx_spec() -> impl Strategy<Value = FxSpec> {
             ),
             64,
         ),
-        [0..3usize, 0..3usize, 0..3usize, 0..3usize],
+        [0..3usize, 0..3usize, 0..3usize, 0..3usize, 0..3usize],
         prop::collection::vec((0..3usize, 0..3usize, -5i64..45, 20i64..300), 0..20),
         [any::<bool>(), any::<bool>(), any::<bool>()],
     )

@@ -87,6 +87,10 @@ pub struct KafkaConfig {
     pub batch_max: usize,
     /// Longest wait to fill a batch once it has a message.
     pub batch_wait_ms: u64,
+    /// A batch also closes when no message has come for this long: the
+    /// broker's answer is all in (`NAVD_BATCH_IDLE_MS`; ≥ `batch_wait_ms`
+    /// turns it off).
+    pub batch_idle_ms: u64,
     /// Extra librdkafka properties (`NAVD_KAFKA_PROPERTIES`), applied last.
     pub properties: Vec<(String, String)>,
     /// What an event must satisfy beyond its shape (`NAVD_EARLIEST_DATE`).
@@ -195,6 +199,11 @@ pub const VARIABLES: &[(&str, &str, &str)] = &[
         "most messages stored per database transaction",
     ),
     ("NAVD_BATCH_WAIT_MS", "20", "longest wait to fill a batch"),
+    (
+        "NAVD_BATCH_IDLE_MS",
+        "3",
+        "a batch also closes after this long without a message",
+    ),
     (
         "NAVD_EARLIEST_DATE",
         "1900-01-01",
@@ -433,6 +442,7 @@ impl Config {
         });
         let batch_max = r.num("NAVD_BATCH_MAX", 5000);
         let batch_wait_ms = r.num("NAVD_BATCH_WAIT_MS", 20);
+        let batch_idle_ms = r.num("NAVD_BATCH_IDLE_MS", 3);
         let kafka = r.get("NAVD_KAFKA_BROKERS").map(|brokers| KafkaConfig {
             brokers,
             group: r.get("NAVD_KAFKA_GROUP").unwrap_or_else(|| "navd".into()),
@@ -449,6 +459,7 @@ impl Config {
             default_currency: default_currency.clone(),
             batch_max,
             batch_wait_ms,
+            batch_idle_ms,
             properties: properties.clone(),
             rules,
         });
@@ -511,7 +522,7 @@ impl Config {
         let kafka = match &self.kafka {
             None => "unset".to_string(),
             Some(k) => format!(
-                "{} group={} topics={},{},{},{} batch_max={} batch_wait_ms={} properties=[{}]",
+                "{} group={} topics={},{},{},{} batch_max={} batch_wait_ms={} batch_idle_ms={} properties=[{}]",
                 k.brokers,
                 k.group,
                 k.transactions_topic,
@@ -520,6 +531,7 @@ impl Config {
                 k.fx_topic,
                 k.batch_max,
                 k.batch_wait_ms,
+                k.batch_idle_ms,
                 k.properties
                     .iter()
                     .map(|(key, v)| if is_secret_key(key) {

@@ -193,6 +193,7 @@ async fn run_on(pg: &PgTemp, addr: SocketAddr, stop: &CancellationToken) -> Resu
         default_currency: projections::Currency::parse("USD").expect("a currency code"),
         batch_max: 5000,
         batch_wait_ms: 20,
+        batch_idle_ms: 3,
         properties: vec![],
         rules: Default::default(),
     };
@@ -333,6 +334,7 @@ mod tests {
             default_currency: projections::Currency::parse("USD").unwrap(),
             batch_max: 1,
             batch_wait_ms: 1,
+            batch_idle_ms: 1,
             properties: vec![],
             rules: Default::default(),
         };

@@ -84,6 +84,7 @@ fn kafka(brokers: &str, group: &str) -> KafkaConfig {
         default_currency: projections::Currency::parse("USD").unwrap(),
         batch_max: 500,
         batch_wait_ms: 10,
+        batch_idle_ms: 10,
         properties: vec![("session.timeout.ms".into(), "6000".into())],
         rules: Default::default(),
     }
@@ -967,6 +968,38 @@ async fn dates_before_the_earliest_are_bad_events() {
             .await
             .unwrap();
     assert_eq!(first, day("2024-01-02"));
+    stop(svc).await;
+}
+
+/// A batch closes once the stream has been quiet for `batch_idle_ms`, not
+/// only when it is full or `batch_wait_ms` after its first message: with a
+/// one-minute wait, each of three events sent one at a time is stored
+/// within seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_closes_when_the_stream_goes_quiet() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(1, 1);
+    let mut k = kafka(&b.servers(), "g-idle");
+    k.batch_wait_ms = 60_000;
+    k.batch_idle_ms = 20;
+    let svc = start(&pool, k, day("2024-01-03")).await;
+    for n in 1..=3u32 {
+        b.tx(
+            &json!({"event_id": format!("61000000-0000-4000-8000-{n:012}"), "type": "buy",
+               "portfolio_id": "p-idle", "symbol": "I", "quantity": "1", "price": "10",
+               "trade_date": "2024-01-02"}),
+        )
+        .await;
+        caught_up(&pool, "g-idle", i64::from(n), Duration::from_secs(20)).await;
+    }
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT count(*) FROM transactions WHERE portfolio_id = 'p-idle'"
+        )
+        .await,
+        3
+    );
     stop(svc).await;
 }
 

@@ -22,6 +22,7 @@ fn kafka(properties: &[(&str, String)]) -> KafkaConfig {
         default_currency: projections::Currency::parse("USD").unwrap(),
         batch_max: 10,
         batch_wait_ms: 10,
+        batch_idle_ms: 10,
         properties: properties
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))

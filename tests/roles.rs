@@ -29,6 +29,7 @@ fn config(role: Role) -> Config {
             default_currency: projections::Currency::parse("USD").unwrap(),
             batch_max: 100,
             batch_wait_ms: 10,
+            batch_idle_ms: 10,
             properties: vec![],
             rules: Default::default(),
         }),

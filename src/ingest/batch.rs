@@ -418,6 +418,7 @@ mod tests {
             default_currency: projections::Currency::parse("USD").unwrap(),
             batch_max: 1,
             batch_wait_ms: 1,
+            batch_idle_ms: 1,
             properties: vec![],
             rules: Default::default(),
         }

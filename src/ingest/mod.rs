@@ -119,6 +119,7 @@ impl Consumer {
         let mut accepted_gaps: HashMap<(String, i32), i64> = HashMap::new();
         let max = self.cfg.batch_max.max(1);
         let wait = Duration::from_millis(self.cfg.batch_wait_ms);
+        let idle = Duration::from_millis(self.cfg.batch_idle_ms);
         loop {
             let first = tokio::select! {
                 _ = stop.cancelled() => break,
@@ -134,9 +135,15 @@ impl Consumer {
                     continue;
                 }
             }
+            // The batch closes when it is full, `wait` after its first
+            // message, or when the stream has been quiet for `idle`: a
+            // broker's answer arrives all at once, and waiting out `wait`
+            // after it only delays the events already in hand (a broker
+            // that streams steadily fills batches to `wait` as before).
             let deadline = tokio::time::Instant::now() + wait;
             while msgs.len() < max {
-                match tokio::time::timeout_at(deadline, stream.next()).await {
+                let until = deadline.min(tokio::time::Instant::now() + idle);
+                match tokio::time::timeout_at(until, stream.next()).await {
                     Ok(Some(Ok(m))) => msgs.push(m.detach()),
                     Ok(Some(Err(e))) => {
                         self.kafka_trouble(&e);

@@ -182,6 +182,12 @@ mod tests {
                 cases.push(Decimal::new(m, dp + 1));
             }
         }
+        // Mantissas whose low 64 bits are zero, at every scale.
+        for scale in 0..=28 {
+            for k in [1i128, 3, 0x8000_0000, 0xffff_ffff] {
+                cases.push(Decimal::from_i128_with_scale(k << 64, scale));
+            }
+        }
         cases.extend([Decimal::MAX, Decimal::MIN, Decimal::ZERO, -Decimal::ZERO]);
         for d in cases {
             assert_eq!(

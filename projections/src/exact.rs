@@ -740,6 +740,41 @@ mod tests {
         assert!(fine > 2_000 && wide > 2_000, "{fine} {wide}");
     }
 
+    /// The fast paths take the fold's wide cases (a 28-digit cost plus a
+    /// price, a NAV times a growth factor, a NAV minus one) and leave
+    /// narrow operands to the library's own fast paths; small products go
+    /// to the small part of a sum. Results are checked against the
+    /// library elsewhere: this is what makes the paths worth having.
+    #[test]
+    fn the_fast_paths_take_the_folds_wide_cases() {
+        let cost = d("12345.678901234567890123456789");
+        let nav = d("1.0123456789012345678901234568");
+        let growth = d("0.9987654321098765432109876543");
+        assert!(add_wide(cost, d("10.25"), false).is_some());
+        assert!(add_wide(d("10.25"), cost, true).is_some());
+        assert!(add_wide(nav, Decimal::ONE, true).is_some());
+        assert!(mul_wide(nav, growth).is_some());
+        assert!(mul_wide(d("3"), cost).is_some());
+        assert!(add_wide(d("1.5"), d("2.25"), false).is_none());
+        assert!(add_wide(d("18446744073709551615"), d("0.5"), false).is_none());
+        assert!(mul_wide(d("1.5"), d("2.25")).is_none());
+        assert!(mul_wide(d("18446744073709551615"), d("2")).is_none());
+        assert_eq!(
+            Units::product(d("100"), d("12.34")).unwrap(),
+            Units::Fine(1234 * 10i128.pow(12))
+        );
+        assert!(matches!(
+            Units::product(d("0.0000000001"), d("0.0001")).unwrap(),
+            Units::Wide(_)
+        ));
+        // The bound is on the factors' bit lengths: 99 + 1 bits is in,
+        // 100 + 1 is out.
+        assert_eq!(Units::fine(1 << 98, FINE, false), Some(1 << 98));
+        assert_eq!(Units::fine(1 << 98, FINE, true), Some(-(1 << 98)));
+        assert_eq!(Units::fine(1 << 99, FINE, false), None);
+        assert_eq!(Units::fine(1, FINE + 1, false), None);
+    }
+
     #[test]
     fn exact_when_representable() {
         assert_eq!(sum(&[]), Decimal::ZERO);

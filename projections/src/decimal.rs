@@ -7,6 +7,8 @@
 
 use rust_decimal::{Decimal, RoundingStrategy};
 
+use crate::exact::POW10_128;
+
 /// Decimal places of reported money values (market value, cost, flows, profit).
 pub const MONEY_DP: u32 = 8;
 /// Decimal places of reported ratios (net value, daily return, return rate).
@@ -283,9 +285,9 @@ fn round_to(d: Decimal, dp: u32) -> Decimal {
     let fast = if m == 0 {
         None
     } else if scale <= dp {
-        m.checked_mul(POW10_U128[(dp - scale) as usize])
+        m.checked_mul(POW10_128[(dp - scale) as usize])
     } else {
-        let p = POW10_U128[(scale - dp) as usize];
+        let p = POW10_128[(scale - dp) as usize];
         let (q, r) = if m >> 64 == 0 && p >> 64 == 0 {
             let (m, p) = (m as u64, p as u64);
             (u128::from(m / p), u128::from(m % p))
@@ -312,17 +314,6 @@ fn round_to(d: Decimal, dp: u32) -> Decimal {
         }
     }
 }
-
-/// 10^k as u128, k ≤ 28 (a decimal's largest scale).
-const POW10_U128: [u128; 29] = {
-    let mut t = [1u128; 29];
-    let mut i = 1;
-    while i < 29 {
-        t[i] = t[i - 1] * 10;
-        i += 1;
-    }
-    t
-};
 
 pub fn money_text(d: Decimal) -> String {
     fixed_text(d, MONEY_DP)

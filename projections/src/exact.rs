@@ -33,7 +33,8 @@ const POW10: [u64; 20] = {
     t
 };
 
-const POW10_128: [u128; 29] = {
+/// 10^k as u128, k ≤ 28 (a decimal's largest scale).
+pub(crate) const POW10_128: [u128; 29] = {
     let mut t = [1u128; 29];
     let mut i = 1;
     while i < 29 {
@@ -194,16 +195,9 @@ pub(crate) fn add_wide(a: Decimal, b: Decimal, subtract: bool) -> Option<Decimal
         } else {
             (y - x, !negative)
         };
-        if m >> 96 == 0 {
-            // `from_parts` gives a zero the positive sign, as the library
-            // does.
-            return Some(Decimal::from_parts(
-                m as u32,
-                (m >> 32) as u32,
-                (m >> 64) as u32,
-                negative,
-                scale,
-            ));
+        // `from_parts` gives a zero the positive sign, as the library does.
+        if let Some(d) = fitting(m, negative, scale) {
+            return Some(d);
         }
     }
     let (x, y) = (mul_u128(x, ax), mul_u128(y, ay));
@@ -340,14 +334,8 @@ impl ExactSum {
         if self.wide == [0; 4] {
             // Only small terms (or wide ones that cancel): the usual day.
             let (q, s) = strip_zeros(self.fine.unsigned_abs(), FINE);
-            if q >> 96 == 0 {
-                return Ok(Decimal::from_parts(
-                    q as u32,
-                    (q >> 32) as u32,
-                    (q >> 64) as u32,
-                    self.fine < 0,
-                    s,
-                ));
+            if let Some(d) = fitting(q, self.fine < 0, s) {
+                return Ok(d);
             }
         }
         // |fine| < 2^127, times 10^16 < 2^54: no wrap.
@@ -361,14 +349,8 @@ impl ExactSum {
         // divisions, and it is often done.
         if mag[2] == 0 && mag[3] == 0 {
             let (q, s) = strip_zeros(u128::from(mag[1]) << 64 | u128::from(mag[0]), scale);
-            if q >> 96 == 0 {
-                return Ok(Decimal::from_parts(
-                    q as u32,
-                    (q >> 32) as u32,
-                    (q >> 64) as u32,
-                    negative,
-                    s,
-                ));
+            if let Some(d) = fitting(q, negative, s) {
+                return Ok(d);
             }
             mag = [q as u64, (q >> 64) as u64, 0, 0];
             scale = s;
@@ -399,6 +381,19 @@ impl ExactSum {
         );
         Ok(d.normalize())
     }
+}
+
+/// The decimal `±q · 10^-scale` when `q` fits in its 96-bit mantissa.
+fn fitting(q: u128, negative: bool, scale: u32) -> Option<Decimal> {
+    (q >> 96 == 0).then(|| {
+        Decimal::from_parts(
+            q as u32,
+            (q >> 32) as u32,
+            (q >> 64) as u32,
+            negative,
+            scale,
+        )
+    })
 }
 
 /// `q · 10^-scale` without its trailing zeros: (mantissa, scale). Large
@@ -605,19 +600,23 @@ mod tests {
         s.to_decimal().unwrap()
     }
 
+    /// xorshift64 from `seed`: deterministic cases without a dependency.
+    fn xorshift(mut g: u64) -> impl FnMut() -> u64 {
+        move || {
+            g ^= g << 13;
+            g ^= g >> 7;
+            g ^= g << 17;
+            g
+        }
+    }
+
     /// Differences one 32-bit word shorter than their aligned operand
     /// (x · 10^d just above 2^(32w), minus y below 2^96), which the
     /// library rounds from its longer buffer: `add_wide` leaves them to it,
     /// and the results are the library's.
     #[test]
     fn differences_a_word_shorter_are_the_librarys() {
-        let mut g: u64 = 0x853c_49e6_748f_ea9b;
-        let mut next = || {
-            g ^= g << 13;
-            g ^= g >> 7;
-            g ^= g << 17;
-            g
-        };
+        let mut next = xorshift(0x853c_49e6_748f_ea9b);
         let (mut left, mut checked) = (0, 0);
         for d in 10..=28u32 {
             for w in [4usize, 5] {
@@ -670,13 +669,7 @@ mod tests {
     /// removed in any order, and products of small factors.
     #[test]
     fn both_parts_read_as_one_wide_sum() {
-        let mut g: u64 = 0x1234_5678_9abc_def1;
-        let mut next = || {
-            g ^= g << 13;
-            g ^= g >> 7;
-            g ^= g << 17;
-            g
-        };
+        let mut next = xorshift(0x1234_5678_9abc_def1);
         let (mut fine, mut wide) = (0, 0);
         for _ in 0..2_000 {
             let mut mixed = ExactSum::default();

@@ -154,6 +154,9 @@ impl Role {
 
 /// Every variable navd reads: name, default, meaning. `navd serve --help`
 /// prints it; the README's table says the same.
+/// The longest duration a `…_MS` setting takes: a day.
+const MAX_MILLIS: u64 = 86_400_000;
+
 pub const VARIABLES: &[(&str, &str, &str)] = &[
     (
         "DATABASE_URL",
@@ -323,6 +326,18 @@ impl Reader<'_> {
         })
     }
 
+    /// A duration in milliseconds, from `min` to a day. A longer one is
+    /// never meant, and near `u64::MAX` it cannot even be added to a clock
+    /// reading (the consumer's batch deadline would panic).
+    fn millis(&mut self, k: &str, default: u64, min: u64) -> u64 {
+        self.parse(k, default, |v| match v.parse::<u64>() {
+            Ok(x) if (min..=MAX_MILLIS).contains(&x) => Ok(x),
+            _ => Err(format!(
+                "must be a whole number of milliseconds from {min} to {MAX_MILLIS} (a day)"
+            )),
+        })
+    }
+
     fn date(&mut self, k: &str) -> Option<NaiveDate> {
         self.parse(k, None, |v| {
             NaiveDate::parse_from_str(v, "%Y-%m-%d")
@@ -441,8 +456,8 @@ impl Config {
             parse_properties(Some(v))
         });
         let batch_max = r.num("NAVD_BATCH_MAX", 5000);
-        let batch_wait_ms = r.num("NAVD_BATCH_WAIT_MS", 20);
-        let batch_idle_ms = r.num("NAVD_BATCH_IDLE_MS", 3);
+        let batch_wait_ms = r.millis("NAVD_BATCH_WAIT_MS", 20, 0);
+        let batch_idle_ms = r.millis("NAVD_BATCH_IDLE_MS", 3, 0);
         let kafka = r.get("NAVD_KAFKA_BROKERS").map(|brokers| KafkaConfig {
             brokers,
             group: r.get("NAVD_KAFKA_GROUP").unwrap_or_else(|| "navd".into()),
@@ -467,14 +482,14 @@ impl Config {
             database_url: r.get("DATABASE_URL"),
             kafka,
             http_addr,
-            http_header_timeout_ms: r.positive("NAVD_HTTP_HEADER_TIMEOUT_MS", 10_000),
-            http_idle_timeout_ms: r.positive("NAVD_HTTP_IDLE_TIMEOUT_MS", 60_000),
+            http_header_timeout_ms: r.millis("NAVD_HTTP_HEADER_TIMEOUT_MS", 10_000, 1),
+            http_idle_timeout_ms: r.millis("NAVD_HTTP_IDLE_TIMEOUT_MS", 60_000, 1),
             http_max_connections: r.positive("NAVD_HTTP_MAX_CONNECTIONS", 1024),
             clock: Clock::new(timezone, fixed_today),
             auth,
             log_format,
             db_max_connections: r.positive("NAVD_DB_MAX_CONNECTIONS", 16),
-            request_timeout_ms: r.positive("NAVD_REQUEST_TIMEOUT_MS", 10_000),
+            request_timeout_ms: r.millis("NAVD_REQUEST_TIMEOUT_MS", 10_000, 1),
             read_cache_mb: r.num("NAVD_READ_CACHE_MB", 64),
             default_currency,
             role,
@@ -787,11 +802,35 @@ mod tests {
             ("NAVD_HTTP_IDLE_TIMEOUT_MS", "soon"),
             ("NAVD_HTTP_MAX_CONNECTIONS", "0"),
             ("NAVD_HTTP_MAX_CONNECTIONS", "-1"),
+            ("NAVD_BATCH_IDLE_MS", "-1"),
         ] {
             let mut m = map(&[("NAVD_AUTH", "none")]);
             m.insert(k.into(), v.into());
             let err = Config::from_map(&m).unwrap_err().to_string();
             assert!(err.contains(k), "{k}: {err}");
+        }
+    }
+
+    /// Every duration setting refuses what no clock can add (and anything
+    /// past a day), naming itself, and takes a day.
+    #[test]
+    fn durations_past_a_day_are_refused() {
+        let keys: Vec<&str> = VARIABLES
+            .iter()
+            .map(|(k, _, _)| *k)
+            .filter(|k| k.ends_with("_MS"))
+            .collect();
+        assert!(keys.len() >= 5, "{keys:?}");
+        for k in keys {
+            for v in ["18446744073709551615", "86400001"] {
+                let mut m = map(&[("NAVD_AUTH", "none")]);
+                m.insert(k.into(), v.into());
+                let err = Config::from_map(&m).unwrap_err().to_string();
+                assert!(err.contains(k) && err.contains("a day"), "{k}={v}: {err}");
+            }
+            let mut m = map(&[("NAVD_AUTH", "none")]);
+            m.insert(k.into(), "86400000".into());
+            assert!(Config::from_map(&m).is_ok(), "{k}");
         }
     }
 }

@@ -1,7 +1,8 @@
-//! A failure to fold one portfolio is that portfolio's own state: values at
-//! the edges of the decimal range in several portfolios of one refresh
-//! group never hold up the others, and the operator endpoints answer 409
-//! problem+json for the failed ones, never 500.
+//! One portfolio's trouble, or one writer in flight, never holds up the
+//! rest: values at the edges of the decimal range in several portfolios of
+//! one refresh group do not stop the others (the operator endpoints answer
+//! 409 problem+json for the failed ones, never 500), and storing a batch
+//! does not wait for a refresh that has written and not yet committed.
 
 mod common;
 
@@ -178,4 +179,92 @@ async fn an_overflowing_portfolio_does_not_hold_up_its_group() {
             .unwrap();
     assert_eq!(status, "ok");
     assert_eq!(last, Some(day("2024-01-10")));
+}
+
+/// A refresh group holds its portfolios' rows from its write until its
+/// commit. A batch of events for those portfolios (a trade, a new
+/// portfolio beside them, a close of a held symbol) is stored meanwhile,
+/// without waiting for that commit, and nothing of it is lost: its marks
+/// are refreshed by the next pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_stored_while_a_refresh_of_its_portfolios_is_uncommitted() {
+    let today = day("2024-01-10");
+    let app = spawn_app(jwt_auth(), today).await;
+    ingest(
+        &app.pool,
+        &[
+            buy(1, "p-held", "HELD", "10", "5", "2024-01-02"),
+            buy(2, "p-other", "HELD", "1", "5", "2024-01-02"),
+        ],
+        &[close("HELD", "2024-01-03", "6")],
+    )
+    .await;
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    // A late trade, then its refresh, left uncommitted after its writes.
+    ingest(
+        &app.pool,
+        &[buy(3, "p-held", "HELD", "1", "5", "2024-01-04")],
+        &[],
+    )
+    .await;
+    let mut refresh = app.pool.begin().await.unwrap();
+    let ids = ["p-held".to_string(), "p-other".to_string()];
+    let done = navd::projection::refresh_in(
+        &mut refresh,
+        &navd::storage::price_cache::cache_for(&app.pool),
+        &ids,
+        today,
+        navd::projection::Lock::Wait,
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.len(), 2, "both portfolios refreshed (and so written)");
+
+    let (trades, closes) = (
+        [
+            buy(4, "p-held", "HELD", "2", "5", "2024-01-05"),
+            buy(5, "p-new", "HELD", "1", "5", "2024-01-05"),
+        ],
+        [close("HELD", "2024-01-08", "7")],
+    );
+    let batch = ingest(&app.pool, &trades, &closes);
+    let report = tokio::time::timeout(std::time::Duration::from_secs(10), batch)
+        .await
+        .expect("the batch is stored while the refresh is uncommitted");
+    assert_eq!(report.transactions_stored, 2);
+    refresh.commit().await.unwrap();
+
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    // Every trade and the new close are in the curves: 13 held from the
+    // 5th, valued at 7 from the 8th; p-other's one share at 7 too.
+    let held: Vec<(Date, String)> = sqlx::query_as(
+        "SELECT day, market_value_exact::text FROM portfolio_nav_history
+          WHERE portfolio_id = $1 AND day IN ('2024-01-05', '2024-01-10') ORDER BY day",
+    )
+    .bind("p-held")
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        held,
+        vec![
+            (day("2024-01-05"), "78".into()),
+            (day("2024-01-10"), "91".into())
+        ]
+    );
+    for (p, v) in [("p-other", "7"), ("p-new", "7")] {
+        let last: String = sqlx::query_scalar(
+            "SELECT market_value_exact::text FROM portfolio_nav_history
+              WHERE portfolio_id = $1 AND day = '2024-01-10'",
+        )
+        .bind(p)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+        assert_eq!(last, v, "{p}");
+    }
 }

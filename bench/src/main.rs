@@ -6,7 +6,9 @@
 //! - a private PostgreSQL ([`PgTemp`]) with its **durable defaults** (fsync
 //!   and synchronous_commit on — checked, the run refuses otherwise): a
 //!   figure bought by turning durability off does not count;
-//! - librdkafka's mock cluster as the broker, inside this process;
+//! - librdkafka's mock cluster as the broker, inside this process (or an
+//!   external Kafka-protocol broker with `--brokers`: the mock holds an
+//!   empty fetch for its whole long poll, a broker answers when data arrive);
 //! - the navd under test as a `navd serve` **child process** (a private copy
 //!   of this executable, so a concurrent `cargo build` cannot swap it
 //!   mid-run), so its peak RSS (`VmHWM`) and CPU time are navd's alone, not
@@ -164,6 +166,14 @@ pub struct BenchArgs {
     /// comparing with their figures; a later trade can hide an earlier one).
     #[arg(long, value_enum, default_value = "event")]
     pub freshness_rule: FreshnessRule,
+    /// Bootstrap servers of an external Kafka-protocol broker to use
+    /// instead of the in-process mock cluster (e.g. a fresh Tansu). The
+    /// bench creates its topics there and refuses topics that exist: it
+    /// counts every partition's offsets from 0. The mock answers an empty
+    /// fetch only after its whole long poll; a broker answers when data
+    /// arrive, which is what `freshness` on a real broker shows.
+    #[arg(long)]
+    pub brokers: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -276,8 +286,9 @@ struct Bench {
     pool: PgPool,
     /// In-process work of `replay` and the stage splits (sampled like navd).
     work_pool: PgPool,
-    /// Kept alive for the whole run: dropping it stops the broker.
-    _cluster: MockCluster<'static, DefaultProducerContext>,
+    /// Kept alive for the whole run: dropping it stops the broker (`None`
+    /// with `--brokers`).
+    _cluster: Option<MockCluster<'static, DefaultProducerContext>>,
     brokers: String,
     topics: Topics,
     http: reqwest::Client,
@@ -379,17 +390,32 @@ impl Bench {
                 "PostgreSQL {setting} is {v}: benchmarks need durable settings"
             );
         }
-        let cluster = MockCluster::new(1).context("starting the mock cluster")?;
         let topics = Topics {
             tx: ((TX_PARTITIONS_PER_SCALE * args.scale).ceil() as i32).clamp(6, 512),
             px: PX_PARTITIONS,
         };
-        cluster.create_topic(TX_TOPIC, topics.tx, 1)?;
-        cluster.create_topic(PX_TOPIC, topics.px, 1)?;
-        cluster.create_topic(CA_TOPIC, 1, 1)?;
-        cluster.create_topic(FX_TOPIC, 1, 1)?;
-        cluster.create_topic(WARM_TOPIC, 1, 1)?;
-        let brokers = cluster.bootstrap_servers();
+        let all_topics = [
+            (TX_TOPIC, topics.tx),
+            (PX_TOPIC, topics.px),
+            (CA_TOPIC, 1),
+            (FX_TOPIC, 1),
+            (WARM_TOPIC, 1),
+        ];
+        let (cluster, brokers) = match &args.brokers {
+            None => {
+                let cluster = MockCluster::new(1).context("starting the mock cluster")?;
+                for (topic, partitions) in all_topics {
+                    cluster.create_topic(topic, partitions, 1)?;
+                }
+                let brokers = cluster.bootstrap_servers();
+                (Some(cluster), brokers)
+            }
+            Some(brokers) => {
+                println!("navd bench: on the broker given by --brokers ({brokers})");
+                create_topics(brokers, &all_topics).await?;
+                (None, brokers.clone())
+            }
+        };
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(120))
             .build()?;
@@ -1753,6 +1779,7 @@ impl Bench {
             "navd_version": env!("CARGO_PKG_VERSION"),
             "git_at_start": self.git,
             "partitions": {"transactions": self.topics.tx, "prices": self.topics.px},
+            "broker": self.args.brokers.as_deref().unwrap_or("librdkafka mock cluster"),
             "finished_at": chrono::Utc::now().to_rfc3339(),
             "command": std::env::args().collect::<Vec<_>>().join(" "),
             "cores": self.cores,
@@ -2236,6 +2263,28 @@ fn produce_book(brokers: &str, topics: Topics, book: &Book) -> Result<()> {
 
 // ---------------------------------------------------------------------------
 // Kafka helpers.
+
+/// Creates the bench's topics on an external broker; a topic that exists
+/// already is an error (its offsets would not start at 0).
+async fn create_topics(brokers: &str, topics: &[(&str, i32)]) -> Result<()> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .context("connecting to --brokers")?;
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|(name, partitions)| NewTopic::new(name, *partitions, TopicReplication::Fixed(1)))
+        .collect();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    for result in admin.create_topics(&new, &opts).await? {
+        if let Err((topic, code)) = result {
+            bail!("creating topic {topic} on --brokers: {code} (the bench needs a fresh broker: it counts offsets from 0)");
+        }
+    }
+    Ok(())
+}
 
 /// Partition counts of the two topics.
 #[derive(Debug, Clone, Copy)]

@@ -242,14 +242,36 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
     let (p1, d1): (Vec<&str>, Vec<NaiveDate>) = earliest.into_iter().unzip();
     let (s2, d2): (Vec<&str>, Vec<NaiveDate>) = first.into_iter().unzip();
     if !p1.is_empty() {
-        sqlx::query(
-            "INSERT INTO portfolios (portfolio_id, first_day)
-             SELECT * FROM UNNEST($1::text[], $2::date[]) ON CONFLICT DO NOTHING",
+        // Only portfolios not stored yet are inserted. `ON CONFLICT DO
+        // NOTHING` on a stored one is no help: its check waits for any
+        // transaction that has updated the row and not yet committed, which
+        // is every refresh group between its write and its commit, so each
+        // batch waited for the groups in flight. A plain read waits for
+        // nothing; the conflict clause stays for a portfolio that another
+        // consumer inserts in between.
+        let known: Vec<String> = sqlx::query_scalar(
+            "SELECT portfolio_id FROM portfolios WHERE portfolio_id = ANY($1::text[])",
         )
         .bind(&p1)
-        .bind(&d1)
-        .execute(&mut *conn)
+        .fetch_all(&mut *conn)
         .await?;
+        let known: HashSet<&str> = known.iter().map(String::as_str).collect();
+        let (new_ids, new_days): (Vec<&str>, Vec<NaiveDate>) = p1
+            .iter()
+            .zip(&d1)
+            .filter(|(p, _)| !known.contains(*p))
+            .map(|(p, d)| (*p, *d))
+            .unzip();
+        if !new_ids.is_empty() {
+            sqlx::query(
+                "INSERT INTO portfolios (portfolio_id, first_day)
+                 SELECT * FROM UNNEST($1::text[], $2::date[]) ON CONFLICT DO NOTHING",
+            )
+            .bind(&new_ids)
+            .bind(&new_days)
+            .execute(&mut *conn)
+            .await?;
+        }
         // A trade dated before D0 moves D0. Only such (rare) rows are
         // updated, so this does not wait for refreshes holding the others.
         sqlx::query(

@@ -8,7 +8,8 @@
 //!   figure bought by turning durability off does not count;
 //! - librdkafka's mock cluster as the broker, inside this process (or an
 //!   external Kafka-protocol broker with `--brokers`: the mock holds an
-//!   empty fetch for its whole long poll, a broker answers when data arrive);
+//!   empty fetch for its whole long poll, Kafka answers when data arrive;
+//!   Tansu 0.6.0 holds every fetch, see docs/performance.md);
 //! - the navd under test as a `navd serve` **child process** (a private copy
 //!   of this executable, so a concurrent `cargo build` cannot swap it
 //!   mid-run), so its peak RSS (`VmHWM`) and CPU time are navd's alone, not
@@ -170,8 +171,9 @@ pub struct BenchArgs {
     /// instead of the in-process mock cluster (e.g. a fresh Tansu). The
     /// bench creates its topics there and refuses topics that exist: it
     /// counts every partition's offsets from 0. The mock answers an empty
-    /// fetch only after its whole long poll; a broker answers when data
-    /// arrive, which is what `freshness` on a real broker shows.
+    /// fetch only after its whole long poll; Kafka answers when data
+    /// arrive, which is what `freshness` on such a broker shows (Tansu
+    /// 0.6.0 holds every fetch for the whole wait: docs/performance.md).
     #[arg(long)]
     pub brokers: Option<String>,
 }

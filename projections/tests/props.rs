@@ -555,6 +555,22 @@ proptest! {
             let resumed = resume(&back, &later, &b.prices, b.as_of).unwrap();
             prop_assert_eq!(&resumed.records[..], expected);
 
+            // The usual refresh redoes only the next day from the stored
+            // state, and the state it leaves to resume from is that same
+            // state: the service keeps the stored JSON instead of writing
+            // an equal one (`BaseState::Keep`). Equal must mean identical,
+            // digit for digit (a `Decimal`'s equality ignores its scale).
+            if back.date < b.as_of {
+                let next = back.date.succ_opt().unwrap();
+                let one: Vec<Transaction> =
+                    later.iter().filter(|t| t.trade_date <= next).cloned().collect();
+                let redo = resume(&back, &one, &b.prices, next).unwrap();
+                if let Some(prev) = &redo.prev_state {
+                    prop_assert_eq!(prev, &back);
+                    prop_assert_eq!(serde_json::to_string(prev).unwrap(), json.clone());
+                }
+            }
+
             // What the service rebuilds at a stored day: everything but the
             // valuation replayed from the transactions so far, the market
             // value and NAV from the stored record.

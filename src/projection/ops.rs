@@ -86,7 +86,7 @@ pub async fn backfill(
     let base = if extends {
         run.prev_state
             .as_ref()
-            .map(serde_json::to_value)
+            .map(serde_json::value::to_raw_value)
             .transpose()
             .map_err(|e| ProjectorError::Other(e.into()))?
     } else {
@@ -97,7 +97,7 @@ pub async fn backfill(
             &mut tx,
             portfolio_id,
             last_day,
-            base.as_ref(),
+            base.as_deref(),
             p.first_day,
         )
         .await?;

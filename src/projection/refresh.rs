@@ -14,6 +14,7 @@ use sqlx::PgConnection;
 
 use super::{pred, succ, Refreshed, Result};
 use crate::query::PortfolioStatus;
+use crate::storage::portfolios::BaseState;
 use crate::storage::price_cache::PriceCache;
 use crate::storage::{self, HistoryRow, PortfolioRow};
 
@@ -34,6 +35,8 @@ struct Plan {
     p: PortfolioRow,
     /// Where the fold starts; `None` when there is nothing to fold yet.
     start: Option<Start>,
+    /// `start` is the stored `base_state`, decoded.
+    from_stored: bool,
 }
 
 #[derive(Debug)]
@@ -112,20 +115,27 @@ fn plan(
                 .map_or(next, |d| d.min(next))
                 .max(p.first_day)
         };
-        let start = (from <= today).then(|| start_of(&p, from));
-        plans.push(Plan { p, start });
+        let (start, from_stored) = match (from <= today).then(|| start_of(&p, from)) {
+            Some((s, stored)) => (Some(s), stored),
+            None => (None, false),
+        };
+        plans.push(Plan {
+            p,
+            start,
+            from_stored,
+        });
     }
     (done, plans)
 }
 
 /// Where a refresh from `from` starts: D0, the stored base state when it is
-/// still valid, or a rebuild at the end of `from`−1.
-fn start_of(p: &PortfolioRow, from: NaiveDate) -> Start {
+/// still valid (then true), or a rebuild at the end of `from`−1.
+fn start_of(p: &PortfolioRow, from: NaiveDate) -> (Start, bool) {
     if from <= p.first_day {
-        return Start::State(Box::new(initial_of(p)));
+        return (Start::State(Box::new(initial_of(p))), false);
     }
     if let Some(base) = &p.base_state {
-        if let Ok(state) = serde_json::from_value::<DayState>(base.clone()) {
+        if let Ok(state) = serde_json::from_str::<DayState>(base.get()) {
             // A settings change marks the whole history, so a base state
             // still in use has the portfolio's cash mode.
             if state.date < from
@@ -133,11 +143,11 @@ fn start_of(p: &PortfolioRow, from: NaiveDate) -> Start {
                 && state.cash_mode == p.cash_mode
                 && state.base_currency == base_currency_of(p)
             {
-                return Start::State(Box::new(state));
+                return (Start::State(Box::new(state)), true);
             }
         }
     }
-    Start::Rebuild(pred(from))
+    (Start::Rebuild(pred(from)), false)
 }
 
 /// The portfolio's base currency as its settings name it (`None`: the
@@ -350,7 +360,15 @@ async fn write(
     let mut out = Vec::with_capacity(plans.len());
     let mut upd = storage::portfolios::RefreshUpdates::default();
     for (pl, f) in plans.into_iter().zip(folded) {
-        let p = pl.p;
+        let Plan {
+            p,
+            start,
+            from_stored,
+        } = pl;
+        let stored = match start {
+            Some(Start::State(s)) if from_stored => Some(s),
+            _ => None,
+        };
         let (last_day, base_state, inconsistency, days, replayed) = match f {
             Some((date, run, n)) => {
                 let last_day = run
@@ -359,13 +377,18 @@ async fn write(
                     .map(|r| r.record.date)
                     .or(Some(date).filter(|d| *d >= p.first_day));
                 let base = match (&run.prev_state, run.rows.is_empty()) {
-                    (Some(s), false) => Some(serde_json::to_value(s).map_err(anyhow::Error::from)?),
-                    _ => None,
+                    // Folded from the stored state and ending with it: only
+                    // today was redone (the usual refresh).
+                    (Some(s), false) if stored.as_deref() == Some(s) => BaseState::Keep,
+                    (Some(s), false) => BaseState::Set(Some(
+                        serde_json::value::to_raw_value(s).map_err(anyhow::Error::from)?,
+                    )),
+                    _ => BaseState::Set(None),
                 };
                 (last_day, base, run.inconsistency, run.rows.len(), n)
             }
             // Nothing to fold before a later day: only the bookkeeping moves.
-            None => (p.last_day, p.base_state.clone(), None, 0, 0),
+            None => (p.last_day, BaseState::Keep, None, 0, 0),
         };
         if let Some(since) = p.pending_since {
             let lag = (chrono::Utc::now() - since).num_microseconds().unwrap_or(0) as f64 / 1e6;

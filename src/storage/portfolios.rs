@@ -3,6 +3,8 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 use projections::{CashMode, Inconsistency, Status};
+use serde_json::value::RawValue;
+use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool, Row};
 use uuid::Uuid;
 
@@ -13,7 +15,10 @@ pub struct PortfolioRow {
     pub first_day: NaiveDate,
     pub last_day: Option<NaiveDate>,
     pub computed_through: Option<NaiveDate>,
-    pub base_state: Option<serde_json::Value>,
+    /// The state to resume from, as stored (JSON). Kept as text: a refresh
+    /// decodes it straight into a `DayState`, and most refreshes write it
+    /// back unchanged (see [`RefreshUpdates::push`]).
+    pub base_state: Option<Box<RawValue>>,
     pub pending_from: Option<NaiveDate>,
     pub status: Status,
     /// When the oldest pending mark was made.
@@ -47,7 +52,7 @@ fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
         first_day: r.get(1),
         last_day: r.get(2),
         computed_through: r.get(3),
-        base_state: r.get(4),
+        base_state: r.get::<Option<Json<Box<RawValue>>>, _>(4).map(|j| j.0),
         pending_from: r.get(5),
         status: match r.get::<&str, _>(6) {
             // The column's CHECK allows only these two.
@@ -202,7 +207,8 @@ pub struct RefreshUpdates {
     id: Vec<String>,
     first_day: Vec<NaiveDate>,
     last_day: Vec<Option<NaiveDate>>,
-    base_state: Vec<Option<serde_json::Value>>,
+    base_state: Vec<Option<Json<Box<RawValue>>>>,
+    keep_base: Vec<bool>,
     computed_through: Vec<NaiveDate>,
     status: Vec<&'static str>,
     since: Vec<Option<NaiveDate>>,
@@ -214,18 +220,33 @@ pub struct RefreshUpdates {
 impl RefreshUpdates {
     /// `p` brought up to `today`: its last stored day, the state to resume
     /// from, its status; the marks read with `p` are consumed.
+    ///
+    /// [`BaseState::Keep`] leaves the stored state as it is. A refresh that
+    /// only redoes today starts from the stored state and ends with it as
+    /// the state to resume from; writing it again cost a JSON encoding in
+    /// navd and a `jsonb` parse and compression in the database per
+    /// portfolio, for the same value.
     pub fn push(
         &mut self,
         p: &PortfolioRow,
         last_day: Option<NaiveDate>,
-        base_state: Option<serde_json::Value>,
+        base_state: BaseState,
         today: NaiveDate,
         status: &Status,
     ) {
         self.id.push(p.portfolio_id.clone());
         self.first_day.push(p.first_day);
         self.last_day.push(last_day);
-        self.base_state.push(base_state);
+        match base_state {
+            BaseState::Keep => {
+                self.base_state.push(None);
+                self.keep_base.push(true);
+            }
+            BaseState::Set(s) => {
+                self.base_state.push(s.map(Json));
+                self.keep_base.push(false);
+            }
+        }
         self.computed_through.push(today);
         match status {
             Status::Ok => {
@@ -250,13 +271,15 @@ impl RefreshUpdates {
         }
         sqlx::query(
             "UPDATE portfolios p
-                SET first_day = u.first_day, last_day = u.last_day, base_state = u.base_state,
+                SET first_day = u.first_day, last_day = u.last_day,
+                    base_state = CASE WHEN u.keep_base THEN p.base_state ELSE u.base_state END,
                     computed_through = u.computed_through, status = u.status,
                     status_since = u.since, status_event_id = u.event, status_detail = u.detail,
                     updated_at = now(), version = p.version + 1
                FROM UNNEST($1::text[], $2::date[], $3::date[], $4::jsonb[], $5::date[], $6::text[],
-                           $7::date[], $8::uuid[], $9::text[])
-                    AS u(id, first_day, last_day, base_state, computed_through, status, since, event, detail)
+                           $7::date[], $8::uuid[], $9::text[], $10::bool[])
+                    AS u(id, first_day, last_day, base_state, computed_through, status, since, event, detail,
+                         keep_base)
               WHERE p.portfolio_id = u.id",
         )
         .bind(&self.id)
@@ -268,6 +291,7 @@ impl RefreshUpdates {
         .bind(&self.since)
         .bind(&self.event)
         .bind(&self.detail)
+        .bind(&self.keep_base)
         .execute(&mut *conn)
         .await?;
         let ids: Vec<&str> = self.id.iter().map(String::as_str).collect();
@@ -276,12 +300,21 @@ impl RefreshUpdates {
     }
 }
 
+/// What a refresh leaves as a portfolio's state to resume from.
+#[derive(Debug)]
+pub enum BaseState {
+    /// The stored one, unchanged.
+    Keep,
+    /// This one (JSON of a `DayState`), or none.
+    Set(Option<Box<RawValue>>),
+}
+
 /// After a backfill: the last stored day, the state to resume from, and D0.
 pub async fn set_extent(
     conn: &mut PgConnection,
     portfolio_id: &str,
     last_day: Option<NaiveDate>,
-    base_state: Option<&serde_json::Value>,
+    base_state: Option<&RawValue>,
     first_day: NaiveDate,
 ) -> sqlx::Result<()> {
     sqlx::query(
@@ -291,7 +324,7 @@ pub async fn set_extent(
     )
     .bind(portfolio_id)
     .bind(last_day)
-    .bind(base_state)
+    .bind(base_state.map(Json))
     .bind(first_day)
     .execute(&mut *conn)
     .await?;

@@ -11,6 +11,7 @@
 //! another writer holds — it stays due and is taken on the next pass —
 //! instead of queueing behind it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chrono::NaiveDate;
@@ -34,6 +35,26 @@ pub async fn run(
     period: Duration,
     stop: CancellationToken,
 ) {
+    let refreshed = std::sync::Arc::new(AtomicUsize::new(0));
+    let vacuum = tokio::spawn(vacuum_marks(
+        pool.clone(),
+        refreshed.clone(),
+        MARKS_VACUUM_EVERY,
+        stop.clone(),
+    ));
+    refresh_loop(&pool, clock, &wake, &health, period, &refreshed, &stop).await;
+    let _ = vacuum.await;
+}
+
+async fn refresh_loop(
+    pool: &PgPool,
+    clock: Clock,
+    wake: &Notify,
+    health: &crate::health::Health,
+    period: Duration,
+    refreshed: &AtomicUsize,
+    stop: &CancellationToken,
+) {
     loop {
         let pace = if health
             .catching_up
@@ -43,9 +64,10 @@ pub async fn run(
         } else {
             Pace::Normal
         };
-        match refresh_due_at(&pool, clock, pace).await {
+        match refresh_due_at(pool, clock, pace).await {
             Ok(n) if n > 0 => {
                 tracing::debug!(portfolios = n, "refreshed");
+                refreshed.fetch_add(n, Ordering::Relaxed);
                 continue; // more may be due
             }
             Ok(_) => {}
@@ -55,6 +77,45 @@ pub async fn run(
             _ = stop.cancelled() => return,
             _ = wake.notified() => {}
             _ = tokio::time::sleep(period) => {}
+        }
+    }
+}
+
+/// How often the worker vacuums `portfolio_marks` while its refreshes
+/// consume marks.
+///
+/// Every stored batch inserts a mark per portfolio it touched and every
+/// refresh deletes the marks it read, so the table turns over thousands of
+/// rows a second and holds a few live ones. Until a vacuum, each refresh's
+/// look-up of its portfolios' marks visits every dead version of them (a
+/// bitmap scan does not mark dead index entries the way a plain index scan
+/// does), and the due list scans them all. Autovacuum visits a table at
+/// most once per `autovacuum_naptime` (a minute by default), by which time
+/// a portfolio at 2,000 events/s has ~120 dead marks and its row read takes
+/// ~3.5 ms a group instead of ~0.5 (docs/performance.md, the ninth pass).
+/// A vacuum of the small table takes milliseconds and blocks no writer.
+pub const MARKS_VACUUM_EVERY: Duration = Duration::from_secs(2);
+
+/// Vacuums `portfolio_marks` every `every` while refreshes happened since
+/// the last time (`refreshed` counts them), until `stop`.
+pub async fn vacuum_marks(
+    pool: PgPool,
+    refreshed: std::sync::Arc<AtomicUsize>,
+    every: Duration,
+    stop: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        if refreshed.swap(0, Ordering::Relaxed) == 0 {
+            continue;
+        }
+        // Maintenance only: a failure (a role that does not own the table,
+        // a lost connection) costs speed, never data, and is retried.
+        if let Err(e) = storage::vacuum_marks(&pool).await {
+            tracing::debug!(error = %e, "vacuum of portfolio_marks failed; will retry");
         }
     }
 }

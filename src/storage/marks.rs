@@ -55,6 +55,17 @@ pub async fn delete_marks_many(
     Ok(())
 }
 
+/// Vacuums `portfolio_marks` (the worker's, see
+/// `projection::worker::MARKS_VACUUM_EVERY`); skipped at once when another
+/// vacuum holds the table.
+pub async fn vacuum_marks(pool: &PgPool) -> sqlx::Result<()> {
+    // The simple protocol: VACUUM runs outside any transaction block.
+    sqlx::raw_sql("VACUUM (SKIP_LOCKED) portfolio_marks")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 /// Marks every portfolio for a rebuild from its first day (operator replay).
 pub async fn mark_all_pending(pool: &PgPool) -> sqlx::Result<u64> {
     let mut tx = pool.begin().await?;

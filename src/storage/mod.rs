@@ -47,7 +47,7 @@ pub use events::{
 pub use history::{
     history_row, history_rows_at, load_history, replace_history, replace_history_many, HistoryRow,
 };
-pub use marks::{add_mark, delete_marks, delete_marks_many, mark_all_pending};
+pub use marks::{add_mark, delete_marks, delete_marks_many, mark_all_pending, vacuum_marks};
 pub use portfolios::{
     due_portfolios, get_portfolio, lock_portfolio, lock_portfolios, portfolio_validator,
     PortfolioRow,

@@ -9,7 +9,8 @@
 //! at full speed once the backlog is gone. The per-portfolio row lock keeps two writers (two workers, or a
 //! worker and an operator's backfill) apart; a worker skips a portfolio
 //! another writer holds — it stays due and is taken on the next pass —
-//! instead of queueing behind it.
+//! instead of queueing behind it. Beside the refreshes it vacuums
+//! `portfolio_marks`, whose rows they consume ([`MARKS_VACUUM_EVERY`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

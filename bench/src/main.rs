@@ -108,9 +108,14 @@ const PX_PARTITIONS: i32 = 8;
 const FRESHNESS_RATE: u64 = 2_000;
 /// One event in this many is followed to visibility.
 const FRESHNESS_SAMPLE_EVERY: u64 = 20;
-/// How often the visibility poller asks the database (five times less
-/// often while more than 64 samples are outstanding).
-const FRESHNESS_POLL: Duration = Duration::from_millis(5);
+/// The visibility poller asks the database when navd announces a commit
+/// that changed marks (`NOTIFY navd_changes`), and at least this often
+/// when none comes (a lost notification connection, a quiet spell).
+const FRESHNESS_POLL: Duration = Duration::from_millis(20);
+/// While more than 64 samples are outstanding (latencies of seconds
+/// already), the poller waits this long before each query, so that its
+/// lookups do not take the database's CPU from what is measured.
+const FRESHNESS_POLL_BUSY: Duration = Duration::from_millis(25);
 const READ_CONNECTIONS: u32 = 16;
 /// `application_name` of the bench's monitoring connections.
 const PROBE_APP: &str = "navd-bench-probe";
@@ -1000,8 +1005,9 @@ impl Bench {
                 "events": n,
                 "sample_every": FRESHNESS_SAMPLE_EVERY,
                 "rule": format!("{:?}", self.args.freshness_rule).to_lowercase(),
-                "poll_ms": FRESHNESS_POLL.as_millis() as u64,
-                "poll_ms_when_over_64_outstanding": (FRESHNESS_POLL * 5).as_millis() as u64,
+                "poll": "on navd_changes notifications",
+                "poll_fallback_ms": FRESHNESS_POLL.as_millis() as u64,
+                "poll_gap_ms_when_over_64_outstanding": FRESHNESS_POLL_BUSY.as_millis() as u64,
                 "visible_ms": d.json(),
                 "unseen_samples": unseen,
                 "poller": poller_stats,
@@ -2121,8 +2127,13 @@ fn pandas_curve(dir: &Path, book: &Book, from: NaiveDate, to: NaiveDate) -> Resu
 /// Follows sampled freshness events until each is visible: its row stored
 /// and folded by a committed refresh (the mark its own batch left is gone).
 /// Per event: a later trade marking the portfolio again does not hide an
-/// earlier one already folded. Conservative by at most one poll interval
-/// plus a query: an event counts as visible at the first poll that sees it.
+/// earlier one already folded. The poller queries when navd's
+/// notification of a commit arrives (every refresh that consumes marks
+/// sends one, delivered at its commit), so an event counts as visible at
+/// most a notification's delivery and a query's start after it was; a
+/// fixed poll interval would add up to its whole length (half of it on
+/// average) to every sample, and query the database on a busy machine
+/// when nothing changed.
 /// Returns the latencies (ms) and how many samples never became visible.
 async fn poll_visible(
     pool: PgPool,
@@ -2134,9 +2145,19 @@ async fn poll_visible(
     let mut done_at: Option<Instant> = None;
     // The poller's own load on the database, reported beside the figure.
     let (mut queries, mut query_ms, mut asked_ids) = (0u64, 0.0, 0usize);
-    let mut interval = FRESHNESS_POLL;
+    let (mut notified, mut timed_out) = (0u64, 0u64);
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
+    listener.listen(navd::storage::changes::CHANNEL).await?;
     loop {
-        tokio::time::sleep(interval).await;
+        match tokio::time::timeout(FRESHNESS_POLL, listener.recv()).await {
+            Ok(Ok(_)) => {
+                notified += 1;
+                // One query answers for every commit announced so far.
+                while listener.next_buffered().is_some() {}
+            }
+            Ok(Err(e)) => return Err(anyhow!("listening for navd's commits: {e}")),
+            Err(_) => timed_out += 1,
+        }
         let ids: Vec<Uuid> = outstanding
             .lock()
             .unwrap()
@@ -2151,6 +2172,8 @@ async fn poll_visible(
                     "queries": queries,
                     "mean_query_ms": round3(query_ms / q),
                     "mean_ids_per_query": round3(asked_ids as f64 / q),
+                    "woken_by_notification": notified,
+                    "woken_by_timeout": timed_out,
                 });
                 return Ok((latencies, ids.len(), stats));
             }
@@ -2158,14 +2181,9 @@ async fn poll_visible(
         if ids.is_empty() {
             continue;
         }
-        // Many outstanding samples mean latencies of seconds already: poll
-        // less often then, so the poller's own queries (a lookup per id) do
-        // not take the database's CPU from what is being measured.
-        interval = if ids.len() <= 64 {
-            FRESHNESS_POLL
-        } else {
-            FRESHNESS_POLL * 5
-        };
+        if ids.len() > 64 {
+            tokio::time::sleep(FRESHNESS_POLL_BUSY).await;
+        }
         // The snapshot is taken when the query starts: what it sees was
         // visible by then.
         let asked = Instant::now();

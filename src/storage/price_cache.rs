@@ -240,8 +240,8 @@ impl PriceCache {
         for (s, series) in have {
             let closes = &series.closes;
             // First close after `after`, and the one carried into the window.
-            let start = closes.partition_point(|(d, _)| *d <= after);
-            let end = closes.partition_point(|(d, _)| *d <= through);
+            let start = count_through(closes, after);
+            let end = count_through(closes, through);
             let from = start.saturating_sub(1);
             let symbol = Symbol::parse(&s)?;
             for (day, n, d) in &series.splits {
@@ -303,4 +303,63 @@ fn before<T: Clone>(
     out.extend_from_slice(&cached[..keep]);
     out.extend(tail);
     out
+}
+
+/// How many of `closes` (ascending days) are dated ≤ `day`: the
+/// `partition_point`, searched from the end. A refresh that keeps up asks
+/// for the last day or two of series that span years; a binary search
+/// from the middle misses the cache at nearly every probe (it was most of
+/// the refresh's own time in building a group's price book), where
+/// galloping back from the end touches the last few closes.
+fn count_through(closes: &[(NaiveDate, Decimal)], day: NaiveDate) -> usize {
+    // Invariant: every close from `hi` on is dated after `day`.
+    let (mut hi, mut step) = (closes.len(), 1);
+    loop {
+        let lo = hi.saturating_sub(step);
+        if lo == 0 || closes[lo].0 <= day {
+            return lo + closes[lo..hi].partition_point(|(d, _)| *d <= day);
+        }
+        hi = lo;
+        step *= 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any series (gaps, one close, none) and any day before, inside
+        /// or after it: the same count as a binary search.
+        #[test]
+        fn counting_from_the_end_is_the_partition_point(
+            gaps in proptest::collection::vec(1u32..40, 0..300),
+            probe in -50i64..12_500,
+        ) {
+            let origin = NaiveDate::from_ymd_opt(2000, 1, 1).unwrap();
+            let mut day = origin;
+            let closes: Vec<(NaiveDate, Decimal)> = gaps
+                .iter()
+                .map(|g| {
+                    day += chrono::TimeDelta::days(i64::from(*g));
+                    (day, Decimal::ONE)
+                })
+                .collect();
+            let at = origin + chrono::TimeDelta::days(probe);
+            prop_assert_eq!(
+                count_through(&closes, at),
+                closes.partition_point(|(d, _)| *d <= at)
+            );
+            // Exactly on each close, and the day before it.
+            for (d, _) in &closes {
+                for at in [*d, d.pred_opt().unwrap()] {
+                    prop_assert_eq!(
+                        count_through(&closes, at),
+                        closes.partition_point(|(x, _)| *x <= at)
+                    );
+                }
+            }
+        }
+    }
 }

@@ -227,6 +227,16 @@ async fn row_versions(pool: &sqlx::PgPool) -> std::collections::BTreeMap<(String
     .collect()
 }
 
+/// The `portfolios` row of `id` as stored: its version and the transaction
+/// that wrote it.
+async fn portfolio_row_version(pool: &sqlx::PgPool, id: &str) -> (i64, String) {
+    sqlx::query_as("SELECT version, xmin::text FROM portfolios WHERE portfolio_id = $1")
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
 /// A refold writes only the records whose values change: a `calculate` or a
 /// `backfill` of an unchanged log rewrites none, a corrected close rewrites
 /// the days it moves and none before, a refold that ends earlier deletes
@@ -247,6 +257,11 @@ async fn a_refold_writes_only_the_records_that_change() {
         assert_eq!(history_table(&app.pool).await, table, "{op}");
         assert_eq!(row_versions(&app.pool).await, versions, "{op} rewrote rows");
     }
+    // A `calculate` that changes nothing leaves the portfolio's row as it
+    // is: no write, and the read caches' version stands.
+    let row = portfolio_row_version(&app.pool, "golden-1").await;
+    assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
+    assert_eq!(portfolio_row_version(&app.pool, "golden-1").await, row);
 
     // A corrected close of A on 2024-01-09 moves that day and the ones
     // that carry it forward, and nothing before.

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use chrono::NaiveDate;
 use projections::{DayState, FoldError, Inconsistency, PriceBook, Status, Transaction};
+use serde_json::value::RawValue;
 use sqlx::PgConnection;
 
 use super::{pred, succ, Refreshed, Result};
@@ -354,7 +355,7 @@ async fn write(
         })
         .flat_map(|(id, run)| run.rows.iter().map(move |r| (id, r)))
         .collect();
-    storage::replace_history_many(conn, &after, &rows).await?;
+    let rewritten = storage::replace_history_many(conn, &after, &rows).await?;
     drop(rows);
 
     let mut out = Vec::with_capacity(plans.len());
@@ -402,7 +403,15 @@ async fn write(
             None => p.status.clone(),
         };
         super::status_log::log_transition(&p.portfolio_id, &p.status, &status);
-        upd.push(&p, last_day, base_state, today, &status);
+        let quiet = p.mark_ids.is_empty()
+            && p.computed_through == Some(today)
+            && last_day == p.last_day
+            && status == p.status
+            && !rewritten.contains(&p.portfolio_id)
+            && same_base(&base_state, p.base_state.as_deref());
+        if !quiet {
+            upd.push(&p, last_day, base_state, today, &status);
+        }
         let row = PortfolioRow {
             last_day,
             pending_from: None,
@@ -422,6 +431,22 @@ async fn write(
     }
     upd.apply(conn).await?;
     Ok(out)
+}
+
+/// Whether `base` leaves the state to resume from as `stored` has it, digit
+/// for digit: kept, or the same value with the same scales (a decimal's
+/// equality ignores its scale, its JSON does not; both sides go through
+/// the same encoder, since `jsonb` prints its own way).
+fn same_base(base: &BaseState, stored: Option<&RawValue>) -> bool {
+    match (base, stored) {
+        (BaseState::Keep, _) => true,
+        (BaseState::Set(None), None) => true,
+        (BaseState::Set(Some(new)), Some(old)) => serde_json::from_str::<DayState>(old.get())
+            .ok()
+            .and_then(|s| serde_json::to_string(&s).ok())
+            .is_some_and(|old| old == new.get()),
+        _ => false,
+    }
 }
 
 /// The closes a fold from `start` through `through` needs.

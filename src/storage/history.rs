@@ -2,7 +2,7 @@
 //! and day, the exact values a fold resumes from beside the reported ones
 //! that are not functions of them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::NaiveDate;
 use projections::decimal::{round_money, round_ratio, ArithmeticError};
@@ -241,7 +241,7 @@ pub async fn replace_history(
     from: NaiveDate,
     to: Option<NaiveDate>,
     rows: &[HistoryRow],
-) -> sqlx::Result<()> {
+) -> sqlx::Result<bool> {
     let sql = format!(
         "SELECT portfolio_id, day, {} FROM portfolio_nav_history
           WHERE portfolio_id = $1::text AND day >= $2::date AND day <= COALESCE($3::date, 'infinity'::date)",
@@ -253,7 +253,7 @@ pub async fn replace_history(
         .bind(to)
         .persistent(false);
     let rows: Vec<(&str, &HistoryRow)> = rows.iter().map(|r| (portfolio_id, r)).collect();
-    sync(conn, stored, &rows).await
+    Ok(!sync(conn, stored, &rows).await?.is_empty())
 }
 
 /// The stored rows of (portfolio, day) pairs.
@@ -289,9 +289,9 @@ pub async fn replace_history_many(
     conn: &mut PgConnection,
     after: &[(String, NaiveDate)],
     rows: &[(&str, &HistoryRow)],
-) -> sqlx::Result<()> {
+) -> sqlx::Result<HashSet<String>> {
     if after.is_empty() {
-        return Ok(());
+        return Ok(HashSet::new());
     }
     let pids: Vec<&str> = after.iter().map(|(p, _)| p.as_str()).collect();
     let days: Vec<NaiveDate> = after.iter().map(|(_, d)| *d).collect();
@@ -382,11 +382,15 @@ fn values_of(r: &HistoryRow) -> [&Decimal; VALUES] {
 /// instead of decoding twelve numerics keeps it far cheaper than the
 /// write it saves. (Concatenating them in SQL, `numeric_send(a) || …`,
 /// cost PostgreSQL ~3 µs a row more than sending the columns.)
+///
+/// Returns the portfolios whose stored history it changed: a refresh that
+/// changed nothing else leaves their `portfolios` row, and so the read
+/// caches' version, as it was.
 async fn sync<'q>(
     conn: &mut PgConnection,
     stored: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
     rows: &[(&str, &HistoryRow)],
-) -> sqlx::Result<()> {
+) -> sqlx::Result<HashSet<String>> {
     use futures::TryStreamExt;
     let index: HashMap<(&str, NaiveDate), usize> = rows
         .iter()
@@ -422,6 +426,16 @@ async fn sync<'q>(
     metrics::counter!("navd_history_rows_unchanged_total").increment(kept as u64);
     metrics::counter!("navd_history_rows_written_total").increment((rows.len() - kept) as u64);
     metrics::counter!("navd_history_rows_deleted_total").increment(gone.len() as u64);
+    // Rows come grouped by portfolio: one look-up per group, not per row.
+    let mut changed: HashSet<&str> = gone.iter().map(|(p, _)| p.as_str()).collect();
+    let mut last = None;
+    for ((p, _), u) in rows.iter().zip(&unchanged) {
+        if *u != Some(true) && last != Some(*p) {
+            changed.insert(p);
+            last = Some(*p);
+        }
+    }
+    let changed: HashSet<String> = changed.into_iter().map(str::to_string).collect();
     if !gone.is_empty() {
         let (pids, days): (Vec<String>, Vec<NaiveDate>) = gone.into_iter().unzip();
         sqlx::query(
@@ -444,7 +458,8 @@ async fn sync<'q>(
         }
     }
     upsert_history(conn, &differing).await?;
-    copy_history(conn, &fresh).await
+    copy_history(conn, &fresh).await?;
+    Ok(changed)
 }
 
 /// Inserts history rows none of which is stored yet, with binary `COPY`:

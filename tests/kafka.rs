@@ -575,6 +575,7 @@ async fn database_outage_is_retried_never_dead_lettered() {
             max_connections: 50,
             tls: None,
             env: Vec::new(),
+            ..PgOptions::default()
         })
     })
     .await

@@ -114,6 +114,7 @@ async fn postgres_over_tls_require_and_verify_full() {
             max_connections: 20,
             tls: Some(tls),
             env: Vec::new(),
+            ..PgOptions::default()
         })
     })
     .await
@@ -193,6 +194,7 @@ async fn a_failed_connection_says_why() {
             max_connections: 20,
             tls: None,
             env: Vec::new(),
+            ..PgOptions::default()
         })
     })
     .await

@@ -166,6 +166,12 @@ pub struct BenchArgs {
     /// see what a production disk's 0.5–2 ms flushes do; 0: as the disk is.
     #[arg(long, default_value_t = 0)]
     pub flush_delay_us: u64,
+    /// A setting of the private PostgreSQL, `NAME=VALUE` (repeatable), e.g.
+    /// `--pg-setting shared_buffers=1GB` for a buffer pool sized to the
+    /// data, as a production server's is. Default: untuned. The flush
+    /// settings are refused: the benchmarks stay durable.
+    #[arg(long = "pg-setting", value_parser = parse_setting)]
+    pub pg_settings: Vec<(String, String)>,
     /// When a freshness sample counts as visible: `event` (its own batch's
     /// mark consumed by a committed refresh) or `portfolio` (its portfolio
     /// has no mark at all — the rule of the benches before issue 13, for
@@ -359,11 +365,21 @@ impl Bench {
         );
         let (pg, db_url) = match &args.database_url {
             Some(url) => {
+                anyhow::ensure!(
+                    args.pg_settings.is_empty(),
+                    "--pg-setting applies to the private PostgreSQL; set it on the server of --database-url instead"
+                );
                 println!("navd bench: on the database given by --database-url");
                 (None, url.clone())
             }
             None => {
-                let mut opts = PgOptions::default();
+                let mut opts = PgOptions {
+                    settings: args.pg_settings.clone(),
+                    ..PgOptions::default()
+                };
+                for (k, v) in &args.pg_settings {
+                    println!("navd bench: PostgreSQL setting {k}={v}");
+                }
                 if args.flush_delay_us > 0 {
                     let shim = build_flush_shim(&out_dir)?;
                     println!(
@@ -493,6 +509,7 @@ impl Bench {
                 "fsync": "on",
                 "synchronous_commit": "on",
                 "flush_delay_us": self.args.flush_delay_us,
+                "pg_settings": self.args.pg_settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
                 "durable_commit_ms": commit.json(),
             }),
         );
@@ -2648,6 +2665,14 @@ impl Dist {
             "n": self.n, "mean": round3(self.mean), "p50": round3(self.p50), "p90": round3(self.p90),
             "p99": round3(self.p99), "min": round3(self.min), "max": round3(self.max),
         })
+    }
+}
+
+/// `NAME=VALUE` of `--pg-setting`.
+fn parse_setting(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("`{s}`: expected NAME=VALUE")),
     }
 }
 

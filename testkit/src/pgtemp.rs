@@ -31,6 +31,10 @@ pub struct PgOptions {
     /// Environment of the server processes (the benchmark's slow-flush
     /// shim comes in through `LD_PRELOAD`).
     pub env: Vec<(String, String)>,
+    /// Further server settings (`-c name=value`), e.g. the benchmark's
+    /// `--pg-setting shared_buffers=1GB`. Names and values are checked to be
+    /// plain words; the durability settings are refused while `durable`.
+    pub settings: Vec<(String, String)>,
 }
 
 /// A server certificate (chain) and its private key, PEM.
@@ -47,9 +51,40 @@ impl Default for PgOptions {
             max_connections: 200,
             tls: None,
             env: Vec::new(),
+            settings: Vec::new(),
         }
     }
 }
+
+/// `opts.settings` as server options (` -c name=value`…), refused unless
+/// each name and value is a plain word, and a durable server's flush
+/// settings are left alone.
+fn extra_settings(opts: &PgOptions) -> Result<String> {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    };
+    let mut out = String::new();
+    for (name, value) in &opts.settings {
+        if !plain(name) || !plain(value) {
+            bail!("PostgreSQL setting `{name}={value}`: name and value must be plain words (letters, digits, `_`, `.`, `-`)");
+        }
+        if opts.durable && DURABILITY.contains(&name.to_ascii_lowercase().as_str()) {
+            bail!("PostgreSQL setting `{name}`: a durable server keeps its flush settings");
+        }
+        out.push_str(&format!(" -c {name}={value}"));
+    }
+    Ok(out)
+}
+
+/// Settings that trade durability for speed: a durable server keeps them.
+const DURABILITY: [&str; 4] = [
+    "fsync",
+    "synchronous_commit",
+    "full_page_writes",
+    "wal_sync_method",
+];
 
 /// A running private server. Stopped and deleted when dropped.
 #[derive(Debug)]
@@ -65,6 +100,7 @@ pub struct PgTemp {
 
 impl PgTemp {
     pub fn start(opts: &PgOptions) -> Result<PgTemp> {
+        let settings = extra_settings(opts)?;
         let bin = find_bindir().context(INSTALL_HINT)?;
         let dir = tempfile::Builder::new()
             .prefix("navd-pg-")
@@ -125,6 +161,7 @@ impl PgTemp {
         if !opts.durable {
             server_opts.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
         }
+        server_opts.push_str(&settings);
         if let Some(tls) = &opts.tls {
             let cert = pg.dir.path().join("server.crt");
             let key = pg.dir.path().join("server.key");
@@ -302,4 +339,49 @@ pub fn find_bindir() -> Result<PathBuf> {
         .into_iter()
         .find(|d| has_tools(d))
         .ok_or_else(|| anyhow::anyhow!("no initdb/pg_ctl on PATH or in /usr/lib/postgresql/*/bin"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(durable: bool, name: &str, value: &str) -> PgOptions {
+        PgOptions {
+            durable,
+            settings: vec![(name.into(), value.into())],
+            ..PgOptions::default()
+        }
+    }
+
+    #[test]
+    fn settings_are_plain_words_and_keep_a_durable_server_durable() {
+        assert_eq!(
+            extra_settings(&with(true, "shared_buffers", "1GB")).unwrap(),
+            " -c shared_buffers=1GB"
+        );
+        // What could smuggle another option or a shell word in.
+        for (k, v) in [
+            ("shared_buffers", "1GB -c fsync=off"),
+            ("shared_buffers", "'1GB'"),
+            ("shared buffers", "1GB"),
+            ("work_mem", ""),
+            ("", "1"),
+            ("work_mem", "1;rm"),
+            ("work_mem", "1\n"),
+        ] {
+            let e = extra_settings(&with(true, k, v)).unwrap_err().to_string();
+            assert!(e.contains("plain words"), "{k}={v}: {e}");
+        }
+        for k in DURABILITY
+            .iter()
+            .copied()
+            .chain(["FSYNC", "Synchronous_Commit"])
+        {
+            let e = extra_settings(&with(true, k, "off"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("keeps its flush settings"), "{k}: {e}");
+            assert!(extra_settings(&with(false, k, "off")).is_ok(), "{k}");
+        }
+    }
 }

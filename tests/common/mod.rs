@@ -136,6 +136,7 @@ fn server() -> &'static Server {
                         max_connections: 300,
                         tls: None,
                         env: Vec::new(),
+                        ..PgOptions::default()
                     })
                     .unwrap_or_else(|e| {
                         panic!(

@@ -262,6 +262,56 @@ async fn a_refold_writes_only_the_records_that_change() {
     let row = portfolio_row_version(&app.pool, "golden-1").await;
     assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
     assert_eq!(portfolio_row_version(&app.pool, "golden-1").await, row);
+    // Unless the state to resume from is not the one the refold ends
+    // with: lost, or the same values at other scales. It is written again.
+    let state = |pool: sqlx::PgPool| async move {
+        sqlx::query_scalar::<_, Option<String>>(
+            "SELECT base_state::text FROM portfolios WHERE portfolio_id = 'golden-1'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    let kept = state(app.pool.clone()).await;
+    assert!(
+        kept.as_deref().is_some_and(|s| s.contains("positions")),
+        "{kept:?}"
+    );
+    let mut rescaled: Value = serde_json::from_str(kept.as_deref().unwrap()).unwrap();
+    let qty = &mut rescaled["positions"]["A"]["qty"];
+    let q = qty.as_str().expect("the state holds A").to_string();
+    *qty = json!(if q.contains('.') {
+        format!("{q}0")
+    } else {
+        format!("{q}.0")
+    });
+    let rescaled = rescaled.to_string();
+    for changed in [None, Some(rescaled)] {
+        sqlx::query("UPDATE portfolios SET base_state = $1::jsonb WHERE portfolio_id = 'golden-1'")
+            .bind(&changed)
+            .execute(&app.pool)
+            .await
+            .unwrap();
+        let before = portfolio_row_version(&app.pool, "golden-1").await;
+        assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
+        assert_ne!(
+            portfolio_row_version(&app.pool, "golden-1").await,
+            before,
+            "{changed:?}"
+        );
+        assert_eq!(state(app.pool.clone()).await, kept, "{changed:?}");
+    }
+    // A record changed behind navd's back is repaired, and the row moves
+    // with it (the read caches must not serve the changed record).
+    sqlx::query("UPDATE portfolio_nav_history SET cost = cost + 1 WHERE portfolio_id = 'golden-1' AND day = '2024-01-09'")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    assert_ne!(history_table(&app.pool).await, table);
+    let before = portfolio_row_version(&app.pool, "golden-1").await;
+    assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
+    assert_ne!(portfolio_row_version(&app.pool, "golden-1").await, before);
+    assert_eq!(history_table(&app.pool).await, table);
 
     // A corrected close of A on 2024-01-09 moves that day and the ones
     // that carry it forward, and nothing before.

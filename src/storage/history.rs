@@ -241,7 +241,7 @@ pub async fn replace_history(
     from: NaiveDate,
     to: Option<NaiveDate>,
     rows: &[HistoryRow],
-) -> sqlx::Result<bool> {
+) -> sqlx::Result<()> {
     let sql = format!(
         "SELECT portfolio_id, day, {} FROM portfolio_nav_history
           WHERE portfolio_id = $1::text AND day >= $2::date AND day <= COALESCE($3::date, 'infinity'::date)",
@@ -253,7 +253,8 @@ pub async fn replace_history(
         .bind(to)
         .persistent(false);
     let rows: Vec<(&str, &HistoryRow)> = rows.iter().map(|r| (portfolio_id, r)).collect();
-    Ok(!sync(conn, stored, &rows).await?.is_empty())
+    sync(conn, stored, &rows).await?;
+    Ok(())
 }
 
 /// The stored rows of (portfolio, day) pairs.

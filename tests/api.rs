@@ -301,17 +301,57 @@ async fn a_refold_writes_only_the_records_that_change() {
         );
         assert_eq!(state(app.pool.clone()).await, kept, "{changed:?}");
     }
-    // A record changed behind navd's back is repaired, and the row moves
-    // with it (the read caches must not serve the changed record).
+    // A record deleted behind navd's back is written again by `calculate`
+    // (the stored count differs from the refold's, so the digest is not
+    // trusted), and the row moves with it (the read caches must not serve
+    // the missing day). So are records added behind its back deleted.
+    let delete_day =
+        "DELETE FROM portfolio_nav_history WHERE portfolio_id = 'golden-1' AND day = '2024-01-09'";
+    let add_day = "INSERT INTO portfolio_nav_history (portfolio_id, day, cost, net_flow, daily_return, nav_exact,
+                   market_value_exact, cum_in, cum_out)
+            SELECT portfolio_id, '2030-01-01', cost, net_flow, daily_return, nav_exact, market_value_exact,
+                   cum_in, cum_out
+              FROM portfolio_nav_history WHERE portfolio_id = 'golden-1' AND day = '2024-01-09'";
+    for behind_its_back in [delete_day, add_day] {
+        sqlx::query(behind_its_back)
+            .execute(&app.pool)
+            .await
+            .unwrap();
+        assert_ne!(history_table(&app.pool).await, table, "{behind_its_back}");
+        let before = portfolio_row_version(&app.pool, "golden-1").await;
+        assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
+        assert_ne!(
+            portfolio_row_version(&app.pool, "golden-1").await,
+            before,
+            "{behind_its_back}"
+        );
+        assert_eq!(history_table(&app.pool).await, table, "{behind_its_back}");
+    }
+    // A record edited in place behind navd's back is one `calculate` does
+    // not see: it trusts the digest of what navd wrote and reads nothing.
+    // A `backfill` reads and compares every record of its range, repairs
+    // it, and moves the row.
     sqlx::query("UPDATE portfolio_nav_history SET cost = cost + 1 WHERE portfolio_id = 'golden-1' AND day = '2024-01-09'")
         .execute(&app.pool)
         .await
         .unwrap();
-    assert_ne!(history_table(&app.pool).await, table);
+    let edited = history_table(&app.pool).await;
+    assert_ne!(edited, table);
     let before = portfolio_row_version(&app.pool, "golden-1").await;
     assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
+    assert_eq!(portfolio_row_version(&app.pool, "golden-1").await, before);
+    assert_eq!(history_table(&app.pool).await, edited);
+    assert_eq!(post(&app, backfill, &admin(), None).await.status(), 200);
     assert_ne!(portfolio_row_version(&app.pool, "golden-1").await, before);
     assert_eq!(history_table(&app.pool).await, table);
+    // The backfill moved the digest by what it read, the edited record
+    // included: the next `calculate` finds it does not match, reads once,
+    // and sets it from the refold; the one after is quiet again.
+    assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
+    assert_eq!(history_table(&app.pool).await, table);
+    let row = portfolio_row_version(&app.pool, "golden-1").await;
+    assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
+    assert_eq!(portfolio_row_version(&app.pool, "golden-1").await, row);
 
     // A corrected close of A on 2024-01-09 moves that day and the ones
     // that carry it forward, and nothing before.
@@ -342,12 +382,29 @@ async fn a_refold_writes_only_the_records_that_change() {
         }
     }
     assert!(after.iter().any(|(k, x)| versions.get(k) != Some(x)));
+    // The worker moved the digest by the days it rewrote; a refold that
+    // reads every record and sums them from scratch finds the same one.
+    let digest = |pool: sqlx::PgPool| async move {
+        sqlx::query_scalar::<_, Option<Vec<u8>>>(
+            "SELECT history_digest FROM portfolios WHERE portfolio_id = 'golden-1'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    let moved_by_worker = digest(app.pool.clone()).await;
+    assert_eq!(moved_by_worker.as_ref().map(Vec::len), Some(16));
+    sqlx::query("UPDATE portfolios SET history_digest = NULL WHERE portfolio_id = 'golden-1'")
+        .execute(&app.pool)
+        .await
+        .unwrap();
     assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
     assert_eq!(
         history_table(&app.pool).await,
         moved,
         "equals a full rebuild"
     );
+    assert_eq!(digest(app.pool.clone()).await, moved_by_worker);
 
     // A backfill that ends before the last day leaves the days after it.
     let r = post(&app, backfill, &admin(), Some(json!({"to": "2024-01-06"}))).await;
@@ -1787,7 +1844,15 @@ async fn group_reads_use_the_index_with_or_without_statistics() {
                 logs.values().all(|l| l.len() == days),
                 "each log from {from}"
             );
-            let after: Vec<(String, NaiveDate)> = group.iter().map(|p| (p.clone(), from)).collect();
+            let after: Vec<navd::storage::Span> = group
+                .iter()
+                .map(|p| navd::storage::Span {
+                    portfolio_id: p.clone(),
+                    after: from,
+                    digest: None,
+                    whole: false,
+                })
+                .collect();
             // The stored rows again: the read finds each one unchanged and
             // nothing is written.
             let same: Vec<(&str, &navd::storage::HistoryRow)> = stored
@@ -1921,7 +1986,7 @@ async fn history_records_read_back_as_written_whether_copied_or_upserted() {
                                WHERE relname = 'portfolio_nav_history'";
         let mut tx = pool.begin().await.unwrap();
         let before: (i64, i64, i64) = sqlx::query_as(WRITES).fetch_one(&mut *tx).await.unwrap();
-        navd::storage::replace_history(&mut tx, "p-copy", from, Some(to), rows)
+        navd::storage::replace_history(&mut tx, "p-copy", from, Some(to), rows, None)
             .await
             .unwrap();
         let after: (i64, i64, i64) = sqlx::query_as(WRITES).fetch_one(&mut *tx).await.unwrap();
@@ -2153,13 +2218,13 @@ async fn derived_history_values_are_the_folds_own_rounded_ones() {
         })
         .collect();
     let mut tx = pool.begin().await.unwrap();
-    navd::storage::replace_history(&mut tx, "p-upserted", from, Some(to), &others)
+    navd::storage::replace_history(&mut tx, "p-upserted", from, Some(to), &others, None)
         .await
         .unwrap();
     tx.commit().await.unwrap();
     for pid in ["p-copied", "p-upserted"] {
         let mut tx = pool.begin().await.unwrap();
-        navd::storage::replace_history(&mut tx, pid, from, Some(to), &rows)
+        navd::storage::replace_history(&mut tx, pid, from, Some(to), &rows, None)
             .await
             .unwrap();
         tx.commit().await.unwrap();

@@ -76,9 +76,19 @@ pub async fn backfill(
         .filter(|r| r.record.date >= from)
         .cloned()
         .collect();
-    if from <= to {
-        storage::replace_history(&mut tx, portfolio_id, from, Some(to), &rows).await?;
-    }
+    let digest = if from <= to {
+        storage::replace_history(
+            &mut tx,
+            portfolio_id,
+            from,
+            Some(to),
+            &rows,
+            p.history_digest,
+        )
+        .await?
+    } else {
+        p.history_digest
+    };
     // The rebuilt range is fresh: a pending recompute that starts inside it
     // now starts after it (or is done when the range reaches the last day).
     let extends = p.last_day.is_none_or(|l| to >= l) && !run.rows.is_empty();
@@ -99,6 +109,7 @@ pub async fn backfill(
             last_day,
             base.as_deref(),
             p.first_day,
+            digest,
         )
         .await?;
         if p.pending_from.is_some_and(|d| d >= from && d <= to) {

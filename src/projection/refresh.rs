@@ -341,10 +341,17 @@ async fn write(
     folded: Vec<Option<(NaiveDate, FoldRun, usize)>>,
     today: NaiveDate,
 ) -> Result<Vec<(String, Refreshed)>> {
-    let after: Vec<(String, NaiveDate)> = plans
+    let spans: Vec<storage::Span> = plans
         .iter()
         .zip(&folded)
-        .filter_map(|(pl, f)| f.as_ref().map(|(d, _, _)| (pl.p.portfolio_id.clone(), *d)))
+        .filter_map(|(pl, f)| {
+            f.as_ref().map(|(d, _, _)| storage::Span {
+                portfolio_id: pl.p.portfolio_id.clone(),
+                after: *d,
+                digest: pl.p.history_digest,
+                whole: *d < pl.p.first_day,
+            })
+        })
         .collect();
     let rows: Vec<(&str, &HistoryRow)> = plans
         .iter()
@@ -355,7 +362,7 @@ async fn write(
         })
         .flat_map(|(id, run)| run.rows.iter().map(move |r| (id, r)))
         .collect();
-    let rewritten = storage::replace_history_many(conn, &after, &rows).await?;
+    let synced = storage::replace_history_many(conn, &spans, &rows).await?;
     drop(rows);
 
     let mut out = Vec::with_capacity(plans.len());
@@ -403,14 +410,20 @@ async fn write(
             None => p.status.clone(),
         };
         super::status_log::log_transition(&p.portfolio_id, &p.status, &status);
+        let digest = synced
+            .digests
+            .get(&p.portfolio_id)
+            .copied()
+            .unwrap_or(p.history_digest);
         let quiet = p.mark_ids.is_empty()
             && p.computed_through == Some(today)
             && last_day == p.last_day
             && status == p.status
-            && !rewritten.contains(&p.portfolio_id)
+            && !synced.rewritten.contains(&p.portfolio_id)
+            && digest == p.history_digest
             && same_base(&base_state, p.base_state.as_deref());
         if !quiet {
-            upd.push(&p, last_day, base_state, today, &status);
+            upd.push(&p, last_day, base_state, today, &status, digest);
         }
         let row = PortfolioRow {
             last_day,

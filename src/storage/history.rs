@@ -10,6 +10,7 @@ use projections::DailyRecord;
 use rust_decimal::Decimal;
 
 use super::copy::{copy_in, BinaryRows};
+use super::digest::Digest;
 pub use super::numeric::{decode_numeric, pg_numeric};
 use sqlx::{PgConnection, Row};
 
@@ -234,14 +235,18 @@ pub async fn history_row(
 }
 
 /// Replaces the history in `[from, to]` with `rows` (which must lie in it),
-/// writing only what differs from the stored rows (see [`sync`]).
+/// writing only what differs from the stored rows (see [`sync`]). It always
+/// reads the stored rows of the range, so it repairs one edited behind
+/// navd's back. Returns the portfolio's new digest from `digest`, its old
+/// one (unknown stays unknown: the range may not be all of its records).
 pub async fn replace_history(
     conn: &mut PgConnection,
     portfolio_id: &str,
     from: NaiveDate,
     to: Option<NaiveDate>,
     rows: &[HistoryRow],
-) -> sqlx::Result<()> {
+    digest: Option<Digest>,
+) -> sqlx::Result<Option<Digest>> {
     let sql = format!(
         "SELECT portfolio_id, day, {} FROM portfolio_nav_history
           WHERE portfolio_id = $1::text AND day >= $2::date AND day <= COALESCE($3::date, 'infinity'::date)",
@@ -253,8 +258,14 @@ pub async fn replace_history(
         .bind(to)
         .persistent(false);
     let rows: Vec<(&str, &HistoryRow)> = rows.iter().map(|r| (portfolio_id, r)).collect();
-    sync(conn, stored, &rows).await?;
-    Ok(())
+    let packed = Packed::of(&rows);
+    let new = packed.sums(&rows);
+    let outcome = sync(conn, stored, &rows, &packed, &HashSet::new()).await?;
+    let old = outcome.old_sums.get(portfolio_id).copied();
+    Ok(digest.map(|d| {
+        d.minus(old.unwrap_or_default())
+            .plus(new.get(portfolio_id).map_or(Digest::EMPTY, |s| s.0))
+    }))
 }
 
 /// The stored rows of (portfolio, day) pairs.
@@ -283,19 +294,120 @@ pub async fn history_rows_at(
         .collect()
 }
 
+/// One portfolio's part of [`replace_history_many`].
+#[derive(Debug, Clone)]
+pub struct Span {
+    pub portfolio_id: String,
+    /// Its records after this day are replaced.
+    pub after: NaiveDate,
+    /// Its digest as stored (`None`: unknown).
+    pub digest: Option<Digest>,
+    /// No record of the portfolio can lie on or before `after` (the fold
+    /// started before its first day): the new rows are all its records.
+    pub whole: bool,
+}
+
+/// What [`replace_history_many`] did.
+#[derive(Debug, Default)]
+pub struct Synced {
+    /// The portfolios whose stored records it changed.
+    pub rewritten: HashSet<String>,
+    /// Each portfolio's digest after it (`None`: unknown).
+    pub digests: HashMap<String, Option<Digest>>,
+}
+
 /// Replaces, for each portfolio, every record after its `after` day with
 /// its rows in `rows`, writing only what differs from the stored rows (see
 /// [`sync`]).
+///
+/// A portfolio whose new rows sum to its stored digest and are as many as
+/// its stored records (one `count` for all such portfolios, from the key)
+/// has nothing to write, and its records are not read: this is a refold of
+/// an unchanged log, the whole of an operator's replay (see
+/// `storage::digest`). The others are read and compared as before, and
+/// their digest moves by the difference: minus the stored rows read, plus
+/// the new ones; a portfolio whose new rows are all its records gets their
+/// sum, whatever it had, which heals a digest made wrong behind navd's back.
 pub async fn replace_history_many(
     conn: &mut PgConnection,
-    after: &[(String, NaiveDate)],
+    spans: &[Span],
     rows: &[(&str, &HistoryRow)],
-) -> sqlx::Result<HashSet<String>> {
-    if after.is_empty() {
-        return Ok(HashSet::new());
+) -> sqlx::Result<Synced> {
+    if spans.is_empty() {
+        return Ok(Synced::default());
     }
-    let pids: Vec<&str> = after.iter().map(|(p, _)| p.as_str()).collect();
-    let days: Vec<NaiveDate> = after.iter().map(|(_, d)| *d).collect();
+    let packed = Packed::of(rows);
+    let new = packed.sums(rows);
+    let new_of = |p: &str| new.get(p).copied().unwrap_or((Digest::EMPTY, 0));
+    let candidates: Vec<&str> = spans
+        .iter()
+        .filter(|s| s.digest == Some(new_of(&s.portfolio_id).0))
+        .map(|s| s.portfolio_id.as_str())
+        .collect();
+    let mut same: HashSet<&str> = HashSet::new();
+    if !candidates.is_empty() {
+        let counts = record_counts(conn, &candidates).await?;
+        same = candidates
+            .into_iter()
+            .filter(|p| counts.get(*p).copied().unwrap_or(0) == new_of(p).1 as i64)
+            .collect();
+    }
+    let mut synced = Synced::default();
+    let read: Vec<&Span> = spans
+        .iter()
+        .filter(|s| !same.contains(s.portfolio_id.as_str()))
+        .collect();
+    metrics::counter!("navd_history_reads_skipped_total").increment(same.len() as u64);
+    if !read.is_empty() {
+        let outcome = read_and_sync(conn, &read, rows, &packed, &same).await?;
+        for s in &read {
+            let new = new_of(&s.portfolio_id).0;
+            let digest = if s.whole {
+                Some(new)
+            } else {
+                let old = outcome.old_sums.get(&s.portfolio_id).copied();
+                s.digest.map(|d| d.minus(old.unwrap_or_default()).plus(new))
+            };
+            synced.digests.insert(s.portfolio_id.clone(), digest);
+        }
+        synced.rewritten = outcome.changed;
+    }
+    for p in same {
+        let digest = spans
+            .iter()
+            .find(|s| s.portfolio_id == p)
+            .and_then(|s| s.digest);
+        synced.digests.insert(p.to_string(), digest);
+    }
+    Ok(synced)
+}
+
+/// How many records each of `pids` has stored.
+async fn record_counts(
+    conn: &mut PgConnection,
+    pids: &[&str],
+) -> sqlx::Result<HashMap<String, i64>> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT portfolio_id, count(*) FROM portfolio_nav_history
+          WHERE portfolio_id = ANY($1::text[]) GROUP BY portfolio_id",
+    )
+    .bind(pids)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// The read-and-compare part of [`replace_history_many`] for the spans
+/// `read`; rows of portfolios in `skip` are left as stored.
+async fn read_and_sync(
+    conn: &mut PgConnection,
+    read: &[&Span],
+    rows: &[(&str, &HistoryRow)],
+    packed: &Packed,
+    skip: &HashSet<&str>,
+) -> sqlx::Result<Outcome> {
+    let pids: Vec<&str> = read.iter().map(|s| s.portfolio_id.as_str()).collect();
+    let days: Vec<NaiveDate> = read.iter().map(|s| s.after).collect();
     let earliest = days.iter().min().copied();
     // The constant bounds repeat the join's (same rows): they let the planner
     // see how few rows are wanted when the table has no statistics yet (a
@@ -317,7 +429,7 @@ pub async fn replace_history_many(
         .bind(&days)
         .bind(earliest)
         .persistent(false);
-    sync(conn, stored, rows).await
+    sync(conn, stored, rows, packed, skip).await
 }
 
 /// How many numeric columns a stored record has.
@@ -384,14 +496,18 @@ fn values_of(r: &HistoryRow) -> [&Decimal; VALUES] {
 /// write it saves. (Concatenating them in SQL, `numeric_send(a) || …`,
 /// cost PostgreSQL ~3 µs a row more than sending the columns.)
 ///
-/// Returns the portfolios whose stored history it changed: a refresh that
+/// Returns the portfolios whose stored history it changed (a refresh that
 /// changed nothing else leaves their `portfolios` row, and so the read
-/// caches' version, as it was.
+/// caches' version, as it was) and, per portfolio, the sum of the hashes of
+/// the stored rows it read ([`Digest`]). Rows of portfolios in `skip` are
+/// taken as stored.
 async fn sync<'q>(
     conn: &mut PgConnection,
     stored: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
     rows: &[(&str, &HistoryRow)],
-) -> sqlx::Result<HashSet<String>> {
+    packed: &Packed,
+    skip: &HashSet<&str>,
+) -> sqlx::Result<Outcome> {
     use futures::TryStreamExt;
     let index: HashMap<(&str, NaiveDate), usize> = rows
         .iter()
@@ -400,25 +516,32 @@ async fn sync<'q>(
         .collect();
     // Per new row: `None` while no stored row has its day, else whether
     // the stored row is byte for byte the same.
-    let mut unchanged: Vec<Option<bool>> = vec![None; rows.len()];
+    let mut unchanged: Vec<Option<bool>> = rows
+        .iter()
+        .map(|(p, _)| skip.contains(p).then_some(true))
+        .collect();
     let mut gone: Vec<(String, NaiveDate)> = Vec::new();
+    let mut old_sums: HashMap<String, Digest> = HashMap::new();
     {
-        let (mut buf, mut old_bytes) = (Vec::with_capacity(256), Vec::with_capacity(256));
+        let mut old_bytes = Vec::with_capacity(256);
         let mut stream = stored.fetch(&mut *conn);
         while let Some(r) = stream.try_next().await? {
             let pid: &str = r.get(0);
             let day: NaiveDate = r.get(1);
-            match index.get(&(pid, day)) {
-                Some(&i) => {
-                    buf.clear();
-                    pack_into(rows[i].1, &mut buf);
-                    // A value that cannot be read as sent differs.
-                    unchanged[i] = Some(raw_values(&r, 2).is_ok_and(|old| {
-                        old_bytes.clear();
-                        old.iter().for_each(|o| old_bytes.extend_from_slice(o));
-                        old_bytes == buf
-                    }));
+            old_bytes.clear();
+            // A value that cannot be read as sent differs from any new one.
+            let readable = raw_values(&r, 2)
+                .map(|old| old.iter().for_each(|o| old_bytes.extend_from_slice(o)))
+                .is_ok();
+            let h = Digest::of_record(day, &old_bytes);
+            match old_sums.get_mut(pid) {
+                Some(sum) => *sum = sum.plus(h),
+                None => {
+                    old_sums.insert(pid.to_string(), h);
                 }
+            }
+            match index.get(&(pid, day)) {
+                Some(&i) => unchanged[i] = Some(readable && old_bytes == packed.at(i)),
                 None => gone.push((pid.to_string(), day)),
             }
         }
@@ -460,7 +583,48 @@ async fn sync<'q>(
     }
     upsert_history(conn, &differing).await?;
     copy_history(conn, &fresh).await?;
-    Ok(changed)
+    Ok(Outcome { changed, old_sums })
+}
+
+/// What [`sync`] did.
+struct Outcome {
+    changed: HashSet<String>,
+    old_sums: HashMap<String, Digest>,
+}
+
+/// New rows' stored values, packed once ([`pack_into`]): compared with the
+/// stored rows' bytes and hashed into digests.
+struct Packed {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Packed {
+    fn of(rows: &[(&str, &HistoryRow)]) -> Packed {
+        let mut bytes = Vec::with_capacity(rows.len() * 96);
+        let mut ends = Vec::with_capacity(rows.len());
+        for (_, r) in rows {
+            pack_into(r, &mut bytes);
+            ends.push(bytes.len());
+        }
+        Packed { bytes, ends }
+    }
+
+    fn at(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    /// Per portfolio: the sum of its new rows' hashes, and how many.
+    fn sums<'r>(&self, rows: &[(&'r str, &HistoryRow)]) -> HashMap<&'r str, (Digest, usize)> {
+        let mut out: HashMap<&str, (Digest, usize)> = HashMap::new();
+        for (i, (p, r)) in rows.iter().enumerate() {
+            let e = out.entry(p).or_insert((Digest::EMPTY, 0));
+            e.0 = e.0.plus(Digest::of_record(r.record.date, self.at(i)));
+            e.1 += 1;
+        }
+        out
+    }
 }
 
 /// Inserts history rows none of which is stored yet, with binary `COPY`:

@@ -67,8 +67,16 @@ pub async fn vacuum_marks(pool: &PgPool) -> sqlx::Result<()> {
 }
 
 /// Marks every portfolio for a rebuild from its first day (operator replay).
+///
+/// It also forgets every portfolio's records digest (`storage::digest`):
+/// a replay is what an operator runs when the stored records are not to
+/// be trusted, so each refold reads and compares every record, repairing
+/// one edited in place, and sets the digest again.
 pub async fn mark_all_pending(pool: &PgPool) -> sqlx::Result<u64> {
     let mut tx = pool.begin().await?;
+    sqlx::query("UPDATE portfolios SET history_digest = NULL, version = version + 1")
+        .execute(&mut *tx)
+        .await?;
     let n = sqlx::query(
         "INSERT INTO portfolio_marks (portfolio_id, from_day) SELECT portfolio_id, first_day FROM portfolios",
     )

@@ -10,6 +10,8 @@
 //! - [`portfolios`]: projection state per portfolio, its row lock, what is due;
 //! - [`marks`]: pending recomputes;
 //! - [`history`]: the daily records;
+//! - [`digest`]: the sum of a portfolio's record hashes, kept with its row,
+//!   that lets a refold which changes nothing skip reading the records;
 //! - [`prices`]: closes, their versions, exchange rates;
 //! - [`changes`]: change notifications that keep the read cache valid
 //!   without a query per request;
@@ -23,6 +25,7 @@
 pub mod changes;
 pub mod copy;
 pub mod dead_letters;
+pub mod digest;
 pub mod events;
 pub mod history;
 pub mod marks;
@@ -40,12 +43,14 @@ use sqlx::Connection;
 use sqlx::{PgPool, Postgres, Transaction};
 
 pub use dead_letters::{dead_letters_page, insert_dead_letters, StoredDeadLetter};
+pub use digest::Digest;
 pub use events::{
     ingest, load_transactions, load_transactions_many, DeadLetter, IngestBatch, IngestReport,
     Source,
 };
 pub use history::{
     history_row, history_rows_at, load_history, replace_history, replace_history_many, HistoryRow,
+    Span, Synced,
 };
 pub use marks::{add_mark, delete_marks, delete_marks_many, mark_all_pending, vacuum_marks};
 pub use portfolios::{

@@ -1,6 +1,7 @@
 //! The per-portfolio projection state (`portfolios`): reading it, locking
 //! it (the one writer per portfolio), and what is due for a refresh.
 
+use super::digest::Digest;
 use chrono::{DateTime, NaiveDate, Utc};
 use projections::{CashMode, Inconsistency, Status};
 use serde_json::value::RawValue;
@@ -32,11 +33,14 @@ pub struct PortfolioRow {
     pub cash_mode: CashMode,
     /// The same event's `base_currency`, if it named one.
     pub base_currency: Option<String>,
+    /// The digest of its stored records (`storage::digest`); `None`:
+    /// unknown.
+    pub history_digest: Option<Digest>,
 }
 
 const PORTFOLIO_COLUMNS: &str = "p.portfolio_id, p.first_day, p.last_day, p.computed_through, \
      p.base_state, m.from_day, p.status, p.status_since, p.status_event_id, p.status_detail, \
-     m.since, p.version, m.ids, st.cash_mode, st.base_currency";
+     m.since, p.version, m.ids, st.cash_mode, st.base_currency, p.history_digest";
 
 /// The marks of `p`, aggregated, and its latest settings event (LATERAL
 /// joins, usable with FOR UPDATE OF p; the settings in one index probe).
@@ -71,6 +75,7 @@ fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
             .and_then(CashMode::parse)
             .unwrap_or_default(),
         base_currency: r.get(14),
+        history_digest: r.get::<Option<&[u8]>, _>(15).and_then(Digest::from_bytes),
     }
 }
 
@@ -214,6 +219,7 @@ pub struct RefreshUpdates {
     since: Vec<Option<NaiveDate>>,
     event: Vec<Option<Uuid>>,
     detail: Vec<Option<String>>,
+    digest: Vec<Option<Vec<u8>>>,
     mark_ids: Vec<i64>,
 }
 
@@ -226,6 +232,8 @@ impl RefreshUpdates {
     /// the state to resume from; writing it again cost a JSON encoding in
     /// navd and a `jsonb` parse and compression in the database per
     /// portfolio, for the same value.
+    ///
+    /// `digest` is that of the records as the refresh left them.
     pub fn push(
         &mut self,
         p: &PortfolioRow,
@@ -233,8 +241,10 @@ impl RefreshUpdates {
         base_state: BaseState,
         today: NaiveDate,
         status: &Status,
+        digest: Option<Digest>,
     ) {
         self.id.push(p.portfolio_id.clone());
+        self.digest.push(digest.map(Digest::to_bytes));
         self.first_day.push(p.first_day);
         self.last_day.push(last_day);
         match base_state {
@@ -275,11 +285,11 @@ impl RefreshUpdates {
                     base_state = CASE WHEN u.keep_base THEN p.base_state ELSE u.base_state END,
                     computed_through = u.computed_through, status = u.status,
                     status_since = u.since, status_event_id = u.event, status_detail = u.detail,
-                    updated_at = now(), version = p.version + 1
+                    history_digest = u.digest, updated_at = now(), version = p.version + 1
                FROM UNNEST($1::text[], $2::date[], $3::date[], $4::jsonb[], $5::date[], $6::text[],
-                           $7::date[], $8::uuid[], $9::text[], $10::bool[])
+                           $7::date[], $8::uuid[], $9::text[], $10::bool[], $11::bytea[])
                     AS u(id, first_day, last_day, base_state, computed_through, status, since, event, detail,
-                         keep_base)
+                         keep_base, digest)
               WHERE p.portfolio_id = u.id",
         )
         .bind(&self.id)
@@ -292,6 +302,7 @@ impl RefreshUpdates {
         .bind(&self.event)
         .bind(&self.detail)
         .bind(&self.keep_base)
+        .bind(&self.digest)
         .execute(&mut *conn)
         .await?;
         let ids: Vec<&str> = self.id.iter().map(String::as_str).collect();
@@ -309,23 +320,26 @@ pub enum BaseState {
     Set(Option<Box<RawValue>>),
 }
 
-/// After a backfill: the last stored day, the state to resume from, and D0.
+/// After a backfill: the last stored day, the state to resume from, D0, and
+/// the digest of the records as the backfill left them.
 pub async fn set_extent(
     conn: &mut PgConnection,
     portfolio_id: &str,
     last_day: Option<NaiveDate>,
     base_state: Option<&RawValue>,
     first_day: NaiveDate,
+    digest: Option<Digest>,
 ) -> sqlx::Result<()> {
     sqlx::query(
-        "UPDATE portfolios SET last_day = $2::date, base_state = $3::jsonb, first_day = $4::date, updated_at = now(),
-                version = version + 1
+        "UPDATE portfolios SET last_day = $2::date, base_state = $3::jsonb, first_day = $4::date,
+                history_digest = $5::bytea, updated_at = now(), version = version + 1
           WHERE portfolio_id = $1::text",
     )
     .bind(portfolio_id)
     .bind(last_day)
     .bind(base_state.map(Json))
     .bind(first_day)
+    .bind(digest.map(Digest::to_bytes))
     .execute(&mut *conn)
     .await?;
     super::changes::notify(conn, &[portfolio_id], false).await
@@ -364,8 +378,8 @@ pub async fn portfolios_page(
         .await?
         .into_iter()
         .map(|r| {
-            let first: Option<NaiveDate> = r.get(15);
-            let nav: Option<super::numeric::Numeric> = r.get(16);
+            let first: Option<NaiveDate> = r.get(16);
+            let nav: Option<super::numeric::Numeric> = r.get(17);
             let nav = nav.map(|n| super::history::reported_net_value(n.0));
             (portfolio_from_row(r), first, nav)
         })

@@ -121,6 +121,11 @@ pub const METRICS: &[Metric] = &[
         "History records a refold computed again with the values already stored, so left unwritten.",
     ),
     metric(
+        "navd_history_reads_skipped_total",
+        Kind::Counter,
+        "Refolds whose records summed to the stored digest (and were as many as stored), so neither read back nor written; their records count as unchanged.",
+    ),
+    metric(
         "navd_history_rows_deleted_total",
         Kind::Counter,
         "History records deleted because a refold no longer produces them (a fold that stops earlier).",

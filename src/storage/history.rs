@@ -358,6 +358,8 @@ pub async fn replace_history_many(
         .filter(|s| !same.contains(s.portfolio_id.as_str()))
         .collect();
     metrics::counter!("navd_history_reads_skipped_total").increment(same.len() as u64);
+    let same_rows: usize = same.iter().map(|p| new_of(p).1).sum();
+    metrics::counter!("navd_history_rows_unchanged_total").increment(same_rows as u64);
     if !read.is_empty() {
         let outcome = read_and_sync(conn, &read, rows, &packed, &same).await?;
         for s in &read {
@@ -546,9 +548,12 @@ async fn sync<'q>(
             }
         }
     }
-    let kept = unchanged.iter().filter(|u| **u == Some(true)).count();
+    // Rows of `skip` were counted by the caller.
+    let skipped = rows.iter().filter(|(p, _)| skip.contains(p)).count();
+    let kept = unchanged.iter().filter(|u| **u == Some(true)).count() - skipped;
     metrics::counter!("navd_history_rows_unchanged_total").increment(kept as u64);
-    metrics::counter!("navd_history_rows_written_total").increment((rows.len() - kept) as u64);
+    metrics::counter!("navd_history_rows_written_total")
+        .increment((rows.len() - skipped - kept) as u64);
     metrics::counter!("navd_history_rows_deleted_total").increment(gone.len() as u64);
     // Rows come grouped by portfolio: one look-up per group, not per row.
     let mut changed: HashSet<&str> = gone.iter().map(|(p, _)| p.as_str()).collect();

@@ -352,7 +352,6 @@ pub async fn replace_history_many(
             .filter(|p| counts.get(*p).copied().unwrap_or(0) == new_of(p).1 as i64)
             .collect();
     }
-    let mut synced = Synced::default();
     let read: Vec<&Span> = spans
         .iter()
         .filter(|s| !same.contains(s.portfolio_id.as_str()))
@@ -360,28 +359,30 @@ pub async fn replace_history_many(
     metrics::counter!("navd_history_reads_skipped_total").increment(same.len() as u64);
     let same_rows: usize = same.iter().map(|p| new_of(p).1).sum();
     metrics::counter!("navd_history_rows_unchanged_total").increment(same_rows as u64);
-    if !read.is_empty() {
-        let outcome = read_and_sync(conn, &read, rows, &packed, &same).await?;
-        for s in &read {
+    let outcome = if read.is_empty() {
+        Outcome::default()
+    } else {
+        read_and_sync(conn, &read, rows, &packed, &same).await?
+    };
+    let digests = spans
+        .iter()
+        .map(|s| {
             let new = new_of(&s.portfolio_id).0;
-            let digest = if s.whole {
+            let digest = if same.contains(s.portfolio_id.as_str()) {
+                s.digest
+            } else if s.whole {
                 Some(new)
             } else {
                 let old = outcome.old_sums.get(&s.portfolio_id).copied();
                 s.digest.map(|d| d.minus(old.unwrap_or_default()).plus(new))
             };
-            synced.digests.insert(s.portfolio_id.clone(), digest);
-        }
-        synced.rewritten = outcome.changed;
-    }
-    for p in same {
-        let digest = spans
-            .iter()
-            .find(|s| s.portfolio_id == p)
-            .and_then(|s| s.digest);
-        synced.digests.insert(p.to_string(), digest);
-    }
-    Ok(synced)
+            (s.portfolio_id.clone(), digest)
+        })
+        .collect();
+    Ok(Synced {
+        rewritten: outcome.changed,
+        digests,
+    })
 }
 
 /// How many records each of `pids` has stored.
@@ -592,6 +593,7 @@ async fn sync<'q>(
 }
 
 /// What [`sync`] did.
+#[derive(Default)]
 struct Outcome {
     changed: HashSet<String>,
     old_sums: HashMap<String, Digest>,

@@ -406,6 +406,25 @@ async fn a_refold_writes_only_the_records_that_change() {
     );
     assert_eq!(digest(app.pool.clone()).await, moved_by_worker);
 
+    // A corrected close refolded by `calculate` alone: the same number of
+    // records, other values. Their sum no longer matches the digest, so
+    // the records are read and the changed ones written; a backfill, which
+    // always reads and compares, then finds nothing left to write.
+    let corrected = json!({"symbol": "A", "date": "2024-01-10", "close": format!("{}", old + 3.0)});
+    ingest(&app.pool, &[], &[corrected]).await;
+    let versions_before = row_versions(&app.pool).await;
+    assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
+    let recalculated = history_table(&app.pool).await;
+    assert_eq!(recalculated.len(), moved.len());
+    assert_ne!(recalculated, moved, "calculate missed the corrected close");
+    assert_ne!(digest(app.pool.clone()).await, moved_by_worker);
+    let versions_after = row_versions(&app.pool).await;
+    assert_eq!(post(&app, backfill, &admin(), None).await.status(), 200);
+    assert_eq!(history_table(&app.pool).await, recalculated);
+    assert_eq!(row_versions(&app.pool).await, versions_after);
+    assert_ne!(versions_after, versions_before);
+    let moved = recalculated;
+
     // A backfill that ends before the last day leaves the days after it.
     let r = post(&app, backfill, &admin(), Some(json!({"to": "2024-01-06"}))).await;
     assert_eq!(r.status(), 200);

@@ -432,7 +432,20 @@ async fn assert_equals_full_rebuild(pool: &PgPool, today: chrono::NaiveDate) {
         .await
         .unwrap();
     for id in ids {
-        let _ = navd::projection::calculate(pool, &id, today).await;
+        // The record `calculate` answers with is the fold's own, not read
+        // back: it must be the stored one, digit for digit.
+        if let Ok((Some(row), _)) = navd::projection::calculate(pool, &id, today).await {
+            let mut conn = pool.acquire().await.unwrap();
+            let stored = navd::storage::history_row(&mut conn, &id, today)
+                .await
+                .unwrap()
+                .expect("the record calculate answered with is stored");
+            assert_eq!(
+                navd::query::Point::from(&row),
+                navd::query::Point::from(&stored),
+                "{id}"
+            );
+        }
     }
     assert_eq!(
         history_table(pool).await,

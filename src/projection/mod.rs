@@ -33,7 +33,7 @@ use projections::{FoldError, Inconsistency};
 use sqlx::PgPool;
 
 use crate::query::PortfolioStatus;
-use crate::storage::{self, price_cache};
+use crate::storage::{self, price_cache, HistoryRow};
 
 pub use ops::{backfill, calculate, BackfillReport, OpError};
 pub use refresh::{refresh_in, run_fold, FoldRun, Lock};
@@ -58,6 +58,10 @@ pub struct Refreshed {
     pub last_day: Option<NaiveDate>,
     pub days_written: usize,
     pub transactions_replayed: usize,
+    /// The record of the day refreshed through, when this refresh folded
+    /// it: what the history holds for that day once the transaction
+    /// commits, so `calculate` answers without reading it back.
+    pub today_row: Option<HistoryRow>,
 }
 
 /// Brings one portfolio up to `today` in its own database transaction.

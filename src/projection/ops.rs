@@ -182,7 +182,12 @@ pub async fn calculate(
     if let Some(inc) = out.inconsistency {
         return Err(OpError::Inconsistent(inc));
     }
-    let mut conn = pool.acquire().await?;
-    let row = storage::history_row(&mut conn, portfolio_id, today).await?;
+    let row = match out.today_row {
+        Some(row) => Some(row),
+        None => {
+            let mut conn = pool.acquire().await?;
+            storage::history_row(&mut conn, portfolio_id, today).await?
+        }
+    };
     Ok((row, out.status))
 }

@@ -104,6 +104,7 @@ fn plan(
                     last_day: p.last_day,
                     days_written: 0,
                     transactions_replayed: 0,
+                    today_row: None,
                 },
             ));
             continue;
@@ -377,8 +378,8 @@ async fn write(
             Some(Start::State(s)) if from_stored => Some(s),
             _ => None,
         };
-        let (last_day, base_state, inconsistency, days, replayed) = match f {
-            Some((date, run, n)) => {
+        let (last_day, base_state, inconsistency, days, replayed, today_row) = match f {
+            Some((date, mut run, n)) => {
                 let last_day = run
                     .rows
                     .last()
@@ -393,10 +394,12 @@ async fn write(
                     )),
                     _ => BaseState::Set(None),
                 };
-                (last_day, base, run.inconsistency, run.rows.len(), n)
+                let days = run.rows.len();
+                let today_row = run.rows.pop().filter(|r| r.record.date == today);
+                (last_day, base, run.inconsistency, days, n, today_row)
             }
             // Nothing to fold before a later day: only the bookkeeping moves.
-            None => (p.last_day, BaseState::Keep, None, 0, 0),
+            None => (p.last_day, BaseState::Keep, None, 0, 0, None),
         };
         if let Some(since) = p.pending_since {
             let lag = (chrono::Utc::now() - since).num_microseconds().unwrap_or(0) as f64 / 1e6;
@@ -439,6 +442,7 @@ async fn write(
                 last_day,
                 days_written: days,
                 transactions_replayed: replayed,
+                today_row,
             },
         ));
     }

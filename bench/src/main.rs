@@ -1546,6 +1546,7 @@ impl Bench {
             ..Default::default()
         };
         let (mut rows, mut read, mut encode) = (vec![], vec![], vec![]);
+        let (mut entry, mut gzip, mut br) = (vec![], vec![], vec![]);
         for _ in 0..10 {
             let mut conn = self.work_pool.acquire().await?;
             let t = Instant::now();
@@ -1560,13 +1561,27 @@ impl Bench {
             // The body the API sends: the read's fields, moved (not timed).
             let resp = navd::http::schema::HistoryResponse::from(h);
             let t = Instant::now();
-            serde_json::to_vec(&resp)?;
+            let body = serde_json::to_vec(&resp)?;
             encode.push(ms(t.elapsed()));
+            // The handler's cache entry, and the gzip copy a miss makes
+            // when its client takes gzip.
+            let t = Instant::now();
+            let e = navd::http::cache::Entry::new("bench".into(), id, body, None);
+            entry.push(ms(t.elapsed()));
+            let t = Instant::now();
+            e.encode_blocking(navd::http::encoding::Coding::Gzip)?;
+            gzip.push(ms(t.elapsed()));
+            let t = Instant::now();
+            e.encode_blocking(navd::http::encoding::Coding::Br)?;
+            br.push(ms(t.elapsed()));
         }
         Ok(json!({
             "load_history_rows": round3(Dist::of(rows).p50),
             "read_history_total": round3(Dist::of(read).p50),
             "serialize_json": round3(Dist::of(encode).p50),
+            "cache_entry": round3(Dist::of(entry).p50),
+            "gzip_copy": round3(Dist::of(gzip).p50),
+            "brotli_copy": round3(Dist::of(br).p50),
         }))
     }
 
@@ -1688,11 +1703,18 @@ impl Bench {
             "GET {bench_url}: {}",
             resp.status()
         );
-        let bw = run_wrk(&wrk, &bench_url, secs, false).await?;
+        let bw = run_wrk(&wrk, &bench_url, secs, None).await?;
         // As browsers and most HTTP clients ask: gzip (kept compressed in
         // the cache), where the extra benchmark column weighs less.
-        let gz = run_wrk(&wrk, &url, secs, true).await?;
-        let bgz = run_wrk(&wrk, &bench_url, secs, true).await?;
+        let gz = run_wrk(&wrk, &url, secs, Some("gzip")).await?;
+        let bgz = run_wrk(&wrk, &bench_url, secs, Some("gzip")).await?;
+        // A browser's header: brotli once its copy is made (the first
+        // answers are gzip while it is).
+        let brw = run_wrk(&wrk, &url, secs, Some("gzip, deflate, br")).await?;
+        println!(
+            "[read] brotli: {:.0} req/s (p50 {:.1} ms)",
+            brw.rps, brw.p50
+        );
         println!(
             "[read] gzip: plain {:.0} req/s (p50 {:.1} ms), with benchmark {:.0} req/s (p50 {:.1} ms): {:.2}×",
             gz.rps,
@@ -1774,6 +1796,11 @@ impl Bench {
                         "plain_p50_ms": gz.p50,
                         "benchmark_p50_ms": bgz.p50,
                     },
+                    "br": {
+                        "plain_requests_per_s": brw.rps,
+                        "plain_p50_ms": brw.p50,
+                        "plain_p99_ms": brw.p99,
+                    },
                 },
                 "peak_rss_mb": round3(self.child().peak_rss_mb()),
                 "phase": self.phase(&mut a, &b).await,
@@ -1798,7 +1825,17 @@ impl Bench {
             Some(("≤ 1 a second".into(), per_second)),
             json!({"value": round_trips, "of": count, "unit": "requests", "target": 0, "better": "lower"}),
         );
-        let miss_ms = miss(&split) + split["serialize_json"].as_f64().unwrap_or(f64::NAN);
+        // Everything the handler does before it answers a miss.
+        let stage = |k: &str| split[k].as_f64().unwrap_or(f64::NAN);
+        let miss_ms = miss(&split) + stage("serialize_json") + stage("cache_entry");
+        println!(
+            "[read] a miss's stages (p50): read {:.1} ms, JSON {:.1} ms, entry {:.3} ms; a client taking gzip adds {:.1} ms; the brotli copy, made once a version off the request, {:.1} ms",
+            miss(&split),
+            stage("serialize_json"),
+            stage("cache_entry"),
+            stage("gzip_copy"),
+            stage("brotli_copy"),
+        );
         self.row(
             "read",
             "cache miss, unloaded: read + JSON (p50)",
@@ -2708,7 +2745,12 @@ fn parse_setting(s: &str) -> std::result::Result<(String, String), String> {
 }
 
 /// `wrk` on `url` for `secs` seconds, asking for gzip when `gzip`.
-async fn run_wrk(wrk: &std::path::Path, url: &str, secs: u64, gzip: bool) -> Result<WrkReport> {
+async fn run_wrk(
+    wrk: &std::path::Path,
+    url: &str,
+    secs: u64,
+    accept_encoding: Option<&str>,
+) -> Result<WrkReport> {
     let mut cmd = tokio::process::Command::new(wrk);
     cmd.args([
         "-t2",
@@ -2716,8 +2758,8 @@ async fn run_wrk(wrk: &std::path::Path, url: &str, secs: u64, gzip: bool) -> Res
         &format!("-d{secs}s"),
     ])
     .args(["--timeout", "10s", "--latency"]);
-    if gzip {
-        cmd.args(["-H", "Accept-Encoding: gzip"]);
+    if let Some(codings) = accept_encoding {
+        cmd.args(["-H", &format!("Accept-Encoding: {codings}")]);
     }
     let out = cmd.arg(url).output().await.context("running wrk")?;
     let text = String::from_utf8_lossy(&out.stdout).to_string();

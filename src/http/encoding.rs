@@ -1,30 +1,97 @@
-//! Content-coding negotiation (RFC 9110 §12.5.3): whether a response may be
-//! sent gzip-compressed, given the request's `Accept-Encoding`.
+//! Content-coding negotiation (RFC 9110 §12.5.3): which coding a response
+//! is sent in, given the request's `Accept-Encoding`.
 //!
-//! The service chooses gzip in one place (the cached curve of GET
-//! nav-history, compressed once and kept beside the plain copy), and that
-//! choice goes through [`gzip_preferred`]. It honours quality values
-//! (`gzip;q=0` refuses gzip), the `*` wildcard, `x-gzip` as an alias and an
-//! explicit preference for `identity`; a header it cannot parse counts as
-//! absent, which means "no compression" — the answer every client can read.
+//! The service compresses one response, the cached curve of GET
+//! nav-history, which keeps its compressed copies beside the plain one
+//! (`http::cache`). [`ranked`] orders the codings a client accepts.
+//! [`choose`] picks the one to send now, and may name a better one to
+//! make in the background. Quality values are honoured (`gzip;q=0`
+//! refuses gzip), and so are the `*` wildcard, `x-gzip` as an alias and
+//! an explicit weight for `identity`. A header that cannot be parsed
+//! counts as absent, which means "no compression": the answer every
+//! client can read.
 
 use axum::http::{header, HeaderMap};
 
-/// True when the client accepts gzip (q > 0, by name or through `*`) and
-/// does not weigh the uncompressed form higher. Identity competes only when
-/// weighted explicitly (`identity;q=…`, or `*;q=…`, which covers it): the
-/// implicit acceptability of identity is no preference, so `gzip;q=0.8`
-/// alone still gets gzip.
-pub fn gzip_preferred(headers: &HeaderMap) -> bool {
-    let mut values = headers.get_all(header::ACCEPT_ENCODING).iter().peekable();
-    if values.peek().is_none() {
-        return false;
+/// A content coding navd can send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coding {
+    Br,
+    Gzip,
+    Identity,
+}
+
+impl Coding {
+    /// The `Content-Encoding` value, none for identity.
+    pub fn header(self) -> Option<&'static str> {
+        match self {
+            Coding::Br => Some("br"),
+            Coding::Gzip => Some("gzip"),
+            Coding::Identity => None,
+        }
     }
-    let mut gzip = None;
-    let mut identity = None;
-    let mut star = None;
+}
+
+/// The codings the client accepts, most preferred first. Never empty.
+///
+/// A compressed coding must have q > 0 (by name or through `*`). It must
+/// also weigh at least as much as `identity` when identity is weighted
+/// explicitly (`identity;q=…`, or `*;q=…`, which covers it). Identity
+/// that is merely implied carries no preference, so `gzip;q=0.8` alone
+/// still gets gzip. On equal weights brotli comes first (smaller), then
+/// gzip. Identity is last, and it is dropped only when refused
+/// explicitly (`identity;q=0`) and something else is left.
+pub fn ranked(headers: &HeaderMap) -> Vec<Coding> {
+    weights(headers).map_or_else(|| vec![Coding::Identity], |w| w.ranked())
+}
+
+/// What to send now, given which codings are `ready` (made already), and
+/// a better coding to make in the background, if any. Only brotli is
+/// deferred: it takes several times gzip's time to make. A client that
+/// prefers it gets the next coding it accepts until it is ready. A
+/// client that accepts nothing else waits for it.
+pub fn choose(ranked: &[Coding], ready: impl Fn(Coding) -> bool) -> (Coding, Option<Coding>) {
+    match ranked {
+        [Coding::Br, next, ..] if !ready(Coding::Br) => (*next, Some(Coding::Br)),
+        [first, ..] => (*first, None),
+        [] => (Coding::Identity, None),
+    }
+}
+
+#[derive(Default)]
+struct Weights {
+    br: Option<f32>,
+    gzip: Option<f32>,
+    identity: Option<f32>,
+    star: Option<f32>,
+}
+
+impl Weights {
+    fn ranked(&self) -> Vec<Coding> {
+        let identity = self.identity.or(self.star);
+        let mut out: Vec<(f32, Coding)> = [(self.br, Coding::Br), (self.gzip, Coding::Gzip)]
+            .into_iter()
+            .map(|(q, c)| (q.or(self.star).unwrap_or(0.0), c))
+            .filter(|(q, _)| *q > 0.0 && identity.is_none_or(|i| *q >= i))
+            .collect();
+        // Stable: on equal weights the order above (brotli, gzip) stays.
+        out.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let mut out: Vec<Coding> = out.into_iter().map(|(_, c)| c).collect();
+        if identity != Some(0.0) || out.is_empty() {
+            out.push(Coding::Identity);
+        }
+        out
+    }
+}
+
+/// The weights of the header's codings; `None` when it is absent or
+/// cannot be parsed.
+fn weights(headers: &HeaderMap) -> Option<Weights> {
+    let mut values = headers.get_all(header::ACCEPT_ENCODING).iter().peekable();
+    values.peek()?;
+    let mut w = Weights::default();
     for v in values {
-        let Ok(v) = v.to_str() else { return false };
+        let v = v.to_str().ok()?;
         for item in v.split(',') {
             let item = item.trim();
             if item.is_empty() {
@@ -34,28 +101,23 @@ pub fn gzip_preferred(headers: &HeaderMap) -> bool {
             let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
             let mut q = 1.0;
             for p in parts {
-                let Some((k, v)) = p.split_once('=') else {
-                    return false;
-                };
+                let (k, v) = p.split_once('=')?;
                 if k.trim().eq_ignore_ascii_case("q") {
-                    match qvalue(v.trim()) {
-                        Some(x) => q = x,
-                        None => return false,
-                    }
+                    q = qvalue(v.trim())?;
                 }
             }
             let slot = match coding.as_str() {
-                "gzip" | "x-gzip" => &mut gzip,
-                "identity" => &mut identity,
-                "*" => &mut star,
+                "br" => &mut w.br,
+                "gzip" | "x-gzip" => &mut w.gzip,
+                "identity" => &mut w.identity,
+                "*" => &mut w.star,
                 _ => continue,
             };
             // A coding listed twice: the most favourable weight wins.
             *slot = Some(slot.map_or(q, |old: f32| old.max(q)));
         }
     }
-    let gzip = gzip.or(star).unwrap_or(0.0);
-    gzip > 0.0 && identity.or(star).is_none_or(|identity| gzip >= identity)
+    Some(w)
 }
 
 /// An RFC 9110 qvalue: `0`, `1`, `0.xxx` or `1.000` (up to three decimals).
@@ -76,53 +138,81 @@ fn qvalue(s: &str) -> Option<f32> {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+    use Coding::{Br, Gzip, Identity};
 
-    fn accepts(values: &[&str]) -> bool {
+    fn rank(values: &[&str]) -> Vec<Coding> {
         let mut h = HeaderMap::new();
         for v in values {
             h.append(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
         }
-        gzip_preferred(&h)
+        ranked(&h)
     }
 
     #[test]
     fn quality_values_wildcards_and_identity() {
         for (header, want) in [
-            ("gzip", true),
-            ("GZIP", true),
-            ("x-gzip", true),
-            ("gzip, deflate, br", true),
-            ("br;q=1.0, gzip;q=0.8, *;q=0.1", true),
-            ("gzip;q=0", false),
-            ("gzip;q=0.0", false),
-            ("gzip;q=0.000", false),
-            ("gzip; q=0", false),
-            ("gzip;Q=0", false),
-            ("*", true),
-            ("*;q=0", false),
-            ("*;q=0.5, gzip;q=0", false),
-            ("gzip;q=0, *", false),
-            ("deflate", false),
-            ("identity", false),
-            ("", false),
-            ("identity;q=1, gzip;q=0.5", false),
-            ("identity;q=0.5, gzip;q=0.5", true),
-            ("identity;q=0, gzip;q=0.1", true),
-            ("identity;q=0", false),
-            ("gzip;q=0.001", true),
-            ("gzip;q=0.8", true),
-            ("gzip;q=0.5, *;q=1", false),
+            ("gzip", vec![Gzip, Identity]),
+            ("GZIP", vec![Gzip, Identity]),
+            ("x-gzip", vec![Gzip, Identity]),
+            ("gzip, deflate, br", vec![Br, Gzip, Identity]),
+            ("gzip, deflate, br, zstd", vec![Br, Gzip, Identity]),
+            ("br;q=1.0, gzip;q=0.8, *;q=0.1", vec![Br, Gzip, Identity]),
+            ("br;q=0.5, gzip", vec![Gzip, Br, Identity]),
+            ("br", vec![Br, Identity]),
+            ("br, identity;q=0", vec![Br]),
+            ("br;q=0, gzip;q=0, identity;q=0", vec![Identity]),
+            ("gzip;q=0", vec![Identity]),
+            ("gzip;q=0.0", vec![Identity]),
+            ("gzip;q=0.000", vec![Identity]),
+            ("gzip; q=0", vec![Identity]),
+            ("gzip;Q=0", vec![Identity]),
+            ("*", vec![Br, Gzip, Identity]),
+            ("*;q=0", vec![Identity]),
+            ("*;q=0.5, gzip;q=0", vec![Br, Identity]),
+            ("gzip;q=0, br;q=0, *", vec![Identity]),
+            ("deflate", vec![Identity]),
+            ("identity", vec![Identity]),
+            ("", vec![Identity]),
+            ("identity;q=1, gzip;q=0.5, br;q=0.9", vec![Identity]),
+            ("identity;q=0.5, gzip;q=0.5", vec![Gzip, Identity]),
+            ("identity;q=0, gzip;q=0.1", vec![Gzip]),
+            ("identity;q=0", vec![Identity]),
+            ("gzip;q=0.001", vec![Gzip, Identity]),
+            ("gzip;q=0.8", vec![Gzip, Identity]),
+            ("gzip;q=0.5, *;q=1", vec![Br, Identity]),
             // Malformed weights: the header counts as absent.
-            ("gzip;q=2", false),
-            ("gzip;q=abc", false),
-            ("gzip;q=0.0001", false),
-            ("gzip;q", false),
-            ("gzip;q=-1", false),
+            ("gzip;q=2", vec![Identity]),
+            ("br;q=abc, gzip", vec![Identity]),
+            ("gzip;q=0.0001", vec![Identity]),
+            ("gzip;q", vec![Identity]),
+            ("gzip;q=-1", vec![Identity]),
         ] {
-            assert_eq!(accepts(&[header]), want, "Accept-Encoding: {header}");
+            assert_eq!(rank(&[header]), want, "Accept-Encoding: {header}");
         }
-        assert!(!accepts(&[]), "no header, no compression");
-        assert!(accepts(&["deflate", "gzip"]), "values across header lines");
-        assert!(!accepts(&["gzip;q=0.5", "identity"]), "identity preferred");
+        assert_eq!(rank(&[]), vec![Identity], "no header, no compression");
+        assert_eq!(
+            rank(&["deflate", "gzip"]),
+            vec![Gzip, Identity],
+            "across lines"
+        );
+        assert_eq!(rank(&["gzip;q=0.5", "identity"]), vec![Identity]);
+        let bad = HeaderValue::from_bytes(b"gzip\xff").unwrap();
+        let mut h = HeaderMap::new();
+        h.append(header::ACCEPT_ENCODING, bad);
+        assert_eq!(ranked(&h), vec![Identity], "not text: absent");
+    }
+
+    #[test]
+    fn brotli_is_deferred_while_something_else_is_accepted() {
+        let all = |_: Coding| true;
+        let plain = |c: Coding| c == Identity;
+        assert_eq!(choose(&[Br, Gzip, Identity], all), (Br, None));
+        assert_eq!(choose(&[Br, Gzip, Identity], plain), (Gzip, Some(Br)));
+        assert_eq!(choose(&[Br, Identity], plain), (Identity, Some(Br)));
+        assert_eq!(choose(&[Br], plain), (Br, None), "nothing else: wait");
+        // Gzip is made on the spot, never deferred.
+        assert_eq!(choose(&[Gzip, Br, Identity], plain), (Gzip, None));
+        assert_eq!(choose(&[Identity], plain), (Identity, None));
+        assert_eq!(choose(&[], plain), (Identity, None));
     }
 }

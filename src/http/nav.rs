@@ -12,6 +12,7 @@ use chrono::NaiveDate;
 
 use super::auth::{BrowserCaller, Caller, SCOPE_READ, SCOPE_WRITE};
 use super::cache::Entry;
+use super::encoding::{self, Coding};
 use super::error::ApiError;
 use super::params::{self, ParseQuery};
 use super::schema::{BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse};
@@ -54,7 +55,7 @@ pub async fn get_history(
     let seen = s.changes.seen(id.as_str(), bench.is_some());
     if let Some(e) = seen.and_then(|sn| s.cache.get_trusted(&key, sn)) {
         metrics::counter!("navd_read_cache_total", "outcome" => "trusted").increment(1);
-        return Ok(cached_response(&headers, &e));
+        return cached_response(&s, &key, &headers, &e).await;
     }
     let (version, pending, bench_version) =
         storage::portfolio_validator(&s.pool, id.as_str(), bench)
@@ -86,20 +87,26 @@ pub async fn get_history(
                 bench_tag(bench_version)
             );
             let resp = HistoryResponse::from(h);
-            // Serializing and compressing a long history takes tens of ms:
-            // not on the async threads.
+            // Serializing a long history takes milliseconds: not on the
+            // async threads. The copy this client takes is made here too
+            // (brotli only when it takes nothing else, see `choose`).
             let k = key.clone();
+            let (coding, _) =
+                encoding::choose(&encoding::ranked(&headers), |c| c == Coding::Identity);
             let e = tokio::task::spawn_blocking(move || {
                 let json = serde_json::to_vec(&resp).map_err(|e| ApiError::Internal(e.into()))?;
-                Ok::<_, ApiError>(Entry::new(tag, &k, json, seen))
+                let e = Entry::new(tag, &k, json, seen);
+                e.encode_blocking(coding)
+                    .map_err(|e| ApiError::Internal(e.into()))?;
+                Ok::<_, ApiError>(e)
             })
             .await
             .map_err(|e| ApiError::Internal(e.into()))??;
-            s.cache.put(key, e.clone());
+            s.cache.put(key.clone(), e.clone());
             e
         }
     };
-    Ok(cached_response(&headers, &entry))
+    cached_response(&s, &key, &headers, &entry).await
 }
 
 /// The curve of a range as CSV: one line per day with every reported field
@@ -269,8 +276,17 @@ fn validator(version: i64, pending: Option<NaiveDate>) -> String {
     }
 }
 
-/// 304 when the client holds the current version, gzip when accepted.
-fn cached_response(headers: &HeaderMap, e: &Entry) -> Response {
+/// 304 when the client holds the current version; otherwise the body in
+/// the coding the client prefers ([`encoding::choose`]). A copy not made
+/// yet is made here and counted by the cache; brotli, when the client
+/// also takes something else, is made in the background for the next
+/// request.
+async fn cached_response(
+    s: &AppState,
+    key: &str,
+    headers: &HeaderMap,
+    e: &Entry,
+) -> Result<Response, ApiError> {
     let mut h = HeaderMap::new();
     h.insert(
         header::ETAG,
@@ -283,18 +299,37 @@ fn cached_response(headers: &HeaderMap, e: &Entry) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|t| t.trim() == e.etag || t.trim() == "*"));
     if matches {
-        return (StatusCode::NOT_MODIFIED, h).into_response();
+        return Ok((StatusCode::NOT_MODIFIED, h).into_response());
     }
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    if super::encoding::gzip_preferred(headers) && !e.gzip.is_empty() {
-        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-        (h, e.gzip.clone()).into_response()
-    } else {
-        (h, e.json.clone()).into_response()
+    let (coding, later) = encoding::choose(&encoding::ranked(headers), |c| e.ready(c).is_some());
+    if let Some(later) = later {
+        let (e, cache, key) = (e.clone(), s.cache.clone(), key.to_owned());
+        tokio::spawn(async move {
+            match e.encode(later).await {
+                Ok(_) => cache.settle(&key),
+                Err(err) => tracing::warn!(error = %err, "compressing a cached curve failed"),
+            }
+        });
     }
+    let body = match e.ready(coding) {
+        Some(b) => b,
+        None => {
+            let b = e
+                .encode(coding)
+                .await
+                .map_err(|err| ApiError::Internal(err.into()))?;
+            s.cache.settle(key);
+            b
+        }
+    };
+    if let Some(name) = coding.header() {
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static(name));
+    }
+    Ok((h, body).into_response())
 }
 
 /// Rebuilds a range of records from the stored events.

@@ -314,8 +314,45 @@ mod tests {
     }
 
     #[test]
+    fn a_confirmation_renews_the_trust_of_its_version_only() {
+        let period = Duration::from_millis(200);
+        let c = ReadCache::trusting_for(10_000, period);
+        let (s1, s2) = (Seen::for_tests(1), Seen::for_tests(2));
+        c.put(
+            "a".into(),
+            Entry::new("v1".into(), "a", vec![b'x'; 10], Some(s1)),
+        );
+        std::thread::sleep(period + Duration::from_millis(10));
+        assert!(c.get_trusted("a", s1).is_none(), "this caller confirms");
+        std::thread::sleep(period / 2);
+        c.confirmed("a", "v1", Some(s1));
+        // Another version's confirmation changes nothing, counters included.
+        c.confirmed("a", "v2", Some(s2));
+        // Past the confirmer's period, within the confirmation's.
+        std::thread::sleep(period * 3 / 4);
+        assert!(
+            c.get_trusted("a", s1).is_some(),
+            "renewed by the confirmation"
+        );
+    }
+
+    #[test]
+    fn etags_differ_by_key_and_version() {
+        let tag = |v: &str, k: &str| Entry::new(v.into(), k, vec![], None).etag;
+        assert_eq!(tag("7", "p?a"), tag("7", "p?a"));
+        assert_ne!(tag("7", "p?a"), tag("7", "p?b"), "another query");
+        assert_ne!(tag("7", "p?a"), tag("8", "p?a"), "another version");
+        assert!(tag("7", "p?a").starts_with("W/\"") && tag("7", "p?a").ends_with("-7\""));
+    }
+
+    #[test]
     fn stale_versions_miss_and_the_bound_holds() {
         let c = ReadCache::new(3_000);
+        c.put(
+            "full".into(),
+            Entry::new("1".into(), "f", vec![0; 3000], None),
+        );
+        assert!(c.get("full", "1").is_some(), "as large as the bound: kept");
         c.put(
             "big".into(),
             Entry::new("1".into(), "big", vec![0; 3001], None),
@@ -324,6 +361,7 @@ mod tests {
             c.get("big", "1").is_none(),
             "larger than the bound: not kept"
         );
+        assert!(c.get("full", "1").is_some(), "and nothing evicted for it");
         c.put(
             "a".into(),
             Entry::new("1".into(), "a", vec![b'x'; 1000], None),

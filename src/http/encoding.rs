@@ -182,6 +182,9 @@ mod tests {
             ("gzip;q=0.5, *;q=1", vec![Br, Identity]),
             // Malformed weights: the header counts as absent.
             ("gzip;q=2", vec![Identity]),
+            ("gzip;q=1.5", vec![Identity]),
+            ("gzip;q=1.0000", vec![Identity]),
+            ("br;q=1.000, gzip;q=0.999", vec![Br, Gzip, Identity]),
             ("br;q=abc, gzip", vec![Identity]),
             ("gzip;q=0.0001", vec![Identity]),
             ("gzip;q", vec![Identity]),
@@ -200,6 +203,13 @@ mod tests {
         let mut h = HeaderMap::new();
         h.append(header::ACCEPT_ENCODING, bad);
         assert_eq!(ranked(&h), vec![Identity], "not text: absent");
+    }
+
+    #[test]
+    fn content_encoding_names() {
+        assert_eq!(Br.header(), Some("br"));
+        assert_eq!(Gzip.header(), Some("gzip"));
+        assert_eq!(Identity.header(), None);
     }
 
     #[test]

@@ -2744,7 +2744,8 @@ fn parse_setting(s: &str) -> std::result::Result<(String, String), String> {
     }
 }
 
-/// `wrk` on `url` for `secs` seconds, asking for gzip when `gzip`.
+/// `wrk` on `url` for `secs` seconds, sending `accept_encoding` as the
+/// request's `Accept-Encoding` when given.
 async fn run_wrk(
     wrk: &std::path::Path,
     url: &str,

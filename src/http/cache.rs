@@ -78,10 +78,9 @@ impl Entry {
 
     /// The body in `coding` if it has been made.
     pub fn ready(&self, coding: Coding) -> Option<Bytes> {
-        match coding {
-            Coding::Identity => Some(self.json.clone()),
-            Coding::Gzip => self.encoded.gzip.get().cloned(),
-            Coding::Br => self.encoded.br.get().cloned(),
+        match self.cell(coding) {
+            None => Some(self.json.clone()),
+            Some(cell) => cell.get().cloned(),
         }
     }
 

@@ -183,12 +183,17 @@ impl Service {
                 config.read_cache_mb << 20,
             )),
             changes: storage::changes::changes_for(&pool),
+            guards: Arc::new(crate::http::guard::Guards::new(&config.protection)),
         };
         let limits = http::server::fit_to_nofile(
             Limits {
                 header_timeout: Duration::from_millis(config.http_header_timeout_ms),
                 idle_timeout: Duration::from_millis(config.http_idle_timeout_ms),
                 max_connections: config.http_max_connections,
+                max_connections_per_peer: config.protection.max_connections_per_peer,
+                probe_connections: config.protection.probe_connections,
+                write_timeout: Duration::from_millis(config.protection.write_timeout_ms),
+                busy_idle_timeout: Duration::from_millis(config.protection.busy_idle_timeout_ms),
             },
             http::server::raise_nofile_limit(),
         );

@@ -95,6 +95,9 @@ pub struct KafkaConfig {
     pub properties: Vec<(String, String)>,
     /// What an event must satisfy beyond its shape (`NAVD_EARLIEST_DATE`).
     pub rules: projections::Rules,
+    /// How long after its start or a rebalance the consumer may hold no
+    /// partition and still be ready (`NAVD_CONSUMER_ASSIGNMENT_GRACE_MS`).
+    pub assignment_grace_ms: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +123,49 @@ pub struct Config {
     pub default_currency: projections::Currency,
     /// What this process runs (`NAVD_ROLE`).
     pub role: Role,
+    /// What keeps one client from starving the others.
+    pub protection: Protection,
+}
+
+/// The per-client limits of the HTTP edge (the README's "Limits"): each
+/// bounds what one client, with or without a token, can take from the
+/// others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Protection {
+    /// Most connections open from one IP address
+    /// (`NAVD_HTTP_MAX_CONNECTIONS_PER_PEER`).
+    pub max_connections_per_peer: usize,
+    /// Connections accepted beyond the cap that serve `/healthz`,
+    /// `/readyz` and `/metrics` only (`NAVD_HTTP_PROBE_CONNECTIONS`).
+    pub probe_connections: usize,
+    /// Longest a response write may make no progress
+    /// (`NAVD_HTTP_WRITE_TIMEOUT_MS`).
+    pub write_timeout_ms: u64,
+    /// The idle timeout once connections pass three quarters of the cap
+    /// (`NAVD_HTTP_BUSY_IDLE_TIMEOUT_MS`).
+    pub busy_idle_timeout_ms: u64,
+    /// Uncached computations one caller may have in flight
+    /// (`NAVD_HTTP_MISSES_PER_CALLER`).
+    pub misses_per_caller: usize,
+    /// Failed sign-ins one IP address may make a minute
+    /// (`NAVD_LOGIN_FAILURES_PER_MINUTE`).
+    pub login_failures_per_minute: u32,
+    /// Whether the sign-in cookie carries `Secure` (`NAVD_COOKIE_SECURE`).
+    pub cookie_secure: bool,
+}
+
+impl Default for Protection {
+    fn default() -> Self {
+        Protection {
+            max_connections_per_peer: 128,
+            probe_connections: 32,
+            write_timeout_ms: 30_000,
+            busy_idle_timeout_ms: 2_000,
+            misses_per_caller: 4,
+            login_failures_per_minute: 10,
+            cookie_secure: true,
+        }
+    }
 }
 
 /// What a `navd serve` process runs (`NAVD_ROLE`).
@@ -187,6 +233,11 @@ pub const VARIABLES: &[(&str, &str, &str)] = &[
     ),
     ("NAVD_FX_TOPIC", "nav.fx", "exchange rates topic"),
     (
+        "NAVD_CONSUMER_ASSIGNMENT_GRACE_MS",
+        "30000",
+        "not ready after holding no partition this long while the group has some to give",
+    ),
+    (
         "NAVD_DEFAULT_CURRENCY",
         "USD",
         "currency of closes and portfolios that name none",
@@ -231,6 +282,41 @@ pub const VARIABLES: &[(&str, &str, &str)] = &[
         "NAVD_HTTP_MAX_CONNECTIONS",
         "1024",
         "most HTTP connections open at once",
+    ),
+    (
+        "NAVD_HTTP_MAX_CONNECTIONS_PER_PEER",
+        "128",
+        "most connections from one IP address (its idle ones are closed first)",
+    ),
+    (
+        "NAVD_HTTP_PROBE_CONNECTIONS",
+        "32",
+        "connections beyond the cap that serve /healthz, /readyz and /metrics only",
+    ),
+    (
+        "NAVD_HTTP_WRITE_TIMEOUT_MS",
+        "30000",
+        "a response write making no progress this long closes the connection",
+    ),
+    (
+        "NAVD_HTTP_BUSY_IDLE_TIMEOUT_MS",
+        "2000",
+        "the idle timeout once connections pass 3/4 of the cap",
+    ),
+    (
+        "NAVD_HTTP_MISSES_PER_CALLER",
+        "4",
+        "uncached computations in flight per token (per IP address without one); more answer 429",
+    ),
+    (
+        "NAVD_LOGIN_FAILURES_PER_MINUTE",
+        "10",
+        "failed sign-ins per IP address a minute; more answer 429",
+    ),
+    (
+        "NAVD_COOKIE_SECURE",
+        "true",
+        "true | false: the sign-in cookie's Secure attribute (false only for plain-HTTP use)",
     ),
     (
         "NAVD_REQUEST_TIMEOUT_MS",
@@ -458,6 +544,31 @@ impl Config {
         let batch_max = r.num("NAVD_BATCH_MAX", 5000);
         let batch_wait_ms = r.millis("NAVD_BATCH_WAIT_MS", 20, 0);
         let batch_idle_ms = r.millis("NAVD_BATCH_IDLE_MS", 3, 0);
+        let assignment_grace_ms = r.millis("NAVD_CONSUMER_ASSIGNMENT_GRACE_MS", 30_000, 0);
+        let d = Protection::default();
+        let protection = Protection {
+            max_connections_per_peer: r.positive(
+                "NAVD_HTTP_MAX_CONNECTIONS_PER_PEER",
+                d.max_connections_per_peer,
+            ),
+            probe_connections: r.positive("NAVD_HTTP_PROBE_CONNECTIONS", d.probe_connections),
+            write_timeout_ms: r.millis("NAVD_HTTP_WRITE_TIMEOUT_MS", d.write_timeout_ms, 1),
+            busy_idle_timeout_ms: r.millis(
+                "NAVD_HTTP_BUSY_IDLE_TIMEOUT_MS",
+                d.busy_idle_timeout_ms,
+                1,
+            ),
+            misses_per_caller: r.positive("NAVD_HTTP_MISSES_PER_CALLER", d.misses_per_caller),
+            login_failures_per_minute: r.positive(
+                "NAVD_LOGIN_FAILURES_PER_MINUTE",
+                d.login_failures_per_minute,
+            ),
+            cookie_secure: r.parse("NAVD_COOKIE_SECURE", true, |v| match v {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err("expected `true` or `false`".to_string()),
+            }),
+        };
         let kafka = r.get("NAVD_KAFKA_BROKERS").map(|brokers| KafkaConfig {
             brokers,
             group: r.get("NAVD_KAFKA_GROUP").unwrap_or_else(|| "navd".into()),
@@ -477,6 +588,7 @@ impl Config {
             batch_idle_ms,
             properties: properties.clone(),
             rules,
+            assignment_grace_ms,
         });
         let config = Config {
             database_url: r.get("DATABASE_URL"),
@@ -493,6 +605,7 @@ impl Config {
             read_cache_mb: r.num("NAVD_READ_CACHE_MB", 64),
             default_currency,
             role,
+            protection,
         };
         if r.problems.is_empty() {
             Ok(config)

@@ -196,6 +196,7 @@ async fn run_on(pg: &PgTemp, addr: SocketAddr, stop: &CancellationToken) -> Resu
         batch_idle_ms: 3,
         properties: vec![],
         rules: Default::default(),
+        assignment_grace_ms: 30_000,
     };
     cluster.create_topic(&kafka.transactions_topic, 6, 1)?;
     cluster.create_topic(&kafka.prices_topic, 3, 1)?;
@@ -239,6 +240,10 @@ async fn run_on(pg: &PgTemp, addr: SocketAddr, stop: &CancellationToken) -> Resu
         read_cache_mb: 64,
         default_currency: kafka.default_currency.clone(),
         role: crate::config::Role::All,
+        protection: crate::config::Protection {
+            cookie_secure: false,
+            ..Default::default()
+        },
     };
     let service = Service::start(&config, pool.clone(), stop.clone()).await?;
     let started = std::time::Instant::now();
@@ -337,6 +342,7 @@ mod tests {
             batch_idle_ms: 1,
             properties: vec![],
             rules: Default::default(),
+            assignment_grace_ms: 30_000,
         };
         let today = chrono::NaiveDate::from_ymd_opt(2026, 11, 23).unwrap();
         let text = banner("http://x", &kafka, "demo-000", 1, Duration::ZERO, today);

@@ -9,9 +9,13 @@
 //!   label has a bounded set of values whatever clients send: `route` is the
 //!   matched route template or `unmatched`, `method` one of the standard
 //!   methods or `other`;
-//! - `http_open_connections` gauge, `http_connections_total` and
-//!   `http_connections_timed_out_total{phase=header|idle}` counters (see
-//!   `http::server`); `chart_renders_refused_total` (chart pool full, 503);
+//! - `http_open_connections` and `http_connection_pressure` gauges,
+//!   `http_connections_total`,
+//!   `http_connections_timed_out_total{phase=header|idle|write}`,
+//!   `http_connections_shed_total{reason}`,
+//!   `http_connections_refused_total{reason}` counters (see `http::server`),
+//!   `http_work_refused_total` (see `http::guard`);
+//! - `consumer_assigned_partitions`, `consumer_ready` gauges; `chart_renders_refused_total` (chart pool full, 503);
 //! - `events_consumed_total{topic}`, `dead_letters_total{topic}` counters;
 //! - `consumer_lag{topic,partition}` gauge (from librdkafka statistics,
 //!   every 5 s; dropped a minute after its partition leaves this process);
@@ -78,7 +82,37 @@ pub const METRICS: &[Metric] = &[
     metric(
         "navd_http_connections_timed_out_total",
         Kind::Counter,
-        "HTTP connections closed for taking too long to send a request head (phase=header) or for idling (phase=idle).",
+        "HTTP connections closed for taking too long to send a request head (phase=header), for idling (phase=idle), or for not reading a response (phase=write).",
+    ),
+    metric(
+        "navd_http_connections_shed_total",
+        Kind::Counter,
+        "HTTP connections closed to make room for a new one at a cap, by which cap (reason=cap|peer|probe).",
+    ),
+    metric(
+        "navd_http_connections_refused_total",
+        Kind::Counter,
+        "HTTP connections answered 503 and closed at once because nothing could make room (reason).",
+    ),
+    metric(
+        "navd_http_connection_pressure",
+        Kind::Gauge,
+        "1 while more than three quarters of NAVD_HTTP_MAX_CONNECTIONS are open (the short idle timeout applies), else 0.",
+    ),
+    metric(
+        "navd_http_work_refused_total",
+        Kind::Counter,
+        "Uncached requests answered 429 because their caller had NAVD_HTTP_MISSES_PER_CALLER in flight.",
+    ),
+    metric(
+        "navd_consumer_assigned_partitions",
+        Kind::Gauge,
+        "Partitions the consumer of this process holds now.",
+    ),
+    metric(
+        "navd_consumer_ready",
+        Kind::Gauge,
+        "1 when the consumer is ready as /readyz says (broker answers, batches stored, partitions held or none to hold), else 0.",
     ),
     metric(
         "navd_chart_renders_refused_total",

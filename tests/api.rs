@@ -992,6 +992,7 @@ async fn database_down_is_503_with_retry_after() {
     let stop = tokio_util::sync::CancellationToken::new();
     let state = navd::http::AppState {
         changes: navd::storage::changes::changes_for(&pool),
+        guards: Default::default(),
         pool,
         clock: Clock::fixed(golden_today()),
         auth: navd::http::Authenticator::new(&jwt_auth()).unwrap(),
@@ -1224,6 +1225,7 @@ async fn cached_reads_skip_the_database_until_a_change_is_notified() {
     let changes = navd::storage::changes::changes_for(&pool);
     let state = navd::http::AppState {
         changes: changes.clone(),
+        guards: Default::default(),
         pool: pool.clone(),
         clock: Clock::fixed(golden_today()),
         auth: navd::http::Authenticator::new(&jwt_auth()).unwrap(),

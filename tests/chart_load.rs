@@ -128,10 +128,11 @@ async fn a_century_of_days_renders_small_while_the_api_stays_responsive() {
     );
     for h in renders {
         let (status, ct, retry) = h.await.unwrap();
-        // Served, or refused the documented way when the pool stays full.
+        // Served, or refused the documented way when the pool stays full
+        // (503) or this caller has its share of uncached work in flight (429).
         match status {
             200 => {}
-            503 => assert!(ct == "application/problem+json" && retry, "{ct}"),
+            503 | 429 => assert!(ct == "application/problem+json" && retry, "{ct}"),
             other => panic!("render answered {other} ({ct})"),
         }
     }

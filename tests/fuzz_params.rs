@@ -224,6 +224,7 @@ fn the_router_answers_any_request_without_5xx_and_refuses_with_problem_json() {
             wake: Default::default(),
             cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(1 << 20)),
             changes: navd::storage::changes::changes_for(&pool),
+            guards: Default::default(),
         };
         (navd::http::router(state, Duration::from_secs(10)), pool)
     });

@@ -1,7 +1,8 @@
-//! The server loop's limits over real sockets: slow request heads and idle
-//! keep-alive connections are closed after their timeouts (and requests in
-//! flight are not), the connection cap holds and frees, and stopping
-//! finishes the request in flight.
+//! The server loop's limits over real sockets: slow request heads, idle
+//! keep-alive connections and stalled writes are closed after their
+//! timeouts (and requests in flight are not); at the caps, connections doing
+//! nothing give way to newcomers, one peer keeps to its share, the probes
+//! are answered past the cap; and stopping finishes the request in flight.
 
 mod common;
 
@@ -18,6 +19,7 @@ fn limits(header_ms: u64, idle_ms: u64, max_connections: usize) -> Limits {
         header_timeout: Duration::from_millis(header_ms),
         idle_timeout: Duration::from_millis(idle_ms),
         max_connections,
+        ..Limits::default()
     }
 }
 
@@ -149,91 +151,27 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
 }
 
 #[tokio::test]
-async fn the_connection_cap_holds_and_frees() {
-    const CAP: usize = 4;
-    let app = spawn_app_with(
-        AuthConfig::None,
-        golden_today(),
-        limits(30_000, 30_000, CAP),
-    )
-    .await;
-
-    // CAP keep-alive connections that each had a request answered: all
-    // accepted, all holding a slot.
-    let mut holders = Vec::new();
-    for _ in 0..CAP {
-        let mut s = TcpStream::connect(addr(&app)).await.unwrap();
-        s.write_all(HEALTHZ).await.unwrap();
-        assert!(read_response(&mut s).await.starts_with("HTTP/1.1 200"));
-        holders.push(s);
-    }
-
-    // More clients send a full request: the kernel completes their
-    // handshake, but the server does not take them on while at the cap.
-    let mut queued = Vec::new();
-    for _ in 0..6 {
-        let mut s = TcpStream::connect(addr(&app)).await.unwrap();
-        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: navd\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        queued.push(s);
-    }
-    for s in &mut queued {
-        let mut b = [0u8; 64];
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), s.read(&mut b))
-                .await
-                .is_err(),
-            "a connection above the cap was served"
-        );
-    }
-    let r = reqwest::Client::new()
-        .get(app.url("/healthz"))
-        .timeout(Duration::from_millis(500))
-        .send()
-        .await;
-    assert!(r.is_err(), "served above the cap: {r:?}");
-
-    // Once the holders leave, everyone waiting is served, and so is a
-    // well-behaved client.
-    drop(holders);
-    for s in &mut queued {
-        let resp = tokio::time::timeout(Duration::from_secs(5), read_response(s))
-            .await
-            .expect("a queued connection is served once slots free");
-        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
-    }
-    drop(queued);
-    let started = Instant::now();
-    let r = reqwest::Client::new()
-        .get(app.url("/healthz"))
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .expect("served once the crowd has gone");
-    assert_eq!(r.status(), 200);
-    assert!(started.elapsed() < Duration::from_secs(2));
-}
-
-#[tokio::test]
-async fn idle_connections_cannot_hold_the_cap_for_long() {
-    let app = spawn_app_with(AuthConfig::None, golden_today(), limits(300, 300, 2)).await;
+async fn silent_connections_give_way_to_a_client_with_a_request() {
+    let app = spawn_app_with(AuthConfig::None, golden_today(), limits(30_000, 30_000, 2)).await;
     // Two connections that say nothing at all, and never leave.
-    let _a = TcpStream::connect(addr(&app)).await.unwrap();
-    let _b = TcpStream::connect(addr(&app)).await.unwrap();
+    let mut a = TcpStream::connect(addr(&app)).await.unwrap();
+    let mut b = TcpStream::connect(addr(&app)).await.unwrap();
+    // Within the shedding grace they are left alone: a newcomer gets the
+    // probes only.
+    let r = reqwest::get(app.url("/api/v1/openapi.json")).await.unwrap();
+    assert_eq!(r.status(), 503);
+    tokio::time::sleep(Duration::from_millis(700)).await;
     let started = Instant::now();
-    let r = reqwest::Client::new()
-        .get(app.url("/healthz"))
-        .timeout(Duration::from_secs(5))
-        .send()
+    let (s, _) = fresh_get(&app.url("/api/v1/openapi.json")).await;
+    assert_eq!(s, 200);
+    assert!(started.elapsed() < Duration::from_secs(1));
+    // The older silent connection made room.
+    assert!(closed_within(&mut a, Duration::from_millis(500))
         .await
-        .expect("served once the silent connections time out");
-    assert_eq!(r.status(), 200);
-    assert!(
-        started.elapsed() >= Duration::from_millis(200),
-        "it waited for a slot ({:?})",
-        started.elapsed()
-    );
+        .is_some());
+    assert!(closed_within(&mut b, Duration::from_millis(100))
+        .await
+        .is_none());
 }
 
 #[tokio::test]
@@ -242,6 +180,7 @@ async fn stopping_answers_the_request_in_flight_then_returns() {
     let stop = tokio_util::sync::CancellationToken::new();
     let state = navd::http::AppState {
         changes: navd::storage::changes::changes_for(&pool),
+        guards: Default::default(),
         pool,
         clock: navd::clock::Clock::fixed(golden_today()),
         auth: navd::http::Authenticator::new(&AuthConfig::None).unwrap(),
@@ -288,5 +227,407 @@ async fn stopping_answers_the_request_in_flight_then_returns() {
     assert!(
         TcpStream::connect(addr).await.is_err(),
         "no longer listening"
+    );
+}
+
+/// Connects from a given loopback source address (all of 127/8 is the
+/// loopback interface on Linux), so a test can be several peers.
+async fn connect_from(source: &str, to: &str, recv_buffer: Option<u32>) -> TcpStream {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    if let Some(n) = recv_buffer {
+        sock.set_recv_buffer_size(n).unwrap();
+    }
+    sock.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    sock.connect(to.parse().unwrap()).await.unwrap()
+}
+
+/// A request on a fresh connection (no pooled connection that the server
+/// may have shed), with how long its answer took.
+async fn fresh_get(url: &str) -> (u16, Duration) {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let r = client
+        .get(url)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .expect("answered");
+    let status = r.status().as_u16();
+    r.bytes().await.expect("a whole body");
+    (status, started.elapsed())
+}
+
+/// Many pipelined requests for a large document: with a small receive
+/// buffer and nobody reading, the server's writes stall.
+fn pipelined(n: usize) -> Vec<u8> {
+    b"GET /api/v1/openapi.json HTTP/1.1\r\nHost: navd\r\n\r\n".repeat(n)
+}
+
+#[tokio::test]
+async fn no_client_can_starve_the_probes_or_the_cached_reads() {
+    const CAP: usize = 48;
+    // Timeouts far beyond the test: only shedding can make room.
+    let app = spawn_app_with(
+        AuthConfig::None,
+        golden_today(),
+        Limits {
+            header_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: CAP,
+            max_connections_per_peer: 10_000,
+            probe_connections: 8,
+            write_timeout: Duration::from_secs(60),
+            busy_idle_timeout: Duration::from_secs(60),
+        },
+    )
+    .await;
+    ingest_golden(&app.pool).await;
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    let curve = app.url("/api/v1/portfolio/golden-1/nav-history");
+    let mut quiet = Vec::new();
+    for _ in 0..5 {
+        let (s, took) = fresh_get(&curve).await;
+        assert_eq!(s, 200);
+        quiet.push(took);
+    }
+    quiet.sort();
+
+    // More than the cap: idle keep-alive connections, slowloris heads,
+    // and readers that do not read.
+    let to = addr(&app);
+    let mut idle = Vec::new();
+    for _ in 0..CAP + 12 {
+        let mut s = connect_from("127.0.0.1", &to, None).await;
+        s.write_all(HEALTHZ).await.unwrap();
+        assert!(read_response(&mut s).await.starts_with("HTTP/1.1 200"));
+        idle.push(s);
+    }
+    let mut slow = Vec::new();
+    for _ in 0..16 {
+        let mut s = connect_from("127.0.0.1", &to, Some(4096)).await;
+        s.write_all(&pipelined(400)).await.unwrap();
+        slow.push(s);
+    }
+    let mut heads = Vec::new();
+    for _ in 0..16 {
+        let mut s = connect_from("127.0.0.1", &to, None).await;
+        s.write_all(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+            .await
+            .unwrap();
+        heads.push(s);
+    }
+    // Let the writes stall and the heads age past the shedding grace.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+
+    for path in ["/healthz", "/readyz", "/healthz", "/readyz"] {
+        let (s, took) = fresh_get(&app.url(path)).await;
+        assert_eq!(s, 200, "{path}");
+        assert!(took < Duration::from_secs(1), "{path} took {took:?}");
+    }
+    for _ in 0..3 {
+        let (s, took) = fresh_get(&curve).await;
+        assert_eq!(s, 200);
+        assert!(
+            took < Duration::from_secs(1) && took < quiet[2] * 10 + Duration::from_millis(100),
+            "the cached curve took {took:?} under the crowd, {:?} before",
+            quiet[2]
+        );
+    }
+    // Room was made by closing the crowd's idle connections, oldest first.
+    let mut shed = 0;
+    for s in &mut idle {
+        if closed_within(s, Duration::from_millis(20)).await.is_some() {
+            shed += 1;
+        }
+    }
+    assert!(shed >= 12, "only {shed} idle connections were shed");
+    assert!(
+        closed_within(&mut idle[0], Duration::from_millis(20))
+            .await
+            .is_some(),
+        "the oldest idle connection is shed first"
+    );
+}
+
+#[tokio::test]
+async fn one_peer_cannot_hold_more_than_its_share() {
+    let app = spawn_app_with(
+        AuthConfig::None,
+        golden_today(),
+        Limits {
+            max_connections_per_peer: 4,
+            ..limits(30_000, 30_000, 64)
+        },
+    )
+    .await;
+    let to = addr(&app);
+    // Ten idle connections of one peer: the newest four stay.
+    let mut idle = Vec::new();
+    for _ in 0..10 {
+        let mut s = connect_from("127.0.0.2", &to, None).await;
+        s.write_all(HEALTHZ).await.unwrap();
+        assert!(read_response(&mut s).await.starts_with("HTTP/1.1 200"));
+        idle.push(s);
+    }
+    let mut open = Vec::new();
+    for (i, s) in idle.iter_mut().enumerate() {
+        if closed_within(s, Duration::from_millis(100)).await.is_none() {
+            open.push(i);
+        }
+    }
+    assert_eq!(open, vec![6, 7, 8, 9]);
+
+    // Four requests in flight of another peer: its fifth connection has
+    // nothing to shed and is told so at once.
+    let mut busy = Vec::new();
+    for _ in 0..4 {
+        let mut s = connect_from("127.0.0.3", &to, None).await;
+        s.write_all(
+            b"POST /api/v1/portfolio/nobody/nav-history/backfill HTTP/1.1\r\nHost: navd\r\n\
+              Content-Type: application/json\r\nContent-Length: 2\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        busy.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut fifth = connect_from("127.0.0.3", &to, None).await;
+    let resp = tokio::time::timeout(Duration::from_secs(2), read_response(&mut fifth))
+        .await
+        .expect("refused at once");
+    assert!(resp.starts_with("HTTP/1.1 503"), "{resp}");
+    assert!(resp.contains("retry-after: 1"), "{resp}");
+    assert!(resp.contains("per-peer limit"), "{resp}");
+    // Everyone else is served, and the busy requests still complete.
+    let (s, took) = fresh_get(&app.url("/healthz")).await;
+    assert_eq!(s, 200);
+    assert!(took < Duration::from_secs(1));
+    for s in &mut busy {
+        s.write_all(b"{}").await.unwrap();
+        assert!(read_response(s).await.starts_with("HTTP/1.1 404"));
+    }
+}
+
+#[tokio::test]
+async fn past_the_cap_with_every_connection_busy_only_probes_are_answered() {
+    let app = spawn_app_with(
+        AuthConfig::None,
+        golden_today(),
+        Limits {
+            probe_connections: 2,
+            ..limits(30_000, 30_000, 2)
+        },
+    )
+    .await;
+    let to = addr(&app);
+    let mut busy = Vec::new();
+    for _ in 0..2 {
+        let mut s = connect_from("127.0.0.1", &to, None).await;
+        s.write_all(
+            b"POST /api/v1/portfolio/nobody/nav-history/backfill HTTP/1.1\r\nHost: navd\r\n\
+              Content-Type: application/json\r\nContent-Length: 2\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        busy.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let (s, took) = fresh_get(&app.url(path)).await;
+        assert_eq!(s, 200, "{path}");
+        assert!(took < Duration::from_secs(1), "{path} took {took:?}");
+    }
+    let r = reqwest::get(app.url("/api/v1/openapi.json")).await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "5");
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(body["detail"]
+        .as_str()
+        .unwrap()
+        .contains("health probes only"));
+    // Once a busy request ends, its connection is idle and gives way.
+    busy[0].write_all(b"{}").await.unwrap();
+    assert!(read_response(&mut busy[0])
+        .await
+        .starts_with("HTTP/1.1 404"));
+    let (s, _) = fresh_get(&app.url("/api/v1/openapi.json")).await;
+    assert_eq!(s, 200);
+}
+
+#[tokio::test]
+async fn a_reader_that_does_not_read_is_closed_after_the_write_timeout() {
+    let app = spawn_app_with(
+        AuthConfig::None,
+        golden_today(),
+        Limits {
+            write_timeout: Duration::from_millis(500),
+            ..limits(30_000, 30_000, 64)
+        },
+    )
+    .await;
+    let whole = reqwest::get(app.url("/api/v1/openapi.json"))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .len();
+    const N: usize = 400;
+    let mut s = connect_from("127.0.0.1", &addr(&app), Some(4096)).await;
+    s.write_all(&pipelined(N)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Drain what was sent before the server gave up: it ends well short of
+    // every answer.
+    let mut got = 0usize;
+    let mut chunk = vec![0u8; 65536];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => got += n,
+            Err(_) => panic!("still open after the write timeout ({got} bytes read)"),
+        }
+    }
+    assert!(got < whole * N / 2, "{got} bytes of {}", whole * N);
+}
+
+/// `/readyz` over a given pool, on a server of its own.
+async fn readyz_over(pool: sqlx::PgPool) -> (u16, serde_json::Value, Duration) {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let state = navd::http::AppState {
+        changes: navd::storage::changes::changes_for(&pool),
+        guards: Default::default(),
+        pool,
+        clock: navd::clock::Clock::fixed(golden_today()),
+        auth: navd::http::Authenticator::new(&AuthConfig::None).unwrap(),
+        health: Default::default(),
+        wake: Default::default(),
+        cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(1 << 20)),
+    };
+    let (addr, _server) = navd::app::start_http_with(
+        state,
+        "127.0.0.1:0".parse().unwrap(),
+        Duration::from_secs(10),
+        Limits::default(),
+        stop.clone(),
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let r = reqwest::get(format!("http://{addr}/readyz")).await.unwrap();
+    let took = started.elapsed();
+    let code = r.status().as_u16();
+    let body = r.json().await.unwrap();
+    stop.cancel();
+    (code, body, took)
+}
+
+#[tokio::test]
+async fn readiness_answers_within_a_second_whatever_the_pool_does() {
+    // A database that is not there: not ready, and said within a probe's
+    // usual one-second timeout (the pool alone would retry for 3 s).
+    let gone = navd::storage::connect_lazy("postgres://navd@127.0.0.1:1/navd", 2).unwrap();
+    let (code, body, took) = readyz_over(gone).await;
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(body["database"], "unreachable");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+
+    // A pool whose every connection is taken by requests: the probe has its
+    // own connection, so the process is ready and says so at once.
+    let (_, url) = fresh_db().await;
+    let pool = navd::storage::connect(&url, 1).await.unwrap();
+    let _held = pool.acquire().await.unwrap();
+    let (code, body, took) = readyz_over(pool.clone()).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["database"], "ok");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_miss_storm_from_one_token_does_not_slow_another_tokens_cached_reads() {
+    // Both tokens come from this one address: the per-peer cap is the
+    // subject of another test.
+    let app = spawn_app_with(
+        jwt_auth(),
+        golden_today(),
+        Limits {
+            max_connections_per_peer: 10_000,
+            ..Limits::default()
+        },
+    )
+    .await;
+    ingest_golden(&app.pool).await;
+    navd::projection::worker::refresh_all(&app.pool, app.clock)
+        .await
+        .unwrap();
+    // Two tokens (their expiries differ, so they are two callers).
+    let storm = token_with(SECRET, "nav:read", &["golden-1"], 600);
+    let calm = token_with(SECRET, "nav:read", &["golden-1"], 601);
+    let curve = app.url("/api/v1/portfolio/golden-1/nav-history");
+    let client = reqwest::Client::new();
+    let get = |tok: String, url: String| {
+        let client = client.clone();
+        async move {
+            let started = Instant::now();
+            let r = client.get(&url).bearer_auth(tok).send().await.unwrap();
+            let code = r.status().as_u16();
+            let retry = r.headers().get("retry-after").cloned();
+            r.bytes().await.unwrap();
+            (code, started.elapsed(), retry)
+        }
+    };
+    let mut quiet = Vec::new();
+    for _ in 0..7 {
+        let (code, took, _) = get(calm.clone(), curve.clone()).await;
+        assert_eq!(code, 200);
+        quiet.push(took);
+    }
+    quiet.sort();
+    let quiet_median = quiet[3];
+
+    // 256 concurrent requests from one token, each a distinct query: none
+    // can be served from the cache.
+    let storm_tasks: Vec<_> = (0..256)
+        .map(|i| {
+            let url = format!("{curve}?risk_free=0.{:04}", i + 1);
+            tokio::spawn(get(storm.clone(), url))
+        })
+        .collect();
+    let mut during = Vec::new();
+    for _ in 0..15 {
+        let (code, took, _) = get(calm.clone(), curve.clone()).await;
+        assert_eq!(code, 200);
+        during.push(took);
+        let (code, took, _) = get(String::new(), app.url("/readyz")).await;
+        assert_eq!(code, 200);
+        assert!(took < Duration::from_secs(1), "/readyz took {took:?}");
+    }
+    let mut answered = 0;
+    let mut refused = 0;
+    for t in storm_tasks {
+        let (code, _, retry) = t.await.unwrap();
+        match code {
+            200 => answered += 1,
+            429 => {
+                refused += 1;
+                assert!(retry.is_some(), "a 429 says when to retry");
+            }
+            other => panic!("the storm got {other}"),
+        }
+    }
+    assert!(
+        answered >= 4,
+        "the storm's own share is served ({answered})"
+    );
+    assert!(refused > 0, "the storm is bounded ({answered} answered)");
+    during.sort();
+    let during_median = during[during.len() / 2];
+    assert!(
+        during_median < quiet_median * 10 + Duration::from_millis(20),
+        "cached reads took {during_median:?} (median) during the storm, {quiet_median:?} before"
     );
 }

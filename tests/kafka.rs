@@ -87,6 +87,7 @@ fn kafka(brokers: &str, group: &str) -> KafkaConfig {
         batch_idle_ms: 10,
         properties: vec![("session.timeout.ms".into(), "6000".into())],
         rules: Default::default(),
+        assignment_grace_ms: 30_000,
     }
 }
 
@@ -106,6 +107,7 @@ async fn start(pool: &PgPool, k: KafkaConfig, today: chrono::NaiveDate) -> Servi
         read_cache_mb: 64,
         default_currency: k.default_currency.clone(),
         role: navd::config::Role::All,
+        protection: Default::default(),
     };
     Service::start(&config, pool.clone(), CancellationToken::new())
         .await
@@ -1065,6 +1067,77 @@ async fn readiness_follows_the_broker_without_traffic() {
         "ready again {:?} after the broker returned",
         started.elapsed()
     );
+    stop(svc).await;
+}
+
+/// A consumer that holds no partition while its group has some to give is
+/// consuming nothing: ready during a grace period after starting, then not
+/// ready (with why, and the metric), and ready again once it is assigned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_says_when_the_consumer_holds_no_partition() {
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(2, 1);
+    // The coordinator keeps refusing the join: the consumer reaches the
+    // broker (metadata answers) but is never given a partition.
+    b.cluster.request_errors(
+        RDKafkaApiKey::JoinGroup,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 100_000],
+    );
+    let mut k = kafka(&b.servers(), "g-unassigned");
+    k.assignment_grace_ms = 2_000;
+    let svc = start(&pool, k, day("2024-01-03")).await;
+    let url = format!("http://{}/readyz", svc.addr);
+    let read = || async {
+        let r = reqwest::get(&url).await.unwrap();
+        let code = r.status().as_u16();
+        (code, r.json::<Value>().await.unwrap())
+    };
+    let (code, body) = read().await;
+    assert_eq!(code, 200, "within the grace: {body}");
+    assert!(
+        body["consumer"].as_str().unwrap().starts_with("starting"),
+        "{body}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        let (code, body) = read().await;
+        if code == 503 {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "never unready: {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let why = body["consumer"].as_str().unwrap();
+    assert!(why.starts_with("failing: no partitions assigned"), "{body}");
+    assert!(why.contains("has 5 to give"), "{body}");
+    assert_eq!(body["database"], "ok");
+    let metrics = reqwest::get(format!("http://{}/metrics", svc.addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // (Gauges are per process and other tests' consumers share it: only
+    // their presence is checked here.)
+    assert!(
+        metrics.contains("navd_consumer_assigned_partitions")
+            && metrics.contains("navd_consumer_ready"),
+        "{metrics}"
+    );
+
+    // The coordinator recovers: the consumer joins and is ready again.
+    b.cluster.clear_request_errors(RDKafkaApiKey::JoinGroup);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let body = loop {
+        let (code, body) = read().await;
+        if code == 200 {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "never ready again: {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(body["consumer"], "ok (5 partitions assigned)", "{body}");
     stop(svc).await;
 }
 

@@ -28,6 +28,7 @@ fn kafka(properties: &[(&str, String)]) -> KafkaConfig {
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect(),
         rules: Default::default(),
+        assignment_grace_ms: 30_000,
     }
 }
 

@@ -135,6 +135,7 @@ async fn log_lines_inside_a_request_carry_its_id_method_and_route() {
     let stop = tokio_util::sync::CancellationToken::new();
     let state = navd::http::AppState {
         changes: navd::storage::changes::changes_for(&pool),
+        guards: Default::default(),
         pool,
         clock: navd::clock::Clock::fixed(golden_today()),
         auth: navd::http::Authenticator::new(&jwt_auth()).unwrap(),

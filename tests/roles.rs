@@ -32,6 +32,7 @@ fn config(role: Role) -> Config {
             batch_idle_ms: 10,
             properties: vec![],
             rules: Default::default(),
+            assignment_grace_ms: 30_000,
         }),
         http_addr: "127.0.0.1:0".parse().unwrap(),
         http_header_timeout_ms: 10_000,
@@ -45,6 +46,7 @@ fn config(role: Role) -> Config {
         read_cache_mb: 8,
         default_currency: projections::Currency::parse("USD").unwrap(),
         role,
+        protection: Default::default(),
     }
 }
 

@@ -136,8 +136,16 @@ impl Authenticator {
                 .map(str::to_string)
                 .collect(),
             portfolios: c.portfolios.unwrap_or_default(),
+            key: Some(token_key(token)),
         })
     }
+}
+
+/// A short digest naming a token in the per-caller limits and their logs.
+fn token_key(token: &str) -> String {
+    use sha2::Digest as _;
+    let d = sha2::Sha256::digest(token.as_bytes());
+    d[..12].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[derive(Debug, Deserialize)]
@@ -156,6 +164,10 @@ pub struct Caller {
     portfolios: Vec<String>,
     /// The token's `exp` (Unix seconds); `None` without authentication.
     expires_at: Option<i64>,
+    /// Who this caller is for the per-caller limits (`guard`): a digest of
+    /// the token, never the token itself; `None` without authentication,
+    /// where the peer's address stands in.
+    key: Option<String>,
 }
 
 impl Caller {
@@ -164,7 +176,14 @@ impl Caller {
             scopes: vec![SCOPE_ADMIN.into()],
             portfolios: vec!["*".into()],
             expires_at: None,
+            key: None,
         }
+    }
+
+    /// The caller's key for per-caller limits: its token's digest, `None`
+    /// without authentication.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
     }
 
     /// The token's scopes, as given.

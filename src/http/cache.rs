@@ -16,7 +16,8 @@
 //! Each entry keeps its compressed copies (gzip, brotli), each made once,
 //! the first time a client asks for it, and shared by every clone of the
 //! entry. A miss whose client takes plain JSON does not wait for a
-//! compressor. The cache's size bound counts the copies once they exist
+//! compressor; one whose client prefers brotli and takes no gzip waits for
+//! brotli (`encoding::choose`), as it would on a hit. The cache's size bound counts the copies once they exist
 //! ([`ReadCache::settle`]).
 
 use std::collections::{HashMap, VecDeque};

@@ -24,7 +24,10 @@
 //! Both handlers go through [`crate::query::read_history`], so the picture, the
 //! page and the JSON always show the same snapshot and obey the same rules,
 //! and both draw through [`RenderPool`]: off the async threads, a bounded
-//! number at a time, each on at most [`MAX_PLOT_POINTS`] points.
+//! number at a time, each on at most [`MAX_PLOT_POINTS`] points. None of
+//! them is cached, so each (the index too) first takes a share of its
+//! caller's uncached work (`guard::WorkLimiter`, 429 past it), held until
+//! its answer is drawn.
 //!
 //! Text is drawn as SVG `<text>` elements naming a generic font family
 //! (`sans-serif`): the viewer's browser picks the font, so no font file or
@@ -38,6 +41,7 @@ use std::time::Duration;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use chrono::{Datelike, NaiveDate};
 use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
 use plotters::prelude::*;
@@ -49,6 +53,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::auth::{BrowserCaller, SCOPE_READ};
 use super::error::ApiError;
+use super::guard::{caller_key, PeerAddr};
 use super::html::escape_html;
 use super::login::PageCaller;
 use super::params::{self, ParseQuery};
@@ -906,6 +911,7 @@ impl ValueFormatter<NaiveDate> for DateAxis {
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:read", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "unknown or hidden portfolio", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "this caller already has its share (NAVD_HTTP_MISSES_PER_CALLER) of uncached requests in flight; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
         (status = 503, description = "database unavailable, request timed out, or too many charts being drawn; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:read"]))
@@ -913,16 +919,24 @@ impl ValueFormatter<NaiveDate> for DateAxis {
 pub async fn svg(
     State(s): State<AppState>,
     BrowserCaller(caller): BrowserCaller,
+    peer: Option<Extension<PeerAddr>>,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let id = params::portfolio_id(&id)?;
     caller.authorize(SCOPE_READ, id.as_str())?;
     let q = HistoryQuery::parse(raw.as_deref())?;
+    // The caller's share of uncached work, taken before waiting for a
+    // slot and held until the drawing is done.
+    let permit = s
+        .guards
+        .work
+        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
     let slot = RenderPool::global().slot().await?;
     let h = read_history(&s.pool, id.as_str(), &q).await?;
     let bench = q.benchmark.as_ref().map(|b| b.to_string());
     let body = RenderPool::run(slot, move || {
+        let _permit = permit;
         let curve = curve_of(&h)?;
         draw(
             &picture(&h, &curve, &wide_title(&h), false, bench.as_deref()),
@@ -981,6 +995,7 @@ pub async fn svg(
 pub async fn page(
     State(s): State<AppState>,
     PageCaller(caller): PageCaller,
+    peer: Option<Extension<PeerAddr>>,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
@@ -1006,6 +1021,10 @@ pub async fn page(
         }
         Err(e) => return Err(e),
     };
+    let permit = s
+        .guards
+        .work
+        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
     let slot = RenderPool::global().slot().await?;
     let h = match read_history(&s.pool, id.as_str(), &q).await {
         Ok(h) => h,
@@ -1025,6 +1044,7 @@ pub async fn page(
         None => None,
     };
     let html = RenderPool::run(slot, move || {
+        let _permit = permit;
         let curve = curve_of(&h)?;
         let bench = q.benchmark.as_ref().map(|b| b.to_string());
         let bench = bench.as_deref();
@@ -1062,6 +1082,7 @@ pub async fn page(
 pub async fn index(
     State(s): State<AppState>,
     PageCaller(caller): PageCaller,
+    peer: Option<Extension<PeerAddr>>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     caller.require(SCOPE_READ)?;
@@ -1070,6 +1091,10 @@ pub async fn index(
         None => String::new(),
         Some(v) => params::portfolio_id(v)?.to_string(),
     };
+    let _permit = s
+        .guards
+        .work
+        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
     let page = crate::query::list_portfolios(&s.pool, &after, 200, caller.visible()).await?;
     Ok(html_response(StatusCode::OK, render_index(&page)))
 }

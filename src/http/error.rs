@@ -34,6 +34,10 @@ pub enum ApiError {
     /// Database unreachable or saturated: retry later.
     #[error("{0}")]
     Unavailable(String),
+    /// This caller (token, or peer without one) has started more work than
+    /// its share; the value is the seconds to wait (`Retry-After`).
+    #[error("{0}")]
+    TooManyRequests(String, u32),
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -70,6 +74,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::TooManyRequests(..) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -86,6 +91,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => "payload-too-large",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::TooManyRequests(..) => "too-many-requests",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -127,6 +133,9 @@ impl IntoResponse for ApiError {
         match &self {
             ApiError::Unavailable(_) => {
                 h.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            ApiError::TooManyRequests(_, secs) => {
+                h.insert(header::RETRY_AFTER, HeaderValue::from((*secs).max(1)));
             }
             ApiError::Unauthorized(_) => {
                 h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

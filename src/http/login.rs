@@ -16,13 +16,23 @@
 //!   server-side. `Max-Age` ends the cookie when the token expires.
 //! - The cookie is `HttpOnly` (no script reads it; the pages run none
 //!   anyway), `SameSite=Strict` (another site's link or form never carries
-//!   it) and `Path=/`. It is `Secure` unless the request is plain HTTP to a
-//!   loopback host (`localhost`, `127.0.0.1`, `[::1]`, with no
-//!   `X-Forwarded-Proto: https` / `Forwarded: proto=https`): navd speaks
-//!   plain HTTP itself and usually sits behind a TLS proxy, which is what a
-//!   non-loopback host is taken to mean; on loopback a browser would drop a
-//!   `Secure` cookie sent over `http://`. Serving navd over plain HTTP to
-//!   other machines therefore cannot sign a browser in (and should not).
+//!   it) and `Path=/`. It is `Secure` when the configuration says so
+//!   (`NAVD_COOKIE_SECURE`, default `true`), never from the request: a TLS
+//!   proxy in front of navd often rewrites `Host` (nginx's default passes
+//!   `127.0.0.1`) and need not say it spoke TLS, so nothing in the headers
+//!   tells a browser on HTTPS from one on plain HTTP. `false` is for plain
+//!   HTTP only (a laptop on loopback), where a browser would drop a `Secure`
+//!   cookie; setting and clearing the cookie follow the same setting.
+//! - Failed sign-ins are throttled per peer address
+//!   (`NAVD_LOGIN_FAILURES_PER_MINUTE`, `guard::LoginThrottle`): a token
+//!   refused as malformed or by [`Authenticator::verify`] costs one; once
+//!   the address has used them up, `POST /login` answers 429 with
+//!   `Retry-After` and the form, without looking at the token, so a valid
+//!   token is refused too until the wait is over and guessing cannot go on.
+//!   The address is the TCP peer's ([`PeerAddr`]); behind a reverse proxy
+//!   every browser shares the proxy's, so the limit then bounds the whole
+//!   site's failures. A request without a peer (the router called without
+//!   the server, as tests do) counts under `0.0.0.0`, one shared bucket.
 //! - Only the pages ([`PageCaller`]) and the SVG and CSV downloads they
 //!   link to (`auth::BrowserCaller`) accept the cookie; they only read. The
 //!   JSON API and every write read the `Authorization` header alone, so the
@@ -40,14 +50,18 @@
 //! sends the browser on to `/`.
 
 use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{FromRef, FromRequestParts, RawQuery, State};
+use axum::extract::{FromRequestParts, RawQuery, State};
 use axum::http::{header, request::Parts, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 
 use super::auth::{cookie_token, Authenticator, Caller, COOKIE, SCOPE_READ};
+use super::guard::PeerAddr;
 use super::html::escape_html;
 use super::state::AppState;
 
@@ -62,15 +76,14 @@ pub const MAX_TOKEN_LEN: usize = 3_800;
 #[derive(Debug, Clone)]
 pub struct PageCaller(pub Caller);
 
-impl<S> FromRequestParts<S> for PageCaller
-where
-    S: Send + Sync,
-    Authenticator: FromRef<S>,
-{
+impl FromRequestParts<AppState> for PageCaller {
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let auth = Authenticator::from_ref(state);
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let auth = state.auth.clone();
         if matches!(auth, Authenticator::Disabled)
             || parts.headers.contains_key(header::AUTHORIZATION)
         {
@@ -106,7 +119,7 @@ where
                     signed_in: None,
                     offer_reload: false,
                 },
-                Some(clear_cookie(&parts.headers)),
+                Some(clear_cookie(state.guards.cookie_secure)),
             )
         })
     }
@@ -143,9 +156,12 @@ pub async fn form(
 /// `POST /login` (`token`, `next` as a form): on a token the API accepts,
 /// with `nav:read`, sets the cookie and sends the browser to `next`
 /// (a path on this site, `/` otherwise); else the form again with the
-/// reason, and no cookie.
+/// reason, and no cookie. Refused tokens are counted per peer address;
+/// past `NAVD_LOGIN_FAILURES_PER_MINUTE` the answer is 429 with
+/// `Retry-After`, whatever the token (see the module documentation).
 pub async fn login(
     State(s): State<AppState>,
+    peer: Option<Extension<PeerAddr>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -176,6 +192,10 @@ pub async fn login(
     if matches!(s.auth, Authenticator::Disabled) {
         return see_other(&next, None);
     }
+    let ip = throttle_key(peer.map(|Extension(p)| p));
+    if let Err(wait) = s.guards.login.check(ip) {
+        return throttled(&next, wait);
+    }
     let raw = token.unwrap_or_default();
     let raw = raw.trim();
     // A token copied together with its scheme is still the token.
@@ -200,6 +220,7 @@ pub async fn login(
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
     {
+        s.guards.login.failed(ip);
         return refuse(
             StatusCode::UNAUTHORIZED,
             &next,
@@ -209,6 +230,7 @@ pub async fn login(
     let caller = match s.auth.verify(Some(token)) {
         Ok(c) => c,
         Err(e) => {
+            s.guards.login.failed(ip);
             let why = format!("The token was refused: {e}.");
             return refuse(StatusCode::UNAUTHORIZED, &next, &why);
         }
@@ -223,13 +245,13 @@ pub async fn login(
     let max_age = caller
         .expires_at()
         .map(|exp| (exp - chrono::Utc::now().timestamp()).max(1));
-    let cookie = cookie_header(token, max_age, secure(&headers));
+    let cookie = cookie_header(token, max_age, s.guards.cookie_secure);
     see_other(&next, Some(cookie))
 }
 
 /// `POST /logout`: clears the cookie and shows the form. The token itself
 /// stays valid until it expires (tokens cannot be revoked).
-pub async fn logout(headers: HeaderMap) -> Response {
+pub async fn logout(State(s): State<AppState>, headers: HeaderMap) -> Response {
     if !same_origin(&headers) {
         return refuse(
             StatusCode::FORBIDDEN,
@@ -237,7 +259,7 @@ pub async fn logout(headers: HeaderMap) -> Response {
             "This sign-out was sent from another site; navd only accepts its own form.",
         );
     }
-    see_other("/login", Some(clear_cookie(&headers)))
+    see_other("/login", Some(clear_cookie(s.guards.cookie_secure)))
 }
 
 /// What the form page shows.
@@ -250,6 +272,27 @@ struct Form<'a> {
     /// Offer to reload `next`: a browser arriving from another site's link
     /// holds a `SameSite=Strict` cookie back once.
     offer_reload: bool,
+}
+
+/// The address failed sign-ins are counted under: the peer's, or
+/// `0.0.0.0`, one bucket shared by every request without a peer.
+fn throttle_key(peer: Option<PeerAddr>) -> IpAddr {
+    peer.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0.ip())
+}
+
+/// 429: the form saying how long to wait, and `Retry-After` (whole
+/// seconds, at least 1).
+fn throttled(next: &str, wait: Duration) -> Response {
+    let secs = (wait.as_secs_f64().ceil() as u64).max(1);
+    let why = format!(
+        "Too many failed sign-ins from this address: wait {secs} second{} before trying \
+         again (NAVD_LOGIN_FAILURES_PER_MINUTE).",
+        if secs == 1 { "" } else { "s" }
+    );
+    let mut resp = refuse(StatusCode::TOO_MANY_REQUESTS, next, &why);
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    resp
 }
 
 fn refuse(status: StatusCode, next: &str, why: &str) -> Response {
@@ -390,48 +433,8 @@ fn cookie_header(token: &str, max_age: Option<i64>, secure: bool) -> HeaderValue
     HeaderValue::from_str(&c).expect("a cookie of visible ASCII")
 }
 
-fn clear_cookie(headers: &HeaderMap) -> HeaderValue {
-    cookie_header("", Some(0), secure(headers))
-}
-
-/// Whether the cookie gets `Secure`: always, except for plain HTTP to a
-/// loopback host (see the module documentation).
-fn secure(headers: &HeaderMap) -> bool {
-    forwarded_https(headers) || !loopback_host(headers)
-}
-
-fn forwarded_https(headers: &HeaderMap) -> bool {
-    let xfp = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(',').next())
-        .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
-    let fwd = headers
-        .get_all(header::FORWARDED)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split([',', ';']))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .any(|(k, v)| {
-            k.trim().eq_ignore_ascii_case("proto") && v.trim().trim_matches('"') == "https"
-        });
-    xfp || fwd
-}
-
-fn loopback_host(headers: &HeaderMap) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
-    let host = host.trim();
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
-    } else {
-        host.rsplit_once(':').map_or(host, |(h, _)| h)
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+fn clear_cookie(secure: bool) -> HeaderValue {
+    cookie_header("", Some(0), secure)
 }
 
 /// Whether a form post came from this site's own pages. Browsers say so in
@@ -515,21 +518,33 @@ mod tests {
     }
 
     #[test]
-    fn secure_except_plain_http_on_loopback() {
-        assert!(!secure(&headers(&[("host", "127.0.0.1:8080")])));
-        assert!(!secure(&headers(&[("host", "localhost")])));
-        assert!(!secure(&headers(&[("host", "[::1]:8080")])));
-        assert!(secure(&headers(&[("host", "navd.example.com")])));
-        assert!(secure(&headers(&[("host", "10.0.0.5:8080")])));
-        assert!(secure(&headers(&[])));
-        assert!(secure(&headers(&[
-            ("host", "127.0.0.1:8080"),
-            ("x-forwarded-proto", "https")
-        ])));
-        assert!(secure(&headers(&[
-            ("host", "127.0.0.1:8080"),
-            ("forwarded", "for=1.2.3.4;proto=https;host=navd.example.com")
-        ])));
+    fn refused_sign_ins_count_per_peer_and_peerless_requests_share_one_bucket() {
+        let a = PeerAddr("192.0.2.1:5000".parse().unwrap());
+        let a_again = PeerAddr("192.0.2.1:6000".parse().unwrap());
+        assert_eq!(
+            throttle_key(Some(a)),
+            throttle_key(Some(a_again)),
+            "port aside"
+        );
+        assert_ne!(
+            throttle_key(Some(a)),
+            throttle_key(Some(PeerAddr("192.0.2.2:5000".parse().unwrap())))
+        );
+        assert_eq!(throttle_key(None), IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    }
+
+    #[test]
+    fn throttled_answer_is_the_form_with_retry_after() {
+        let r = throttled("/portfolio/p-1", Duration::from_millis(11_200));
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "12");
+        assert!(r.headers().get(header::SET_COOKIE).is_none());
+        assert_eq!(
+            r.headers()[header::CONTENT_TYPE],
+            "text/html; charset=utf-8"
+        );
+        let r = throttled("/", Duration::from_millis(10));
+        assert_eq!(r.headers()[header::RETRY_AFTER], "1", "never 0");
     }
 
     #[test]
@@ -561,10 +576,18 @@ mod tests {
             c,
             "navd_token=a.b.c; Path=/; HttpOnly; SameSite=Strict; Max-Age=60; Secure"
         );
-        let cleared = clear_cookie(&headers(&[("host", "localhost:1")]));
+        // Secure or not is the configuration's alone, set and cleared alike.
         assert_eq!(
-            cleared,
+            cookie_header("a.b.c", Some(60), false),
+            "navd_token=a.b.c; Path=/; HttpOnly; SameSite=Strict; Max-Age=60"
+        );
+        assert_eq!(
+            clear_cookie(false),
             "navd_token=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
+        );
+        assert_eq!(
+            clear_cookie(true),
+            "navd_token=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0; Secure"
         );
     }
 }

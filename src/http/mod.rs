@@ -13,6 +13,8 @@ pub mod cache;
 pub mod chart;
 pub mod encoding;
 pub mod error;
+pub mod guard;
+pub mod headers;
 pub mod html;
 pub mod login;
 pub mod nav;
@@ -74,6 +76,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
             // the span wraps the panic catcher so even a panic's log line
             // names its request.
             ServiceBuilder::new()
+                .layer(axum::middleware::from_fn(headers::harden))
                 .map_request(request_id::drop_insane)
                 .layer(SetRequestIdLayer::new(request_id::HEADER, MakeRequestUuid))
                 .layer(PropagateRequestIdLayer::new(request_id::HEADER))
@@ -112,8 +115,11 @@ pub fn health_router(state: AppState) -> Router {
 async fn readyz(State(s): State<AppState>) -> Response {
     static NOISE: std::sync::OnceLock<crate::log_limit::RateLimit> = std::sync::OnceLock::new();
     let noise = NOISE.get_or_init(Default::default);
-    let db_ok = match crate::storage::ping(&s.pool).await {
-        Ok(_) => true,
+    // On the probe's own connection, within a probe's usual timeout: a
+    // pool saturated by requests, or a database that does not answer,
+    // never makes the probe itself time out.
+    let db_ok = match s.guards.probe.database(&s.pool).await {
+        Ok(()) => true,
         Err(e) => {
             if let Some(suppressed) = noise.admit("readyz:db") {
                 tracing::warn!(error = %e, suppressed, "not ready: the database does not answer");
@@ -150,10 +156,15 @@ async fn readyz(State(s): State<AppState>) -> Response {
                 "failing: consumed events cannot be stored".to_string(),
             )
         }
-        Some(c) => (
-            true,
-            format!("ok ({} partitions assigned)", c.assigned_partitions),
-        ),
+        Some(c) => {
+            let (ok, words) = c.assignment(std::time::Instant::now());
+            if !ok {
+                if let Some(suppressed) = noise.admit("readyz:assignment") {
+                    tracing::warn!(suppressed, "not ready: {words}");
+                }
+            }
+            (ok, words)
+        }
     };
     let ready = db_ok && consumer_ok;
     let code = if ready {

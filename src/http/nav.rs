@@ -7,13 +7,14 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use chrono::NaiveDate;
 
 use super::auth::{BrowserCaller, Caller, SCOPE_READ, SCOPE_WRITE};
 use super::cache::Entry;
 use super::encoding::{self, Coding};
 use super::error::ApiError;
+use super::guard::{caller_key, PeerAddr};
 use super::params::{self, ParseQuery};
 use super::schema::{BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse};
 use super::state::AppState;
@@ -34,6 +35,7 @@ use crate::storage;
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:read", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "unknown or hidden portfolio", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "this caller already has its share (NAVD_HTTP_MISSES_PER_CALLER) of uncached requests in flight; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
         (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:read"]))
@@ -41,6 +43,7 @@ use crate::storage;
 pub async fn get_history(
     State(s): State<AppState>,
     caller: Caller,
+    peer: Option<Extension<PeerAddr>>,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
@@ -78,6 +81,13 @@ pub async fn get_history(
         }
         None => {
             metrics::counter!("navd_read_cache_total", "outcome" => "miss").increment(1);
+            // Uncached work counts against the caller's share until the
+            // entry is built (moved into the blocking task, so it is held
+            // even if this request is dropped meanwhile).
+            let permit = s
+                .guards
+                .work
+                .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
             let h = query::read_history(&s.pool, id.as_str(), &q).await?;
             // The benchmark's version as read before the closes: a close
             // written in between only makes the next read reload.
@@ -89,11 +99,13 @@ pub async fn get_history(
             let resp = HistoryResponse::from(h);
             // Serializing a long history takes milliseconds: not on the
             // async threads. The copy this client takes is made here too
-            // (brotli only when it takes nothing else, see `choose`).
+            // (brotli when the client prefers it and takes no gzip, see
+            // `choose`; else gzip now and brotli later).
             let k = key.clone();
             let (coding, _) =
                 encoding::choose(&encoding::ranked(&headers), |c| c == Coding::Identity);
             let e = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
                 let json = serde_json::to_vec(&resp).map_err(|e| ApiError::Internal(e.into()))?;
                 let e = Entry::new(tag, &k, json, seen);
                 e.encode_blocking(coding)
@@ -124,6 +136,7 @@ pub async fn get_history(
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:read", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "unknown or hidden portfolio", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "this caller already has its share (NAVD_HTTP_MISSES_PER_CALLER) of uncached requests in flight; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
         (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:read"]))
@@ -131,16 +144,25 @@ pub async fn get_history(
 pub async fn get_history_csv(
     State(s): State<AppState>,
     BrowserCaller(caller): BrowserCaller,
+    peer: Option<Extension<PeerAddr>>,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let id = params::portfolio_id(&id)?;
     caller.authorize(SCOPE_READ, id.as_str())?;
     let q = HistoryQuery::parse(raw.as_deref())?;
+    let permit = s
+        .guards
+        .work
+        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
     let h = query::read_history(&s.pool, id.as_str(), &q).await?;
-    let body = tokio::task::spawn_blocking(move || csv_of(&h.points))
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))?;
+    let with_benchmark = q.benchmark.is_some();
+    let body = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        csv_of(&h.points, with_benchmark)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.into()))?;
     let disposition = format!("attachment; filename=\"{id}-nav-history.csv\"");
     Ok((
         [
@@ -158,14 +180,24 @@ pub async fn get_history_csv(
         .into_response())
 }
 
-/// The CSV text of `points`: every field is a date or a decimal, so nothing
-/// needs quoting.
-fn csv_of(points: &[Point]) -> String {
-    let mut out = String::with_capacity(160 * (points.len() + 1));
-    out.push_str(
-        "date,net_value,return_rate,daily_return,market_value,cost,net_flow,profit,\
-         holdings_value,cash,receivable,income,realized_pnl\r\n",
-    );
+/// The CSV's columns: every field of the JSON's [`Point`], in its order
+/// (a test holds them to the JSON's keys, so a new field cannot be left
+/// out).
+const CSV_HEADER: &str = "date,net_value,return_rate,daily_return,market_value,cost,net_flow,\
+                          profit,holdings_value,cash,receivable,income,realized_pnl";
+
+/// The CSV text of `points`: every field is a date, a decimal or empty, so
+/// nothing needs quoting. With a benchmark (`benchmark=`, where the JSON's
+/// points carry `benchmark_index`) a last column `benchmark_index`, empty
+/// on the days the JSON has `null` (before the benchmark's first close);
+/// without one, no such column, as the JSON has no such key.
+fn csv_of(points: &[Point], with_benchmark: bool) -> String {
+    let mut out = String::with_capacity(180 * (points.len() + 1));
+    out.push_str(CSV_HEADER);
+    if with_benchmark {
+        out.push_str(",benchmark_index");
+    }
+    out.push_str("\r\n");
     for p in points {
         let fields = [
             &p.net_value,
@@ -185,6 +217,15 @@ fn csv_of(points: &[Point]) -> String {
         for f in fields {
             out.push(',');
             out.push_str(f);
+        }
+        if with_benchmark {
+            out.push(',');
+            out.push_str(
+                p.benchmark_index
+                    .as_ref()
+                    .and_then(Option::as_deref)
+                    .unwrap_or(""),
+            );
         }
         out.push_str("\r\n");
     }
@@ -206,6 +247,7 @@ fn csv_of(points: &[Point]) -> String {
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:read", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "unknown or hidden portfolio, or no record on that day (before the history's first day, after its last, or while it is inconsistent)", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "this caller already has its share (NAVD_HTTP_MISSES_PER_CALLER) of uncached requests in flight; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
         (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:read"]))
@@ -213,6 +255,7 @@ fn csv_of(points: &[Point]) -> String {
 pub async fn get_positions(
     State(s): State<AppState>,
     caller: Caller,
+    peer: Option<Extension<PeerAddr>>,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<query::Positions>, ApiError> {
@@ -220,6 +263,10 @@ pub async fn get_positions(
     caller.authorize(SCOPE_READ, id.as_str())?;
     let q = params::query(raw.as_deref(), &["date"])?;
     let date = q.get("date").map(|v| params::date("date", v)).transpose()?;
+    let _permit = s
+        .guards
+        .work
+        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
     Ok(Json(
         query::read_positions(&s.pool, id.as_str(), date).await?,
     ))
@@ -239,6 +286,7 @@ pub async fn get_positions(
         (status = 400, description = "malformed limit or cursor", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:read", body = super::error::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "this caller already has its share (NAVD_HTTP_MISSES_PER_CALLER) of uncached requests in flight; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
         (status = 503, description = "database unavailable or request timed out; see Retry-After", body = super::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
     ),
     security(("bearer" = ["nav:read"]))
@@ -246,6 +294,7 @@ pub async fn get_positions(
 pub async fn list_portfolios(
     State(s): State<AppState>,
     caller: Caller,
+    peer: Option<Extension<PeerAddr>>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<query::PortfolioPage>, ApiError> {
     caller.require(SCOPE_READ)?;
@@ -262,6 +311,10 @@ pub async fn list_portfolios(
             })?
             .to_string(),
     };
+    let _permit = s
+        .guards
+        .work
+        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
     Ok(Json(
         query::list_portfolios(&s.pool, &after, limit, caller.visible()).await?,
     ))
@@ -279,8 +332,8 @@ fn validator(version: i64, pending: Option<NaiveDate>) -> String {
 /// 304 when the client holds the current version; otherwise the body in
 /// the coding the client prefers ([`encoding::choose`]). A copy not made
 /// yet is made here and counted by the cache; brotli, when the client
-/// also takes something else, is made in the background for the next
-/// request.
+/// also takes gzip, is made in the background for the next request (a
+/// client that takes brotli and not gzip waits for it).
 async fn cached_response(
     s: &AppState,
     key: &str,
@@ -432,4 +485,75 @@ pub async fn calculate(
         point: row.as_ref().map(Point::from),
         status,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A point with every optional field present, so its JSON has every key
+    /// a point can have. (A new field of `Point` fails to compile here until
+    /// it is given, and then fails the test until the CSV carries it.)
+    fn full_point(benchmark_index: Option<Option<String>>) -> Point {
+        let n = |v: &str| v.to_string();
+        Point {
+            date: NaiveDate::from_ymd_opt(2024, 1, 2).unwrap(),
+            net_value: n("1.000000000001"),
+            return_rate: n("0.000000000002"),
+            daily_return: n("0.000000000003"),
+            market_value: n("4.00"),
+            cost: n("5.00"),
+            net_flow: n("6.00"),
+            profit: n("7.00"),
+            holdings_value: n("8.00"),
+            cash: n("9.00"),
+            receivable: n("10.00"),
+            income: n("11.00"),
+            realized_pnl: n("12.00"),
+            benchmark_index,
+        }
+    }
+
+    #[test]
+    fn the_csv_columns_are_the_json_points_keys_in_order() {
+        let p = full_point(Some(Some("1.100000000000".into())));
+        let json = serde_json::to_value(&p).unwrap();
+        let keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let csv = csv_of(std::slice::from_ref(&p), true);
+        let mut lines = csv.split("\r\n");
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        for k in &keys {
+            assert!(header.contains(k), "`{k}` of the JSON is no CSV column");
+        }
+        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+        assert_eq!(row.len(), header.len());
+        for (col, cell) in header.iter().zip(&row) {
+            assert_eq!(json[col].as_str().unwrap(), *cell, "{col}");
+        }
+        assert_eq!(lines.collect::<Vec<_>>(), [""], "CRLF after the last line");
+    }
+
+    #[test]
+    fn a_null_benchmark_index_is_an_empty_cell_and_none_no_column() {
+        let csv = csv_of(&[full_point(Some(None))], true);
+        let mut lines = csv.split("\r\n");
+        assert!(lines
+            .next()
+            .unwrap()
+            .ends_with(",realized_pnl,benchmark_index"));
+        assert!(lines.next().unwrap().ends_with(",12.00,"), "{csv}");
+        // Without a benchmark the JSON has no `benchmark_index`: nor the CSV.
+        let p = full_point(None);
+        let keys = serde_json::to_value(&p).unwrap().as_object().unwrap().len();
+        let csv = csv_of(&[p], false);
+        let mut lines = csv.split("\r\n");
+        assert_eq!(lines.next().unwrap(), CSV_HEADER);
+        assert_eq!(CSV_HEADER.split(',').count(), keys);
+        assert!(lines.next().unwrap().ends_with(",12.00"), "{csv}");
+    }
 }

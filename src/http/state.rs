@@ -25,6 +25,8 @@ pub struct AppState {
     /// The change notifications that validate [`Self::cache`] without a
     /// round trip; [`crate::app::start_http_with`] starts their listener.
     pub changes: Arc<crate::storage::changes::Changes>,
+    /// Per-caller limits, the cookie's `Secure`, the readiness check.
+    pub guards: Arc<super::guard::Guards>,
 }
 
 impl FromRef<AppState> for Authenticator {

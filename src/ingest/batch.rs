@@ -421,6 +421,7 @@ mod tests {
             batch_idle_ms: 1,
             properties: vec![],
             rules: Default::default(),
+            assignment_grace_ms: 30_000,
         }
     }
 

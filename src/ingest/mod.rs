@@ -78,6 +78,15 @@ impl Consumer {
         })
     }
 
+    fn topics(&self) -> Vec<String> {
+        vec![
+            self.cfg.transactions_topic.clone(),
+            self.cfg.prices_topic.clone(),
+            self.cfg.corporate_actions_topic.clone(),
+            self.cfg.fx_topic.clone(),
+        ]
+    }
+
     fn client(&self) -> Result<StreamConsumer<Ctx>> {
         let ctx = Ctx {
             group: self.cfg.group.clone(),
@@ -106,12 +115,15 @@ impl Consumer {
         let consumer = Arc::new(self.client()?);
         {
             let mut g = self.health.consumer.lock().unwrap();
-            g.get_or_insert_with(ConsumerHealth::default);
+            let h = g.get_or_insert_with(ConsumerHealth::default);
+            h.since = Some(Instant::now());
+            h.grace = Duration::from_millis(self.cfg.assignment_grace_ms);
         }
         tracing::info!(brokers = %self.cfg.brokers, group = %self.cfg.group, "consumer started");
         let probe = tokio::spawn(probe_broker(
             consumer.clone(),
-            self.cfg.transactions_topic.clone(),
+            self.topics(),
+            self.cfg.group.clone(),
             self.health.clone(),
             stop.child_token(),
         ));
@@ -289,32 +301,75 @@ impl Consumer {
     }
 }
 
-/// Keeps `health` saying whether a broker answers now: a metadata request
-/// every few seconds, so readiness recovers as soon as the broker is back
-/// rather than when the next message happens to arrive.
+/// Keeps `health` saying whether a broker answers now, how many
+/// partitions the subscribed topics have and (where the broker tells) how
+/// many members the group has: a metadata request every few seconds, so
+/// readiness recovers as soon as the broker is back rather than when the
+/// next message happens to arrive, and can tell a consumer left without
+/// partitions from one with nothing to hold.
 async fn probe_broker(
     consumer: Arc<StreamConsumer<Ctx>>,
-    topic: String,
+    topics: Vec<String>,
+    group: String,
     health: Arc<Health>,
     stop: CancellationToken,
 ) {
     loop {
         let c = consumer.clone();
-        let t = topic.clone();
+        let t = topics.clone();
+        let g = group.clone();
         let answer = tokio::task::spawn_blocking(move || {
-            c.client()
-                .fetch_metadata(Some(&t), Duration::from_secs(3))
-                .map(|_| ())
+            let mut partitions = 0;
+            for topic in &t {
+                let md = c
+                    .client()
+                    .fetch_metadata(Some(topic), Duration::from_secs(3))?;
+                partitions += md
+                    .topics()
+                    .iter()
+                    .filter(|mt| mt.error().is_none())
+                    .map(|mt| mt.partitions().len())
+                    .sum::<usize>();
+            }
+            // Not every broker answers this (librdkafka's mock cluster
+            // does not): unknown membership then.
+            let members = c
+                .client()
+                .fetch_group_list(Some(&g), Duration::from_secs(1))
+                .ok()
+                .and_then(|l| {
+                    l.groups()
+                        .iter()
+                        .find(|gr| gr.name() == g)
+                        .map(|gr| gr.members().len())
+                });
+            Ok::<_, KafkaError>((partitions, members))
         })
         .await;
-        let broker_error = match answer {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(e) => Some(format!("probe failed: {e}")),
+        let (broker_error, seen) = match answer {
+            Ok(Ok(seen)) => (None, Some(seen)),
+            Ok(Err(e)) => (Some(e.to_string()), None),
+            Err(e) => (Some(format!("probe failed: {e}")), None),
         };
         {
             let mut g = health.consumer.lock().unwrap();
-            g.get_or_insert_with(ConsumerHealth::default).broker_error = broker_error;
+            let h = g.get_or_insert_with(ConsumerHealth::default);
+            h.broker_error = broker_error;
+            if let Some((partitions, members)) = seen {
+                h.partitions_available = Some(partitions);
+                h.group_members = members;
+            }
+            metrics::gauge!("navd_consumer_assigned_partitions").set(h.assigned_partitions as f64);
+            metrics::gauge!("navd_consumer_ready").set(
+                if h.broker_error.is_none()
+                    && h.last_error.is_none()
+                    && h.assignment(Instant::now()).0
+                {
+                    1.0
+                } else {
+                    0.0
+                },
+            );
         }
         tokio::select! {
             _ = stop.cancelled() => return,

@@ -173,6 +173,11 @@ impl ConsumerContext for Ctx {
             }
         }
         let assigned = base.assignment().map(|a| a.count()).unwrap_or(0);
-        self.set_health(|h| h.assigned_partitions = assigned);
+        metrics::gauge!("navd_consumer_assigned_partitions").set(assigned as f64);
+        // The grace for holding nothing runs from the latest rebalance.
+        self.set_health(|h| {
+            h.assigned_partitions = assigned;
+            h.since = Some(std::time::Instant::now());
+        });
     }
 }

@@ -371,6 +371,7 @@ pub async fn spawn_app_with(
         wake: Default::default(),
         cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(16 << 20)),
         changes: navd::storage::changes::changes_for(&pool),
+        guards: Default::default(),
     };
     let (addr, _h) = navd::app::start_http_with(
         state,

@@ -11,13 +11,16 @@
 //! docs/valuation.md: events ([`event`], [`types`]), valuation and positions
 //! ([`fold`](mod@fold)), time-weighted statistics ([`stats`]), money-weighted
 //! figures and period returns ([`money`]), statistics against a benchmark
-//! ([`benchmark`](mod@benchmark)), rounding of reported values ([`decimal`]).
+//! ([`benchmark`](mod@benchmark)), rounding of reported values ([`decimal`]),
+//! and which portfolios stored events invalidate, from which day
+//! ([`invalidation`]).
 
 pub mod benchmark;
 pub mod decimal;
 pub mod event;
 mod exact;
 pub mod fold;
+pub mod invalidation;
 pub mod money;
 pub mod stats;
 pub mod types;
@@ -33,6 +36,7 @@ pub use fold::{
     CashBalance, DayState, FoldError, FoldOutput, Folder, ForeignAmount, Inconsistency, Position,
     PriceBook, Receivable, Status, ValuationError, ValuedPosition,
 };
+pub use invalidation::Invalidation;
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};
 pub use stats::{statistics, Calendar, Statistics, StatsQuery};
 pub use types::{

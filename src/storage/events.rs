@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::NaiveDate;
 use projections::{
-    CashMode, ClosePrice, Currency, Dividend, FxRate, Kind, PortfolioId, Reinvest, Split, Symbol,
-    Trade, Transaction,
+    CashMode, ClosePrice, Currency, Dividend, FxRate, Invalidation, Kind, PortfolioId, Reinvest,
+    Split, Symbol, Trade, Transaction,
 };
 use rust_decimal::Decimal;
 use sqlx::{PgConnection, Row};
@@ -82,8 +82,10 @@ impl IngestReport {
 }
 
 /// Stores a batch: new transactions (duplicates ignored, reused ids
-/// dead-lettered), prices (later replaces earlier), dead letters; marks the
-/// affected portfolios pending. Runs in the caller's transaction.
+/// dead-lettered), prices (later replaces earlier), splits, rates, dead
+/// letters; marks pending what the stored events invalidate
+/// ([`projections::Invalidation`], the rule; here only its SQL). Runs in
+/// the caller's transaction.
 pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result<IngestReport> {
     if !batch.rates.is_empty() {
         // A stored rate marks the portfolios exposed to it by reading the
@@ -97,11 +99,53 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
     }
     let mut report = IngestReport::default();
     let mut dead = batch.dead_letters;
+    let mut invalid = Invalidation::default();
 
-    // Duplicates inside the batch first, then against the store.
+    let fresh = new_transactions(conn, batch.transactions, &mut report, &mut dead).await?;
+    if !fresh.is_empty() {
+        insert_transactions(conn, &fresh).await?;
+        report.transactions_stored = fresh.len();
+    }
+    for (t, _, _) in &fresh {
+        invalid.transaction(t);
+    }
+    report.prices_stored = store_prices(conn, &batch.prices, &mut invalid).await?;
+    let splits = store_splits(conn, batch.splits, &mut dead).await?;
+    report.splits_stored = splits.len();
+    for (symbol, ex_date) in &splits {
+        invalid.split(symbol, *ex_date);
+    }
+    let rates = store_rates(conn, batch.rates).await?;
+    report.rates_stored = rates.len();
+    for (from, to, day) in &rates {
+        invalid.rate(from, to, *day);
+    }
+    let default_currency = batch
+        .default_currency
+        .as_ref()
+        .map_or("USD", Currency::as_str);
+    report.affected = mark_invalidated(conn, &invalid, default_currency).await?;
+
+    if !dead.is_empty() {
+        insert_dead_letters(conn, &dead).await?;
+        report.dead_letters = dead.len();
+    }
+    super::changes::notify(conn, &report.affected, report.prices_changed()).await?;
+    Ok(report)
+}
+
+/// The batch's transactions that are new: duplicates (inside the batch or
+/// against the store) are counted and dropped, an id reused with other
+/// content is a dead letter. Each comes with its fingerprint.
+async fn new_transactions(
+    conn: &mut PgConnection,
+    transactions: Vec<(Transaction, Source)>,
+    report: &mut IngestReport,
+    dead: &mut Vec<DeadLetter>,
+) -> sqlx::Result<Vec<(Transaction, Source, String)>> {
     let mut fresh: Vec<(Transaction, Source, String)> = Vec::new();
     let mut seen: HashMap<Uuid, String> = HashMap::new();
-    for (tx, src) in batch.transactions {
+    for (tx, src) in transactions {
         let fp = tx.fingerprint();
         match seen.get(&tx.event_id) {
             Some(prev) if *prev == fp => report.duplicates_ignored += 1,
@@ -115,174 +159,114 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
             }
         }
     }
-    if !fresh.is_empty() {
-        let ids: Vec<Uuid> = fresh.iter().map(|(t, _, _)| t.event_id).collect();
-        let rows = sqlx::query(
-            "SELECT event_id, fingerprint FROM event_ids WHERE event_id = ANY($1::uuid[])",
-        )
-        .bind(&ids)
-        .fetch_all(&mut *conn)
-        .await?;
-        let stored: HashMap<Uuid, String> = rows
-            .into_iter()
-            .map(|r| (r.get::<Uuid, _>(0), r.get::<String, _>(1)))
-            .collect();
-        let mut keep = Vec::with_capacity(fresh.len());
-        for (tx, src, fp) in fresh {
-            match stored.get(&tx.event_id) {
-                Some(prev) if *prev == fp => report.duplicates_ignored += 1,
-                Some(_) => dead.push(DeadLetter {
-                    source: src,
-                    reason: reused_reason(tx.event_id),
-                }),
-                None => keep.push((tx, src, fp)),
-            }
+    if fresh.is_empty() {
+        return Ok(fresh);
+    }
+    let ids: Vec<Uuid> = fresh.iter().map(|(t, _, _)| t.event_id).collect();
+    let stored: HashMap<Uuid, String> = sqlx::query_as(
+        "SELECT event_id, fingerprint FROM event_ids WHERE event_id = ANY($1::uuid[])",
+    )
+    .bind(&ids)
+    .fetch_all(&mut *conn)
+    .await?
+    .into_iter()
+    .collect();
+    let mut keep = Vec::with_capacity(fresh.len());
+    for (tx, src, fp) in fresh {
+        match stored.get(&tx.event_id) {
+            Some(prev) if *prev == fp => report.duplicates_ignored += 1,
+            Some(_) => dead.push(DeadLetter {
+                source: src,
+                reason: reused_reason(tx.event_id),
+            }),
+            None => keep.push((tx, src, fp)),
         }
-        fresh = keep;
     }
-    if !fresh.is_empty() {
-        insert_transactions(conn, &fresh).await?;
-        report.transactions_stored = fresh.len();
-    }
+    Ok(keep)
+}
 
-    // Prices: the last of a batch for one (symbol, day) wins, as it would
-    // had they arrived in separate batches.
-    let mut latest: BTreeMap<(String, NaiveDate), (Decimal, Option<&str>)> = BTreeMap::new();
-    for (p, _) in &batch.prices {
+/// Stores closes (the last of a batch for one (symbol, day) wins, as it
+/// would had they arrived in separate batches; a stored one is replaced)
+/// and tells `invalid` of each; returns how many were stored.
+async fn store_prices(
+    conn: &mut PgConnection,
+    prices: &[(ClosePrice, Source)],
+    invalid: &mut Invalidation,
+) -> sqlx::Result<usize> {
+    let mut latest: BTreeMap<(&Symbol, NaiveDate), (Decimal, Option<&str>)> = BTreeMap::new();
+    for (p, _) in prices {
         latest.insert(
-            (p.symbol.to_string(), p.date),
+            (&p.symbol, p.date),
             (p.close, p.currency.as_ref().map(Currency::as_str)),
         );
     }
-    if !latest.is_empty() {
-        let (mut syms, mut days, mut closes, mut ccys) = (vec![], vec![], vec![], vec![]);
-        for ((s, d), (c, ccy)) in &latest {
-            syms.push(s.clone());
-            days.push(*d);
-            closes.push(*c);
-            ccys.push(*ccy);
-        }
-        sqlx::query(
-            "INSERT INTO prices (symbol, day, close, currency)
-             SELECT * FROM UNNEST($1::text[], $2::date[], $3::numeric[], $4::text[])
-             ON CONFLICT (symbol, day) DO UPDATE
-                SET close = EXCLUDED.close, currency = EXCLUDED.currency, received_at = EXCLUDED.received_at",
-        )
-        .bind(&syms)
-        .bind(&days)
-        .bind(&closes)
-        .bind(&ccys)
-        .execute(&mut *conn)
-        .await?;
-        // '' stands for the default currency (a close that names none).
-        let quoted: Vec<&str> = ccys.iter().map(|c| c.unwrap_or("")).collect();
-        sqlx::query(
-            "INSERT INTO symbol_currencies (symbol, currency)
-             SELECT DISTINCT * FROM UNNEST($1::text[], $2::text[]) ON CONFLICT DO NOTHING",
-        )
-        .bind(&syms)
-        .bind(&quoted)
-        .execute(&mut *conn)
-        .await?;
-        report.prices_stored = latest.len();
-        // New versions tell in-memory price caches to reload these series,
-        // from each symbol's earliest day written (`latest` is by symbol,
-        // then day, so a symbol's first entry is its earliest).
-        let mut changed: Vec<(&str, Option<NaiveDate>)> = Vec::new();
-        for (s, d) in syms.iter().zip(&days) {
-            if changed.last().map(|(c, _)| *c) != Some(s.as_str()) {
-                changed.push((s.as_str(), Some(*d)));
-            }
-        }
-        bump_price_versions(conn, &changed).await?;
+    if latest.is_empty() {
+        return Ok(0);
     }
+    let (mut syms, mut days, mut closes, mut ccys) = (vec![], vec![], vec![], vec![]);
+    for ((s, d), (c, ccy)) in &latest {
+        invalid.close(s, *d);
+        syms.push(s.as_str());
+        days.push(*d);
+        closes.push(*c);
+        ccys.push(*ccy);
+    }
+    sqlx::query(
+        "INSERT INTO prices (symbol, day, close, currency)
+         SELECT * FROM UNNEST($1::text[], $2::date[], $3::numeric[], $4::text[])
+         ON CONFLICT (symbol, day) DO UPDATE
+            SET close = EXCLUDED.close, currency = EXCLUDED.currency, received_at = EXCLUDED.received_at",
+    )
+    .bind(&syms)
+    .bind(&days)
+    .bind(&closes)
+    .bind(&ccys)
+    .execute(&mut *conn)
+    .await?;
+    // '' stands for the default currency (a close that names none).
+    let quoted: Vec<&str> = ccys.iter().map(|c| c.unwrap_or("")).collect();
+    sqlx::query(
+        "INSERT INTO symbol_currencies (symbol, currency)
+         SELECT DISTINCT * FROM UNNEST($1::text[], $2::text[]) ON CONFLICT DO NOTHING",
+    )
+    .bind(&syms)
+    .bind(&quoted)
+    .execute(&mut *conn)
+    .await?;
+    // New versions tell in-memory price caches to reload these series,
+    // from each symbol's earliest day written (`latest` is by symbol, then
+    // day, so a symbol's first entry is its earliest).
+    let mut changed: Vec<(&str, Option<NaiveDate>)> = Vec::new();
+    for (s, d) in syms.iter().zip(&days) {
+        if changed.last().map(|(c, _)| *c) != Some(*s) {
+            changed.push((s, Some(*d)));
+        }
+    }
+    bump_price_versions(conn, &changed).await?;
+    Ok(latest.len())
+}
 
-    // Pending recomputes are appended as marks: no portfolio row is
-    // updated here, so ingestion never waits for a refresh holding one.
-    let mut earliest: BTreeMap<&str, NaiveDate> = BTreeMap::new();
-    // A settings change holds for the whole history: its portfolio is
-    // recomputed from its first day, whatever the event's date.
-    let mut resettled: Vec<&str> = Vec::new();
-    for (t, _, _) in &fresh {
-        if matches!(t.kind, Kind::PortfolioSettings { .. }) {
-            resettled.push(t.portfolio_id.as_str());
-            continue;
-        }
-        let e = earliest
-            .entry(t.portfolio_id.as_str())
-            .or_insert(t.trade_date);
-        *e = (*e).min(t.trade_date);
+/// Turns what stored events invalidate into pending marks (and registers
+/// portfolios seen for the first day, moving a first day a trade predates);
+/// returns the portfolios marked. Marks are appended: no portfolio row is
+/// updated here but for a moved first day, so ingestion never waits for a
+/// refresh holding one.
+async fn mark_invalidated(
+    conn: &mut PgConnection,
+    invalid: &Invalidation,
+    default_currency: &str,
+) -> sqlx::Result<Vec<String>> {
+    let mut affected = Vec::new();
+    if !invalid.exposed.is_empty() {
+        affected.extend(mark_exposed(conn, &invalid.exposed, default_currency).await?);
     }
-    // Earliest price day per symbol; every portfolio that ever traded the
-    // symbol recomputes from there (the refresh clamps it to D0).
-    let mut first: BTreeMap<&str, NaiveDate> = BTreeMap::new();
-    for (s, d) in latest.keys() {
-        first.entry(s.as_str()).or_insert(*d);
-    }
-    // A split recomputes every portfolio that ever held its symbol from
-    // its ex-date, as a corrected close does from its day.
-    let splits = store_splits(conn, batch.splits, &mut dead).await?;
-    report.splits_stored = splits.len();
-    for (sym, day) in &splits {
-        let e = first.entry(sym.as_str()).or_insert(*day);
-        *e = (*e).min(*day);
-    }
-    let default_currency = batch
-        .default_currency
-        .as_ref()
-        .map_or("USD", Currency::as_str)
-        .to_string();
-    let rates = store_rates(conn, batch.rates).await?;
-    report.rates_stored = rates.len();
-    if !rates.is_empty() {
-        report
-            .affected
-            .extend(mark_exposed(conn, &rates, &default_currency).await?);
-    }
-    let (p1, d1): (Vec<&str>, Vec<NaiveDate>) = earliest.into_iter().unzip();
-    let (s2, d2): (Vec<&str>, Vec<NaiveDate>) = first.into_iter().unzip();
+    let (p1, d1): (Vec<&str>, Vec<NaiveDate>) = invalid
+        .portfolios
+        .iter()
+        .map(|(p, d)| (p.as_str(), *d))
+        .unzip();
     if !p1.is_empty() {
-        // Only portfolios not stored yet are inserted. `ON CONFLICT DO
-        // NOTHING` on a stored one is no help: its check waits for any
-        // transaction that has updated the row and not yet committed, which
-        // is every refresh group between its write and its commit, so each
-        // batch waited for the groups in flight. A plain read waits for
-        // nothing; the conflict clause stays for a portfolio that another
-        // consumer inserts in between.
-        let known: Vec<String> = sqlx::query_scalar(
-            "SELECT portfolio_id FROM portfolios WHERE portfolio_id = ANY($1::text[])",
-        )
-        .bind(&p1)
-        .fetch_all(&mut *conn)
-        .await?;
-        let known: HashSet<&str> = known.iter().map(String::as_str).collect();
-        let (new_ids, new_days): (Vec<&str>, Vec<NaiveDate>) = p1
-            .iter()
-            .zip(&d1)
-            .filter(|(p, _)| !known.contains(*p))
-            .map(|(p, d)| (*p, *d))
-            .unzip();
-        if !new_ids.is_empty() {
-            sqlx::query(
-                "INSERT INTO portfolios (portfolio_id, first_day)
-                 SELECT * FROM UNNEST($1::text[], $2::date[]) ON CONFLICT DO NOTHING",
-            )
-            .bind(&new_ids)
-            .bind(&new_days)
-            .execute(&mut *conn)
-            .await?;
-        }
-        // A trade dated before D0 moves D0. Only such (rare) rows are
-        // updated, so this does not wait for refreshes holding the others.
-        sqlx::query(
-            "UPDATE portfolios p SET first_day = u.d, version = p.version + 1
-               FROM UNNEST($1::text[], $2::date[]) AS u(id, d)
-              WHERE p.portfolio_id = u.id AND p.first_day > u.d",
-        )
-        .bind(&p1)
-        .bind(&d1)
-        .execute(&mut *conn)
-        .await?;
+        register_portfolios(conn, &p1, &d1).await?;
     }
     // One mark per portfolio: the earliest of its own events and of the
     // closes and splits of symbols it holds. The merge is done here, not in
@@ -292,7 +276,12 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         .zip(&d1)
         .map(|(p, d)| (p.to_string(), *d))
         .collect();
-    if !s2.is_empty() {
+    if !invalid.holders.is_empty() {
+        let (s2, d2): (Vec<&str>, Vec<NaiveDate>) = invalid
+            .holders
+            .iter()
+            .map(|(s, d)| (s.as_str(), *d))
+            .unzip();
         let holders: Vec<(String, NaiveDate)> = sqlx::query_as(
             "SELECT h.portfolio_id, min(u.day)
                FROM UNNEST($1::text[], $2::date[]) AS u(symbol, day)
@@ -318,30 +307,73 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         .bind(&days)
         .execute(&mut *conn)
         .await?;
-        report.affected.extend(ids);
+        affected.extend(ids);
     }
-    if !resettled.is_empty() {
-        let rows = sqlx::query(
+    if !invalid.whole_history.is_empty() {
+        let ids: Vec<&str> = invalid.whole_history.iter().map(|p| p.as_str()).collect();
+        let marked: Vec<String> = sqlx::query_scalar(
             "INSERT INTO portfolio_marks (portfolio_id, from_day)
              SELECT portfolio_id, first_day FROM portfolios WHERE portfolio_id = ANY($1::text[])
              RETURNING portfolio_id",
         )
-        .bind(&resettled)
+        .bind(&ids)
         .fetch_all(&mut *conn)
         .await?;
-        report
-            .affected
-            .extend(rows.into_iter().map(|r| r.get::<String, _>(0)));
+        affected.extend(marked);
     }
-    report.affected.sort();
-    report.affected.dedup();
+    affected.sort();
+    affected.dedup();
+    Ok(affected)
+}
 
-    if !dead.is_empty() {
-        insert_dead_letters(conn, &dead).await?;
-        report.dead_letters = dead.len();
+/// Inserts the portfolios not stored yet (first day: their earliest event)
+/// and moves the first day of those a new event predates.
+async fn register_portfolios(
+    conn: &mut PgConnection,
+    ids: &[&str],
+    days: &[NaiveDate],
+) -> sqlx::Result<()> {
+    // Only portfolios not stored yet are inserted. `ON CONFLICT DO NOTHING`
+    // on a stored one is no help: its check waits for any transaction that
+    // has updated the row and not yet committed, which is every refresh
+    // group between its write and its commit, so each batch waited for the
+    // groups in flight. A plain read waits for nothing; the conflict clause
+    // stays for a portfolio that another consumer inserts in between.
+    let known: Vec<String> = sqlx::query_scalar(
+        "SELECT portfolio_id FROM portfolios WHERE portfolio_id = ANY($1::text[])",
+    )
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    let known: HashSet<&str> = known.iter().map(String::as_str).collect();
+    let (new_ids, new_days): (Vec<&str>, Vec<NaiveDate>) = ids
+        .iter()
+        .zip(days)
+        .filter(|(p, _)| !known.contains(*p))
+        .map(|(p, d)| (*p, *d))
+        .unzip();
+    if !new_ids.is_empty() {
+        sqlx::query(
+            "INSERT INTO portfolios (portfolio_id, first_day)
+             SELECT * FROM UNNEST($1::text[], $2::date[]) ON CONFLICT DO NOTHING",
+        )
+        .bind(&new_ids)
+        .bind(&new_days)
+        .execute(&mut *conn)
+        .await?;
     }
-    super::changes::notify(conn, &report.affected, report.prices_changed()).await?;
-    Ok(report)
+    // A trade dated before D0 moves D0. Only such (rare) rows are updated,
+    // so this does not wait for refreshes holding the others.
+    sqlx::query(
+        "UPDATE portfolios p SET first_day = u.d, version = p.version + 1
+           FROM UNNEST($1::text[], $2::date[]) AS u(id, d)
+          WHERE p.portfolio_id = u.id AND p.first_day > u.d",
+    )
+    .bind(ids)
+    .bind(days)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// Stores rates (the last of a batch for one (from, to, day) wins, then
@@ -349,10 +381,10 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
 async fn store_rates(
     conn: &mut PgConnection,
     rates: Vec<(FxRate, Source)>,
-) -> sqlx::Result<Vec<(String, String, NaiveDate)>> {
-    let mut latest: BTreeMap<(String, String, NaiveDate), Decimal> = BTreeMap::new();
+) -> sqlx::Result<Vec<(Currency, Currency, NaiveDate)>> {
+    let mut latest: BTreeMap<(Currency, Currency, NaiveDate), Decimal> = BTreeMap::new();
     for (r, _) in rates {
-        latest.insert((r.from.to_string(), r.to.to_string(), r.date), r.rate);
+        latest.insert((r.from, r.to, r.date), r.rate);
     }
     if latest.is_empty() {
         return Ok(Vec::new());
@@ -389,12 +421,12 @@ async fn store_rates(
 /// The others never use the pair (docs/valuation.md, currencies).
 async fn mark_exposed(
     conn: &mut PgConnection,
-    rates: &[(String, String, NaiveDate)],
+    exposed: &BTreeMap<(Currency, Currency), NaiveDate>,
     default_currency: &str,
 ) -> sqlx::Result<Vec<String>> {
-    let f: Vec<&str> = rates.iter().map(|r| r.0.as_str()).collect();
-    let t: Vec<&str> = rates.iter().map(|r| r.1.as_str()).collect();
-    let d: Vec<NaiveDate> = rates.iter().map(|r| r.2).collect();
+    let f: Vec<&str> = exposed.keys().map(|(f, _)| f.as_str()).collect();
+    let t: Vec<&str> = exposed.keys().map(|(_, t)| t.as_str()).collect();
+    let d: Vec<NaiveDate> = exposed.values().copied().collect();
     let mut currencies: Vec<&str> = f.iter().chain(&t).copied().collect();
     currencies.sort_unstable();
     currencies.dedup();
@@ -789,7 +821,7 @@ async fn store_splits(
     conn: &mut PgConnection,
     splits: Vec<(Split, Source)>,
     dead: &mut Vec<DeadLetter>,
-) -> sqlx::Result<Vec<(String, NaiveDate)>> {
+) -> sqlx::Result<Vec<(Symbol, NaiveDate)>> {
     if splits.is_empty() {
         return Ok(Vec::new());
     }
@@ -869,8 +901,8 @@ async fn store_splits(
     let changed: Vec<(&str, Option<NaiveDate>)> = changed.into_iter().map(|s| (s, None)).collect();
     bump_price_versions(conn, &changed).await?;
     Ok(fresh
-        .iter()
-        .map(|(s, _, _)| (s.symbol.to_string(), s.ex_date))
+        .into_iter()
+        .map(|(s, _, _)| (s.symbol, s.ex_date))
         .collect())
 }
 

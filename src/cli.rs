@@ -25,6 +25,7 @@ enum Command {
     Migrate,
     /// Run the whole pipeline locally on a generated sample book: private
     /// PostgreSQL, in-process broker, real consumer, API on loopback.
+    #[cfg(feature = "demo")]
     Demo {
         /// Listen address of the API (loopback only); an error if it is
         /// taken. Without it: 127.0.0.1:8080, or a free port if that is taken.
@@ -44,6 +45,7 @@ pub fn run() -> ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
+    #[cfg(feature = "demo")]
     if let Command::Demo { addr } = cli.command {
         crate::telemetry::init(crate::config::LogFormat::Pretty);
         let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
@@ -94,9 +96,9 @@ pub fn run() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Serve => crate::app::serve(config).await,
-            Command::Migrate | Command::Demo { .. } | Command::Token(_) => {
-                unreachable!("handled above")
-            }
+            #[cfg(feature = "demo")]
+            Command::Demo { .. } => unreachable!("handled above"),
+            Command::Migrate | Command::Token(_) => unreachable!("handled above"),
         }
     });
     match result {

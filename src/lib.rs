@@ -9,7 +9,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`cli`] | the command line |
-//! | [`demo`] | `navd demo`: the whole pipeline on one machine |
+//! | `demo` | `navd demo`: the whole pipeline on one machine (the `demo` feature, default) |
 //! | [`token`] | `navd token`: a development token for this server |
 //! | [`app`] | wiring the parts, shutdown, exit codes |
 //! | [`http`] | routing, server limits, auth, parameters, errors, handlers, chart, OpenAPI |
@@ -21,12 +21,14 @@
 //!
 //! The fold itself (the only day loop) and the statistics are the
 //! `projections` crate's; the demo's database, book and producer are
-//! `navd-testkit`'s.
+//! `navd-testkit`'s, linked only with the `demo` feature (on by default,
+//! off in the production image).
 
 pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod health;
 pub mod http;

@@ -1064,9 +1064,8 @@ impl Bench {
             .map(|s| book.today_close(s))
             .collect();
         let sender = Sender::new(&self.brokers, 1)?;
-        // The clock starts at the first close sent by a ready producer
-        // (until session 12 it also timed the producer's connection and
-        // handshake, ~0.1 s: docs/performance.md).
+        // The clock starts at the first close sent by a ready producer,
+        // not at the producer's connection and handshake (~0.1 s).
         tokio::task::block_in_place(|| sender.warm_up(WARM_TOPIC, &[PX_TOPIC]))?;
         self.child().reset_peak_rss();
         let mut a = self.probe().await;

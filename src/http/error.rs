@@ -149,30 +149,13 @@ impl IntoResponse for ApiError {
 /// Database failures: unreachable or exhausted is 503, anything else 500.
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
-        if is_unavailable(&e) {
-            tracing::warn!(error = %e, "database unavailable");
-            ApiError::Unavailable("the database is unavailable; retry later".into())
-        } else {
-            ApiError::Internal(e.into())
+        match crate::storage::StorageError::from(e) {
+            crate::storage::StorageError::Unavailable(e) => {
+                tracing::warn!(error = %e, "database unavailable");
+                ApiError::Unavailable("the database is unavailable; retry later".into())
+            }
+            other => ApiError::Internal(other.into()),
         }
-    }
-}
-
-pub fn is_unavailable(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => {
-            // admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections
-            matches!(
-                db.code().as_deref(),
-                Some("57P01" | "57P02" | "57P03" | "53300")
-            )
-        }
-        _ => false,
     }
 }
 

@@ -40,44 +40,11 @@ fn position(m: &OwnedMessage) -> Position {
     (m.topic().to_string(), m.partition(), m.offset())
 }
 
-/// Whether a failure to store a batch was caused by what the messages hold
-/// (a value the database refuses: SQLSTATE classes 22 data exception, 23
-/// integrity constraint, 54 program limit) rather than by the database
-/// being unreachable or busy. Only such a failure can be pinned on a
-/// message; anything else is retried, however long it lasts, so an outage
-/// never turns good events into dead letters.
+/// Why the database refused a batch for what its messages hold, if it did
+/// (`storage::error::refusal`); anything else is retried.
 fn refused_content(e: &anyhow::Error) -> Option<String> {
     let sqlx_error = e.chain().find_map(|c| c.downcast_ref::<sqlx::Error>())?;
-    match sqlx_error {
-        sqlx::Error::Database(db) => {
-            let code = db.code()?;
-            if matches!(&code[..2], "22" | "23" | "54") {
-                return Some(format!(
-                    "the database refused to store it: {} (SQLSTATE {code})",
-                    db.message()
-                ));
-            }
-            // Citus reports a row a worker refused while the coordinator
-            // copied rows to it as XX000 from ReportCopyError, without the
-            // worker's SQLSTATE (its message and detail are kept). Only
-            // that routine is taken as a refusal: Citus' own failures
-            // (planning, connections, I/O) come from elsewhere and are
-            // retried. A worker out of disk space is reported the same way
-            // and would be isolated too (deploy/README.md, Citus).
-            let pg = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?;
-            (code == "XX000" && pg.routine() == Some("ReportCopyError")).then(|| {
-                format!(
-                    "the database refused to store it: {} (a Citus worker's error; \
-                     Citus does not pass its SQLSTATE on)",
-                    db.message()
-                )
-            })
-        }
-        sqlx::Error::Encode(err) => Some(format!(
-            "the event could not be encoded for the database: {err}"
-        )),
-        _ => None,
-    }
+    crate::storage::error::refusal(sqlx_error)
 }
 
 /// Stores `msgs` like [`store_batch`]; when the database refuses the batch

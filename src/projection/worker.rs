@@ -93,7 +93,7 @@ async fn refresh_loop(
 /// does), and the due list scans them all. Autovacuum visits a table at
 /// most once per `autovacuum_naptime` (a minute by default), by which time
 /// a portfolio at 2,000 events/s has ~120 dead marks and its row read takes
-/// ~3.5 ms a group instead of ~0.5 (docs/performance.md, the ninth pass).
+/// ~3.5 ms a group instead of ~0.5 (docs/performance.md, appendix A).
 /// A vacuum of the small table takes milliseconds and blocks no writer.
 pub const MARKS_VACUUM_EVERY: Duration = Duration::from_secs(2);
 

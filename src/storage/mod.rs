@@ -3,6 +3,8 @@
 //! callers get typed values in and out, and one place to look when a query
 //! or the schema changes.
 //!
+//! - [`error`]: what a database failure means (unavailable, refused, other),
+//!   the one place that reads SQLSTATEs;
 //! - [`events`]: transactions and prices, idempotent by `event_id`;
 //! - [`copy`]: rows in the binary `COPY` format (how event rows go in);
 //! - [`dead_letters`]: messages that are not valid events;
@@ -26,6 +28,7 @@ pub mod changes;
 pub mod copy;
 pub mod dead_letters;
 pub mod digest;
+pub mod error;
 pub mod events;
 pub mod history;
 pub mod marks;
@@ -44,6 +47,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 
 pub use dead_letters::{dead_letters_page, insert_dead_letters, StoredDeadLetter};
 pub use digest::Digest;
+pub use error::StorageError;
 pub use events::{
     ingest, load_transactions, load_transactions_many, DeadLetter, IngestBatch, IngestReport,
     Source,

@@ -10,7 +10,7 @@ use projections::{Statistics, StatsQuery};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use projections::Status;
+use projections::ReportedStatus;
 use uuid::Uuid;
 
 use crate::storage::{self, HistoryRow, PortfolioRow};
@@ -30,23 +30,7 @@ pub struct PortfolioStatus {
 impl PortfolioStatus {
     /// The status a stored portfolio row shows.
     pub fn of(p: &PortfolioRow) -> Self {
-        if let Status::Inconsistent(i) = &p.status {
-            return Self {
-                state: "inconsistent",
-                since: Some(i.day),
-                event_id: i.event_id,
-                detail: Some(i.detail.clone()),
-            };
-        }
-        match (p.pending_from, p.last_day) {
-            (Some(pending), Some(last)) if pending <= last => Self {
-                state: "recomputing",
-                since: Some(pending),
-                event_id: None,
-                detail: None,
-            },
-            _ => Self::ok(),
-        }
+        Self::from(&p.reported_status())
     }
 
     /// Nothing pending, nothing inconsistent.
@@ -529,4 +513,20 @@ fn base_currency(
         .as_deref()
         .and_then(|c| projections::Currency::parse(c).ok())
         .unwrap_or_else(|| book.default_currency().clone())
+}
+
+/// The wire form of the domain's reported status.
+impl From<&ReportedStatus> for PortfolioStatus {
+    fn from(s: &ReportedStatus) -> Self {
+        let (event_id, detail) = match s {
+            ReportedStatus::Inconsistent(i) => (i.event_id, Some(i.detail.clone())),
+            _ => (None, None),
+        };
+        PortfolioStatus {
+            state: s.name(),
+            since: s.since(),
+            event_id,
+            detail,
+        }
+    }
 }

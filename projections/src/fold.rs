@@ -444,38 +444,7 @@ impl PriceBook {
     }
 }
 
-/// Why a portfolio's history stops the day before `day`: a sell of more
-/// than is held (docs/valuation.md, `event_id` names it), or values that leave the
-/// exact decimal range on that day (no single event is to blame:
-/// `event_id` is `None`). Either is the portfolio's own state, never an
-/// error of whoever folds it: a late event or price correction that takes
-/// the cause away clears it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Inconsistency {
-    pub day: NaiveDate,
-    pub event_id: Option<Uuid>,
-    pub detail: String,
-}
-
-impl Inconsistency {
-    fn overflow(day: NaiveDate, source: &ArithmeticError) -> Self {
-        Inconsistency {
-            day,
-            event_id: None,
-            detail: format!(
-                "arithmetic overflow on {day} ({source}): the portfolio's values leave the exact decimal range"
-            ),
-        }
-    }
-}
-
-/// Whether a portfolio's history can be shown (docs/valuation.md): the state every writer records and every reader reports.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Status {
-    Ok,
-    /// Records from `day` on are not shown or stored.
-    Inconsistent(Inconsistency),
-}
+pub use crate::status::{Inconsistency, ReportedStatus, Status};
 
 /// An arithmetic overflow is the portfolio's inconsistency, not a failure
 /// of the fold: whoever folds many portfolios goes on with the others.

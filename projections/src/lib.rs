@@ -23,6 +23,7 @@ pub mod fold;
 pub mod invalidation;
 pub mod money;
 pub mod stats;
+pub mod status;
 pub mod types;
 
 pub use benchmark::{benchmark, Benchmark, BenchmarkStats};
@@ -34,7 +35,7 @@ pub use event::{
 pub use fold::{
     base_currency_of, base_of, cash_mode_of, fold, replay, resume, value_cash, value_positions,
     CashBalance, DayState, FoldError, FoldOutput, Folder, ForeignAmount, Inconsistency, Position,
-    PriceBook, Receivable, Status, ValuationError, ValuedPosition,
+    PriceBook, Receivable, ReportedStatus, Status, ValuationError, ValuedPosition,
 };
 pub use invalidation::Invalidation;
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};

@@ -439,7 +439,7 @@ pub async fn backfill(
         to,
         days_written: r.days_written,
         transactions_replayed: r.transactions_replayed,
-        status: r.status,
+        status: crate::query::PortfolioStatus::from(&r.status),
     }))
 }
 
@@ -483,7 +483,7 @@ pub async fn calculate(
     Ok(Json(CalculateResponse {
         portfolio_id: id.to_string(),
         point: row.as_ref().map(Point::from),
-        status,
+        status: crate::query::PortfolioStatus::from(&status),
     }))
 }
 

@@ -32,7 +32,7 @@ use chrono::NaiveDate;
 use projections::{FoldError, Inconsistency};
 use sqlx::PgPool;
 
-use crate::query::PortfolioStatus;
+use projections::ReportedStatus;
 use crate::storage::{self, price_cache, HistoryRow};
 
 pub use ops::{backfill, calculate, BackfillReport, OpError};
@@ -53,7 +53,7 @@ type Result<T> = std::result::Result<T, ProjectorError>;
 /// What a refresh left behind.
 #[derive(Debug, Clone)]
 pub struct Refreshed {
-    pub status: PortfolioStatus,
+    pub status: ReportedStatus,
     pub inconsistency: Option<Inconsistency>,
     pub last_day: Option<NaiveDate>,
     pub days_written: usize,

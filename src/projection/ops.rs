@@ -4,14 +4,13 @@
 
 use chrono::NaiveDate;
 use projections::Inconsistency;
-use serde::Serialize;
 use sqlx::PgPool;
 
 use super::refresh::{prices_for, refresh_in, run_fold, Lock};
 use super::{pred, refresh, succ, ProjectorError};
-use crate::query::PortfolioStatus;
 use crate::storage::price_cache;
 use crate::storage::{self, HistoryRow};
+use projections::ReportedStatus;
 
 #[derive(Debug)]
 pub enum OpError {
@@ -36,13 +35,13 @@ impl From<sqlx::Error> for OpError {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct BackfillReport {
     pub from: NaiveDate,
     pub to: NaiveDate,
     pub days_written: usize,
     pub transactions_replayed: usize,
-    pub status: PortfolioStatus,
+    pub status: ReportedStatus,
 }
 
 /// Rebuilds the records of `[from, to]` (defaults: D0 through yesterday,
@@ -129,7 +128,7 @@ pub async fn backfill(
         to,
         days_written: rows.len(),
         transactions_replayed: txs.len(),
-        status: PortfolioStatus::of(&p),
+        status: p.reported_status(),
     })
 }
 
@@ -163,7 +162,7 @@ pub async fn calculate(
     pool: &PgPool,
     portfolio_id: &str,
     today: NaiveDate,
-) -> std::result::Result<(Option<HistoryRow>, PortfolioStatus), OpError> {
+) -> std::result::Result<(Option<HistoryRow>, ReportedStatus), OpError> {
     let mut tx = pool.begin().await?;
     let ids = [portfolio_id.to_string()];
     let out = refresh_in(

@@ -14,7 +14,6 @@ use serde_json::value::RawValue;
 use sqlx::PgConnection;
 
 use super::{pred, succ, Refreshed, Result};
-use crate::query::PortfolioStatus;
 use crate::storage::portfolios::BaseState;
 use crate::storage::price_cache::PriceCache;
 use crate::storage::{self, HistoryRow, PortfolioRow};
@@ -99,7 +98,7 @@ fn plan(
             done.push((
                 p.portfolio_id.clone(),
                 Refreshed {
-                    status: PortfolioStatus::of(&p),
+                    status: p.reported_status(),
                     inconsistency: None,
                     last_day: p.last_day,
                     days_written: 0,
@@ -437,7 +436,7 @@ async fn write(
         out.push((
             row.portfolio_id.clone(),
             Refreshed {
-                status: PortfolioStatus::of(&row),
+                status: row.reported_status(),
                 inconsistency,
                 last_day,
                 days_written: days,

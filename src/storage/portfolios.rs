@@ -38,6 +38,14 @@ pub struct PortfolioRow {
     pub history_digest: Option<Digest>,
 }
 
+impl PortfolioRow {
+    /// The status readers are told: the stored one, `recomputing` while a
+    /// pending mark reaches records already stored.
+    pub fn reported_status(&self) -> projections::ReportedStatus {
+        self.status.reported(self.pending_from, self.last_day)
+    }
+}
+
 const PORTFOLIO_COLUMNS: &str = "p.portfolio_id, p.first_day, p.last_day, p.computed_through, \
      p.base_state, m.from_day, p.status, p.status_since, p.status_event_id, p.status_detail, \
      m.since, p.version, m.ids, st.cash_mode, st.base_currency, p.history_digest";

@@ -40,3 +40,7 @@ pub mod query;
 pub mod storage;
 pub mod telemetry;
 pub mod token;
+
+/// The PostgreSQL `LISTEN` channel on which navd announces each commit that
+/// changes portfolios or prices (a monitoring or benchmark client may listen).
+pub use storage::changes::CHANNEL as CHANGES_CHANNEL;

@@ -17,7 +17,7 @@ use crate::config::{AuthConfig, Config};
 use crate::health::Health;
 use crate::http::server::Limits;
 use crate::http::{self, AppState, Authenticator};
-use crate::storage;
+use crate::storage::{self, Db};
 
 /// Binds `addr` and serves the API until `stop` is cancelled, with the
 /// default connection limits.
@@ -47,8 +47,8 @@ pub async fn start_http_with(
 /// (until `stop`); without them, reads validate against the database.
 fn spawn_change_listener(state: &AppState, stop: &CancellationToken) {
     tokio::spawn(storage::changes::listen(
-        state.pool.clone(),
-        state.changes.clone(),
+        state.db.pool().clone(),
+        state.db.changes().clone(),
         stop.clone(),
     ));
 }
@@ -108,7 +108,8 @@ pub fn cancel_on_signal(stop: CancellationToken) {
 #[derive(Debug)]
 pub struct Service {
     pub addr: SocketAddr,
-    pub pool: PgPool,
+    /// The database handle every part of the service shares.
+    pub db: Db,
     pub stop: CancellationToken,
     tasks: Vec<(&'static str, JoinHandle<Result<()>>)>,
     http: JoinHandle<std::io::Result<()>>,
@@ -138,10 +139,11 @@ fn spawn_part(
 
 impl Service {
     /// Starts worker, consumer (when Kafka is configured) and HTTP on an
-    /// already migrated pool.
+    /// already migrated pool; they share one [`Db`] built here.
     pub async fn start(config: &Config, pool: PgPool, stop: CancellationToken) -> Result<Service> {
+        let db = Db::new(pool);
         // Every fold and read of this database values in this default.
-        crate::storage::price_cache::cache_for(&pool)
+        db.prices()
             .set_default_currency(config.default_currency.clone());
         let health = Arc::new(Health::default());
         let wake = Arc::new(Notify::new());
@@ -150,7 +152,7 @@ impl Service {
         // processes do, and it stays ready while Kafka is down.
         if config.role.ingests() {
             let worker = crate::projection::worker::run(
-                pool.clone(),
+                db.clone(),
                 config.clock,
                 wake.clone(),
                 health.clone(),
@@ -165,8 +167,7 @@ impl Service {
         if let Some(k) = config.kafka.as_ref().filter(|_| config.role.ingests()) {
             let consumer = crate::ingest::Consumer::new(
                 k.clone(),
-                pool.clone(),
-                config.clock,
+                db.clone(),
                 health.clone(),
                 wake.clone(),
             )?;
@@ -174,16 +175,13 @@ impl Service {
             tasks.push(spawn_part("consumer", stop.clone(), run));
         }
         let state = AppState {
-            pool: pool.clone(),
-            clock: config.clock,
-            auth: Authenticator::new(&config.auth)?,
             health,
             wake,
             cache: Arc::new(crate::http::cache::ReadCache::new(
                 config.read_cache_mb << 20,
             )),
-            changes: storage::changes::changes_for(&pool),
             guards: Arc::new(crate::http::guard::Guards::new(&config.protection)),
+            ..AppState::new(db.clone(), config.clock, Authenticator::new(&config.auth)?)
         };
         let limits = http::server::fit_to_nofile(
             Limits {
@@ -212,7 +210,7 @@ impl Service {
         tracing::info!(%addr, role = config.role.as_str(), "navd listening");
         Ok(Service {
             addr,
-            pool,
+            db,
             stop,
             tasks,
             http,

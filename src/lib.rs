@@ -41,6 +41,9 @@ pub mod storage;
 pub mod telemetry;
 pub mod token;
 
+/// The database handle every part of a service shares (see `storage::db`).
+pub use storage::Db;
+
 /// The PostgreSQL `LISTEN` channel on which navd announces each commit that
 /// changes portfolios or prices (a monitoring or benchmark client may listen).
 pub use storage::changes::CHANNEL as CHANGES_CHANNEL;

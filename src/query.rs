@@ -13,7 +13,34 @@ use serde::{Deserialize, Serialize};
 use projections::ReportedStatus;
 use uuid::Uuid;
 
-use crate::storage::{self, HistoryRow, PortfolioRow};
+use crate::storage::{self, Db, HistoryRow, PortfolioRow};
+
+// What the HTTP edge needs of the database beside the curve, so that it
+// reaches storage only through the read model (tests/layout.rs).
+pub use crate::storage::changes::{Seen, TRUST_FOR};
+pub use crate::storage::{StorageError, StoredDeadLetter};
+
+/// A portfolio's row version, its pending day and (with a benchmark) the
+/// benchmark's price version: what a cached read of it is validated by.
+/// `None` for an unknown portfolio.
+pub async fn validator(
+    db: &Db,
+    portfolio_id: &str,
+    benchmark: Option<&str>,
+) -> sqlx::Result<Option<(i64, Option<NaiveDate>, Option<i64>)>> {
+    storage::portfolio_validator(db.pool(), portfolio_id, benchmark).await
+}
+
+/// A page of dead letters, oldest first, after the cursor `after`.
+pub async fn dead_letters(db: &Db, after: i64, limit: i64) -> sqlx::Result<Vec<StoredDeadLetter>> {
+    storage::dead_letters_page(db.pool(), after, limit).await
+}
+
+/// Whether the database behind `pool` answers (the readiness probe's
+/// check, on a pool of its own).
+pub async fn database_answers(pool: &sqlx::PgPool) -> sqlx::Result<()> {
+    storage::ping(pool).await
+}
 
 /// A portfolio's status as readers see it: `ok`, `recomputing` (a late
 /// event is being folded in, from `since`) or `inconsistent` (from
@@ -171,11 +198,11 @@ pub enum QueryError {
 
 /// Reads a curve and its statistics from one consistent snapshot.
 pub async fn read_history(
-    pool: &sqlx::PgPool,
+    db: &Db,
     id: &str,
     q: &HistoryQuery,
 ) -> Result<History, QueryError> {
-    let mut tx = storage::read_snapshot(pool).await?;
+    let mut tx = storage::read_snapshot(db.pool()).await?;
     let p = storage::get_portfolio(&mut tx, id)
         .await?
         .ok_or(QueryError::NotFound)?;
@@ -210,7 +237,7 @@ pub async fn read_history(
                     "unknown benchmark `{sym}`: navd has no close for it"
                 )));
             };
-            let cache = crate::storage::price_cache::cache_for(pool);
+            let cache = db.prices();
             let mut book = cache.empty_book();
             for (day, c) in series.quoted {
                 book.quote_in(sym, day, Some(c));
@@ -363,12 +390,12 @@ pub struct Positions {
 /// record), replayed from the stored events up to that day and valued as
 /// the fold valued them; a day without a record is [`QueryError::NoRecord`].
 pub async fn read_positions(
-    pool: &sqlx::PgPool,
+    db: &Db,
     id: &str,
     date: Option<NaiveDate>,
 ) -> Result<Positions, QueryError> {
     use projections::money_text;
-    let mut tx = storage::read_snapshot(pool).await?;
+    let mut tx = storage::read_snapshot(db.pool()).await?;
     let p = storage::get_portfolio(&mut tx, id)
         .await?
         .ok_or(QueryError::NotFound)?;
@@ -395,7 +422,7 @@ pub async fn read_positions(
         .collect();
     symbols.sort();
     symbols.dedup();
-    let cache = crate::storage::price_cache::cache_for(pool);
+    let cache = db.prices();
     let mut book =
         storage::prices::load_prices(&mut tx, &symbols, day, day, &cache.default_currency())
             .await
@@ -481,12 +508,12 @@ pub struct PortfolioPage {
 
 /// The portfolios after `after` (by id) that `only` allows (None: all).
 pub async fn list_portfolios(
-    pool: &sqlx::PgPool,
+    db: &Db,
     after: &str,
     limit: i64,
     only: Option<&[String]>,
 ) -> Result<PortfolioPage, QueryError> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = db.pool().acquire().await?;
     let rows = storage::portfolios::portfolios_page(&mut conn, after, limit, only).await?;
     let next = (rows.len() as i64 == limit)
         .then(|| rows.last().map(|(p, _, _)| p.portfolio_id.clone()))

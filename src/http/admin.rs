@@ -10,7 +10,7 @@ use super::auth::{Caller, SCOPE_ADMIN};
 use super::error::ApiError;
 use super::params;
 use super::state::AppState;
-use crate::storage;
+use crate::query;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DeadLetterView {
@@ -80,7 +80,7 @@ pub async fn dead_letters(
             ))
         })?,
     };
-    let rows = storage::dead_letters_page(&s.pool, after, limit).await?;
+    let rows = query::dead_letters(&s.db, after, limit).await?;
     let next = (rows.len() as i64 == limit)
         .then(|| rows.last().map(|r| r.id.to_string()))
         .flatten();
@@ -140,7 +140,7 @@ pub async fn replay(
 ) -> Result<(axum::http::StatusCode, Json<ReplayResponse>), ApiError> {
     caller.require(SCOPE_ADMIN)?;
     params::query(raw.as_deref(), &[])?;
-    let n = storage::mark_all_pending(&s.pool).await?;
+    let n = crate::projection::replay_all(&s.db).await?;
     s.wake.notify_one();
     tracing::info!(portfolios = n, "replay requested");
     Ok((

@@ -5,9 +5,9 @@
 //! Entries are keyed by portfolio and normalized query, and validated two
 //! ways:
 //! - by the change notifications this process has heard
-//!   ([`crate::storage::changes`]): an entry whose counters have not moved,
+//!   ([`crate::query::Seen`]): an entry whose counters have not moved,
 //!   and that the database confirmed less than
-//!   [`TRUST_FOR`](crate::storage::changes::TRUST_FOR) ago, is served with
+//!   [`TRUST_FOR`](crate::query::TRUST_FOR) ago, is served with
 //!   no round trip;
 //! - otherwise by the portfolio's `version` (bumped by every update of its
 //!   row, and every write of the projection updates it), the pending marks
@@ -29,7 +29,7 @@ use axum::body::Bytes;
 use tokio::sync::OnceCell;
 
 use super::encoding::Coding;
-use crate::storage::changes::{Seen, TRUST_FOR};
+use crate::query::{Seen, TRUST_FOR};
 
 /// Brotli's quality and window. Quality 5 made a 10-year curve (1.4 MB of
 /// JSON) 29 % smaller than gzip in ~20 ms (gzip: 3.5 ms). That is paid

@@ -933,7 +933,7 @@ pub async fn svg(
         .work
         .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
     let slot = RenderPool::global().slot().await?;
-    let h = read_history(&s.pool, id.as_str(), &q).await?;
+    let h = read_history(&s.db, id.as_str(), &q).await?;
     let bench = q.benchmark.as_ref().map(|b| b.to_string());
     let body = RenderPool::run(slot, move || {
         let _permit = permit;
@@ -1026,7 +1026,7 @@ pub async fn page(
         .work
         .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
     let slot = RenderPool::global().slot().await?;
-    let h = match read_history(&s.pool, id.as_str(), &q).await {
+    let h = match read_history(&s.db, id.as_str(), &q).await {
         Ok(h) => h,
         // A benchmark symbol navd does not know is a typo to fix in place.
         Err(crate::query::QueryError::UnknownBenchmark(reason)) => {
@@ -1038,7 +1038,7 @@ pub async fn page(
     // The positions table is a convenience: a range ending where there is
     // no record simply shows none.
     let held = match h.points.last() {
-        Some(last) => crate::query::read_positions(&s.pool, id.as_str(), Some(last.date))
+        Some(last) => crate::query::read_positions(&s.db, id.as_str(), Some(last.date))
             .await
             .ok(),
         None => None,
@@ -1095,7 +1095,7 @@ pub async fn index(
         .guards
         .work
         .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
-    let page = crate::query::list_portfolios(&s.pool, &after, 200, caller.visible()).await?;
+    let page = crate::query::list_portfolios(&s.db, &after, 200, caller.visible()).await?;
     Ok(html_response(StatusCode::OK, render_index(&page)))
 }
 

@@ -149,8 +149,8 @@ impl IntoResponse for ApiError {
 /// Database failures: unreachable or exhausted is 503, anything else 500.
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
-        match crate::storage::StorageError::from(e) {
-            crate::storage::StorageError::Unavailable(e) => {
+        match crate::query::StorageError::from(e) {
+            crate::query::StorageError::Unavailable(e) => {
                 tracing::warn!(error = %e, "database unavailable");
                 ApiError::Unavailable("the database is unavailable; retry later".into())
             }

@@ -230,7 +230,7 @@ impl ProbeCheck {
                 .acquire_timeout(PROBE_TIMEOUT)
                 .connect_lazy_with((*main.connect_options()).clone())
         });
-        let r = match tokio::time::timeout(PROBE_TIMEOUT, crate::storage::ping(pool)).await {
+        let r = match tokio::time::timeout(PROBE_TIMEOUT, crate::query::database_answers(pool)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(format!("no answer within {} ms", PROBE_TIMEOUT.as_millis())),

@@ -20,7 +20,6 @@ use super::schema::{BackfillBody, BackfillResponse, CalculateResponse, HistoryRe
 use super::state::AppState;
 use crate::projection;
 use crate::query::{self, HistoryQuery, Point};
-use crate::storage;
 
 /// The NAV curve of a portfolio over a range, with its statistics.
 #[utoipa::path(
@@ -55,13 +54,13 @@ pub async fn get_history(
     let bench = q.benchmark.as_ref().map(|b| b.as_str());
     // Taken before anything is read: a change committed after it moves the
     // counters, so an entry stored under it is never trusted past that.
-    let seen = s.changes.seen(id.as_str(), bench.is_some());
+    let seen = s.db.changes().seen(id.as_str(), bench.is_some());
     if let Some(e) = seen.and_then(|sn| s.cache.get_trusted(&key, sn)) {
         metrics::counter!("navd_read_cache_total", "outcome" => "trusted").increment(1);
         return cached_response(&s, &key, &headers, &e).await;
     }
     let (version, pending, bench_version) =
-        storage::portfolio_validator(&s.pool, id.as_str(), bench)
+        query::validator(&s.db, id.as_str(), bench)
             .await?
             .ok_or(ApiError::NotFound)?;
     let bench_tag = |v: Option<i64>| match (bench, v) {
@@ -88,7 +87,7 @@ pub async fn get_history(
                 .guards
                 .work
                 .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
-            let h = query::read_history(&s.pool, id.as_str(), &q).await?;
+            let h = query::read_history(&s.db, id.as_str(), &q).await?;
             // The benchmark's version as read before the closes: a close
             // written in between only makes the next read reload.
             let tag = format!(
@@ -155,7 +154,7 @@ pub async fn get_history_csv(
         .guards
         .work
         .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
-    let h = query::read_history(&s.pool, id.as_str(), &q).await?;
+    let h = query::read_history(&s.db, id.as_str(), &q).await?;
     let with_benchmark = q.benchmark.is_some();
     let body = tokio::task::spawn_blocking(move || {
         let _permit = permit;
@@ -268,7 +267,7 @@ pub async fn get_positions(
         .work
         .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
     Ok(Json(
-        query::read_positions(&s.pool, id.as_str(), date).await?,
+        query::read_positions(&s.db, id.as_str(), date).await?,
     ))
 }
 
@@ -316,7 +315,7 @@ pub async fn list_portfolios(
         .work
         .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
     Ok(Json(
-        query::list_portfolios(&s.pool, &after, limit, caller.visible()).await?,
+        query::list_portfolios(&s.db, &after, limit, caller.visible()).await?,
     ))
 }
 
@@ -424,7 +423,7 @@ pub async fn backfill(
         .transpose()?;
     let to = b.to.as_deref().map(|v| params::date("to", v)).transpose()?;
     params::range(from, to)?;
-    let r = projection::backfill(&s.pool, id.as_str(), from, to, s.clock.today()).await?;
+    let r = projection::backfill(&s.db, id.as_str(), from, to, s.clock.today()).await?;
     // Clamping can leave an empty range (it ends before the first day or
     // starts after today): then nothing was rebuilt, and the answer says so
     // instead of reporting `from` after `to`.
@@ -479,7 +478,7 @@ pub async fn calculate(
             return Err(ApiError::BadRequest("calculate takes no body".into()));
         }
     }
-    let (row, status) = projection::calculate(&s.pool, id.as_str(), s.clock.today()).await?;
+    let (row, status) = projection::calculate(&s.db, id.as_str(), s.clock.today()).await?;
     Ok(Json(CalculateResponse {
         portfolio_id: id.to_string(),
         point: row.as_ref().map(Point::from),

@@ -5,16 +5,19 @@
 use std::sync::Arc;
 
 use axum::extract::FromRef;
-use sqlx::PgPool;
 
 use super::auth::Authenticator;
 use super::cache::ReadCache;
 use crate::clock::Clock;
 use crate::health::Health;
+use crate::Db;
 
 #[derive(Debug, Clone)]
 pub struct AppState {
-    pub pool: PgPool,
+    /// The database, its price cache and the change notifications that
+    /// validate [`Self::cache`] without a round trip
+    /// ([`crate::app::start_http_with`] starts their listener).
+    pub db: Db,
     pub clock: Clock,
     pub auth: Authenticator,
     pub health: Arc<Health>,
@@ -22,11 +25,25 @@ pub struct AppState {
     pub wake: Arc<tokio::sync::Notify>,
     /// Rendered GET nav-history responses.
     pub cache: Arc<ReadCache>,
-    /// The change notifications that validate [`Self::cache`] without a
-    /// round trip; [`crate::app::start_http_with`] starts their listener.
-    pub changes: Arc<crate::storage::changes::Changes>,
     /// Per-caller limits, the cookie's `Secure`, the readiness check.
     pub guards: Arc<super::guard::Guards>,
+}
+
+impl AppState {
+    /// The state of an API over `db`: a 64 MiB read cache, the default
+    /// per-caller limits, no consumer. `app` sets what the configuration
+    /// says on top (struct update syntax); tests use it as it is.
+    pub fn new(db: Db, clock: Clock, auth: Authenticator) -> Self {
+        AppState {
+            db,
+            clock,
+            auth,
+            health: Default::default(),
+            wake: Default::default(),
+            cache: Arc::new(ReadCache::new(64 << 20)),
+            guards: Default::default(),
+        }
+    }
 }
 
 impl FromRef<AppState> for Authenticator {

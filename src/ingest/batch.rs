@@ -13,11 +13,10 @@ use projections::{
     echo, parse_fx_with, parse_price_with, parse_split_with, parse_transaction_with,
 };
 use rdkafka::message::{Message, OwnedMessage};
-use sqlx::PgPool;
 
 use crate::config::KafkaConfig;
 use crate::log_limit::RateLimit;
-use crate::storage::{self, offsets, DeadLetter, IngestBatch, Source};
+use crate::storage::{self, offsets, Db, DeadLetter, IngestBatch, Source};
 
 /// What became of one batch.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -54,7 +53,7 @@ fn refused_content(e: &anyhow::Error) -> Option<String> {
 /// reason. The others are stored as usual, so no content of a message can
 /// hold up the rest of the log.
 pub async fn store_isolating(
-    pool: &PgPool,
+    db: &Db,
     cfg: &KafkaConfig,
     msgs: &[OwnedMessage],
     accepted_gaps: &HashMap<(String, i32), i64>,
@@ -65,7 +64,7 @@ pub async fn store_isolating(
     todo.push(0..msgs.len());
     while let Some(range) = todo.pop() {
         let part = &msgs[range.clone()];
-        match store_batch(pool, cfg, part, accepted_gaps, &refused).await {
+        match store_batch(db, cfg, part, accepted_gaps, &refused).await {
             Ok(outcome) if !outcome.rewind.is_empty() => return Ok(outcome),
             Ok(outcome) => total.absorb(outcome),
             Err(e) => {
@@ -268,7 +267,7 @@ fn key_mismatch(key: Option<&[u8]>, expected: &str, field: &str) -> Option<Strin
 /// is done, store the rest, advance the offsets. Messages in `refused`
 /// become dead letters with the reason given.
 pub async fn store_batch(
-    pool: &PgPool,
+    db: &Db,
     cfg: &KafkaConfig,
     msgs: &[OwnedMessage],
     accepted_gaps: &HashMap<(String, i32), i64>,
@@ -282,7 +281,7 @@ pub async fn store_batch(
         *e = (*e).max(m.offset());
     }
     let parts: Vec<(String, i32)> = last.keys().cloned().collect();
-    let mut tx = pool.begin().await?;
+    let mut tx = db.begin().await?;
     let stored = offsets::lock(&mut tx, &cfg.group, &parts).await?;
     // A first message past the stored offset means the database lost
     // commits (a failover to a lagging replica, say) or the log moved on
@@ -339,14 +338,13 @@ pub async fn store_batch(
         .map(|(k, o)| (k.clone(), (*o + 1).max(stored.get(k).copied().unwrap_or(0))))
         .collect();
     offsets::advance(&mut tx, &cfg.group, &next_offsets).await?;
-    tx.commit().await?;
     // This process's cached reads see the batch at once, before its
     // notification comes back.
-    let changes = storage::changes::changes_for(pool);
-    changes.portfolios_changed(&report.affected);
+    tx.changed(&report.affected);
     if report.prices_changed() {
-        changes.prices_changed();
+        tx.prices_changed();
     }
+    tx.commit().await?;
     let now_ms = chrono::Utc::now().timestamp_millis();
     if let Some(oldest) = msgs.iter().filter_map(|m| m.timestamp().to_millis()).min() {
         metrics::histogram!("navd_ingest_lag_seconds")

@@ -34,7 +34,6 @@ use rdkafka::consumer::{CommitMode, Consumer as _, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::OwnedMessage;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use sqlx::PgPool;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -42,15 +41,14 @@ use tracing::Instrument as _;
 pub use batch::{store_batch, store_isolating, BatchOutcome};
 use rebalance::Ctx;
 
-use crate::clock::Clock;
 use crate::config::KafkaConfig;
 use crate::health::{ConsumerHealth, Health};
-use crate::storage::offsets;
+use crate::storage::{offsets, Db};
 
 #[derive(Debug)]
 pub struct Consumer {
     cfg: KafkaConfig,
-    pool: PgPool,
+    db: Db,
     health: Arc<Health>,
     wake: Arc<Notify>,
     noise: crate::log_limit::RateLimit,
@@ -59,8 +57,7 @@ pub struct Consumer {
 impl Consumer {
     pub fn new(
         cfg: KafkaConfig,
-        pool: PgPool,
-        _clock: Clock,
+        db: Db,
         health: Arc<Health>,
         wake: Arc<Notify>,
     ) -> Result<Self> {
@@ -71,7 +68,7 @@ impl Consumer {
             .context("the Kafka client configuration (NAVD_KAFKA_PROPERTIES) is refused")?;
         Ok(Consumer {
             cfg,
-            pool,
+            db,
             health,
             wake,
             noise: Default::default(),
@@ -90,7 +87,7 @@ impl Consumer {
     fn client(&self) -> Result<StreamConsumer<Ctx>> {
         let ctx = Ctx {
             group: self.cfg.group.clone(),
-            pg: (*self.pool.connect_options()).clone(),
+            pg: (*self.db.pool().connect_options()).clone(),
             health: self.health.clone(),
             noise: Default::default(),
         };
@@ -232,7 +229,7 @@ impl Consumer {
         &self,
         parts: &[(String, i32)],
     ) -> sqlx::Result<BTreeMap<(String, i32), i64>> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.db.pool().acquire().await?;
         Ok(offsets::read(&mut conn, &self.cfg.group, parts)
             .await?
             .into_iter()
@@ -268,7 +265,7 @@ impl Consumer {
         let mut delay = Duration::from_millis(100);
         loop {
             let started = Instant::now();
-            match store_isolating(&self.pool, &self.cfg, msgs, accepted_gaps).await {
+            match store_isolating(&self.db, &self.cfg, msgs, accepted_gaps).await {
                 Ok(outcome) => {
                     metrics::histogram!("navd_batch_seconds")
                         .record(started.elapsed().as_secs_f64());

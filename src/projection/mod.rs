@@ -30,10 +30,9 @@ pub mod worker;
 
 use chrono::NaiveDate;
 use projections::{FoldError, Inconsistency};
-use sqlx::PgPool;
-
 use projections::ReportedStatus;
-use crate::storage::{self, price_cache, HistoryRow};
+
+use crate::storage::{Db, HistoryRow};
 
 pub use ops::{backfill, calculate, BackfillReport, OpError};
 pub use refresh::{refresh_in, run_fold, FoldRun, Lock};
@@ -66,43 +65,31 @@ pub struct Refreshed {
 
 /// Brings one portfolio up to `today` in its own database transaction.
 /// `None` when the portfolio does not exist.
-pub async fn refresh(
-    pool: &PgPool,
-    portfolio_id: &str,
-    today: NaiveDate,
-) -> Result<Option<Refreshed>> {
-    let mut tx = pool.begin().await?;
+pub async fn refresh(db: &Db, portfolio_id: &str, today: NaiveDate) -> Result<Option<Refreshed>> {
+    let mut w = db.begin().await?;
     let ids = [portfolio_id.to_string()];
-    let mut out = refresh_in(
-        &mut tx,
-        &price_cache::cache_for(pool),
-        &ids,
-        today,
-        Lock::Wait,
-    )
-    .await?;
-    tx.commit().await?;
-    storage::changes::changes_for(pool).portfolios_changed(&ids);
+    let mut out = refresh_in(&mut w, db.prices(), &ids, today, Lock::Wait).await?;
+    w.changed(&ids);
+    w.commit().await?;
     Ok(out.pop().map(|(_, r)| r))
 }
 
 /// Refreshes several portfolios in one database transaction, skipping those
 /// another writer holds (the refresh worker: they stay due). Returns how
 /// many were refreshed.
-pub async fn try_refresh_many(pool: &PgPool, ids: &[String], today: NaiveDate) -> Result<usize> {
-    let mut tx = pool.begin().await?;
-    let out = refresh_in(
-        &mut tx,
-        &price_cache::cache_for(pool),
-        ids,
-        today,
-        Lock::Skip,
-    )
-    .await?;
-    tx.commit().await?;
-    let done: Vec<&str> = out.iter().map(|(id, _)| id.as_str()).collect();
-    storage::changes::changes_for(pool).portfolios_changed(&done);
+pub async fn try_refresh_many(db: &Db, ids: &[String], today: NaiveDate) -> Result<usize> {
+    let mut w = db.begin().await?;
+    let out = refresh_in(&mut w, db.prices(), ids, today, Lock::Skip).await?;
+    w.changed(out.iter().map(|(id, _)| id));
+    w.commit().await?;
     Ok(out.len())
+}
+
+/// Marks every portfolio for a refold from its first day and forgets the
+/// digests of their records, so each refold reads, compares and repairs
+/// them (the operator's replay); returns how many were marked.
+pub async fn replay_all(db: &Db) -> Result<u64> {
+    Ok(crate::storage::mark_all_pending(db).await?)
 }
 
 pub(crate) fn succ(d: NaiveDate) -> NaiveDate {

@@ -3,14 +3,11 @@
 //! through today).
 
 use chrono::NaiveDate;
-use projections::Inconsistency;
-use sqlx::PgPool;
+use projections::{Inconsistency, ReportedStatus};
 
 use super::refresh::{prices_for, refresh_in, run_fold, Lock};
 use super::{pred, refresh, succ, ProjectorError};
-use crate::storage::price_cache;
-use crate::storage::{self, HistoryRow};
-use projections::ReportedStatus;
+use crate::storage::{self, Db, HistoryRow};
 
 #[derive(Debug)]
 pub enum OpError {
@@ -47,13 +44,13 @@ pub struct BackfillReport {
 /// Rebuilds the records of `[from, to]` (defaults: D0 through yesterday,
 /// clamped to D0 and today) from the stored events, replacing what was there.
 pub async fn backfill(
-    pool: &PgPool,
+    db: &Db,
     portfolio_id: &str,
     from: Option<NaiveDate>,
     to: Option<NaiveDate>,
     today: NaiveDate,
 ) -> std::result::Result<BackfillReport, OpError> {
-    let mut tx = pool.begin().await?;
+    let mut tx = db.begin().await?;
     let Some(p) = storage::lock_portfolio(&mut tx, portfolio_id, false).await? else {
         return Err(OpError::NotFound);
     };
@@ -61,12 +58,12 @@ pub async fn backfill(
     let to = to.unwrap_or(pred(today)).min(today);
     let start = super::refresh::initial_of(&p);
     let txs = storage::load_transactions(&mut tx, portfolio_id, None, to).await?;
-    let book = prices_for(&mut tx, &price_cache::cache_for(pool), &start, &txs, to).await?;
+    let book = prices_for(&mut tx, db.prices(), &start, &txs, to).await?;
     let run = run_fold(start, &txs, &book, to).map_err(ProjectorError::from)?;
     if let Some(inc) = run.inconsistency {
         // Record the status the fold found, then refuse.
         drop(tx);
-        refresh(pool, portfolio_id, today).await?;
+        refresh(db, portfolio_id, today).await?;
         return Err(OpError::Inconsistent(inc));
     }
     let rows: Vec<HistoryRow> = run
@@ -121,8 +118,8 @@ pub async fn backfill(
     let p = storage::get_portfolio(&mut tx, portfolio_id)
         .await?
         .ok_or(OpError::NotFound)?;
+    tx.changed([portfolio_id]);
     tx.commit().await?;
-    storage::changes::changes_for(pool).portfolios_changed(&[portfolio_id]);
     Ok(BackfillReport {
         from,
         to,
@@ -132,59 +129,28 @@ pub async fn backfill(
     })
 }
 
-/// What a `backfill` of `portfolio_id` through `to` folds: the state before
-/// its first day, its transactions, the closes (and rates) it needs. For
-/// timing the pure fold on exactly the data production folds (`navd-bench`).
-pub async fn fold_inputs(
-    pool: &PgPool,
-    portfolio_id: &str,
-    to: NaiveDate,
-) -> std::result::Result<
-    (
-        projections::DayState,
-        Vec<projections::Transaction>,
-        projections::PriceBook,
-    ),
-    OpError,
-> {
-    let mut conn = pool.acquire().await?;
-    let p = storage::get_portfolio(&mut conn, portfolio_id)
-        .await?
-        .ok_or(OpError::NotFound)?;
-    let start = super::refresh::initial_of(&p);
-    let txs = storage::load_transactions(&mut conn, portfolio_id, None, to).await?;
-    let book = prices_for(&mut conn, &price_cache::cache_for(pool), &start, &txs, to).await?;
-    Ok((start, txs, book))
-}
-
 /// Refolds the whole log through today and returns today's record.
 pub async fn calculate(
-    pool: &PgPool,
+    db: &Db,
     portfolio_id: &str,
     today: NaiveDate,
 ) -> std::result::Result<(Option<HistoryRow>, ReportedStatus), OpError> {
-    let mut tx = pool.begin().await?;
+    let mut tx = db.begin().await?;
     let ids = [portfolio_id.to_string()];
-    let out = refresh_in(
-        &mut tx,
-        &price_cache::cache_for(pool),
-        &ids,
-        today,
-        Lock::Full,
-    )
-    .await?
-    .pop()
-    .map(|(_, r)| r)
-    .ok_or(OpError::NotFound)?;
+    let out = refresh_in(&mut tx, db.prices(), &ids, today, Lock::Full)
+        .await?
+        .pop()
+        .map(|(_, r)| r)
+        .ok_or(OpError::NotFound)?;
+    tx.changed(&ids);
     tx.commit().await?;
-    storage::changes::changes_for(pool).portfolios_changed(&ids);
     if let Some(inc) = out.inconsistency {
         return Err(OpError::Inconsistent(inc));
     }
     let row = match out.today_row {
         Some(row) => Some(row),
         None => {
-            let mut conn = pool.acquire().await?;
+            let mut conn = db.pool().acquire().await?;
             storage::history_row(&mut conn, portfolio_id, today).await?
         }
     };

@@ -24,12 +24,12 @@ use tracing::Instrument as _;
 
 use crate::clock::Clock;
 use crate::projection;
-use crate::storage;
+use crate::storage::{self, Db};
 
 /// Runs refresh passes until cancelled: after each `wake` and at least
 /// every `period`.
 pub async fn run(
-    pool: PgPool,
+    db: Db,
     clock: Clock,
     wake: std::sync::Arc<Notify>,
     health: std::sync::Arc<crate::health::Health>,
@@ -38,17 +38,17 @@ pub async fn run(
 ) {
     let refreshed = std::sync::Arc::new(AtomicUsize::new(0));
     let vacuum = tokio::spawn(vacuum_marks(
-        pool.clone(),
+        db.pool().clone(),
         refreshed.clone(),
         MARKS_VACUUM_EVERY,
         stop.clone(),
     ));
-    refresh_loop(&pool, clock, &wake, &health, period, &refreshed, &stop).await;
+    refresh_loop(&db, clock, &wake, &health, period, &refreshed, &stop).await;
     let _ = vacuum.await;
 }
 
 async fn refresh_loop(
-    pool: &PgPool,
+    db: &Db,
     clock: Clock,
     wake: &Notify,
     health: &crate::health::Health,
@@ -65,7 +65,7 @@ async fn refresh_loop(
         } else {
             Pace::Normal
         };
-        match refresh_due_at(pool, clock, pace).await {
+        match refresh_due_at(db, clock, pace).await {
             Ok(n) if n > 0 => {
                 tracing::debug!(portfolios = n, "refreshed");
                 refreshed.fetch_add(n, Ordering::Relaxed);
@@ -152,19 +152,19 @@ pub enum Pace {
 
 /// One pass: refreshes up to `limit` due portfolios; returns how many were
 /// refreshed (portfolios another writer held are left for the next pass).
-pub async fn refresh_due(pool: &PgPool, clock: Clock, limit: i64) -> anyhow::Result<usize> {
-    refresh_pass(pool, clock, limit, Pace::Normal).await
+pub async fn refresh_due(db: &Db, clock: Clock, limit: i64) -> anyhow::Result<usize> {
+    refresh_pass(db, clock, limit, Pace::Normal).await
 }
 
-async fn refresh_due_at(pool: &PgPool, clock: Clock, pace: Pace) -> anyhow::Result<usize> {
+async fn refresh_due_at(db: &Db, clock: Clock, pace: Pace) -> anyhow::Result<usize> {
     match pace {
-        Pace::Normal => refresh_pass(pool, clock, 500, pace).await,
-        Pace::Backlog => refresh_pass(pool, clock, 20, pace).await,
+        Pace::Normal => refresh_pass(db, clock, 500, pace).await,
+        Pace::Backlog => refresh_pass(db, clock, 20, pace).await,
     }
 }
 
 async fn refresh_pass(
-    pool: &PgPool,
+    db: &Db,
     clock: Clock,
     limit: i64,
     pace: Pace,
@@ -175,7 +175,7 @@ async fn refresh_pass(
         Pace::Backlog => (BACKLOG_MIN_AGE, 1),
     };
     let due = {
-        let mut conn = pool.acquire().await?;
+        let mut conn = db.pool().acquire().await?;
         storage::due_portfolios(&mut conn, today, limit, min_age).await?
     };
     // Portfolios are refreshed in groups, one database transaction and a
@@ -194,7 +194,7 @@ async fn refresh_pass(
             );
             async move {
                 let started = std::time::Instant::now();
-                let n = projection::try_refresh_many(pool, &ids, today).await?;
+                let n = projection::try_refresh_many(db, &ids, today).await?;
                 metrics::histogram!("navd_refresh_seconds").record(started.elapsed().as_secs_f64());
                 Ok(n)
             }
@@ -232,16 +232,16 @@ fn group(due: &[(String, NaiveDate)], today: NaiveDate) -> Vec<Vec<String>> {
 }
 
 /// Refreshes until nothing is due (tests and tools).
-pub async fn refresh_all(pool: &PgPool, clock: Clock) -> anyhow::Result<()> {
+pub async fn refresh_all(db: &Db, clock: Clock) -> anyhow::Result<()> {
     loop {
         let due = {
-            let mut conn = pool.acquire().await?;
+            let mut conn = db.pool().acquire().await?;
             storage::due_portfolios(&mut conn, clock.today(), 1, Duration::ZERO).await?
         };
         if due.is_empty() {
             return Ok(());
         }
-        if refresh_due(pool, clock, 1000).await? == 0 {
+        if refresh_due(db, clock, 1000).await? == 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }

@@ -28,9 +28,8 @@
 //! Counters are per hash slot, not per portfolio: memory stays fixed, and
 //! two portfolios sharing a slot only cost each other an extra reload.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::PgListener;
@@ -93,18 +92,6 @@ impl Default for Changes {
             slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
-}
-
-/// The [`Changes`] of the database `pool` points at, shared by the readers
-/// and writers of this process.
-pub fn changes_for(pool: &PgPool) -> Arc<Changes> {
-    static ALL: OnceLock<Mutex<HashMap<String, Arc<Changes>>>> = OnceLock::new();
-    ALL.get_or_init(Default::default)
-        .lock()
-        .unwrap()
-        .entry(super::database_key(pool))
-        .or_default()
-        .clone()
 }
 
 fn slot(id: &str) -> usize {

@@ -72,8 +72,8 @@ pub async fn vacuum_marks(pool: &PgPool) -> sqlx::Result<()> {
 /// a replay is what an operator runs when the stored records are not to
 /// be trusted, so each refold reads and compares every record, repairing
 /// one edited in place, and sets the digest again.
-pub async fn mark_all_pending(pool: &PgPool) -> sqlx::Result<u64> {
-    let mut tx = pool.begin().await?;
+pub async fn mark_all_pending(db: &super::Db) -> sqlx::Result<u64> {
+    let mut tx = db.pool().begin().await?;
     sqlx::query("UPDATE portfolios SET history_digest = NULL, version = version + 1")
         .execute(&mut *tx)
         .await?;
@@ -85,6 +85,6 @@ pub async fn mark_all_pending(pool: &PgPool) -> sqlx::Result<u64> {
     .rows_affected();
     super::changes::notify_everything(&mut tx).await?;
     tx.commit().await?;
-    super::changes::changes_for(pool).everything_changed();
+    db.changes().everything_changed();
     Ok(n)
 }

@@ -26,6 +26,7 @@
 
 pub mod changes;
 pub mod copy;
+pub mod db;
 pub mod dead_letters;
 pub mod digest;
 pub mod error;
@@ -46,6 +47,7 @@ use sqlx::Connection;
 use sqlx::{PgPool, Postgres, Transaction};
 
 pub use dead_letters::{dead_letters_page, insert_dead_letters, StoredDeadLetter};
+pub use db::{Db, Write};
 pub use digest::Digest;
 pub use error::StorageError;
 pub use events::{
@@ -62,18 +64,6 @@ pub use portfolios::{
     PortfolioRow,
 };
 pub use prices::load_prices;
-
-/// Which database `pool` points at (host, port, name): the key of the
-/// per-database state this process shares between its pools.
-pub(crate) fn database_key(pool: &PgPool) -> String {
-    let o = pool.connect_options();
-    format!(
-        "{}:{}/{}",
-        o.get_host(),
-        o.get_port(),
-        o.get_database().unwrap_or("")
-    )
-}
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 

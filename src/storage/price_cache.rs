@@ -24,18 +24,18 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use chrono::NaiveDate;
 use projections::{Currency, PriceBook, Symbol};
 use rust_decimal::Decimal;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 
 use crate::storage;
 
 /// Closes kept per database at most (~20 bytes each), unless overridden by
 /// `NAVD_PRICE_CACHE_CLOSES`.
-const DEFAULT_MAX_CLOSES: usize = 4_000_000;
+pub(crate) const DEFAULT_MAX_CLOSES: usize = 4_000_000;
 
 #[derive(Debug)]
 struct Series {
@@ -73,23 +73,6 @@ type RatesByPair = HashMap<(Currency, Currency), Vec<(NaiveDate, Decimal)>>;
 
 /// Rates kept in memory at most; a larger table is read per refresh.
 const MAX_CACHED_RATES: usize = 2_000_000;
-
-/// The cache of the database `pool` points at.
-pub fn cache_for(pool: &PgPool) -> Arc<PriceCache> {
-    static CACHES: OnceLock<Mutex<HashMap<String, Arc<PriceCache>>>> = OnceLock::new();
-    let key = super::database_key(pool);
-    let max = std::env::var("NAVD_PRICE_CACHE_CLOSES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_MAX_CLOSES);
-    CACHES
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap()
-        .entry(key)
-        .or_insert_with(|| Arc::new(PriceCache::new(max)))
-        .clone()
-}
 
 impl PriceCache {
     pub fn new(max_closes: usize) -> Self {

@@ -1,0 +1,122 @@
+//! [`Db`], the one handle on the database: its connection pool and what this
+//! process keeps of it — the price cache every fold and read shares, and the
+//! change notifications that keep the read cache valid. Built once by `app`
+//! (or a test, or a tool) and passed in; nothing looks it up.
+//!
+//! Every write that changes portfolios goes through [`Db::begin`]: its
+//! [`Write`] is the transaction, and its [`Write::commit`] both commits and
+//! tells this process's readers which portfolios changed, so no writer can
+//! commit and forget to publish (the read cache would serve stale curves
+//! for up to a second).
+
+use std::collections::BTreeSet;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+
+use super::changes::Changes;
+use super::price_cache::PriceCache;
+
+/// The database and this process's caches of it (see the module doc).
+#[derive(Debug, Clone)]
+pub struct Db {
+    pool: PgPool,
+    prices: Arc<PriceCache>,
+    changes: Arc<Changes>,
+}
+
+impl Db {
+    /// A handle on `pool` with empty caches. One per process and database:
+    /// two handles on one database keep two caches, and a write through
+    /// one reaches the other's readers only by notification.
+    pub fn new(pool: PgPool) -> Db {
+        let max = std::env::var("NAVD_PRICE_CACHE_CLOSES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(super::price_cache::DEFAULT_MAX_CLOSES);
+        Db {
+            pool,
+            prices: Arc::new(PriceCache::new(max)),
+            changes: Arc::new(Changes::default()),
+        }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Closes and splits (and rates) as folds and reads use them.
+    pub fn prices(&self) -> &PriceCache {
+        &self.prices
+    }
+
+    /// What this process has heard of changes (validates the read cache).
+    pub fn changes(&self) -> &Arc<Changes> {
+        &self.changes
+    }
+
+    /// Starts a write: a transaction that publishes the portfolios it
+    /// changed when (and only when) it commits.
+    pub async fn begin(&self) -> sqlx::Result<Write<'_>> {
+        Ok(Write {
+            db: self,
+            tx: self.pool.begin().await?,
+            changed: BTreeSet::new(),
+            prices: false,
+        })
+    }
+}
+
+/// A write in progress (see [`Db::begin`]); dropped without
+/// [`commit`](Write::commit), it rolls back and publishes nothing.
+#[derive(Debug)]
+pub struct Write<'a> {
+    db: &'a Db,
+    tx: Transaction<'static, Postgres>,
+    changed: BTreeSet<String>,
+    prices: bool,
+}
+
+impl Write<'_> {
+    /// Records that the write changes closes, splits or rates (which reads
+    /// against a benchmark depend on).
+    pub fn prices_changed(&mut self) {
+        self.prices = true;
+    }
+
+    /// Records that the write changes these portfolios.
+    pub fn changed<S: AsRef<str>>(&mut self, ids: impl IntoIterator<Item = S>) {
+        self.changed
+            .extend(ids.into_iter().map(|s| s.as_ref().to_string()));
+    }
+
+    /// Commits, then moves this process's change counters for every
+    /// portfolio (and the prices) recorded, so its own readers see the
+    /// write at once.
+    pub async fn commit(self) -> sqlx::Result<()> {
+        self.tx.commit().await?;
+        let ids: Vec<&str> = self.changed.iter().map(String::as_str).collect();
+        if !ids.is_empty() {
+            self.db.changes.portfolios_changed(&ids);
+        }
+        if self.prices {
+            self.db.changes.prices_changed();
+        }
+        Ok(())
+    }
+}
+
+impl Deref for Write<'_> {
+    type Target = PgConnection;
+
+    fn deref(&self) -> &PgConnection {
+        &self.tx
+    }
+}
+
+impl DerefMut for Write<'_> {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        &mut self.tx
+    }
+}

@@ -5,7 +5,7 @@
 //! FROM UNNEST(…)` cost it ~12 µs a row (docs/performance.md).
 //!
 //! Each value is written exactly as the driver would bind it (same bytes,
-//! same `numeric` scale; `tests/api.rs` compares the two on every column
+//! same `numeric` scale; `tests/api/wire.rs` compares the two on every column
 //! type used here), so a row stored by `COPY` reads back as one stored by
 //! `INSERT`.
 

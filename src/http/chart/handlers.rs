@@ -1,0 +1,444 @@
+//! The axum handlers of the pictures and pages — [`svg`]
+//! (`GET /api/v1/portfolio/{id}/nav-history.svg`), [`page`]
+//! (`GET /portfolio/{id}`) and [`index`] (`GET /`) — and what they share:
+//! reading a history's numbers into a [`Picture`], the page's own
+//! `rebase=` and blank form fields, and the HTML answer's headers.
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use chrono::NaiveDate;
+use rust_decimal::prelude::ToPrimitive;
+
+use super::page::{render_index, render_page, Charts, FormValues, PageData};
+use super::picture::{Base, Picture};
+use super::pool::RenderPool;
+use super::svg::{render, HEIGHT, NARROW, WIDTH};
+use crate::http::auth::{BrowserCaller, SCOPE_READ};
+use crate::http::error::ApiError;
+use crate::http::guard::{caller_key, PeerAddr};
+use crate::http::login::PageCaller;
+use crate::http::params::{self, ParseQuery};
+use crate::http::state::AppState;
+use crate::query::{read_history, History, HistoryQuery, Positions};
+
+/// `GET /api/v1/portfolio/{id}/nav-history.svg`: the curve of the JSON GET
+/// as a picture. Same query (`from`, `to`, `calendar`, `risk_free`,
+/// `benchmark`; `calendar` and `risk_free` do not change the picture but
+/// are accepted so a JSON URL can be turned into a picture URL by adding
+/// `.svg`; `benchmark` adds its line, from the NAV of the day before the
+/// range), scope `nav:read`, and the same 400/404 answers, since it is the
+/// same read. Rebasing is the page's (`/portfolio/{id}?rebase=1`).
+#[utoipa::path(
+    get,
+    path = "/api/v1/portfolio/{id}/nav-history.svg",
+    tag = "nav",
+    params(("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001"), crate::http::schema::HistoryParams),
+    responses(
+        (status = 200, description = "the NAV curve and its drawdown", body = String, content_type = "image/svg+xml"),
+        (status = 400, description = "malformed id, date, range or parameter", body = crate::http::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = crate::http::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "token lacks nav:read", body = crate::http::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "unknown or hidden portfolio", body = crate::http::error::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "this caller already has its share (NAVD_HTTP_MISSES_PER_CALLER) of uncached requests in flight; see Retry-After", body = crate::http::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
+        (status = 503, description = "database unavailable, request timed out, or too many charts being drawn; see Retry-After", body = crate::http::error::Problem, content_type = "application/problem+json", headers(("Retry-After" = u32, description = "seconds to wait before retrying"))),
+    ),
+    security(("bearer" = ["nav:read"]))
+)]
+pub async fn svg(
+    State(s): State<AppState>,
+    BrowserCaller(caller): BrowserCaller,
+    peer: Option<Extension<PeerAddr>>,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let id = params::portfolio_id(&id)?;
+    caller.authorize(SCOPE_READ, id.as_str())?;
+    let q = HistoryQuery::parse(raw.as_deref())?;
+    // The caller's share of uncached work, taken before waiting for a
+    // slot and held until the drawing is done.
+    let permit = s
+        .guards
+        .work
+        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
+    let slot = RenderPool::global().slot().await?;
+    let h = read_history(&s.db, id.as_str(), &q).await?;
+    let bench = q.benchmark.as_ref().map(|b| b.to_string());
+    let body = RenderPool::run(slot, move || {
+        let _permit = permit;
+        let curve = curve_of(&h)?;
+        draw(
+            &picture(&h, &curve, &wide_title(&h), false, bench.as_deref()),
+            WIDTH,
+            HEIGHT,
+        )
+    })
+    .await?;
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                // XML defaults to UTF-8, which is what plotters writes; the
+                // bare type is what clients compare against.
+                HeaderValue::from_static("image/svg+xml"),
+            ),
+            // The curve moves every day and with late events: revalidate.
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+            // An SVG opened directly is a document; it needs nothing.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'"),
+            ),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// `GET /portfolio/{id}`: a human view of the curve (status, statistics,
+/// picture, date-range form). Plain HTML without JavaScript or external
+/// assets, so it works behind any proxy and prints or screenshots as is.
+///
+/// Its query is the JSON GET's plus the page's own `rebase=1` (draw the
+/// range rebased to 1 on the day before it; docs/chart.md). With
+/// `benchmark=` the benchmark is a second, dashed line with a legend, and
+/// a small table gives both lines' values at the range's start and end.
+/// The picture is drawn twice, wide and compact, and CSS shows the compact
+/// one below 600 px, so a phone gets type it can read.
+///
+/// Authorization is that of the JSON GET (scope `nav:read`, 404 for unknown
+/// or hidden portfolios). A browser following a link or submitting the form
+/// cannot add an `Authorization: Bearer` header, so with JWT auth enabled
+/// the token may also come from the cookie `/login` sets ([`PageCaller`]);
+/// without either the answer is the sign-in form (401), which comes back
+/// here. An authenticating reverse proxy that adds the header works too.
+///
+/// A malformed query (say `from` after `to`) answers 400 with the page's
+/// form and the reason, rather than problem+json, so the person can fix it
+/// in place. Errors before that (bad id, a refused `Authorization` header,
+/// 403/404) and database errors stay problem+json like the rest of the API.
+pub async fn page(
+    State(s): State<AppState>,
+    PageCaller(caller): PageCaller,
+    peer: Option<Extension<PeerAddr>>,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let id = params::portfolio_id(&id)?;
+    caller.authorize(SCOPE_READ, id.as_str())?;
+    // An empty form field arrives as `from=`; for the page it means "not
+    // given", while the strict API parser rightly refuses it.
+    let pairs = non_empty_pairs(raw.as_deref());
+    // `rebase` is the page's own; the rest is the API's query.
+    let (rebase, pairs) = take_rebase(pairs);
+    let query = serialize_pairs(&pairs);
+    let mut form = FormValues::of(&pairs);
+    form.rebase = matches!(rebase, Ok(true));
+    if let Err(reason) = rebase {
+        return Ok(refused(id.as_str(), &form, query.as_deref(), &reason));
+    }
+    let q = match HistoryQuery::parse(query.as_deref()) {
+        Ok(q) => q,
+        Err(ApiError::BadRequest(reason)) => {
+            return Ok(refused(id.as_str(), &form, query.as_deref(), &reason));
+        }
+        Err(e) => return Err(e),
+    };
+    let permit = s
+        .guards
+        .work
+        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
+    let slot = RenderPool::global().slot().await?;
+    let h = match read_history(&s.db, id.as_str(), &q).await {
+        Ok(h) => h,
+        // A benchmark symbol navd does not know is a typo to fix in place.
+        Err(crate::query::QueryError::UnknownBenchmark(reason)) => {
+            return Ok(refused(id.as_str(), &form, query.as_deref(), &reason));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // The positions table is a convenience: a range ending where there is
+    // no record simply shows none.
+    let held = match h.points.last() {
+        Some(last) => crate::query::read_positions(&s.db, id.as_str(), Some(last.date))
+            .await
+            .ok(),
+        None => None,
+    };
+    let html = RenderPool::run(slot, move || {
+        let _permit = permit;
+        draw_page(id.as_str(), &form, query.as_deref(), &h, &q, held.as_ref())
+    })
+    .await?;
+    Ok(html_response(StatusCode::OK, html))
+}
+
+/// The page's answer to a query it cannot show (400): the form as typed,
+/// and the reason.
+fn refused(id: &str, form: &FormValues, query: Option<&str>, reason: &str) -> Response {
+    let html = render_page(id, form, query, Err(reason));
+    html_response(StatusCode::BAD_REQUEST, html)
+}
+
+/// The page of a read: its two pictures drawn, then the HTML around them.
+fn draw_page(
+    id: &str,
+    form: &FormValues,
+    query: Option<&str>,
+    h: &History,
+    q: &HistoryQuery,
+    held: Option<&Positions>,
+) -> Result<String, ApiError> {
+    let curve = curve_of(h)?;
+    let bench = q.benchmark.as_ref().map(|b| b.to_string());
+    let bench = bench.as_deref();
+    let charts = Charts {
+        wide: draw(
+            &picture(h, &curve, &wide_title(h), form.rebase, bench),
+            WIDTH,
+            HEIGHT,
+        )?,
+        narrow: draw(
+            &picture(h, &curve, &narrow_title(h), form.rebase, bench),
+            NARROW.0,
+            NARROW.1,
+        )?,
+    };
+    Ok(render_page(
+        id,
+        form,
+        query,
+        Ok(PageData {
+            history: h,
+            query: q,
+            charts: &charts,
+            positions: held,
+        }),
+    ))
+}
+
+/// The index page: the portfolios the caller may see, with their status,
+/// days and latest NAV, each linking to its page; 200 at a time
+/// (`?after=` for the next ones).
+pub async fn index(
+    State(s): State<AppState>,
+    PageCaller(caller): PageCaller,
+    peer: Option<Extension<PeerAddr>>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    caller.require(SCOPE_READ)?;
+    let q = params::query(raw.as_deref(), &["after"])?;
+    let after = match q.get("after") {
+        None => String::new(),
+        Some(v) => params::portfolio_id(v)?.to_string(),
+    };
+    let _permit = s
+        .guards
+        .work
+        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
+    let page = crate::query::list_portfolios(&s.db, &after, 200, caller.visible()).await?;
+    Ok(html_response(StatusCode::OK, render_index(&page)))
+}
+
+/// The numbers a read's pictures are drawn from.
+pub(super) struct Curve {
+    nav: Vec<(NaiveDate, f64)>,
+    /// B_k / B_0 on the days the benchmark has a level.
+    bench: Vec<(NaiveDate, f64)>,
+    /// W0's day and W0 (none without records).
+    base: Option<(NaiveDate, f64)>,
+}
+
+pub(super) fn curve_of(h: &History) -> Result<Curve, ApiError> {
+    let number = |what: &str, text: &str, day: NaiveDate| {
+        text.parse::<f64>().map_err(|e| {
+            ApiError::Internal(anyhow::anyhow!(
+                "{what} `{text}` of {day} is not a number: {e}"
+            ))
+        })
+    };
+    let nav = h
+        .points
+        .iter()
+        .map(|p| number("net_value", &p.net_value, p.date).map(|v| (p.date, v)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let bench = h
+        .points
+        .iter()
+        .filter_map(|p| match &p.benchmark_index {
+            Some(Some(x)) => Some(number("benchmark_index", x, p.date).map(|v| (p.date, v))),
+            _ => None,
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let base = h
+        .points
+        .first()
+        .and_then(|p| p.date.pred_opt())
+        .zip(h.w0.to_f64());
+    Ok(Curve { nav, bench, base })
+}
+
+/// What to draw of a read: with a benchmark or rebased, from the day
+/// before the range.
+pub(super) fn picture<'a>(
+    h: &History,
+    c: &'a Curve,
+    title: &'a str,
+    rebased: bool,
+    bench: Option<&'a str>,
+) -> Picture<'a> {
+    let compared = bench.is_some() && h.points.iter().any(|p| p.benchmark_index.is_some());
+    let base = c
+        .base
+        .filter(|_| rebased || compared)
+        .map(|(day, w0)| Base {
+            day,
+            w0,
+            rebased,
+            benchmark: bench.filter(|_| compared).map(|b| (b, c.bench.as_slice())),
+        });
+    Picture {
+        title,
+        nav: &c.nav,
+        base,
+    }
+}
+
+/// The wide picture's title: the portfolio and the range shown.
+pub(super) fn wide_title(h: &History) -> String {
+    match (h.from, h.to) {
+        (Some(f), Some(t)) => format!("{} \u{2014} NAV {f} to {t}", h.portfolio_id),
+        _ => format!("{} \u{2014} NAV", h.portfolio_id),
+    }
+}
+
+/// The compact picture's title.
+pub(super) fn narrow_title(h: &History) -> String {
+    match (h.from, h.to) {
+        (Some(f), Some(t)) => format!("{} \u{2014} {f} to {t}", h.portfolio_id),
+        _ => h.portfolio_id.clone(),
+    }
+}
+
+pub(super) fn draw(p: &Picture<'_>, width: u32, height: u32) -> Result<String, ApiError> {
+    render(p, width, height).map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))
+}
+
+/// Takes the page's own `rebase` out of the query's pairs: `1` draws the
+/// range rebased to 1, `0` (or none) as recorded; anything else, or twice,
+/// is refused like a bad API parameter.
+pub(super) fn take_rebase(
+    pairs: Vec<(String, String)>,
+) -> (Result<bool, String>, Vec<(String, String)>) {
+    let (ours, rest): (Vec<_>, Vec<_>) = pairs.into_iter().partition(|(k, _)| k == "rebase");
+    let rebase = match ours.as_slice() {
+        [] => Ok(false),
+        [(_, v)] if v == "1" => Ok(true),
+        [(_, v)] if v == "0" => Ok(false),
+        [(_, v)] => Err(format!(
+            "`rebase` must be 1 or 0, got `{}`",
+            projections::echo(v)
+        )),
+        _ => Err("query parameter `rebase` given twice".to_string()),
+    };
+    (rebase, rest)
+}
+
+fn html_response(status: StatusCode, html: String) -> Response {
+    (
+        status,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+            // No script anywhere: say so, so an injection could not run one.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(
+                    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; \
+                     form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+                ),
+            ),
+        ],
+        html,
+    )
+        .into_response()
+}
+
+/// The query's pairs without the blank ones, in order.
+pub(super) fn non_empty_pairs(raw: Option<&str>) -> Vec<(String, String)> {
+    form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+        .filter(|(_, v)| !v.trim().is_empty())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+/// Re-encodes pairs as a query string; `None` when there are none.
+pub(super) fn serialize_pairs(pairs: &[(String, String)]) -> Option<String> {
+    if pairs.is_empty() {
+        return None;
+    }
+    let mut s = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        s.append_pair(k, v);
+    }
+    Some(s.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rebase_parameter() {
+        let pairs = |q| non_empty_pairs(Some(q));
+        let (r, rest) = take_rebase(pairs("from=2024-01-01&rebase=1&benchmark=IDX"));
+        assert_eq!(r, Ok(true));
+        assert_eq!(
+            serialize_pairs(&rest).as_deref(),
+            Some("from=2024-01-01&benchmark=IDX"),
+            "the rest is the API's query"
+        );
+        assert_eq!(take_rebase(pairs("rebase=0")).0, Ok(false));
+        assert_eq!(
+            take_rebase(pairs("rebase=")).0,
+            Ok(false),
+            "blank: not given"
+        );
+        assert_eq!(take_rebase(pairs("to=2024-01-01")).0, Ok(false));
+        assert!(take_rebase(pairs("rebase=yes"))
+            .0
+            .unwrap_err()
+            .contains("1 or 0"));
+        assert!(take_rebase(pairs("rebase=1&rebase=1"))
+            .0
+            .unwrap_err()
+            .contains("twice"));
+    }
+
+    #[test]
+    fn empty_form_fields_are_dropped() {
+        let pairs = non_empty_pairs(Some("from=&to=2024-03-04&calendar=all&risk_free=+"));
+        assert_eq!(
+            serialize_pairs(&pairs).as_deref(),
+            Some("to=2024-03-04&calendar=all")
+        );
+        assert_eq!(serialize_pairs(&non_empty_pairs(Some("from=&to="))), None);
+        assert_eq!(serialize_pairs(&non_empty_pairs(None)), None);
+        // What remains goes through the strict parser unchanged.
+        let q = serialize_pairs(&pairs);
+        assert!(HistoryQuery::parse(q.as_deref()).is_ok());
+        assert!(HistoryQuery::parse(Some("from=&to=")).is_err());
+    }
+}

@@ -1,0 +1,88 @@
+//! The picture of the curve (the README's API section "Also expected": NAV and drawdown for
+//! people who would rather look than read).
+//!
+//! This module owns:
+//! - [`render`] (and [`render_svg`], the plain curve): pure functions
+//!   drawing the NAV curve (top panel, optionally rebased to 1 and with a
+//!   benchmark line and a legend) and its drawdown (bottom panel, % below
+//!   the running peak) with plotters' SVG backend into a `String`, with a
+//!   hover `<title>` per day and a compact layout for narrow pictures;
+//! - [`svg()`]: `GET /api/v1/portfolio/{id}/nav-history.svg`, the same read as
+//!   the JSON GET (same query, scope, 400/404 rules) answered as
+//!   `image/svg+xml`; a browser's login cookie is accepted as well as the
+//!   header (`auth::BrowserCaller`), since the page links to it;
+//! - [`page()`]: `GET /portfolio/{id}`, a small self-contained HTML page (no
+//!   JavaScript, no external assets) with a date-range form, the SVG inlined
+//!   (wide and compact, CSS picks by width), the status and the statistics;
+//!   `benchmark=` and the page's own `rebase=1` (docs/chart.md);
+//! - [`index`]: `GET /`, the portfolios the caller may see.
+//!
+//! The pages find their caller through `login::PageCaller`: the
+//! `Authorization` header, or under JWT auth the cookie of `/login`, and
+//! without a usable token the sign-in form rather than a bare 401.
+//!
+//! Both handlers go through [`crate::query::read_history`], so the picture, the
+//! page and the JSON always show the same snapshot and obey the same rules,
+//! and both draw through [`RenderPool`]: off the async threads, a bounded
+//! number at a time, each on at most [`MAX_PLOT_POINTS`] points. None of
+//! them is cached, so each (the index too) first takes a share of its
+//! caller's uncached work (`guard::WorkLimiter`, 429 past it), held until
+//! its answer is drawn.
+//!
+//! By file:
+//! - `picture.rs`: what is drawn — [`Picture`], [`Base`], and the series
+//!   prepared from them (cleaned, rebased, the benchmark from W0);
+//! - `svg.rs`: drawing — [`render`], the panels, the legend, the hover
+//!   layer, [`downsample`], sizes, type and colours;
+//! - `axis.rs`: the calendar-aligned date axis both panels share;
+//! - `pool.rs`: [`RenderPool`], the bounded blocking threads that draw;
+//! - `handlers.rs`: the axum handlers [`svg()`], [`page()`], [`index`], and
+//!   turning a read into pictures (`rebase=`, blank form fields, headers);
+//! - `page.rs`: the pages' HTML — stylesheet, heading, form, sections, index;
+//! - `tables.rs`: the page's tables (lines, statistics, monthly returns, last
+//!   day, positions) and the number formatting shared with the hover titles.
+
+mod axis;
+mod handlers;
+mod page;
+mod picture;
+mod pool;
+mod svg;
+mod tables;
+
+// `__path_svg` is the OpenAPI description `#[utoipa::path]` generates for
+// `svg`; the `OpenApi` derive (`http::openapi`) finds it next to `svg`.
+pub use handlers::{__path_svg, index, page, svg};
+pub use picture::{Base, Picture};
+pub use pool::RenderPool;
+pub use svg::{downsample, render, render_svg, MAX_PLOT_POINTS};
+
+/// Fixtures the tests of several files share.
+#[cfg(test)]
+mod test_data {
+    use chrono::NaiveDate;
+
+    pub(super) fn day(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+    }
+
+    /// Three years of a deterministic wavy curve with a real drawdown.
+    pub(super) fn three_years() -> Vec<(NaiveDate, f64)> {
+        let start = day("2021-01-01");
+        (0..(3 * 365))
+            .map(|i| {
+                let t = f64::from(i);
+                let v = 1.0 + t / 2000.0 + 0.08 * (t / 60.0).sin();
+                (start + chrono::Days::new(i as u64), v)
+            })
+            .collect()
+    }
+
+    /// `NAVD_CHART_DUMP=dir cargo test --lib chart` writes the picture and
+    /// the page there, to look at them.
+    pub(super) fn dump(name: &str, body: &str) {
+        if let Some(dir) = std::env::var_os("NAVD_CHART_DUMP") {
+            std::fs::write(std::path::Path::new(&dir).join(name), body).unwrap();
+        }
+    }
+}

@@ -1,0 +1,534 @@
+//! The HTML of the pages: [`render_page`] (a portfolio's page: heading and
+//! status, the date-range form, the inlined pictures and the tables under
+//! them) and [`render_index`] (the portfolios the caller may see), with
+//! their stylesheet, the form's values and what a page is made of. Plain
+//! HTML without JavaScript or external assets; everything a person typed
+//! or a record holds is escaped.
+
+use std::fmt::Write as _;
+
+use super::tables::{
+    opt_date, write_last_day, write_lines, write_periods, write_positions, write_stats, NULL,
+};
+use crate::http::html::escape_html;
+use crate::query::{History, HistoryQuery, PortfolioPage, Positions};
+
+/// The page's two pictures of one read: wide for screens, compact for
+/// phones (CSS shows one).
+pub(super) struct Charts {
+    pub(super) wide: String,
+    pub(super) narrow: String,
+}
+
+/// What the form shows: what the person typed, even when it was refused.
+#[derive(Debug, Default)]
+pub(super) struct FormValues {
+    from: String,
+    to: String,
+    calendar: String,
+    risk_free: String,
+    benchmark: String,
+    /// The page's `rebase=1`.
+    pub(super) rebase: bool,
+}
+
+impl FormValues {
+    pub(super) fn of(pairs: &[(String, String)]) -> Self {
+        let get = |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        FormValues {
+            from: get("from"),
+            to: get("to"),
+            calendar: get("calendar"),
+            risk_free: get("risk_free"),
+            benchmark: get("benchmark"),
+            rebase: false,
+        }
+    }
+}
+
+/// What a page shows of a read.
+pub(super) struct PageData<'a> {
+    pub(super) history: &'a History,
+    pub(super) query: &'a HistoryQuery,
+    pub(super) charts: &'a Charts,
+    /// What was held at the range's end (none when there is no record
+    /// there).
+    pub(super) positions: Option<&'a Positions>,
+}
+
+/// The pages' stylesheet, inlined (no external assets).
+const CSS: &str = "\
+:root{color-scheme:light}\
+*{box-sizing:border-box}\
+body{margin:0;font:15px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#222;background:#f4f5f7}\
+main{max-width:1040px;margin:0 auto;padding:24px 20px 40px}\
+h1{font-size:1.5em;margin:0 0 4px;display:flex;gap:12px;align-items:center;flex-wrap:wrap}\
+.sub{color:#666;margin:0 0 16px}\
+h2{font-size:1.1em;margin:0 0 8px}\
+.badge{font-size:.6em;font-weight:600;padding:2px 10px;border-radius:999px;text-transform:uppercase;letter-spacing:.04em}\
+.ok{background:#e3f4ea;color:#17653a}\
+.recomputing{background:#fff3d6;color:#7a5200}\
+.inconsistent{background:#fde4e1;color:#9b1c11}\
+.card{background:#fff;border:1px solid #e2e4e8;border-radius:8px;padding:16px;margin:0 0 16px}\
+.notice{border-left:4px solid #c9a227}\
+.error{border-left:4px solid #c0392b}\
+form{display:flex;flex-wrap:wrap;gap:12px 16px;align-items:flex-end}\
+label{display:flex;flex-direction:column;font-size:.85em;color:#555;gap:4px}\
+input,select{font:inherit;padding:5px 8px;border:1px solid #c8ccd2;border-radius:5px;background:#fff}\
+button{font:inherit;padding:6px 16px;border:0;border-radius:5px;background:#0072b2;color:#fff;cursor:pointer}\
+.chart svg{display:block;width:100%;height:auto}\
+table{border-collapse:collapse;width:100%}\
+th,td{padding:6px 10px;border-bottom:1px solid #eceef1;text-align:left;vertical-align:top}\
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
+td.note{color:#777;font-size:.88em}\
+tr:last-child th,tr:last-child td{border-bottom:0}\
+.scroll{overflow-x:auto}\
+td.up{color:#17653a}td.down{color:#9b1c11}\
+a{color:#0063a0}\
+.links{display:flex;gap:18px;flex-wrap:wrap}\
+label.check{flex-direction:row;align-items:center;gap:6px;padding-bottom:6px}\
+.tools{margin:0 0 10px;display:flex;gap:18px;flex-wrap:wrap}\
+.chart .narrow{display:none}\
+.lines{margin-top:12px}\
+.lines table{width:auto}\
+.nowrap{white-space:nowrap}\
+.lines p{margin:8px 0 0}\
+.sw{display:inline-block;width:22px;height:0;border-top:3px solid #0072b2;vertical-align:middle;margin-right:8px}\
+.sw.bm{border-top:3px dashed #009e73}\
+@media (max-width:600px){\
+main{padding:14px 10px 28px}\
+h1{font-size:1.25em}\
+.card{padding:10px;margin-bottom:12px}\
+th,td{padding:5px 6px}\
+.chart .wide{display:none}\
+.chart .narrow{display:block}\
+.wide-only{display:none}\
+}\
+";
+
+/// A portfolio's page: heading and status, the form, and either what the
+/// read shows or why the query cannot be shown (`data`'s `Err`).
+pub(super) fn render_page(
+    id: &str,
+    form: &FormValues,
+    query: Option<&str>,
+    data: Result<PageData<'_>, &str>,
+) -> String {
+    let id_e = escape_html(id);
+    let mut h = String::with_capacity(64 * 1024);
+    let _ = writeln!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>NAV \u{2014} {id_e}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>"
+    );
+    match &data {
+        Ok(d) => write_heading(&mut h, &id_e, d.history),
+        Err(_) => {
+            let _ = writeln!(h, "<h1>Portfolio {id_e}</h1>");
+        }
+    }
+    write_form(&mut h, id, form);
+    match &data {
+        Err(reason) => {
+            let _ = writeln!(
+                h,
+                "<div class=\"card error\"><strong>This range cannot be shown:</strong> {}</div>",
+                escape_html(reason)
+            );
+        }
+        Ok(d) => write_sections(&mut h, id, form, query, d),
+    }
+    h.push_str("</main>\n</body>\n</html>\n");
+    h
+}
+
+/// The heading with the status badge, the range shown, and a notice when
+/// the history is being recomputed or is inconsistent.
+fn write_heading(h: &mut String, id_e: &str, history: &History) {
+    let st = &history.status;
+    let class = match st.state {
+        "ok" | "recomputing" | "inconsistent" => st.state,
+        _ => "recomputing",
+    };
+    let _ = writeln!(
+        h,
+        "<h1>Portfolio {id_e} <span class=\"badge {class}\">{}</span></h1>",
+        escape_html(st.state)
+    );
+    let range = match (history.from, history.to) {
+        (Some(f), Some(t)) => format!("{f} to {t}"),
+        _ => "no records".to_string(),
+    };
+    let _ = writeln!(
+        h,
+        "<p class=\"sub\">Range shown: {} \u{b7} as of {} \u{b7} {} day(s)</p>",
+        escape_html(&range),
+        opt_date(history.as_of),
+        history.points.len()
+    );
+    match st.state {
+        "recomputing" => {
+            let _ = writeln!(
+                h,
+                "<div class=\"card notice\">A late event is being folded in: \
+                 records from {} on may still change.</div>",
+                opt_date(st.since)
+            );
+        }
+        "inconsistent" => {
+            let _ = writeln!(
+                h,
+                "<div class=\"card error\"><strong>Inconsistent history</strong> \
+                 since {}{}: {}</div>",
+                opt_date(st.since),
+                st.event_id
+                    .map(|e| format!(" (event {})", escape_html(&e.to_string())))
+                    .unwrap_or_default(),
+                st.detail
+                    .as_deref()
+                    .map(escape_html)
+                    .unwrap_or_else(|| "no detail recorded".into())
+            );
+        }
+        _ => {}
+    }
+}
+
+/// The form: a plain GET to this same page, showing what was typed.
+fn write_form(h: &mut String, id: &str, form: &FormValues) {
+    let page_href = escape_html(&format!("/portfolio/{id}"));
+    let selected = |v: &str| {
+        if form.calendar == v {
+            " selected"
+        } else {
+            ""
+        }
+    };
+    let _ = writeln!(
+        h,
+        "<div class=\"card\"><form method=\"get\" action=\"{page_href}\">\n\
+         <label>From<input type=\"date\" name=\"from\" value=\"{}\"></label>\n\
+         <label>To<input type=\"date\" name=\"to\" value=\"{}\"></label>\n\
+         <label>Calendar<select name=\"calendar\">\
+         <option value=\"trading\"{}>trading days (252/yr)</option>\
+         <option value=\"all\"{}>all days (365/yr)</option></select></label>\n\
+         <label>Risk-free rate (annual, e.g. 0.02)<input type=\"number\" name=\"risk_free\" \
+         step=\"any\" min=\"-0.9999\" max=\"0.9999\" placeholder=\"0\" value=\"{}\"></label>\n\
+         <label>Benchmark symbol<input type=\"text\" name=\"benchmark\" maxlength=\"32\" \
+         placeholder=\"none\" value=\"{}\"></label>\n\
+         <label class=\"check\"><input type=\"checkbox\" name=\"rebase\" value=\"1\"{}>\
+         Rebased to 1</label>\n\
+         <button type=\"submit\">Show</button> <a href=\"{page_href}\">reset</a>\n\
+         </form></div>",
+        escape_html(&form.from),
+        escape_html(&form.to),
+        selected("trading"),
+        selected("all"),
+        escape_html(&form.risk_free),
+        escape_html(&form.benchmark),
+        if form.rebase { " checked" } else { "" },
+    );
+}
+
+/// What a read shows: the pictures (with the rebase toggle and the lines'
+/// table), the statistics, the monthly returns, the last day, the
+/// positions, and links to the same range in other forms.
+fn write_sections(
+    h: &mut String,
+    id: &str,
+    form: &FormValues,
+    query: Option<&str>,
+    d: &PageData<'_>,
+) {
+    let _ = writeln!(
+        h,
+        "<div class=\"card chart\">\n<div class=\"tools\"><a class=\"toggle\" href=\"{}\">{}</a></div>",
+        toggle_href(id, form, query),
+        if form.rebase {
+            "Show the NAV as recorded"
+        } else {
+            "Rebase the range to 1"
+        }
+    );
+    // plotters escapes the text it writes, so the SVG can be inlined.
+    let _ = writeln!(
+        h,
+        "<div class=\"wide\" role=\"img\" aria-label=\"NAV curve and drawdown\">{}</div>\n\
+         <div class=\"narrow\" role=\"img\" aria-label=\"NAV curve and drawdown\">{}</div>",
+        d.charts.wide, d.charts.narrow
+    );
+    write_lines(
+        h,
+        d.history,
+        form.rebase,
+        d.query.benchmark.as_ref().map(|b| b.as_str()),
+    );
+    h.push_str("</div>\n");
+    write_stats(h, &d.history.statistics, d.query);
+    write_periods(h, &d.history.statistics.periods);
+    if let Some(last) = d.history.points.last() {
+        write_last_day(h, last);
+    }
+    if let Some(p) = d.positions {
+        write_positions(h, p);
+    }
+    write_links(h, id, query);
+}
+
+/// The same page, rebased or not (escaped for an attribute).
+fn toggle_href(id: &str, form: &FormValues, query: Option<&str>) -> String {
+    let mut q = query.map(str::to_string).unwrap_or_default();
+    if !form.rebase {
+        q.push_str(if q.is_empty() {
+            "rebase=1"
+        } else {
+            "&rebase=1"
+        });
+    }
+    let href = if q.is_empty() {
+        format!("/portfolio/{id}")
+    } else {
+        format!("/portfolio/{id}?{q}")
+    };
+    escape_html(&href)
+}
+
+/// The range as JSON, CSV and SVG, and the way back to the index.
+fn write_links(h: &mut String, id: &str, query: Option<&str>) {
+    let suffix = query.map(|q| format!("?{q}")).unwrap_or_default();
+    let json_href = escape_html(&format!("/api/v1/portfolio/{id}/nav-history{suffix}"));
+    let svg_href = escape_html(&format!("/api/v1/portfolio/{id}/nav-history.svg{suffix}"));
+    let csv_href = escape_html(&format!("/api/v1/portfolio/{id}/nav-history.csv{suffix}"));
+    let _ = writeln!(
+        h,
+        "<div class=\"card links\"><a href=\"{json_href}\">JSON of this range</a>\
+         <a href=\"{csv_href}\">CSV of this range</a>\
+         <a href=\"{svg_href}\">SVG picture</a><a href=\"/\">All portfolios</a></div>"
+    );
+}
+
+/// The index page's HTML: a row per portfolio, and a link to the next ones.
+pub(super) fn render_index(page: &PortfolioPage) -> String {
+    let mut h = String::with_capacity(16 * 1024);
+    let _ = writeln!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>NAV \u{2014} portfolios</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n\
+         <h1>Portfolios</h1>\n<div class=\"card scroll\"><table>\n\
+         <tr><th>Portfolio</th><th>Status</th><th class=\"wide-only\">From</th><th>Through</th><th>NAV</th></tr>"
+    );
+    for p in &page.portfolios {
+        let id = escape_html(&p.portfolio_id);
+        let _ = writeln!(
+            h,
+            "<tr><th scope=\"row\" class=\"nowrap\"><a href=\"/portfolio/{id}\">{id}</a></th>\
+             <td><span class=\"badge {state}\">{state}</span></td>\
+             <td class=\"nowrap wide-only\">{}</td><td class=\"nowrap\">{}</td>\
+             <td class=\"num\">{}</td></tr>",
+            p.first_day
+                .map_or_else(|| NULL.to_string(), |d| d.to_string()),
+            p.last_day
+                .map_or_else(|| NULL.to_string(), |d| d.to_string()),
+            escape_html(p.net_value.as_deref().unwrap_or(NULL)),
+            state = escape_html(p.status.state),
+        );
+    }
+    if page.portfolios.is_empty() {
+        h.push_str("<tr><td colspan=\"5\">no portfolio to show</td></tr>\n");
+    }
+    h.push_str("</table></div>\n");
+    if let Some(next) = &page.next {
+        let _ = writeln!(
+            h,
+            "<div class=\"card links\"><a href=\"/?after={}\">Next portfolios</a></div>",
+            escape_html(next)
+        );
+    }
+    h.push_str("</main>\n</body>\n</html>\n");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::chart::handlers::{curve_of, draw, non_empty_pairs, picture};
+    use crate::http::chart::svg::{HEIGHT, WIDTH};
+    use crate::http::chart::test_data::{day, dump, three_years};
+    use crate::http::params::ParseQuery;
+    use projections::Statistics;
+    use rust_decimal::Decimal;
+
+    #[test]
+    fn page_shows_status_chart_stats_and_links() {
+        use crate::query::PortfolioStatus;
+        let series = three_years();
+        let points = series
+            .iter()
+            .map(|(d, v)| crate::query::Point {
+                date: *d,
+                net_value: format!("{v:.12}"),
+                return_rate: "0".into(),
+                daily_return: "0".into(),
+                market_value: "0".into(),
+                cost: "0".into(),
+                net_flow: "0".into(),
+                profit: "0".into(),
+                holdings_value: "0".into(),
+                cash: "12.50000000".into(),
+                receivable: "0".into(),
+                income: "3.25000000".into(),
+                realized_pnl: "0".into(),
+                benchmark_index: None,
+            })
+            .collect();
+        let mut status = PortfolioStatus::ok();
+        status.state = "inconsistent";
+        status.since = Some(day("2023-02-01"));
+        status.detail = Some("sell of <XYZ> exceeds the position".into());
+        let history = History {
+            portfolio_id: "p-1001".into(),
+            from: Some(series[0].0),
+            to: Some(series[series.len() - 1].0),
+            as_of: Some(series[series.len() - 1].0),
+            status,
+            points,
+            w0: Decimal::ONE,
+            version: 0,
+            pending_from: None,
+            statistics: Statistics {
+                max_drawdown: -0.1234,
+                max_drawdown_peak: Some(day("2021-03-05")),
+                max_drawdown_trough: Some(day("2021-06-10")),
+                max_drawdown_recovery: None,
+                volatility: Some(0.1567),
+                sharpe_ratio: Some(0.8123),
+                sortino_ratio: None,
+                total_return: 0.55,
+                annual_return: Some(0.157),
+                calmar_ratio: Some(1.27),
+                observations: 782,
+                money_weighted_return: Some(0.0912),
+                modified_dietz: Some(0.0877),
+                periods: projections::Periods {
+                    monthly: vec![
+                        projections::PeriodReturn {
+                            period: "2023-11".into(),
+                            value: 0.0123,
+                            partial: true,
+                        },
+                        projections::PeriodReturn {
+                            period: "2023-12".into(),
+                            value: -0.0456,
+                            partial: false,
+                        },
+                    ],
+                    yearly: vec![projections::PeriodReturn {
+                        period: "2023".into(),
+                        value: -0.0339,
+                        partial: true,
+                    }],
+                },
+                benchmark: Some(projections::BenchmarkStats {
+                    beta: Some(1.234),
+                    alpha: Some(0.0456),
+                    tracking_error: Some(0.07),
+                    information_ratio: Some(0.5),
+                    correlation: Some(0.9),
+                    up_capture: Some(1.1),
+                    down_capture: Some(0.8),
+                    benchmark_total_return: Some(0.31),
+                    benchmark_status: "ok".into(),
+                }),
+            },
+        };
+        let q = HistoryQuery::parse(Some("from=2021-01-01&calendar=all&benchmark=IDX")).unwrap();
+        let curve = curve_of(&history).unwrap();
+        let charts = Charts {
+            wide: draw(&picture(&history, &curve, "t", false, None), WIDTH, HEIGHT).unwrap(),
+            narrow: draw(&picture(&history, &curve, "t", false, None), 400, 520).unwrap(),
+        };
+        let form = FormValues::of(&non_empty_pairs(Some("from=2021-01-01&calendar=all")));
+        let html = render_page(
+            "p-1001",
+            &form,
+            Some("from=2021-01-01&calendar=all"),
+            Ok(PageData {
+                history: &history,
+                query: &q,
+                charts: &charts,
+                positions: Some(&crate::query::Positions {
+                    portfolio_id: "p-1001".into(),
+                    date: day("2023-12-29"),
+                    market_value: "100.00000000".into(),
+                    positions: vec![crate::query::PositionView {
+                        symbol: "<ACME>".into(),
+                        quantity: "3".into(),
+                        cost: "90.00000000".into(),
+                        average_cost: "30.00000000".into(),
+                        price: "33.5".into(),
+                        price_date: Some(day("2023-12-29")),
+                        currency: "USD".into(),
+                        fx_rate: "1".into(),
+                        value: "100.50000000".into(),
+                        weight: Some(1.0),
+                        unrealized_pnl: "10.50000000".into(),
+                    }],
+                    cash: vec![],
+                    receivable: "0.00000000".into(),
+                }),
+            }),
+        );
+        assert!(html.contains("<svg"));
+        assert!(!html.contains("<script"));
+        assert!(html.contains("sell of &lt;XYZ&gt; exceeds"));
+        assert!(html.contains("-12.34%") && html.contains("15.67%") && html.contains("0.81"));
+        assert!(html.contains("not recovered yet"));
+        assert!(html.contains("Realized P&amp;L"));
+        assert!(html.contains("9.12%") && html.contains("8.77%"));
+        assert!(html.contains(">Beta<") && html.contains("1.23") && html.contains("31.00%"));
+        assert!(html.contains("Held on 2023-12-29") && html.contains("&lt;ACME&gt;"));
+        assert!(html.contains("<td class=\"num up\">1.23%*</td>"));
+        assert!(html.contains("<td class=\"num down\">-4.56%</td>"));
+        assert!(html.contains("<td class=\"num down\">-3.39%*</td>"));
+        assert!(html.contains("<td class=\"num\">100.50000000</td>"));
+        assert!(html.contains("<td class=\"num\">12.50000000</td>"));
+        assert!(html.contains("<td class=\"num\">3.25000000</td>"));
+        assert!(html.contains("<option value=\"all\" selected>"));
+        assert!(html.contains("value=\"2021-01-01\""));
+        assert!(
+            html.contains("/api/v1/portfolio/p-1001/nav-history?from=2021-01-01&amp;calendar=all")
+        );
+        assert!(html
+            .contains("/api/v1/portfolio/p-1001/nav-history.svg?from=2021-01-01&amp;calendar=all"));
+        dump("page.html", &html);
+    }
+
+    #[test]
+    fn escapes_html() {
+        assert_eq!(
+            escape_html(r#"<a href="x">Tom & 'Jerry'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt;"
+        );
+        assert_eq!(escape_html("p-1001"), "p-1001");
+    }
+
+    #[test]
+    fn page_escapes_what_the_person_typed() {
+        let form = FormValues {
+            from: "\"><script>alert(1)</script>".into(),
+            ..FormValues::default()
+        };
+        let html = render_page("p-1", &form, Some("from=x"), Err("`from` <bad>"));
+        assert!(!html.contains("<script"));
+        assert!(html.contains("&lt;script&gt;"));
+        assert!(html.contains("`from` &lt;bad&gt;"));
+    }
+}

@@ -1,0 +1,585 @@
+//! The tables of a portfolio's page — the lines under the picture
+//! ([`write_lines`]), the statistics, the monthly returns, the last day's
+//! money and the positions held — and the number formatting the page and
+//! the pictures' hover titles share (`—` for what is missing, no `-0.00`).
+
+use std::fmt::Write as _;
+
+use chrono::NaiveDate;
+use projections::Statistics;
+use rust_decimal::prelude::ToPrimitive;
+use rust_decimal::{Decimal, RoundingStrategy};
+
+use crate::http::html::escape_html;
+use crate::query::{History, HistoryQuery, Point, Positions};
+
+/// A number of the lines' table: 6 places, half away from zero.
+fn places6(v: Decimal) -> String {
+    format!(
+        "{:.6}",
+        v.round_dp_with_strategy(6, RoundingStrategy::MidpointAwayFromZero)
+    )
+}
+
+/// A line of the lines' table.
+struct LineRow {
+    /// `nav` or `bm`: the row's and the swatch's class.
+    class: &'static str,
+    name: String,
+    /// The line's value at the range's end, as drawn.
+    end: Option<Decimal>,
+    /// Said instead of the change when there is none.
+    note: String,
+}
+
+/// Under the picture, when it is rebased or has a benchmark: each line's
+/// value on the day before the range, at its end, and the change, in exact
+/// decimals from W0, the points' `net_value` and their `benchmark_index`.
+pub(super) fn write_lines(h: &mut String, hist: &History, rebased: bool, bench: Option<&str>) {
+    let (Some(first), Some(last)) = (hist.points.first(), hist.points.last()) else {
+        return;
+    };
+    let Some(base_day) = first.date.pred_opt() else {
+        return;
+    };
+    if !rebased && bench.is_none() {
+        return;
+    }
+    let w0 = hist.w0;
+    let start = if rebased { Decimal::ONE } else { w0 };
+    let nav_end = last.net_value.parse::<Decimal>().ok().and_then(|v| {
+        if rebased {
+            v.checked_div(w0)
+        } else {
+            Some(v)
+        }
+    });
+    let mut rows = vec![LineRow {
+        class: "nav",
+        name: if rebased { "NAV rebased" } else { "NAV" }.to_string(),
+        end: nav_end,
+        note: String::new(),
+    }];
+    if let Some(name) = bench {
+        rows.push(benchmark_line(hist, last.date, rebased, name));
+    }
+    write_lines_table(h, base_day, last.date, start, rows);
+    let explain = lines_explained(rebased, bench, base_day, w0);
+    let _ = writeln!(h, "<p class=\"sub\">{}</p></div>", escape_html(&explain));
+}
+
+/// The benchmark's line: its last level in the range (B / B₀, times W0
+/// unless rebased), or why there is none.
+fn benchmark_line(hist: &History, last_day: NaiveDate, rebased: bool, name: &str) -> LineRow {
+    let w0 = hist.w0;
+    let level = hist
+        .points
+        .iter()
+        .rev()
+        .find_map(|p| match &p.benchmark_index {
+            Some(Some(x)) => x.parse::<Decimal>().ok().map(|x| (p.date, x)),
+            _ => None,
+        });
+    let status = hist
+        .statistics
+        .benchmark
+        .as_ref()
+        .map(|b| b.benchmark_status.as_str())
+        .filter(|s| *s != "ok");
+    let (end, note) = match level {
+        Some((day, x)) => (
+            if rebased { Some(x) } else { w0.checked_mul(x) },
+            if day == last_day {
+                String::new()
+            } else {
+                format!("last level on {day}")
+            },
+        ),
+        None => (
+            None,
+            status.map_or_else(|| "no level in this range".to_string(), str::to_string),
+        ),
+    };
+    LineRow {
+        class: "bm",
+        name: if rebased {
+            format!("{name} rebased")
+        } else {
+            name.to_string()
+        },
+        end,
+        note,
+    }
+}
+
+/// The lines' table: each line from `start` on `base_day` to its end on
+/// `last_day`, and the change (or the line's note).
+fn write_lines_table(
+    h: &mut String,
+    base_day: NaiveDate,
+    last_day: NaiveDate,
+    start: Decimal,
+    rows: Vec<LineRow>,
+) {
+    let _ = writeln!(
+        h,
+        "<div class=\"lines scroll\"><table>\n<tr><th>Line</th><th>On {base_day}</th><th>On {}</th>\
+         <th>Change</th></tr>",
+        last_day
+    );
+    for LineRow {
+        class,
+        name,
+        end,
+        note,
+    } in rows
+    {
+        let change = end
+            .and_then(|e| e.checked_div(start))
+            .and_then(|r| (r - Decimal::ONE).to_f64());
+        let sign = match change {
+            Some(c) if c > 0.0 => " up",
+            Some(c) if c < 0.0 => " down",
+            _ => "",
+        };
+        let _ = writeln!(
+            h,
+            "<tr class=\"line-{class}\"><th scope=\"row\"><span class=\"sw {class}\"></span>{}</th>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num{sign}\">{}</td></tr>",
+            escape_html(&name),
+            places6(start),
+            end.map_or_else(|| NULL.to_string(), places6),
+            match change {
+                Some(c) => pct(c),
+                None => escape_html(&note),
+            }
+        );
+    }
+    h.push_str("</table>\n");
+}
+
+/// What the lines are relative to, under their table.
+fn lines_explained(rebased: bool, bench: Option<&str>, base_day: NaiveDate, w0: Decimal) -> String {
+    match (rebased, bench) {
+        (true, Some(b)) => format!(
+            "Rebased: the NAV divided by its value on {base_day}, the day before the range \
+             (W0 = {}), and the {b} index B / B\u{2080} over the same day, so both start at 1.",
+            places6(w0)
+        ),
+        (true, None) => format!(
+            "Rebased: the NAV divided by its value on {base_day}, the day before the range \
+             (W0 = {}), so it starts at 1.",
+            places6(w0)
+        ),
+        (false, Some(b)) => format!(
+            "The {b} line starts from the NAV on {base_day}, the day before the range: \
+             W0 \u{b7} B / B\u{2080}, what the starting value would have become in {b}."
+        ),
+        (false, None) => String::new(),
+    }
+}
+
+/// A row of the statistics' table: name, value, note.
+type StatRow<'a> = (&'a str, String, &'a str);
+
+/// The statistics of the range, and against the benchmark when there is
+/// one.
+pub(super) fn write_stats(h: &mut String, s: &Statistics, q: &HistoryQuery) {
+    let rows = return_rows(s)
+        .into_iter()
+        .chain(ratio_rows(s))
+        .chain([calendar_row(q)])
+        .chain(
+            s.benchmark
+                .as_ref()
+                .map_or_else(Vec::new, |b| benchmark_rows(b, q)),
+        );
+    h.push_str("<div class=\"card\"><h2>Statistics of the range</h2><table>\n");
+    for (name, value, note) in rows {
+        let _ = writeln!(
+            h,
+            "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"note\">{}</td></tr>",
+            escape_html(name),
+            escape_html(&value),
+            escape_html(note)
+        );
+    }
+    h.push_str("</table></div>\n");
+}
+
+/// The returns and the deepest drawdown.
+fn return_rows(s: &Statistics) -> [StatRow<'static>; 6] {
+    let not_recovered = s.max_drawdown < 0.0 && s.max_drawdown_recovery.is_none();
+    [
+        (
+            "Total return",
+            pct(s.total_return),
+            "last NAV / NAV before the range \u{2212} 1",
+        ),
+        (
+            "Annual return",
+            opt(s.annual_return, pct),
+            "compounded per year; only with at least a year of returns",
+        ),
+        (
+            "Max drawdown",
+            pct(s.max_drawdown),
+            "deepest fall below a previous peak",
+        ),
+        ("Drawdown peak", opt_date(s.max_drawdown_peak), ""),
+        ("Drawdown trough", opt_date(s.max_drawdown_trough), ""),
+        (
+            "Drawdown recovery",
+            opt_date(s.max_drawdown_recovery),
+            if not_recovered {
+                "not recovered yet"
+            } else {
+                "first day back at the peak"
+            },
+        ),
+    ]
+}
+
+/// Risk, the ratios, the money-weighted returns and the count of returns.
+fn ratio_rows(s: &Statistics) -> [StatRow<'static>; 7] {
+    [
+        (
+            "Volatility",
+            opt(s.volatility, pct),
+            "annualized standard deviation of returns",
+        ),
+        ("Sharpe ratio", opt(s.sharpe_ratio, ratio), "annualized"),
+        ("Sortino ratio", opt(s.sortino_ratio, ratio), "annualized"),
+        (
+            "Calmar ratio",
+            opt(s.calmar_ratio, ratio),
+            "annual return / |max drawdown|",
+        ),
+        (
+            "Money-weighted return",
+            opt(s.money_weighted_return, pct),
+            "annual rate your deposits and withdrawals earned (XIRR)",
+        ),
+        (
+            "Modified Dietz",
+            opt(s.modified_dietz, pct),
+            "the range's gain over its time-weighted capital",
+        ),
+        (
+            "Observations",
+            s.observations.to_string(),
+            "number of returns used",
+        ),
+    ]
+}
+
+/// The calendar and risk-free rate the statistics were computed with.
+fn calendar_row(q: &HistoryQuery) -> StatRow<'static> {
+    (
+        "Calendar / risk-free",
+        format!(
+            "{} / {}",
+            match q.stats.calendar {
+                projections::Calendar::Trading => "trading",
+                projections::Calendar::All => "all",
+            },
+            pct(q.stats.risk_free)
+        ),
+        match q.stats.calendar {
+            projections::Calendar::Trading => "Mon\u{2013}Fri records, 252 periods a year",
+            projections::Calendar::All => "every record, 365 periods a year",
+        },
+    )
+}
+
+/// The statistics against the benchmark.
+fn benchmark_rows<'a>(b: &'a projections::BenchmarkStats, q: &HistoryQuery) -> Vec<StatRow<'a>> {
+    vec![
+        (
+            "Benchmark",
+            q.benchmark
+                .as_ref()
+                .map_or_else(String::new, |s| s.to_string()),
+            if b.benchmark_status == "ok" {
+                ""
+            } else {
+                b.benchmark_status.as_str()
+            },
+        ),
+        (
+            "Benchmark return",
+            opt(b.benchmark_total_return, pct),
+            "over the same days",
+        ),
+        ("Beta", opt(b.beta, ratio), "sensitivity to the benchmark"),
+        (
+            "Alpha",
+            opt(b.alpha, pct),
+            "annualized, beyond what beta explains",
+        ),
+        (
+            "Tracking error",
+            opt(b.tracking_error, pct),
+            "annualized stdev of the difference",
+        ),
+        (
+            "Information ratio",
+            opt(b.information_ratio, ratio),
+            "annualized",
+        ),
+        ("Correlation", opt(b.correlation, ratio), ""),
+        (
+            "Up capture",
+            opt(b.up_capture, ratio),
+            "on the benchmark's up days",
+        ),
+        (
+            "Down capture",
+            opt(b.down_capture, ratio),
+            "on its down days",
+        ),
+    ]
+}
+
+/// Monthly returns, a row per year with its months and the year's own
+/// return, coloured by sign; a period the range covers only in part is
+/// marked with an asterisk.
+pub(super) fn write_periods(h: &mut String, p: &projections::Periods) {
+    if p.monthly.is_empty() {
+        return;
+    }
+    let cell = |r: &projections::PeriodReturn| {
+        let class = if r.value > 0.0 {
+            "num up"
+        } else if r.value < 0.0 {
+            "num down"
+        } else {
+            "num"
+        };
+        format!(
+            "<td class=\"{class}\">{}{}</td>",
+            escape_html(&pct(r.value)),
+            if r.partial { "*" } else { "" }
+        )
+    };
+    h.push_str(
+        "<div class=\"card scroll\"><h2>Returns by month and year</h2><table><tr><th>Year</th>",
+    );
+    for m in [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ] {
+        let _ = write!(h, "<th>{m}</th>");
+    }
+    h.push_str("<th>Year</th></tr>\n");
+    for y in &p.yearly {
+        let _ = write!(h, "<tr><th scope=\"row\">{}</th>", escape_html(&y.period));
+        for m in 1..=12 {
+            let name = format!("{}-{m:02}", y.period);
+            match p.monthly.iter().find(|x| x.period == name) {
+                Some(r) => h.push_str(&cell(r)),
+                None => h.push_str("<td></td>"),
+            }
+        }
+        h.push_str(&cell(y));
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table><p class=\"sub\">* the range covers only part of the period</p></div>\n");
+}
+
+/// The positions at the range's end: prices in their own currency with
+/// the rate that converted them, values in the portfolio's.
+pub(super) fn write_positions(h: &mut String, p: &Positions) {
+    let _ = writeln!(
+        h,
+        "<div class=\"card scroll\"><h2>{}</h2><table><tr><th>Symbol</th><th>Quantity</th>\
+         <th>Price</th><th>Rate</th><th>Value</th><th>Weight</th><th>Cost</th><th>Unrealized</th></tr>",
+        escape_html(&format!("Held on {}", p.date))
+    );
+    for x in &p.positions {
+        let _ = writeln!(
+            h,
+            "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"num\">{} {}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            escape_html(&x.symbol),
+            escape_html(&x.quantity),
+            escape_html(&x.price),
+            escape_html(&x.currency),
+            escape_html(&x.fx_rate),
+            escape_html(&x.value),
+            x.weight.map_or_else(|| NULL.to_string(), pct),
+            escape_html(&x.cost),
+            escape_html(&x.unrealized_pnl),
+        );
+    }
+    for c in &p.cash {
+        let _ = writeln!(
+            h,
+            "<tr><th scope=\"row\">Cash {}</th><td class=\"num\">{}</td><td></td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td></td><td></td><td></td></tr>",
+            escape_html(&c.currency),
+            escape_html(&c.amount),
+            escape_html(&c.fx_rate),
+            escape_html(&c.value)
+        );
+    }
+    if p.positions.is_empty() && p.cash.is_empty() {
+        h.push_str("<tr><td colspan=\"8\">nothing held</td></tr>\n");
+    }
+    h.push_str("</table></div>\n");
+}
+
+/// The money of the range's last day: what the value is made of, and what
+/// the portfolio earned so far besides price moves.
+pub(super) fn write_last_day(h: &mut String, p: &Point) {
+    let rows: [(&str, &str, &str); 8] = [
+        (
+            "Market value",
+            &p.market_value,
+            "holdings + cash + receivable",
+        ),
+        ("Holdings", &p.holdings_value, "quantity \u{d7} price"),
+        ("Cash", &p.cash, "0 unless the portfolio tracks cash"),
+        (
+            "Receivable",
+            &p.receivable,
+            "dividends past their ex-date, not yet paid",
+        ),
+        ("Cost", &p.cost, "moving-average cost of the open positions"),
+        ("Profit", &p.profit, "value + money out \u{2212} money in"),
+        ("Income", &p.income, "net dividends and interest so far"),
+        (
+            "Realized P&L",
+            &p.realized_pnl,
+            "sells' proceeds less the cost they released",
+        ),
+    ];
+    let _ = writeln!(
+        h,
+        "<div class=\"card\"><h2>{}</h2><table>",
+        escape_html(&format!("On {}", p.date))
+    );
+    for (name, value, note) in rows {
+        let _ = writeln!(
+            h,
+            "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"note\">{}</td></tr>",
+            escape_html(name),
+            escape_html(value),
+            escape_html(note)
+        );
+    }
+    h.push_str("</table></div>\n");
+}
+
+/// What a missing value shows.
+pub(super) const NULL: &str = "\u{2014}";
+
+/// A fixed-decimal number without the confusing "-0.00".
+pub(super) fn fixed(v: f64, decimals: usize) -> String {
+    if !v.is_finite() {
+        return NULL.to_string();
+    }
+    let s = format!("{v:.decimals$}");
+    match s.strip_prefix('-') {
+        Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => rest.to_string(),
+        _ => s,
+    }
+}
+
+fn pct(v: f64) -> String {
+    if v.is_finite() {
+        format!("{}%", fixed(v * 100.0, 2))
+    } else {
+        NULL.to_string()
+    }
+}
+
+fn ratio(v: f64) -> String {
+    fixed(v, 2)
+}
+
+fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
+    v.map_or_else(|| NULL.to_string(), f)
+}
+
+pub(super) fn opt_date(d: Option<NaiveDate>) -> String {
+    d.map_or_else(|| NULL.to_string(), |d| d.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::chart::test_data::day;
+
+    #[test]
+    fn lines_table_in_exact_decimals() {
+        use crate::query::{Point, PortfolioStatus};
+        let point = |d: &str, nav: &str, idx: Option<&str>| Point {
+            date: day(d),
+            net_value: nav.into(),
+            return_rate: "0".into(),
+            daily_return: "0".into(),
+            market_value: "0".into(),
+            cost: "0".into(),
+            net_flow: "0".into(),
+            profit: "0".into(),
+            holdings_value: "0".into(),
+            cash: "0".into(),
+            receivable: "0".into(),
+            income: "0".into(),
+            realized_pnl: "0".into(),
+            benchmark_index: Some(idx.map(str::to_string)),
+        };
+        let hist = History {
+            portfolio_id: "p".into(),
+            from: Some(day("2024-03-01")),
+            to: Some(day("2024-03-03")),
+            as_of: None,
+            status: PortfolioStatus::ok(),
+            points: vec![
+                point("2024-03-01", "2.100000000000", None),
+                point("2024-03-02", "2.200000000000", Some("1.050000000000")),
+                point("2024-03-03", "2.500000000000", Some("1.100000000000")),
+            ],
+            w0: Decimal::new(2, 0),
+            statistics: projections::statistics(
+                Decimal::ONE,
+                day("2024-02-29"),
+                &[],
+                &projections::StatsQuery::default(),
+            ),
+            version: 0,
+            pending_from: None,
+        };
+        let mut h = String::new();
+        write_lines(&mut h, &hist, true, Some("IDX"));
+        assert!(
+            h.contains("<th>On 2024-02-29</th><th>On 2024-03-03</th>"),
+            "{h}"
+        );
+        assert!(h.contains("NAV rebased</th><td class=\"num\">1.000000</td><td class=\"num\">1.250000</td><td class=\"num up\">25.00%</td>"), "{h}");
+        assert!(h.contains("IDX rebased</th><td class=\"num\">1.000000</td><td class=\"num\">1.100000</td><td class=\"num up\">10.00%</td>"), "{h}");
+        assert!(h.contains("(W0 = 2.000000)"));
+        let mut h = String::new();
+        write_lines(&mut h, &hist, false, Some("IDX"));
+        assert!(
+            h.contains(">NAV</th><td class=\"num\">2.000000</td><td class=\"num\">2.500000</td>"),
+            "{h}"
+        );
+        assert!(h.contains(">IDX</th><td class=\"num\">2.000000</td><td class=\"num\">2.200000</td><td class=\"num up\">10.00%</td>"), "{h}");
+        // Neither rebased nor compared: no table.
+        let mut h = String::new();
+        write_lines(&mut h, &hist, false, None);
+        assert!(h.is_empty());
+    }
+
+    #[test]
+    fn human_formatting() {
+        assert_eq!(pct(-0.123456), "-12.35%");
+        assert_eq!(pct(-0.000001), "0.00%");
+        assert_eq!(ratio(1.23456), "1.23");
+        assert_eq!(opt(None, ratio), "\u{2014}");
+        assert_eq!(opt_date(Some(day("2024-03-04"))), "2024-03-04");
+        assert_eq!(opt_date(None), "\u{2014}");
+    }
+}

@@ -1,0 +1,25 @@
+//! The HTTP API over a real PostgreSQL: the golden book end to end, the
+//! operations' semantics, and every 4xx/503 of the contract as problem+json.
+//!
+//! One test binary (`cargo test --test api`), split by concern:
+//!
+//! - `writes`: backfill, calculate, the refresh worker, refolds, admin
+//!   operations (replay, dead letters, metrics);
+//! - `curve`: reading the curve (CSV, benchmarks) and the read caches
+//!   (ETags, content codings, change notifications, the price cache);
+//! - `auth`: tokens, scopes, and the portfolios a token may see;
+//! - `errors`: problem+json for every client error, bad bodies, database down;
+//! - `wire`: the numeric and `COPY` bytes exchanged with PostgreSQL;
+//! - `history`: the history table's reads, writes, derived values, migration;
+//! - `support`: the helpers they share.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod support;
+
+mod auth;
+mod curve;
+mod errors;
+mod history;
+mod wire;
+mod writes;

@@ -165,12 +165,8 @@ impl Service {
             }));
         }
         if let Some(k) = config.kafka.as_ref().filter(|_| config.role.ingests()) {
-            let consumer = crate::ingest::Consumer::new(
-                k.clone(),
-                db.clone(),
-                health.clone(),
-                wake.clone(),
-            )?;
+            let consumer =
+                crate::ingest::Consumer::new(k.clone(), db.clone(), health.clone(), wake.clone())?;
             let run = consumer.run(stop.clone());
             tasks.push(spawn_part("consumer", stop.clone(), run));
         }

@@ -197,11 +197,7 @@ pub enum QueryError {
 }
 
 /// Reads a curve and its statistics from one consistent snapshot.
-pub async fn read_history(
-    db: &Db,
-    id: &str,
-    q: &HistoryQuery,
-) -> Result<History, QueryError> {
+pub async fn read_history(db: &Db, id: &str, q: &HistoryQuery) -> Result<History, QueryError> {
     let mut tx = storage::read_snapshot(db.pool()).await?;
     let p = storage::get_portfolio(&mut tx, id)
         .await?

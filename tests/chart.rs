@@ -71,8 +71,8 @@ async fn headless(args: &[&str]) -> std::process::Output {
 #[tokio::test]
 async fn chart_page_renders_in_headless_chromium() {
     let app = spawn_app(AuthConfig::None, golden_today()).await;
-    ingest_golden(&app.pool).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest_golden(&app.db).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
 
@@ -177,7 +177,7 @@ async fn ingest_year(pool: &sqlx::PgPool) {
         }
         d = d.succ_opt().unwrap();
     }
-    ingest(pool, &[buy], &prices).await;
+    ingest(&Db::new(pool.clone()), &[buy], &prices).await;
 }
 
 /// Where screenshots go: the target directory (`target/` by default).
@@ -495,9 +495,9 @@ fn assert_fits(probe: &serde_json::Value, width: u32, what: &str) {
 #[tokio::test]
 async fn portfolio_page_with_benchmark_and_rebase_at_1400_and_400_px() {
     let app = spawn_app(AuthConfig::None, day("2024-01-05")).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     ingest_year(&app.pool).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
 
@@ -661,7 +661,7 @@ async fn portfolio_page_with_benchmark_and_rebase_at_1400_and_400_px() {
 async fn page_benchmark_as_recorded_and_refusals() {
     let app = spawn_app(AuthConfig::None, day("2024-01-05")).await;
     ingest_year(&app.pool).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let get = |path: String| {

@@ -32,8 +32,8 @@ async fn long_history(app: &TestApp) {
                    "close": format!("{close:.4}")})
         })
         .collect();
-    ingest(&app.pool, &[buy], &prices).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest(&app.db, &[buy], &prices).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
 }

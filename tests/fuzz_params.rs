@@ -212,19 +212,18 @@ fn the_router_answers_any_request_without_5xx_and_refuses_with_problem_json() {
         .unwrap();
     let (router, pool) = rt.block_on(async {
         let (pool, _) = fresh_db().await;
-        ingest_golden(&pool).await;
-        navd::projection::worker::refresh_all(&pool, navd::clock::Clock::fixed(golden_today()))
+        let db = Db::new(pool.clone());
+        ingest_golden(&db).await;
+        navd::projection::worker::refresh_all(&db, navd::clock::Clock::fixed(golden_today()))
             .await
             .unwrap();
         let state = navd::http::AppState {
-            pool: pool.clone(),
-            clock: navd::clock::Clock::fixed(golden_today()),
-            auth: navd::http::Authenticator::new(&jwt_auth()).unwrap(),
-            health: Default::default(),
-            wake: Default::default(),
             cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(1 << 20)),
-            changes: navd::storage::changes::changes_for(&pool),
-            guards: Default::default(),
+            ..navd::http::AppState::new(
+                db,
+                navd::clock::Clock::fixed(golden_today()),
+                navd::http::Authenticator::new(&jwt_auth()).unwrap(),
+            )
         };
         (navd::http::router(state, Duration::from_secs(10)), pool)
     });

@@ -179,14 +179,12 @@ async fn stopping_answers_the_request_in_flight_then_returns() {
     let (pool, _) = fresh_db().await;
     let stop = tokio_util::sync::CancellationToken::new();
     let state = navd::http::AppState {
-        changes: navd::storage::changes::changes_for(&pool),
-        guards: Default::default(),
-        pool,
-        clock: navd::clock::Clock::fixed(golden_today()),
-        auth: navd::http::Authenticator::new(&AuthConfig::None).unwrap(),
-        health: Default::default(),
-        wake: Default::default(),
         cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(1 << 20)),
+        ..navd::http::AppState::new(
+            navd::Db::new(pool),
+            navd::clock::Clock::fixed(golden_today()),
+            navd::http::Authenticator::new(&AuthConfig::None).unwrap(),
+        )
     };
     let (addr, server) = navd::app::start_http_with(
         state,
@@ -284,8 +282,8 @@ async fn no_client_can_starve_the_probes_or_the_cached_reads() {
         },
     )
     .await;
-    ingest_golden(&app.pool).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest_golden(&app.db).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let curve = app.url("/api/v1/portfolio/golden-1/nav-history");
@@ -499,14 +497,12 @@ async fn a_reader_that_does_not_read_is_closed_after_the_write_timeout() {
 async fn readyz_over(pool: sqlx::PgPool) -> (u16, serde_json::Value, Duration) {
     let stop = tokio_util::sync::CancellationToken::new();
     let state = navd::http::AppState {
-        changes: navd::storage::changes::changes_for(&pool),
-        guards: Default::default(),
-        pool,
-        clock: navd::clock::Clock::fixed(golden_today()),
-        auth: navd::http::Authenticator::new(&AuthConfig::None).unwrap(),
-        health: Default::default(),
-        wake: Default::default(),
         cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(1 << 20)),
+        ..navd::http::AppState::new(
+            navd::Db::new(pool),
+            navd::clock::Clock::fixed(golden_today()),
+            navd::http::Authenticator::new(&AuthConfig::None).unwrap(),
+        )
     };
     let (addr, _server) = navd::app::start_http_with(
         state,
@@ -560,8 +556,8 @@ async fn a_miss_storm_from_one_token_does_not_slow_another_tokens_cached_reads()
         },
     )
     .await;
-    ingest_golden(&app.pool).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest_golden(&app.db).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     // Two tokens (their expiries differ, so they are two callers).

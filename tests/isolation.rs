@@ -93,9 +93,9 @@ async fn an_overflowing_portfolio_does_not_hold_up_its_group() {
             prices.push(close(&sym, d, c));
         }
     }
-    ingest(&app.pool, &txs, &prices).await;
+    ingest(&app.db, &txs, &prices).await;
     // One pass takes every portfolio in one group.
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
 
@@ -164,12 +164,12 @@ async fn an_overflowing_portfolio_does_not_hold_up_its_group() {
 
     // A correction that takes the cause away repairs it.
     ingest(
-        &app.pool,
+        &app.db,
         &[],
         &[close("LEAP-p-over-1", "2024-01-07", "0.0000000002")],
     )
     .await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let (status, last): (String, Option<chrono::NaiveDate>) =
@@ -191,7 +191,7 @@ async fn a_batch_is_stored_while_a_refresh_of_its_portfolios_is_uncommitted() {
     let today = day("2024-01-10");
     let app = spawn_app(jwt_auth(), today).await;
     ingest(
-        &app.pool,
+        &app.db,
         &[
             buy(1, "p-held", "HELD", "10", "5", "2024-01-02"),
             buy(2, "p-other", "HELD", "1", "5", "2024-01-02"),
@@ -199,12 +199,12 @@ async fn a_batch_is_stored_while_a_refresh_of_its_portfolios_is_uncommitted() {
         &[close("HELD", "2024-01-03", "6")],
     )
     .await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     // A late trade, then its refresh, left uncommitted after its writes.
     ingest(
-        &app.pool,
+        &app.db,
         &[buy(3, "p-held", "HELD", "1", "5", "2024-01-04")],
         &[],
     )
@@ -213,7 +213,7 @@ async fn a_batch_is_stored_while_a_refresh_of_its_portfolios_is_uncommitted() {
     let ids = ["p-held".to_string(), "p-other".to_string()];
     let done = navd::projection::refresh_in(
         &mut refresh,
-        &navd::storage::price_cache::cache_for(&app.pool),
+        app.db.prices(),
         &ids,
         today,
         navd::projection::Lock::Wait,
@@ -229,14 +229,14 @@ async fn a_batch_is_stored_while_a_refresh_of_its_portfolios_is_uncommitted() {
         ],
         [close("HELD", "2024-01-08", "7")],
     );
-    let batch = ingest(&app.pool, &trades, &closes);
+    let batch = ingest(&app.db, &trades, &closes);
     let report = tokio::time::timeout(std::time::Duration::from_secs(10), batch)
         .await
         .expect("the batch is stored while the refresh is uncommitted");
     assert_eq!(report.transactions_stored, 2);
     refresh.commit().await.unwrap();
 
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     // Every trade and the new close are in the curves: 13 held from the

@@ -433,10 +433,11 @@ async fn assert_equals_full_rebuild(pool: &PgPool, today: chrono::NaiveDate) {
         .fetch_all(pool)
         .await
         .unwrap();
+    let db = Db::new(pool.clone());
     for id in ids {
         // The record `calculate` answers with is the fold's own, not read
         // back: it must be the stored one, digit for digit.
-        if let Ok((Some(row), _)) = navd::projection::calculate(pool, &id, today).await {
+        if let Ok((Some(row), _)) = navd::projection::calculate(&db, &id, today).await {
             let mut conn = pool.acquire().await.unwrap();
             let stored = navd::storage::history_row(&mut conn, &id, today)
                 .await
@@ -2054,7 +2055,7 @@ async fn an_id_reused_across_portfolios_at_the_same_moment_counts_once() {
         "refused by the event_ids key: {err}"
     );
     // The consumer retries B: now the lookup sees A's row.
-    let retried = ingest(&pool, &[buy("p-b")], &[]).await;
+    let retried = ingest(&Db::new(pool.clone()), &[buy("p-b")], &[]).await;
     assert_eq!(retried.transactions_stored, 0);
     assert_eq!(retried.dead_letters, 1);
     assert_eq!(scalar(&pool, "SELECT count(*) FROM transactions").await, 1);

@@ -40,7 +40,7 @@ async fn send(app: &TestApp, method: &str, path: &str) -> u16 {
 #[tokio::test]
 async fn made_up_methods_and_paths_add_no_series() {
     let app = spawn_app(AuthConfig::None, golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let routes = [
         "/api/v1/portfolio/golden-1/nav-history",
         "/healthz",
@@ -89,7 +89,7 @@ async fn scrape(app: &TestApp) -> String {
 #[tokio::test]
 async fn every_navd_family_has_help_and_the_build_info_is_there() {
     let app = spawn_app(AuthConfig::None, golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     // Requests, so the HTTP families have values.
     assert_eq!(
         app.client

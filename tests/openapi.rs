@@ -46,7 +46,7 @@ fn check(doc: &Value, path: &str, method: &str, status: u16, body: &Value) {
 #[tokio::test]
 async fn real_responses_validate_against_the_served_document() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let doc: Value = app
         .client
         .get(app.url("/api/v1/openapi.json"))

@@ -134,14 +134,12 @@ async fn log_lines_inside_a_request_carry_its_id_method_and_route() {
         navd::storage::connect_lazy(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1).unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let state = navd::http::AppState {
-        changes: navd::storage::changes::changes_for(&pool),
-        guards: Default::default(),
-        pool,
-        clock: navd::clock::Clock::fixed(golden_today()),
-        auth: navd::http::Authenticator::new(&jwt_auth()).unwrap(),
-        health: Default::default(),
-        wake: Default::default(),
         cache: Arc::new(navd::http::cache::ReadCache::new(1 << 20)),
+        ..navd::http::AppState::new(
+            navd::Db::new(pool),
+            navd::clock::Clock::fixed(golden_today()),
+            navd::http::Authenticator::new(&jwt_auth()).unwrap(),
+        )
     };
     let (addr, _) = navd::app::start_http(
         state,

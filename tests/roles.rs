@@ -57,8 +57,9 @@ async fn status(url: &str) -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_only_serves_reads_while_kafka_is_down() {
     let (pool, _) = fresh_db().await;
+    let db = Db::new(pool.clone());
     ingest(
-        &pool,
+        &db,
         &[
             serde_json::json!({"event_id": "00000000-0000-4000-9100-000000000001", "type": "buy",
             "portfolio_id": "r-1", "symbol": "A", "quantity": "1", "price": "10",
@@ -67,7 +68,7 @@ async fn api_only_serves_reads_while_kafka_is_down() {
         &[],
     )
     .await;
-    navd::projection::refresh(&pool, "r-1", day("2024-01-10"))
+    navd::projection::refresh(&db, "r-1", day("2024-01-10"))
         .await
         .unwrap();
     let svc = Service::start(&config(Role::Api), pool.clone(), CancellationToken::new())

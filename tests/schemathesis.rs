@@ -60,12 +60,13 @@ async fn start_navd() -> (Service, CancellationToken) {
     .collect();
     let config = Config::from_map(&env).unwrap();
     assert_eq!(config.clock.today(), golden_today());
-    ingest_golden(&pool).await;
+    let db = Db::new(pool.clone());
+    ingest_golden(&db).await;
     // The document's example id, and a dead letter for the admin listing.
     let other = json!({"event_id": "50000000-0000-4000-8000-000000000001", "type": "buy",
         "portfolio_id": "p-1001", "symbol": "A", "quantity": "3", "price": "100",
         "trade_date": "2024-01-03"});
-    ingest(&pool, &[other], &[]).await;
+    ingest(&db, &[other], &[]).await;
     let mut tx = pool.begin().await.unwrap();
     navd::storage::insert_dead_letters(
         &mut tx,
@@ -83,7 +84,7 @@ async fn start_navd() -> (Service, CancellationToken) {
     .await
     .unwrap();
     tx.commit().await.unwrap();
-    navd::projection::worker::refresh_all(&pool, config.clock)
+    navd::projection::worker::refresh_all(&db, config.clock)
         .await
         .unwrap();
     let stop = CancellationToken::new();

@@ -64,7 +64,7 @@ async fn two_portfolios(app: &TestApp) {
         t["event_id"] = json!(format!("00000000-0000-4000-9500-{i:012}"));
         txs.push(t);
     }
-    ingest(&app.pool, &txs, g["prices"].as_array().unwrap()).await;
+    ingest(&app.db, &txs, g["prices"].as_array().unwrap()).await;
     for id in ["golden-1", OTHER] {
         let r = app
             .client
@@ -189,7 +189,7 @@ async fn a_minted_token_carries_the_configured_issuer_and_audience() {
         audience: Some("navd".into()),
     });
     let app = spawn_app(auth, golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let path = "/api/v1/portfolio/golden-1/nav-history";
     let env = [
         ("NAVD_JWT_ISSUER", "https://issuer.test"),
@@ -550,7 +550,7 @@ async fn a_browser_signs_in_with_a_pasted_token_and_the_pages_keep_the_api_rules
 #[tokio::test]
 async fn refused_tokens_set_no_cookie_and_the_form_says_why() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let page = "/portfolio/golden-1";
     let expired = token_with(SECRET, "nav:read", &["*"], -3600);
     let cases = [

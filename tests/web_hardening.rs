@@ -22,7 +22,6 @@ use chrono::NaiveDate;
 use common::*;
 use navd::clock::Clock;
 use navd::config::{AuthConfig, Protection};
-use navd::health::Health;
 use navd::http::guard::{caller_key, Guards};
 use navd::http::{AppState, Authenticator};
 use reqwest::header::{
@@ -31,7 +30,6 @@ use reqwest::header::{
 };
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 const GOLDEN: &str = "golden-1";
@@ -41,7 +39,7 @@ const PAGE: &str = "/portfolio/golden-1";
 /// a test can hold a caller's share itself).
 struct App {
     base: String,
-    pool: PgPool,
+    db: navd::Db,
     guards: Arc<Guards>,
     auth: AuthConfig,
     stop: CancellationToken,
@@ -72,15 +70,15 @@ async fn spawn(auth: AuthConfig, protection: Protection, today: NaiveDate) -> Ap
     let (pool, _url) = fresh_db().await;
     let guards = Arc::new(Guards::new(&protection));
     let stop = CancellationToken::new();
+    let db = navd::Db::new(pool.clone());
     let state = AppState {
-        pool: pool.clone(),
-        clock: Clock::fixed(today),
-        auth: Authenticator::new(&auth).unwrap(),
-        health: Arc::new(Health::default()),
-        wake: Default::default(),
         cache: Arc::new(navd::http::cache::ReadCache::new(16 << 20)),
-        changes: navd::storage::changes::changes_for(&pool),
         guards: guards.clone(),
+        ..AppState::new(
+            db.clone(),
+            Clock::fixed(today),
+            Authenticator::new(&auth).unwrap(),
+        )
     };
     let (addr, _h) = navd::app::start_http_with(
         state,
@@ -93,7 +91,7 @@ async fn spawn(auth: AuthConfig, protection: Protection, today: NaiveDate) -> Ap
     .unwrap();
     App {
         base: format!("http://{addr}"),
-        pool,
+        db,
         guards,
         auth,
         stop,
@@ -102,8 +100,8 @@ async fn spawn(auth: AuthConfig, protection: Protection, today: NaiveDate) -> Ap
 
 /// The golden book, folded.
 async fn golden_book(app: &App) {
-    ingest_golden(&app.pool).await;
-    navd::projection::worker::refresh_all(&app.pool, Clock::fixed(golden_today()))
+    ingest_golden(&app.db).await;
+    navd::projection::worker::refresh_all(&app.db, Clock::fixed(golden_today()))
         .await
         .unwrap();
 }
@@ -562,7 +560,7 @@ async fn the_csv_carries_every_field_of_the_json_points() {
     golden_book(&app).await;
     let bm = |d: &str, c: &str| json!({"symbol": "BMK", "date": d, "close": c});
     ingest(
-        &app.pool,
+        &app.db,
         &[],
         &[bm("2024-01-01", "100"), bm("2024-01-10", "110")],
     )

@@ -230,11 +230,12 @@ impl ProbeCheck {
                 .acquire_timeout(PROBE_TIMEOUT)
                 .connect_lazy_with((*main.connect_options()).clone())
         });
-        let r = match tokio::time::timeout(PROBE_TIMEOUT, crate::query::database_answers(pool)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("no answer within {} ms", PROBE_TIMEOUT.as_millis())),
-        };
+        let r =
+            match tokio::time::timeout(PROBE_TIMEOUT, crate::query::database_answers(pool)).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {} ms", PROBE_TIMEOUT.as_millis())),
+            };
         *last = Some((Instant::now(), r.is_ok()));
         r
     }

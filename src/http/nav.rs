@@ -59,10 +59,9 @@ pub async fn get_history(
         metrics::counter!("navd_read_cache_total", "outcome" => "trusted").increment(1);
         return cached_response(&s, &key, &headers, &e).await;
     }
-    let (version, pending, bench_version) =
-        query::validator(&s.db, id.as_str(), bench)
-            .await?
-            .ok_or(ApiError::NotFound)?;
+    let (version, pending, bench_version) = query::validator(&s.db, id.as_str(), bench)
+        .await?
+        .ok_or(ApiError::NotFound)?;
     let bench_tag = |v: Option<i64>| match (bench, v) {
         (Some(_), Some(v)) => format!("-b{v}"),
         _ => String::new(),
@@ -266,9 +265,7 @@ pub async fn get_positions(
         .guards
         .work
         .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
-    Ok(Json(
-        query::read_positions(&s.db, id.as_str(), date).await?,
-    ))
+    Ok(Json(query::read_positions(&s.db, id.as_str(), date).await?))
 }
 
 /// The portfolios the caller may see, by id, a page at a time.

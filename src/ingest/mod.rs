@@ -55,12 +55,7 @@ pub struct Consumer {
 }
 
 impl Consumer {
-    pub fn new(
-        cfg: KafkaConfig,
-        db: Db,
-        health: Arc<Health>,
-        wake: Arc<Notify>,
-    ) -> Result<Self> {
+    pub fn new(cfg: KafkaConfig, db: Db, health: Arc<Health>, wake: Arc<Notify>) -> Result<Self> {
         // A property librdkafka refuses, or a TLS file it cannot load,
         // fails the start rather than the first poll.
         let _: rdkafka::consumer::BaseConsumer = client_config(&cfg)

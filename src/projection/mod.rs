@@ -29,8 +29,8 @@ mod status_log;
 pub mod worker;
 
 use chrono::NaiveDate;
-use projections::{FoldError, Inconsistency};
 use projections::ReportedStatus;
+use projections::{FoldError, Inconsistency};
 
 use crate::storage::{Db, HistoryRow};
 

@@ -163,12 +163,7 @@ async fn refresh_due_at(db: &Db, clock: Clock, pace: Pace) -> anyhow::Result<usi
     }
 }
 
-async fn refresh_pass(
-    db: &Db,
-    clock: Clock,
-    limit: i64,
-    pace: Pace,
-) -> anyhow::Result<usize> {
+async fn refresh_pass(db: &Db, clock: Clock, limit: i64, pace: Pace) -> anyhow::Result<usize> {
     let today = clock.today();
     let (min_age, concurrency) = match pace {
         Pace::Normal => (Duration::ZERO, CONCURRENCY),

@@ -46,8 +46,8 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use sqlx::Connection;
 use sqlx::{PgPool, Postgres, Transaction};
 
-pub use dead_letters::{dead_letters_page, insert_dead_letters, StoredDeadLetter};
 pub use db::{Db, Write};
+pub use dead_letters::{dead_letters_page, insert_dead_letters, StoredDeadLetter};
 pub use digest::Digest;
 pub use error::StorageError;
 pub use events::{

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 #[tokio::test]
 async fn authentication_and_authorization() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let base = "/api/v1/portfolio/golden-1/nav-history";
 
     // 401: none, expired, wrong signature, wrong scheme, garbage
@@ -121,7 +121,7 @@ async fn rs256_tokens_with_issuer_and_audience() {
         audience: Some("navd".into()),
     });
     let app = spawn_app(auth, golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let sign = |iss: &str, aud: &str| {
         let claims = json!({"scope": "nav:read", "portfolios": ["golden-1"], "iss": iss, "aud": aud,
             "exp": chrono::Utc::now().timestamp() + 600});
@@ -167,7 +167,7 @@ async fn portfolio_list_pages_and_hides() {
         t["event_id"] = json!(format!("00000000-0000-4000-9300-{i:012}"));
         txs.push(t);
     }
-    ingest(&app.pool, &txs, g["prices"].as_array().unwrap()).await;
+    ingest(&app.db, &txs, g["prices"].as_array().unwrap()).await;
     let tok = admin();
     for id in ["pl-a", "pl-b", "pl-c"] {
         let r = post(
@@ -233,7 +233,7 @@ async fn index_page_lists_what_the_token_may_see() {
         t["event_id"] = json!(format!("00000000-0000-4000-9400-{i:012}"));
         txs.push(t);
     }
-    ingest(&app.pool, &txs, g["prices"].as_array().unwrap()).await;
+    ingest(&app.db, &txs, g["prices"].as_array().unwrap()).await;
     for id in ["ix-a", "ix-b"] {
         let r = post(
             &app,

@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 #[tokio::test]
 async fn cached_curve_revalidates_compresses_and_never_goes_stale() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest_golden(&app.db).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let url = app.url("/api/v1/portfolio/golden-1/nav-history");
@@ -54,7 +54,7 @@ async fn cached_curve_revalidates_compresses_and_never_goes_stale() {
     // A write of the projection changes the answer at once.
     let late = json!({"event_id": "30000000-0000-4000-8000-000000000001", "type": "buy",
         "portfolio_id": "golden-1", "symbol": "B", "quantity": "1", "price": "55", "trade_date": "2024-01-12"});
-    ingest(&app.pool, &[late], &[]).await;
+    ingest(&app.db, &[late], &[]).await;
     let r = app
         .client
         .get(&url)
@@ -66,7 +66,7 @@ async fn cached_curve_revalidates_compresses_and_never_goes_stale() {
     assert_eq!(r.status(), 200, "pending status is news");
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["status"]["state"], "recomputing");
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
@@ -86,26 +86,25 @@ async fn cached_curve_revalidates_compresses_and_never_goes_stale() {
 #[tokio::test]
 async fn cached_reads_skip_the_database_until_a_change_is_notified() {
     let (pool, _) = fresh_db().await;
-    ingest_golden(&pool).await;
-    navd::projection::worker::refresh_all(&pool, Clock::fixed(golden_today()))
+    let db = Db::new(pool.clone());
+    ingest_golden(&db).await;
+    navd::projection::worker::refresh_all(&db, Clock::fixed(golden_today()))
         .await
         .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
-    let changes = navd::storage::changes::changes_for(&pool);
+    let changes = db.changes().clone();
     let state = navd::http::AppState {
-        changes: changes.clone(),
-        guards: Default::default(),
-        pool: pool.clone(),
-        clock: Clock::fixed(golden_today()),
-        auth: navd::http::Authenticator::new(&jwt_auth()).unwrap(),
-        health: Default::default(),
-        wake: Default::default(),
         // Trusted on the notifications alone for the whole test: only they
         // can make a read fresh here.
         cache: std::sync::Arc::new(navd::http::cache::ReadCache::trusting_for(
             16 << 20,
             std::time::Duration::from_secs(3600),
         )),
+        ..navd::http::AppState::new(
+            db.clone(),
+            Clock::fixed(golden_today()),
+            navd::http::Authenticator::new(&jwt_auth()).unwrap(),
+        )
     };
     let (addr, _) = navd::app::start_http(
         state,
@@ -197,8 +196,8 @@ fn decoded(encoding: Option<&str>, body: &[u8]) -> Value {
 #[tokio::test]
 async fn codings_follow_the_clients_preference_and_brotli_never_delays_an_answer() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest_golden(&app.db).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let get = |path: &'static str, accept: Option<&'static str>| {
@@ -296,7 +295,7 @@ async fn codings_follow_the_clients_preference_and_brotli_never_delays_an_answer
 #[tokio::test]
 async fn curve_as_csv_matches_the_json() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let tok = admin();
     let r = post(
         &app,
@@ -353,10 +352,10 @@ async fn curve_as_csv_matches_the_json() {
 #[tokio::test]
 async fn a_benchmark_close_refreshes_cached_reads() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let bm = |d: &str, c: &str| json!({"symbol": "BMK", "date": d, "close": c});
     ingest(
-        &app.pool,
+        &app.db,
         &[],
         &[bm("2024-01-01", "100"), bm("2024-01-10", "110")],
     )
@@ -377,7 +376,7 @@ async fn a_benchmark_close_refreshes_cached_reads() {
     assert_eq!(v["points"][0]["benchmark_index"], "1.000000000000");
     let (_, again) = get_json(&app, path, &tok).await;
     assert_eq!(again, v, "served from the cache, unchanged");
-    ingest(&app.pool, &[], &[bm("2024-01-12", "121")]).await;
+    ingest(&app.db, &[], &[bm("2024-01-12", "121")]).await;
     let (_, fresh) = get_json(&app, path, &tok).await;
     assert!(
         (fresh["statistics"]["benchmark_total_return"]
@@ -393,7 +392,7 @@ async fn a_benchmark_close_refreshes_cached_reads() {
     // that arrives later changes the answer, cached or not.
     let eur = |d: &str, c: &str| json!({"symbol": "BME", "date": d, "close": c, "currency": "EUR"});
     ingest(
-        &app.pool,
+        &app.db,
         &[],
         &[eur("2024-01-01", "100"), eur("2024-01-12", "100")],
     )
@@ -419,7 +418,7 @@ async fn a_benchmark_close_refreshes_cached_reads() {
         tx.commit().await.unwrap();
         // What the consumer does after its commit (other processes learn
         // it from the notification).
-        navd::storage::changes::changes_for(&app.pool).prices_changed();
+        app.db.changes().prices_changed();
     };
     store_rates(vec![rate("2023-12-01", "1.1")]).await;
     let path_eur = "/api/v1/portfolio/golden-1/nav-history?benchmark=BME";
@@ -482,6 +481,7 @@ async fn a_benchmark_close_refreshes_cached_reads() {
 async fn a_cached_series_rereads_from_the_changed_day_and_matches_the_table() {
     use navd::storage::price_cache::PriceCache;
     let (pool, _) = fresh_db().await;
+    let db = Db::new(pool.clone());
     let cache = PriceCache::new(1_000_000);
     let syms = vec!["PCA".to_string(), "PCB".to_string()];
     let start = day("2024-01-01");
@@ -493,7 +493,7 @@ async fn a_cached_series_rereads_from_the_changed_day_and_matches_the_table() {
         closes.push(px("PCA", i, format!("{}.25", 100 + i)));
         closes.push(px("PCB", i, format!("{}.5", 40 + i % 7)));
     }
-    ingest(&pool, &[], &closes).await;
+    ingest(&db, &[], &closes).await;
     let stored = |s: &'static str, from: u64| {
         let pool = pool.clone();
         async move {
@@ -537,14 +537,14 @@ async fn a_cached_series_rereads_from_the_changed_day_and_matches_the_table() {
     assert_eq!(look().await, 0, "nothing changed: nothing read");
 
     ingest(
-        &pool,
+        &db,
         &[],
         &[px("PCA", 500, "700".into()), px("PCB", 500, "41".into())],
     )
     .await;
     assert_eq!(look().await, 2, "a new day's close reads one row a series");
 
-    ingest(&pool, &[], &[px("PCA", 9, "1.5".into())]).await;
+    ingest(&db, &[], &[px("PCA", 9, "1.5".into())]).await;
     assert_eq!(
         look().await,
         stored("PCA", 9).await,
@@ -552,12 +552,12 @@ async fn a_cached_series_rereads_from_the_changed_day_and_matches_the_table() {
     );
 
     let eur = json!({"symbol": "PCB", "date": d(501).to_string(), "close": "9", "currency": "EUR"});
-    ingest(&pool, &[], &[eur]).await;
+    ingest(&db, &[], &[eur]).await;
     assert_eq!(look().await, 1, "a quoted close is read with its currency");
 
     // One batch, an old day and a new one: read from the older.
     ingest(
-        &pool,
+        &db,
         &[],
         &[px("PCB", 502, "43".into()), px("PCB", 100, "44".into())],
     )
@@ -579,8 +579,8 @@ async fn a_cached_series_rereads_from_the_changed_day_and_matches_the_table() {
     assert_eq!(look().await, stored("PCA", 0).await, "after a split");
 
     // Two changes between looks: the cache is two versions behind.
-    ingest(&pool, &[], &[px("PCB", 503, "45".into())]).await;
-    ingest(&pool, &[], &[px("PCB", 504, "46".into())]).await;
+    ingest(&db, &[], &[px("PCB", 503, "45".into())]).await;
+    ingest(&db, &[], &[px("PCB", 504, "46".into())]).await;
     assert_eq!(look().await, stored("PCB", 0).await, "two versions behind");
     assert_eq!(look().await, 0);
 }

@@ -10,7 +10,7 @@ use serde_json::json;
 #[tokio::test]
 async fn every_client_error_is_problem_json() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let tok = admin();
     let base = "/api/v1/portfolio/golden-1/nav-history";
     let get = |p: String| {
@@ -135,14 +135,12 @@ async fn database_down_is_503_with_retry_after() {
         navd::storage::connect_lazy(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1).unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let state = navd::http::AppState {
-        changes: navd::storage::changes::changes_for(&pool),
-        guards: Default::default(),
-        pool,
-        clock: Clock::fixed(golden_today()),
-        auth: navd::http::Authenticator::new(&jwt_auth()).unwrap(),
-        health: Default::default(),
-        wake: Default::default(),
         cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(16 << 20)),
+        ..navd::http::AppState::new(
+            navd::Db::new(pool),
+            Clock::fixed(golden_today()),
+            navd::http::Authenticator::new(&jwt_auth()).unwrap(),
+        )
     };
     let (addr, _) = navd::app::start_http(
         state,
@@ -183,7 +181,7 @@ async fn database_down_is_503_with_retry_after() {
 #[tokio::test]
 async fn bodies_must_be_json_objects() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     for op in ["backfill", "calculate"] {
         for body in [
             r#"["2024-01-02", "2024-01-05"]"#,

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 #[tokio::test]
 async fn golden_book_through_backfill_and_calculate() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let tok = admin();
 
     let r = post(
@@ -78,8 +78,8 @@ async fn golden_book_through_backfill_and_calculate() {
 #[tokio::test]
 async fn refresh_worker_builds_the_same_history_as_calculate() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest_golden(&app.db).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let by_worker = history_table(&app.pool).await;
@@ -109,12 +109,12 @@ async fn late_events_recompute_to_the_full_fold() {
     let prices = g["prices"].as_array().unwrap();
     let wrong_close = json!({"symbol": "A", "date": "2024-01-09", "close": "90"});
     ingest(
-        &app.pool,
+        &app.db,
         &[txs[0].clone(), txs[1].clone()],
         &[prices.clone(), vec![wrong_close]].concat(),
     )
     .await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
@@ -125,13 +125,13 @@ async fn late_events_recompute_to_the_full_fold() {
         .iter()
         .find(|p| p["symbol"] == "A" && p["date"] == "2024-01-09")
         .unwrap();
-    let report = ingest(&app.pool, &txs[2..], std::slice::from_ref(a_0109)).await;
+    let report = ingest(&app.db, &txs[2..], std::slice::from_ref(a_0109)).await;
     assert_eq!(report.affected, vec!["golden-1".to_string()]);
     let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
     assert_eq!(v["status"]["state"], "recomputing");
     assert_eq!(v["status"]["since"], "2024-01-08");
 
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
@@ -155,7 +155,7 @@ async fn late_events_recompute_to_the_full_fold() {
 #[tokio::test]
 async fn backfill_twice_leaves_an_identical_table() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let tok = admin();
     let path = "/api/v1/portfolio/golden-1/nav-history/backfill";
     assert_eq!(post(&app, path, &tok, None).await.status(), 200);
@@ -208,7 +208,7 @@ async fn portfolio_row_version(pool: &sqlx::PgPool, id: &str) -> (i64, String) {
 #[tokio::test]
 async fn a_refold_writes_only_the_records_that_change() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let calc = "/api/v1/portfolio/golden-1/nav-history/calculate";
     let backfill = "/api/v1/portfolio/golden-1/nav-history/backfill";
     assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
@@ -328,8 +328,8 @@ async fn a_refold_writes_only_the_records_that_change() {
         .unwrap();
     let old: f64 = close["close"].as_str().unwrap().parse().unwrap();
     let corrected = json!({"symbol": "A", "date": "2024-01-09", "close": format!("{}", old + 7.0)});
-    ingest(&app.pool, &[], &[corrected]).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest(&app.db, &[], &[corrected]).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let after = row_versions(&app.pool).await;
@@ -375,7 +375,7 @@ async fn a_refold_writes_only_the_records_that_change() {
     // the records are read and the changed ones written; a backfill, which
     // always reads and compares, then finds nothing left to write.
     let corrected = json!({"symbol": "A", "date": "2024-01-10", "close": format!("{}", old + 3.0)});
-    ingest(&app.pool, &[], &[corrected]).await;
+    ingest(&app.db, &[], &[corrected]).await;
     let versions_before = row_versions(&app.pool).await;
     assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
     let recalculated = history_table(&app.pool).await;
@@ -398,8 +398,8 @@ async fn a_refold_writes_only_the_records_that_change() {
     let oversell = json!({"event_id": "10000000-0000-4000-8000-0000000000ff", "type": "sell",
         "portfolio_id": "golden-1", "symbol": "A", "quantity": "1000000", "price": "1",
         "trade_date": "2024-01-10"});
-    ingest(&app.pool, &[oversell], &[]).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest(&app.db, &[oversell], &[]).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let kept: Vec<_> = moved
@@ -418,8 +418,8 @@ async fn oversell_makes_the_history_inconsistent_until_fixed() {
         "portfolio_id": "p-over", "symbol": "X", "quantity": "5", "price": "10", "trade_date": "2024-01-02"});
     let oversell = json!({"event_id": "10000000-0000-4000-8000-000000000002", "type": "sell",
         "portfolio_id": "p-over", "symbol": "X", "quantity": "8", "price": "11", "trade_date": "2024-01-05"});
-    ingest(&app.pool, &[buy, oversell], &[]).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest(&app.db, &[buy, oversell], &[]).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
 
@@ -455,8 +455,8 @@ async fn oversell_makes_the_history_inconsistent_until_fixed() {
     // A late buy before the sell makes the log consistent again.
     let late = json!({"event_id": "10000000-0000-4000-8000-000000000003", "type": "buy",
         "portfolio_id": "p-over", "symbol": "X", "quantity": "3", "price": "10", "trade_date": "2024-01-03"});
-    ingest(&app.pool, &[late], &[]).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest(&app.db, &[late], &[]).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let (_, v) = get_json(&app, "/api/v1/portfolio/p-over/nav-history", &admin()).await;
@@ -515,7 +515,7 @@ async fn dead_letters_page_through_with_a_cursor() {
 #[tokio::test]
 async fn metrics_expose_request_latency_per_route_and_status() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let (s, _) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
     assert_eq!(s, 200);
     let (s, _) = get_json(&app, "/api/v1/portfolio/nobody/nav-history", &admin()).await;
@@ -541,8 +541,8 @@ async fn metrics_expose_request_latency_per_route_and_status() {
 #[tokio::test]
 async fn operator_replay_rebuilds_every_portfolio() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest_golden(&app.db).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let before = history_table(&app.pool).await;
@@ -562,7 +562,7 @@ async fn operator_replay_rebuilds_every_portfolio() {
     assert_eq!(v["status"]["state"], "recomputing");
     assert_eq!(v["status"]["since"], "2024-01-02");
 
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     assert_eq!(history_table(&app.pool).await, before);
@@ -574,8 +574,8 @@ async fn a_late_trade_before_the_first_day_moves_the_first_day() {
     let g = golden();
     let txs = g["transactions"].as_array().unwrap();
     // Everything but the first buy; B's buy on 2024-01-04 becomes D0.
-    ingest(&app.pool, &txs[1..], g["prices"].as_array().unwrap()).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest(&app.db, &txs[1..], g["prices"].as_array().unwrap()).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
@@ -585,8 +585,8 @@ async fn a_late_trade_before_the_first_day_moves_the_first_day() {
         "sells A it does not hold yet"
     );
 
-    ingest(&app.pool, &txs[..1], &[]).await;
-    navd::projection::worker::refresh_all(&app.pool, app.clock)
+    ingest(&app.db, &txs[..1], &[]).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
         .await
         .unwrap();
     let (_, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &admin()).await;
@@ -597,7 +597,7 @@ async fn a_late_trade_before_the_first_day_moves_the_first_day() {
 #[tokio::test]
 async fn a_backfill_with_nothing_in_range_says_so() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
-    ingest_golden(&app.pool).await;
+    ingest_golden(&app.db).await;
     let path = "/api/v1/portfolio/golden-1/nav-history/backfill";
     assert_eq!(post(&app, path, &admin(), None).await.status(), 200);
     let before = history_table(&app.pool).await;

@@ -16,9 +16,10 @@ use std::time::Duration;
 use chrono::NaiveDate;
 use navd::clock::Clock;
 use navd::config::{AuthConfig, JwtConfig, JwtKey};
-use navd::health::Health;
+
 use navd::http::{AppState, Authenticator};
 use navd::storage::{self, IngestBatch, Source};
+pub use navd::Db;
 use navd_testkit::pgtemp::{PgOptions, PgTemp};
 use projections::{parse_price, parse_transaction};
 use serde_json::Value;
@@ -330,7 +331,11 @@ pub fn token(scope: &str, portfolios: &[&str]) -> String {
 
 pub struct TestApp {
     pub base: String,
+    /// For the tests' own SQL.
     pub pool: PgPool,
+    /// The app's handle: what navd's functions take, sharing the app's
+    /// price cache and change counters.
+    pub db: Db,
     pub db_url: String,
     pub client: reqwest::Client,
     pub clock: Clock,
@@ -363,15 +368,10 @@ pub async fn spawn_app_with(
     let (pool, db_url) = fresh_db().await;
     let clock = Clock::fixed(today);
     let stop = CancellationToken::new();
+    let db = Db::new(pool.clone());
     let state = AppState {
-        pool: pool.clone(),
-        clock,
-        auth: Authenticator::new(&auth).unwrap(),
-        health: std::sync::Arc::new(Health::default()),
-        wake: Default::default(),
         cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(16 << 20)),
-        changes: navd::storage::changes::changes_for(&pool),
-        guards: Default::default(),
+        ..AppState::new(db.clone(), clock, Authenticator::new(&auth).unwrap())
     };
     let (addr, _h) = navd::app::start_http_with(
         state,
@@ -385,6 +385,7 @@ pub async fn spawn_app_with(
     TestApp {
         base: format!("http://{addr}"),
         pool,
+        db,
         db_url,
         client: reqwest::Client::new(),
         clock,
@@ -423,24 +424,19 @@ pub fn batch_of(transactions: &[Value], prices: &[Value]) -> IngestBatch {
     b
 }
 
-/// Stores events through the storage layer, in one transaction.
-pub async fn ingest(
-    pool: &PgPool,
-    transactions: &[Value],
-    prices: &[Value],
-) -> storage::IngestReport {
-    let mut tx = pool.begin().await.unwrap();
+/// Stores events through the storage layer, in one transaction, and (as
+/// the consumer does) publishes the change to `db`'s readers at once
+/// (other processes learn of it when its notification comes).
+pub async fn ingest(db: &Db, transactions: &[Value], prices: &[Value]) -> storage::IngestReport {
+    let mut tx = db.begin().await.unwrap();
     let r = storage::ingest(&mut tx, batch_of(transactions, prices))
         .await
         .unwrap();
-    tx.commit().await.unwrap();
-    // As the consumer does after its commit: this process's cached reads
-    // see the batch at once (other processes when its notification comes).
-    let changes = storage::changes::changes_for(pool);
-    changes.portfolios_changed(&r.affected);
+    tx.changed(&r.affected);
     if r.prices_changed() {
-        changes.prices_changed();
+        tx.prices_changed();
     }
+    tx.commit().await.unwrap();
     r
 }
 
@@ -454,10 +450,10 @@ pub async fn ingest_elsewhere(pool: &PgPool, transactions: &[Value], prices: &[V
     tx.commit().await.unwrap();
 }
 
-pub async fn ingest_golden(pool: &PgPool) {
+pub async fn ingest_golden(db: &Db) {
     let g = golden();
     ingest(
-        pool,
+        db,
         g["transactions"].as_array().unwrap(),
         g["prices"].as_array().unwrap(),
     )

@@ -10,6 +10,14 @@
 //!    `http/mod.rs`). Comments and doc links do not count. Checked twice:
 //!    between top-level modules (the HTTP layer as one node) and between the
 //!    HTTP layer's modules.
+//!    And inside every folder: between the modules of one directory
+//!    (`storage::events` and `storage::dead_letters`, say), each with
+//!    everything under it as one node — so no two files anywhere import
+//!    each other in a circle.
+//! 1b. **Which way the arrows may run**: the HTTP layer reaches the
+//!    database only through the read model (`query`) and the write side
+//!    (`projection`), never `storage` itself; the write side (`projection`,
+//!    `ingest`, `storage`) never imports the read model (`query`).
 //! 2. **Nothing outside `src/storage/` issues SQL**: no `sqlx::query*`,
 //!    `query_as`, `query_scalar`, `raw_sql`, `.execute(`, `fetch_one`,
 //!    `fetch_all`, `fetch_optional` in code, and no string literal that
@@ -400,6 +408,77 @@ fn graphs(sources: &[Source]) -> (Graph, Graph) {
     (top, http)
 }
 
+/// One graph per folder (module with children, `""` for the crate root):
+/// arrows between its direct children, each child standing for everything
+/// under it. An arrow is a path named in a file under one child that
+/// resolves to a module under another.
+fn folder_graphs(sources: &[Source]) -> BTreeMap<String, Graph> {
+    let mut modules: BTreeSet<Vec<String>> = BTreeSet::new();
+    for s in sources {
+        let m = module_of(&s.rel);
+        for n in 1..=m.len() {
+            modules.insert(m[..n].to_vec());
+        }
+    }
+    let mut out: BTreeMap<String, Graph> = BTreeMap::new();
+    for s in sources {
+        let m = module_of(&s.rel);
+        let lexed = lex(&s.text);
+        for (abs, line, written) in named_paths(&m, &lexed) {
+            let common = m.iter().zip(&abs).take_while(|(a, b)| a == b).count();
+            if m.len() <= common || abs.len() <= common {
+                continue; // a parent naming its children, or a module itself
+            }
+            let to = abs[..=common].to_vec();
+            if !modules.contains(&to) {
+                continue; // an item of the parent (a re-export), not a module
+            }
+            let folder = m[..common].join("::");
+            let at = format!("{}:{line} `{written}`", s.rel.display());
+            out.entry(folder)
+                .or_default()
+                .entry(m[common].clone())
+                .or_default()
+                .entry(abs[common].clone())
+                .or_insert(at);
+        }
+    }
+    out
+}
+
+/// Arrows the layout forbids (rule 1b) in the top-level graph.
+fn forbidden_arrows(top: &Graph) -> Vec<String> {
+    let rules: [(&str, &str, &str); 4] = [
+        (
+            "http",
+            "storage",
+            "the HTTP layer reaches storage through query or projection",
+        ),
+        (
+            "projection",
+            "query",
+            "the write side does not import the read model",
+        ),
+        (
+            "ingest",
+            "query",
+            "the write side does not import the read model",
+        ),
+        (
+            "storage",
+            "query",
+            "the write side does not import the read model",
+        ),
+    ];
+    rules
+        .iter()
+        .filter_map(|(from, to, why)| {
+            let at = top.get(*from)?.get(*to)?;
+            Some(format!("{from} -> {to} ({why}): {at}"))
+        })
+        .collect()
+}
+
 /// Every cycle of the graph, one per strongly connected component, each
 /// written as `a -> b -> a` with the line that makes each arrow.
 fn cycles(g: &Graph) -> Vec<String> {
@@ -627,6 +706,36 @@ fn module_graph_has_no_cycles() {
 }
 
 #[test]
+fn no_folder_has_a_cycle_and_arrows_run_the_allowed_way() {
+    let sources = crate_sources();
+    let folders = folder_graphs(&sources);
+    // The checker sees the arrows it should (or it checks nothing).
+    assert!(
+        folders["storage"]["events"].contains_key("copy"),
+        "{folders:#?}"
+    );
+    assert!(folders[""]["app"].contains_key("http"), "{folders:#?}");
+    let mut found = Vec::new();
+    for (folder, g) in &folders {
+        for c in cycles(g) {
+            found.push(format!("in `{folder}`: {c}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "modules of one folder import each other in a cycle:\n{}",
+        found.join("\n")
+    );
+    let (top, _) = graphs(&sources);
+    let wrong = forbidden_arrows(&top);
+    assert!(
+        wrong.is_empty(),
+        "arrows the layout forbids:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
 fn only_storage_issues_sql() {
     let found: Vec<String> = crate_sources()
         .iter()
@@ -776,6 +885,57 @@ fn checker_finds_cycles_between_modules_and_inside_http() {
     assert!(http["http::nav"].contains_key("http::state"));
     // `super::*` inside `mod tests` is the file itself, not the router.
     assert!(!http["http::nav"].contains_key("http"), "{http:?}");
+}
+
+#[test]
+fn checker_finds_cycles_inside_folders_and_forbidden_arrows() {
+    let sources = [
+        src(
+            "src/lib.rs",
+            "pub mod storage; pub mod http; pub mod query;",
+        ),
+        src(
+            "src/storage/mod.rs",
+            "pub mod a;\npub mod b;\npub mod deep;\npub use a::Thing;",
+        ),
+        src(
+            "src/storage/a.rs",
+            "use super::b::Other;\npub struct Thing;",
+        ),
+        // A re-export of the parent is no arrow to a sibling; a path into
+        // a sibling's submodule is an arrow to the sibling.
+        src(
+            "src/storage/b.rs",
+            "use super::Thing;\nfn f() { super::deep::x::g(); }",
+        ),
+        src("src/storage/deep/mod.rs", "pub mod x;"),
+        src(
+            "src/storage/deep/x.rs",
+            "pub fn g() { crate::storage::a::h(); }",
+        ),
+        src("src/http/mod.rs", "fn r() { crate::storage::ping(); }"),
+        src("src/query.rs", "pub fn q() {}"),
+    ];
+    let folders = folder_graphs(&sources);
+    let storage = &folders["storage"];
+    assert!(storage["a"].contains_key("b"), "{storage:?}");
+    assert!(
+        !storage["b"].contains_key("a"),
+        "a re-export is no arrow: {storage:?}"
+    );
+    assert!(storage["b"].contains_key("deep"), "{storage:?}");
+    let c = cycles(storage);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert!(c[0].starts_with("a -> b -> deep -> a"), "{}", c[0]);
+    assert!(
+        c[0].contains("src/storage/deep/x.rs:1 `crate::storage::a::h`"),
+        "{}",
+        c[0]
+    );
+    let (top, _) = graphs(&sources);
+    let wrong = forbidden_arrows(&top);
+    assert_eq!(wrong.len(), 1, "{wrong:?}");
+    assert!(wrong[0].starts_with("http -> storage"), "{}", wrong[0]);
 }
 
 #[test]

@@ -4,7 +4,35 @@
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool, Row};
 
-use super::events::DeadLetter;
+/// Where a message came from: a Kafka position, kept for dead letters and
+/// for the audit trail of stored transactions.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+}
+
+impl Source {
+    /// A synthetic position for events stored without Kafka (tests, tools).
+    pub fn direct(offset: i64, payload: Vec<u8>) -> Self {
+        Self {
+            topic: "direct".into(),
+            partition: 0,
+            offset,
+            key: None,
+            payload,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    pub source: Source,
+    pub reason: String,
+}
 
 pub async fn insert_dead_letters(conn: &mut PgConnection, dead: &[DeadLetter]) -> sqlx::Result<()> {
     let topic: Vec<&str> = dead.iter().map(|d| d.source.topic.as_str()).collect();

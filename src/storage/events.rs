@@ -17,37 +17,7 @@ use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::copy::{copy_in, BinaryRows};
-use super::dead_letters::insert_dead_letters;
-
-/// Where a message came from: a Kafka position, kept for dead letters and
-/// for the audit trail of stored transactions.
-#[derive(Debug, Clone)]
-pub struct Source {
-    pub topic: String,
-    pub partition: i32,
-    pub offset: i64,
-    pub key: Option<Vec<u8>>,
-    pub payload: Vec<u8>,
-}
-
-impl Source {
-    /// A synthetic position for events stored without Kafka (tests, tools).
-    pub fn direct(offset: i64, payload: Vec<u8>) -> Self {
-        Self {
-            topic: "direct".into(),
-            partition: 0,
-            offset,
-            key: None,
-            payload,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct DeadLetter {
-    pub source: Source,
-    pub reason: String,
-}
+use super::dead_letters::{insert_dead_letters, DeadLetter, Source};
 
 /// One batch of parsed events, in log order.
 #[derive(Debug, Default)]

@@ -47,13 +47,12 @@ use sqlx::Connection;
 use sqlx::{PgPool, Postgres, Transaction};
 
 pub use db::{Db, Write};
-pub use dead_letters::{dead_letters_page, insert_dead_letters, StoredDeadLetter};
+pub use dead_letters::{
+    dead_letters_page, insert_dead_letters, DeadLetter, Source, StoredDeadLetter,
+};
 pub use digest::Digest;
 pub use error::StorageError;
-pub use events::{
-    ingest, load_transactions, load_transactions_many, DeadLetter, IngestBatch, IngestReport,
-    Source,
-};
+pub use events::{ingest, load_transactions, load_transactions_many, IngestBatch, IngestReport};
 pub use history::{
     history_row, history_rows_at, load_history, replace_history, replace_history_many, HistoryRow,
     Span, Synced,

@@ -442,3 +442,162 @@ mod tests {
         assert!(HistoryQuery::parse(Some("from=&to=")).is_err());
     }
 }
+
+/// The page as the handler builds it (these use both the handler's steps
+/// and the page's rendering, so they live with the handler, which imports
+/// the page, never the other way round).
+#[cfg(test)]
+mod page_tests {
+    use super::*;
+    use crate::http::chart::page::{render_page, Charts, FormValues, PageData};
+    use crate::http::chart::svg::{HEIGHT, WIDTH};
+    use crate::http::chart::test_data::{day, dump, three_years};
+    use crate::http::params::ParseQuery;
+    use projections::Statistics;
+    use rust_decimal::Decimal;
+
+    #[test]
+    fn page_shows_status_chart_stats_and_links() {
+        use crate::query::PortfolioStatus;
+        let series = three_years();
+        let points = series
+            .iter()
+            .map(|(d, v)| crate::query::Point {
+                date: *d,
+                net_value: format!("{v:.12}"),
+                return_rate: "0".into(),
+                daily_return: "0".into(),
+                market_value: "0".into(),
+                cost: "0".into(),
+                net_flow: "0".into(),
+                profit: "0".into(),
+                holdings_value: "0".into(),
+                cash: "12.50000000".into(),
+                receivable: "0".into(),
+                income: "3.25000000".into(),
+                realized_pnl: "0".into(),
+                benchmark_index: None,
+            })
+            .collect();
+        let mut status = PortfolioStatus::ok();
+        status.state = "inconsistent";
+        status.since = Some(day("2023-02-01"));
+        status.detail = Some("sell of <XYZ> exceeds the position".into());
+        let history = History {
+            portfolio_id: "p-1001".into(),
+            from: Some(series[0].0),
+            to: Some(series[series.len() - 1].0),
+            as_of: Some(series[series.len() - 1].0),
+            status,
+            points,
+            w0: Decimal::ONE,
+            version: 0,
+            pending_from: None,
+            statistics: Statistics {
+                max_drawdown: -0.1234,
+                max_drawdown_peak: Some(day("2021-03-05")),
+                max_drawdown_trough: Some(day("2021-06-10")),
+                max_drawdown_recovery: None,
+                volatility: Some(0.1567),
+                sharpe_ratio: Some(0.8123),
+                sortino_ratio: None,
+                total_return: 0.55,
+                annual_return: Some(0.157),
+                calmar_ratio: Some(1.27),
+                observations: 782,
+                money_weighted_return: Some(0.0912),
+                modified_dietz: Some(0.0877),
+                periods: projections::Periods {
+                    monthly: vec![
+                        projections::PeriodReturn {
+                            period: "2023-11".into(),
+                            value: 0.0123,
+                            partial: true,
+                        },
+                        projections::PeriodReturn {
+                            period: "2023-12".into(),
+                            value: -0.0456,
+                            partial: false,
+                        },
+                    ],
+                    yearly: vec![projections::PeriodReturn {
+                        period: "2023".into(),
+                        value: -0.0339,
+                        partial: true,
+                    }],
+                },
+                benchmark: Some(projections::BenchmarkStats {
+                    beta: Some(1.234),
+                    alpha: Some(0.0456),
+                    tracking_error: Some(0.07),
+                    information_ratio: Some(0.5),
+                    correlation: Some(0.9),
+                    up_capture: Some(1.1),
+                    down_capture: Some(0.8),
+                    benchmark_total_return: Some(0.31),
+                    benchmark_status: "ok".into(),
+                }),
+            },
+        };
+        let q = HistoryQuery::parse(Some("from=2021-01-01&calendar=all&benchmark=IDX")).unwrap();
+        let curve = curve_of(&history).unwrap();
+        let charts = Charts {
+            wide: draw(&picture(&history, &curve, "t", false, None), WIDTH, HEIGHT).unwrap(),
+            narrow: draw(&picture(&history, &curve, "t", false, None), 400, 520).unwrap(),
+        };
+        let form = FormValues::of(&non_empty_pairs(Some("from=2021-01-01&calendar=all")));
+        let html = render_page(
+            "p-1001",
+            &form,
+            Some("from=2021-01-01&calendar=all"),
+            Ok(PageData {
+                history: &history,
+                query: &q,
+                charts: &charts,
+                positions: Some(&crate::query::Positions {
+                    portfolio_id: "p-1001".into(),
+                    date: day("2023-12-29"),
+                    market_value: "100.00000000".into(),
+                    positions: vec![crate::query::PositionView {
+                        symbol: "<ACME>".into(),
+                        quantity: "3".into(),
+                        cost: "90.00000000".into(),
+                        average_cost: "30.00000000".into(),
+                        price: "33.5".into(),
+                        price_date: Some(day("2023-12-29")),
+                        currency: "USD".into(),
+                        fx_rate: "1".into(),
+                        value: "100.50000000".into(),
+                        weight: Some(1.0),
+                        unrealized_pnl: "10.50000000".into(),
+                    }],
+                    cash: vec![],
+                    receivable: "0.00000000".into(),
+                }),
+            }),
+        );
+        assert!(html.contains("<svg"));
+        assert!(!html.contains("<script"));
+        assert!(html.contains("sell of &lt;XYZ&gt; exceeds"));
+        assert!(html.contains("-12.34%") && html.contains("15.67%") && html.contains("0.81"));
+        assert!(html.contains("not recovered yet"));
+        assert!(html.contains("Realized P&amp;L"));
+        assert!(html.contains("9.12%") && html.contains("8.77%"));
+        assert!(html.contains(">Beta<") && html.contains("1.23") && html.contains("31.00%"));
+        assert!(html.contains("Held on 2023-12-29") && html.contains("&lt;ACME&gt;"));
+        assert!(html.contains("<td class=\"num up\">1.23%*</td>"));
+        assert!(html.contains("<td class=\"num down\">-4.56%</td>"));
+        assert!(html.contains("<td class=\"num down\">-3.39%*</td>"));
+        assert!(html.contains("<td class=\"num\">100.50000000</td>"));
+        assert!(html.contains("<td class=\"num\">12.50000000</td>"));
+        assert!(html.contains("<td class=\"num\">3.25000000</td>"));
+        assert!(html.contains("<option value=\"all\" selected>"));
+        assert!(html.contains("value=\"2021-01-01\""));
+        assert!(
+            html.contains("/api/v1/portfolio/p-1001/nav-history?from=2021-01-01&amp;calendar=all")
+        );
+        assert!(html
+            .contains("/api/v1/portfolio/p-1001/nav-history.svg?from=2021-01-01&amp;calendar=all"));
+        dump("page.html", &html);
+    }
+}

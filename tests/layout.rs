@@ -14,15 +14,15 @@
 //!    (`storage::events` and `storage::dead_letters`, say), each with
 //!    everything under it as one node — so no two files anywhere import
 //!    each other in a circle.
-//! 1b. **Which way the arrows may run**: the HTTP layer reaches the
+//! 2. **Which way the arrows may run**: the HTTP layer reaches the
 //!    database only through the read model (`query`) and the write side
 //!    (`projection`), never `storage` itself; the write side (`projection`,
 //!    `ingest`, `storage`) never imports the read model (`query`).
-//! 2. **Nothing outside `src/storage/` issues SQL**: no `sqlx::query*`,
+//! 3. **Nothing outside `src/storage/` issues SQL**: no `sqlx::query*`,
 //!    `query_as`, `query_scalar`, `raw_sql`, `.execute(`, `fetch_one`,
 //!    `fetch_all`, `fetch_optional` in code, and no string literal that
 //!    reads as an SQL statement. (`bench/` and the tests are outside `src/`.)
-//! 3. **Statements a distributed planner accepts** (docs/design.md, Citus),
+//! 4. **Statements a distributed planner accepts** (docs/design.md, Citus),
 //!    in every SQL literal of `src/storage/`: each parameter carries its
 //!    type (`$1::text`; a coordinator that plans a subquery apart cannot
 //!    infer it), every `UPDATE portfolios` bumps `version` (no trigger does),
@@ -446,7 +446,7 @@ fn folder_graphs(sources: &[Source]) -> BTreeMap<String, Graph> {
     out
 }
 
-/// Arrows the layout forbids (rule 1b) in the top-level graph.
+/// Arrows the layout forbids (rule 2) in the top-level graph.
 fn forbidden_arrows(top: &Graph) -> Vec<String> {
     let rules: [(&str, &str, &str); 4] = [
         (
@@ -756,7 +756,7 @@ fn only_storage_issues_sql() {
     assert!(storage > 20, "the SQL check finds nothing in src/storage/");
 }
 
-/// Where `text`'s SQL literals break rule 3: `file:line: what`.
+/// Where `text`'s SQL literals break rule 4: `file:line: what`.
 fn planner_rule_breaks(rel: &Path, text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (s, line) in lex(text).strings {

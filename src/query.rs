@@ -197,19 +197,54 @@ pub enum QueryError {
 }
 
 /// Reads a curve and its statistics from one consistent snapshot.
+#[tracing::instrument(level = "debug", skip_all, fields(portfolio_id = %id))]
 pub async fn read_history(db: &Db, id: &str, q: &HistoryQuery) -> Result<History, QueryError> {
     let mut tx = storage::read_snapshot(db.pool()).await?;
     let p = storage::get_portfolio(&mut tx, id)
         .await?
         .ok_or(QueryError::NotFound)?;
     let rows = storage::load_history(&mut tx, id, q.from, q.to).await?;
-    // W0, the NAV the statistics start from: that of the day before the
-    // first record read (1 when there is none, i.e. the range starts at D0),
-    // with that day's value and flow totals for the money-weighted figures.
-    let (before, w0_date) = match rows.first() {
+    let (before, w0_date) = day_before(&mut tx, &p, &rows, q).await?;
+    let bench_book = match &q.benchmark {
+        None => None,
+        Some(sym) => Some(benchmark_book(&mut tx, db, &p, sym, q.to).await?),
+    };
+    tx.commit().await?;
+    let read = Read {
+        portfolio: p,
+        rows,
+        before,
+        w0_date,
+        bench_book,
+    };
+    let q = q.clone();
+    let span = tracing::Span::current();
+    // Statistics and points are linear in the range, which can be decades
+    // of days: computed on a blocking thread, not an async worker (in the
+    // caller's span, so anything logged there names the request).
+    tokio::task::spawn_blocking(move || {
+        let _span = span.enter();
+        read.history(&q)
+    })
+    .await
+    .map_err(|e| QueryError::Failed(e.into()))
+}
+
+/// W0's day, the day before the first record read (before the range's
+/// start when it has none), with its record when there is one: W0, the NAV
+/// the statistics start from (1 when there is none, i.e. the range starts
+/// at D0), and that day's value and flow totals for the money-weighted
+/// figures.
+async fn day_before(
+    tx: &mut sqlx::PgConnection,
+    p: &PortfolioRow,
+    rows: &[HistoryRow],
+    q: &HistoryQuery,
+) -> Result<(Option<HistoryRow>, NaiveDate), QueryError> {
+    Ok(match rows.first() {
         Some(first) => {
             let day = first.record.date.pred_opt().expect("date in range");
-            (storage::history_row(&mut tx, id, day).await?, day)
+            (storage::history_row(tx, &p.portfolio_id, day).await?, day)
         }
         None => (
             None,
@@ -218,53 +253,71 @@ pub async fn read_history(db: &Db, id: &str, q: &HistoryQuery) -> Result<History
                 .pred_opt()
                 .expect("date in range"),
         ),
+    })
+}
+
+/// The benchmark's closes and splits, all of them (the series is short next
+/// to a history, and B_0 may lie before the range), with the rates that
+/// bring them into the portfolio's base.
+async fn benchmark_book(
+    tx: &mut sqlx::PgConnection,
+    db: &Db,
+    p: &PortfolioRow,
+    sym: &projections::Symbol,
+    to: Option<NaiveDate>,
+) -> Result<projections::PriceBook, QueryError> {
+    let wanted = [sym.to_string()];
+    let mut closes = storage::prices::series(tx, &wanted)
+        .await
+        .map_err(QueryError::Failed)?;
+    let Some(series) = closes.remove(sym.as_str()).filter(|c| !c.closes.is_empty()) else {
+        return Err(QueryError::UnknownBenchmark(format!(
+            "unknown benchmark `{sym}`: navd has no close for it"
+        )));
     };
-    // The benchmark's closes and splits: all of them (the series is short
-    // next to a history, and B_0 may lie before the range).
-    let bench_book = match &q.benchmark {
-        None => None,
-        Some(sym) => {
-            let wanted = [sym.to_string()];
-            let mut closes = storage::prices::series(&mut tx, &wanted)
-                .await
-                .map_err(QueryError::Failed)?;
-            let Some(series) = closes.remove(sym.as_str()).filter(|c| !c.closes.is_empty()) else {
-                return Err(QueryError::UnknownBenchmark(format!(
-                    "unknown benchmark `{sym}`: navd has no close for it"
-                )));
-            };
-            let cache = db.prices();
-            let mut book = cache.empty_book();
-            for (day, c) in series.quoted {
-                book.quote_in(sym, day, Some(c));
-            }
-            book.insert_series(sym.clone(), series.closes);
-            if book.has_quoted_closes() || base_currency(&p, &book) != *book.default_currency() {
-                let base = base_currency(&p, &book);
-                let through = q.to.unwrap_or(NaiveDate::MAX);
-                cache
-                    .add_rates(&mut tx, &mut book, &[base], through)
-                    .await
-                    .map_err(QueryError::Failed)?;
-            }
-            for (day, n, d) in storage::prices::splits(&mut tx, &wanted)
-                .await?
-                .remove(sym.as_str())
-                .unwrap_or_default()
-            {
-                book.set_split(sym.clone(), day, n, d);
-            }
-            Some(book)
-        }
-    };
-    tx.commit().await?;
-    let (id, q) = (id.to_string(), q.clone());
-    let span = tracing::Span::current();
-    // Statistics and points are linear in the range, which can be decades
-    // of days: computed on a blocking thread, not an async worker (in the
-    // caller's span, so anything logged there names the request).
-    tokio::task::spawn_blocking(move || {
-        let _span = span.enter();
+    let cache = db.prices();
+    let mut book = cache.empty_book();
+    for (day, c) in series.quoted {
+        book.quote_in(sym, day, Some(c));
+    }
+    book.insert_series(sym.clone(), series.closes);
+    if book.has_quoted_closes() || base_currency(p, &book) != *book.default_currency() {
+        let base = base_currency(p, &book);
+        let through = to.unwrap_or(NaiveDate::MAX);
+        cache
+            .add_rates(tx, &mut book, &[base], through)
+            .await
+            .map_err(QueryError::Failed)?;
+    }
+    for (day, n, d) in storage::prices::splits(tx, &wanted)
+        .await?
+        .remove(sym.as_str())
+        .unwrap_or_default()
+    {
+        book.set_split(sym.clone(), day, n, d);
+    }
+    Ok(book)
+}
+
+/// What one snapshot gave a curve read.
+struct Read {
+    portfolio: PortfolioRow,
+    rows: Vec<HistoryRow>,
+    before: Option<HistoryRow>,
+    w0_date: NaiveDate,
+    bench_book: Option<projections::PriceBook>,
+}
+
+impl Read {
+    /// The curve, its statistics (and against the benchmark, when asked).
+    fn history(self, q: &HistoryQuery) -> History {
+        let Read {
+            portfolio: p,
+            rows,
+            before,
+            w0_date,
+            bench_book,
+        } = self;
         let series: Vec<(NaiveDate, Decimal)> =
             rows.iter().map(|r| (r.record.date, r.nav_exact)).collect();
         let w0 = before.as_ref().map_or(Decimal::ONE, |r| r.nav_exact);
@@ -280,7 +333,7 @@ pub async fn read_history(db: &Db, id: &str, q: &HistoryQuery) -> Result<History
             statistics.benchmark = Some(bm.stats);
         }
         History {
-            portfolio_id: id,
+            portfolio_id: p.portfolio_id.clone(),
             from: q.from.or(rows.first().map(|r| r.record.date)),
             to: q.to.or(rows.last().map(|r| r.record.date)),
             as_of: p.last_day,
@@ -291,9 +344,7 @@ pub async fn read_history(db: &Db, id: &str, q: &HistoryQuery) -> Result<History
             version: p.version,
             pending_from: p.pending_from,
         }
-    })
-    .await
-    .map_err(|e| QueryError::Failed(e.into()))
+    }
 }
 
 /// Fills the money-weighted figures of `statistics` from the range's rows:
@@ -385,12 +436,12 @@ pub struct Positions {
 /// The positions of a portfolio at the end of `date` (default: its last
 /// record), replayed from the stored events up to that day and valued as
 /// the fold valued them; a day without a record is [`QueryError::NoRecord`].
+#[tracing::instrument(level = "debug", skip_all, fields(portfolio_id = %id))]
 pub async fn read_positions(
     db: &Db,
     id: &str,
     date: Option<NaiveDate>,
 ) -> Result<Positions, QueryError> {
-    use projections::money_text;
     let mut tx = storage::read_snapshot(db.pool()).await?;
     let p = storage::get_portfolio(&mut tx, id)
         .await?
@@ -442,8 +493,21 @@ pub async fn read_positions(
     let failed = |e: projections::ValuationError| QueryError::Failed(e.into());
     let valued = projections::value_positions(&state, &book).map_err(failed)?;
     let balances = projections::value_cash(&state, &book).map_err(failed)?;
-    let v = record.market_value_exact;
-    let positions = valued
+    Ok(Positions {
+        portfolio_id: id.to_string(),
+        date: day,
+        market_value: projections::money_text(record.record.market_value),
+        positions: position_views(&valued, record.market_value_exact),
+        cash: balances.iter().map(CashView::of).collect(),
+        receivable: projections::money_text(state.receivable),
+    })
+}
+
+/// The positions as reported, each with its weight in the day's market
+/// value `v`.
+fn position_views(valued: &[projections::ValuedPosition], v: Decimal) -> Vec<PositionView> {
+    use projections::money_text;
+    valued
         .iter()
         .map(|x| PositionView {
             symbol: x.symbol.to_string(),
@@ -461,24 +525,19 @@ pub async fn read_positions(
                 .and_then(|w| w.to_string().parse().ok()),
             unrealized_pnl: money_text(x.value - x.cost),
         })
-        .collect();
-    let cash = balances
-        .iter()
-        .map(|b| CashView {
+        .collect()
+}
+
+impl CashView {
+    fn of(b: &projections::CashBalance) -> Self {
+        use projections::money_text;
+        CashView {
             currency: b.currency.to_string(),
             amount: money_text(b.amount),
             fx_rate: b.fx_rate.normalize().to_string(),
             value: money_text(b.value),
-        })
-        .collect();
-    Ok(Positions {
-        portfolio_id: id.to_string(),
-        date: day,
-        market_value: money_text(record.record.market_value),
-        positions,
-        cash,
-        receivable: money_text(state.receivable),
-    })
+        }
+    }
 }
 
 /// One portfolio in a list.

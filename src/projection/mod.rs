@@ -65,6 +65,7 @@ pub struct Refreshed {
 
 /// Brings one portfolio up to `today` in its own database transaction.
 /// `None` when the portfolio does not exist.
+#[tracing::instrument(skip_all, fields(portfolio_id = %portfolio_id))]
 pub async fn refresh(db: &Db, portfolio_id: &str, today: NaiveDate) -> Result<Option<Refreshed>> {
     let mut w = db.begin().await?;
     let ids = [portfolio_id.to_string()];
@@ -77,6 +78,7 @@ pub async fn refresh(db: &Db, portfolio_id: &str, today: NaiveDate) -> Result<Op
 /// Refreshes several portfolios in one database transaction, skipping those
 /// another writer holds (the refresh worker: they stay due). Returns how
 /// many were refreshed.
+#[tracing::instrument(level = "debug", skip_all, fields(portfolios = ids.len()))]
 pub async fn try_refresh_many(db: &Db, ids: &[String], today: NaiveDate) -> Result<usize> {
     let mut w = db.begin().await?;
     let out = refresh_in(&mut w, db.prices(), ids, today, Lock::Skip).await?;
@@ -88,6 +90,7 @@ pub async fn try_refresh_many(db: &Db, ids: &[String], today: NaiveDate) -> Resu
 /// Marks every portfolio for a refold from its first day and forgets the
 /// digests of their records, so each refold reads, compares and repairs
 /// them (the operator's replay); returns how many were marked.
+#[tracing::instrument(skip_all)]
 pub async fn replay_all(db: &Db) -> Result<u64> {
     Ok(crate::storage::mark_all_pending(db).await?)
 }

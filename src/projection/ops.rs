@@ -43,6 +43,7 @@ pub struct BackfillReport {
 
 /// Rebuilds the records of `[from, to]` (defaults: D0 through yesterday,
 /// clamped to D0 and today) from the stored events, replacing what was there.
+#[tracing::instrument(skip_all, fields(portfolio_id = %portfolio_id))]
 pub async fn backfill(
     db: &Db,
     portfolio_id: &str,
@@ -85,35 +86,8 @@ pub async fn backfill(
     } else {
         p.history_digest
     };
-    // The rebuilt range is fresh: a pending recompute that starts inside it
-    // now starts after it (or is done when the range reaches the last day).
-    let extends = p.last_day.is_none_or(|l| to >= l) && !run.rows.is_empty();
-    let last_day = if extends { Some(to) } else { p.last_day };
-    let base = if extends {
-        run.prev_state
-            .as_ref()
-            .map(serde_json::value::to_raw_value)
-            .transpose()
-            .map_err(|e| ProjectorError::Other(e.into()))?
-    } else {
-        p.base_state.clone()
-    };
     if from <= to {
-        storage::portfolios::set_extent(
-            &mut tx,
-            portfolio_id,
-            last_day,
-            base.as_deref(),
-            p.first_day,
-            digest,
-        )
-        .await?;
-        if p.pending_from.is_some_and(|d| d >= from && d <= to) {
-            storage::delete_marks(&mut tx, portfolio_id, &p.mark_ids).await?;
-            if last_day.is_some_and(|l| succ(to) <= l) {
-                storage::add_mark(&mut tx, portfolio_id, succ(to)).await?;
-            }
-        }
+        set_extent(&mut tx, &p, &run, (from, to), digest).await?;
     }
     let p = storage::get_portfolio(&mut tx, portfolio_id)
         .await?
@@ -129,7 +103,42 @@ pub async fn backfill(
     })
 }
 
+/// After a backfill of `from..=to`: the portfolio's extent and state to
+/// resume from, and its pending mark. The rebuilt range is fresh: a pending
+/// recompute that starts inside it now starts after it (or is done when
+/// the range reaches the last day).
+async fn set_extent(
+    conn: &mut sqlx::PgConnection,
+    p: &storage::PortfolioRow,
+    run: &super::FoldRun,
+    (from, to): (NaiveDate, NaiveDate),
+    digest: Option<storage::Digest>,
+) -> std::result::Result<(), OpError> {
+    let extends = p.last_day.is_none_or(|l| to >= l) && !run.rows.is_empty();
+    let last_day = if extends { Some(to) } else { p.last_day };
+    let base = if extends {
+        run.prev_state
+            .as_ref()
+            .map(serde_json::value::to_raw_value)
+            .transpose()
+            .map_err(|e| ProjectorError::Other(e.into()))?
+    } else {
+        p.base_state.clone()
+    };
+    let id = p.portfolio_id.as_str();
+    storage::portfolios::set_extent(conn, id, last_day, base.as_deref(), p.first_day, digest)
+        .await?;
+    if p.pending_from.is_some_and(|d| d >= from && d <= to) {
+        storage::delete_marks(conn, id, &p.mark_ids).await?;
+        if last_day.is_some_and(|l| succ(to) <= l) {
+            storage::add_mark(conn, id, succ(to)).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Refolds the whole log through today and returns today's record.
+#[tracing::instrument(skip_all, fields(portfolio_id = %portfolio_id))]
 pub async fn calculate(
     db: &Db,
     portfolio_id: &str,

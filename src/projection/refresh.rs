@@ -341,30 +341,7 @@ async fn write(
     folded: Vec<Option<(NaiveDate, FoldRun, usize)>>,
     today: NaiveDate,
 ) -> Result<Vec<(String, Refreshed)>> {
-    let spans: Vec<storage::Span> = plans
-        .iter()
-        .zip(&folded)
-        .filter_map(|(pl, f)| {
-            f.as_ref().map(|(d, _, _)| storage::Span {
-                portfolio_id: pl.p.portfolio_id.clone(),
-                after: *d,
-                digest: pl.p.history_digest,
-                whole: *d < pl.p.first_day,
-            })
-        })
-        .collect();
-    let rows: Vec<(&str, &HistoryRow)> = plans
-        .iter()
-        .zip(&folded)
-        .filter_map(|(pl, f)| {
-            f.as_ref()
-                .map(|(_, run, _)| (pl.p.portfolio_id.as_str(), run))
-        })
-        .flat_map(|(id, run)| run.rows.iter().map(move |r| (id, r)))
-        .collect();
-    let synced = storage::replace_history_many(conn, &spans, &rows).await?;
-    drop(rows);
-
+    let synced = write_history(conn, &plans, &folded).await?;
     let mut out = Vec::with_capacity(plans.len());
     let mut upd = storage::portfolios::RefreshUpdates::default();
     for (pl, f) in plans.into_iter().zip(folded) {
@@ -377,35 +354,13 @@ async fn write(
             Some(Start::State(s)) if from_stored => Some(s),
             _ => None,
         };
-        let (last_day, base_state, inconsistency, days, replayed, today_row) = match f {
-            Some((date, mut run, n)) => {
-                let last_day = run
-                    .rows
-                    .last()
-                    .map(|r| r.record.date)
-                    .or(Some(date).filter(|d| *d >= p.first_day));
-                let base = match (&run.prev_state, run.rows.is_empty()) {
-                    // Folded from the stored state and ending with it: only
-                    // today was redone (the usual refresh).
-                    (Some(s), false) if stored.as_deref() == Some(s) => BaseState::Keep,
-                    (Some(s), false) => BaseState::Set(Some(
-                        serde_json::value::to_raw_value(s).map_err(anyhow::Error::from)?,
-                    )),
-                    _ => BaseState::Set(None),
-                };
-                let days = run.rows.len();
-                let today_row = run.rows.pop().filter(|r| r.record.date == today);
-                (last_day, base, run.inconsistency, days, n, today_row)
-            }
-            // Nothing to fold before a later day: only the bookkeeping moves.
-            None => (p.last_day, BaseState::Keep, None, 0, 0, None),
-        };
+        let o = Outcome::of(&p, stored.as_deref(), f, today)?;
         if let Some(since) = p.pending_since {
             let lag = (chrono::Utc::now() - since).num_microseconds().unwrap_or(0) as f64 / 1e6;
             metrics::histogram!("navd_projection_lag_seconds").record(lag.max(0.0));
         }
-        let folded_any = days > 0 || replayed > 0 || last_day != p.last_day;
-        let status = match &inconsistency {
+        let folded_any = o.days > 0 || o.replayed > 0 || o.last_day != p.last_day;
+        let status = match &o.inconsistency {
             Some(i) => Status::Inconsistent(i.clone()),
             None if folded_any => Status::Ok,
             // Nothing was folded: the history and its status stand.
@@ -419,16 +374,16 @@ async fn write(
             .unwrap_or(p.history_digest);
         let quiet = p.mark_ids.is_empty()
             && p.computed_through == Some(today)
-            && last_day == p.last_day
+            && o.last_day == p.last_day
             && status == p.status
             && !synced.rewritten.contains(&p.portfolio_id)
             && digest == p.history_digest
-            && same_base(&base_state, p.base_state.as_deref());
+            && same_base(&o.base_state, p.base_state.as_deref());
         if !quiet {
-            upd.push(&p, last_day, base_state, today, &status, digest);
+            upd.push(&p, o.last_day, o.base_state, today, &status, digest);
         }
         let row = PortfolioRow {
-            last_day,
+            last_day: o.last_day,
             pending_from: None,
             status,
             ..p
@@ -437,16 +392,102 @@ async fn write(
             row.portfolio_id.clone(),
             Refreshed {
                 status: row.reported_status(),
-                inconsistency,
-                last_day,
-                days_written: days,
-                transactions_replayed: replayed,
-                today_row,
+                inconsistency: o.inconsistency,
+                last_day: o.last_day,
+                days_written: o.days,
+                transactions_replayed: o.replayed,
+                today_row: o.today_row,
             },
         ));
     }
     upd.apply(conn).await?;
     Ok(out)
+}
+
+/// Replaces the folded spans of the group's histories in one pass.
+async fn write_history(
+    conn: &mut PgConnection,
+    plans: &[Plan],
+    folded: &[Option<(NaiveDate, FoldRun, usize)>],
+) -> Result<storage::Synced> {
+    let spans: Vec<storage::Span> = plans
+        .iter()
+        .zip(folded)
+        .filter_map(|(pl, f)| {
+            f.as_ref().map(|(d, _, _)| storage::Span {
+                portfolio_id: pl.p.portfolio_id.clone(),
+                after: *d,
+                digest: pl.p.history_digest,
+                whole: *d < pl.p.first_day,
+            })
+        })
+        .collect();
+    let rows: Vec<(&str, &HistoryRow)> = plans
+        .iter()
+        .zip(folded)
+        .filter_map(|(pl, f)| {
+            f.as_ref()
+                .map(|(_, run, _)| (pl.p.portfolio_id.as_str(), run))
+        })
+        .flat_map(|(id, run)| run.rows.iter().map(move |r| (id, r)))
+        .collect();
+    Ok(storage::replace_history_many(conn, &spans, &rows).await?)
+}
+
+/// What one portfolio's fold left: its extent, the state to resume from,
+/// how it ended, and what it did.
+struct Outcome {
+    last_day: Option<NaiveDate>,
+    base_state: BaseState,
+    inconsistency: Option<Inconsistency>,
+    days: usize,
+    replayed: usize,
+    today_row: Option<HistoryRow>,
+}
+
+impl Outcome {
+    fn of(
+        p: &PortfolioRow,
+        stored: Option<&DayState>,
+        folded: Option<(NaiveDate, FoldRun, usize)>,
+        today: NaiveDate,
+    ) -> Result<Outcome> {
+        let Some((date, mut run, replayed)) = folded else {
+            // Nothing to fold before a later day: only the bookkeeping moves.
+            return Ok(Outcome {
+                last_day: p.last_day,
+                base_state: BaseState::Keep,
+                inconsistency: None,
+                days: 0,
+                replayed: 0,
+                today_row: None,
+            });
+        };
+        let last_day = run
+            .rows
+            .last()
+            .map(|r| r.record.date)
+            .or(Some(date).filter(|d| *d >= p.first_day));
+        let base_state = match (&run.prev_state, run.rows.is_empty()) {
+            // Folded from the stored state and ending with it: only today
+            // was redone (the usual refresh).
+            (Some(s), false) if stored == Some(s) => BaseState::Keep,
+            (Some(s), false) => BaseState::Set(Some(
+                serde_json::value::to_raw_value(s).map_err(anyhow::Error::from)?,
+            )),
+            _ => BaseState::Set(None),
+        };
+        let days = run.rows.len();
+        let today_row = run.rows.pop().filter(|r| r.record.date == today);
+        Ok(Outcome {
+            last_day,
+            base_state,
+            inconsistency: run.inconsistency,
+            days,
+            replayed,
+            today_row,
+        })
+    }
 }
 
 /// Whether `base` leaves the state to resume from as `stored` has it, digit

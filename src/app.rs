@@ -12,7 +12,6 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::Clock;
 use crate::config::{AuthConfig, Config};
 use crate::health::Health;
 use crate::http::server::Limits;
@@ -269,9 +268,4 @@ pub async fn migrate(url: String) -> Result<()> {
     storage::migrate(&pool).await?;
     tracing::info!("migrations applied");
     Ok(())
-}
-
-/// Today's clock of a config, for tools.
-pub fn clock(config: &Config) -> Clock {
-    config.clock
 }

@@ -17,7 +17,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use crate::fold::PriceBook;
-use crate::stats::{Calendar, StatsQuery, MIN_SD};
+use crate::sampling::{Calendar, StatsQuery, MIN_SD};
 use crate::types::{Currency, Symbol};
 
 /// Benchmark-relative statistics of a range.

@@ -7,12 +7,164 @@
 
 use rust_decimal::{Decimal, RoundingStrategy};
 
+pub use crate::arithmetic::ArithmeticError;
 use crate::exact::POW10_128;
 
 /// Decimal places of reported money values (market value, cost, flows, profit).
 pub const MONEY_DP: u32 = 8;
 /// Decimal places of reported ratios (net value, daily return, return rate).
 pub const RATIO_DP: u32 = 12;
+
+pub fn round_money(d: Decimal) -> Decimal {
+    round_to(d, MONEY_DP)
+}
+
+pub fn round_ratio(d: Decimal) -> Decimal {
+    round_to(d, RATIO_DP)
+}
+
+/// `d` rounded half-even to `dp` places and written with `dp`: what
+/// `round_dp_with_strategy` then `rescale` give, bit for bit. A ten-year
+/// curve rounds eleven values a day, and the library's general routines
+/// (a 96-bit division by 10 per place, then a multiplication per place)
+/// cost a tenth of the fold; a value whose mantissa fits in 128 bits at
+/// the new scale takes one division or one multiplication here. Zeros and
+/// results past 96 bits are left to the library (its sign and scale
+/// rules at the edges).
+#[inline]
+fn round_to(d: Decimal, dp: u32) -> Decimal {
+    let scale = d.scale();
+    let m = d.mantissa().unsigned_abs();
+    let fast = if m == 0 {
+        None
+    } else if scale <= dp {
+        m.checked_mul(POW10_128[(dp - scale) as usize])
+    } else {
+        let p = POW10_128[(scale - dp) as usize];
+        let (q, r) = if m >> 64 == 0 && p >> 64 == 0 {
+            let (m, p) = (m as u64, p as u64);
+            (u128::from(m / p), u128::from(m % p))
+        } else {
+            let q = m / p;
+            (q, m - q * p)
+        };
+        let half = p / 2;
+        let up = r > half || (r == half && q & 1 == 1);
+        Some(q + u128::from(up))
+    };
+    match fast {
+        Some(q) if q != 0 && q >> 96 == 0 => Decimal::from_parts(
+            q as u32,
+            (q >> 32) as u32,
+            (q >> 64) as u32,
+            d.is_sign_negative(),
+            dp,
+        ),
+        _ => {
+            let mut r = d.round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven);
+            r.rescale(dp);
+            r
+        }
+    }
+}
+
+pub fn money_text(d: Decimal) -> String {
+    fixed_text(d, MONEY_DP)
+}
+
+/// A ratio as reported: [`RATIO_DP`] places, like [`money_text`].
+pub fn ratio_text(d: Decimal) -> String {
+    fixed_text(d, RATIO_DP)
+}
+
+/// Written digit by digit from the mantissa: the round trip through
+/// `Decimal`'s `Display` and a `format!` cost ~250 ns a value, and a
+/// ten-year curve reports eleven values a day (11 ms of a cache miss).
+fn fixed_text(d: Decimal, dp: u32) -> String {
+    let r = if d.scale() > dp {
+        d.round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven)
+    } else {
+        d
+    };
+    let scale = r.scale() as usize;
+    let abs = r.mantissa().unsigned_abs();
+    // Digits, least significant first, at least one before the point.
+    let mut buf = [0u8; 48];
+    let mut n = 0;
+    let mut push = |digit: u8| {
+        buf[n] = b'0' + digit;
+        n += 1;
+    };
+    if let Ok(mut v) = u64::try_from(abs) {
+        while v > 0 {
+            push((v % 10) as u8);
+            v /= 10;
+        }
+    } else {
+        let mut v = abs;
+        while v > 0 {
+            push((v % 10) as u8);
+            v /= 10;
+        }
+    }
+    while n < scale + 1 {
+        buf[n] = b'0';
+        n += 1;
+    }
+    let mut out = String::with_capacity(n + dp as usize + 2);
+    // A negative value rounded to zero keeps its sign, as `Display` writes it.
+    if r.is_sign_negative() {
+        out.push('-');
+    }
+    for &c in buf[scale..n].iter().rev() {
+        out.push(c as char);
+    }
+    out.push('.');
+    for &c in buf[..scale].iter().rev() {
+        out.push(c as char);
+    }
+    for _ in scale..dp as usize {
+        out.push('0');
+    }
+    out
+}
+
+// The three operations below give exactly what `checked_add`,
+// `checked_sub` and `checked_mul` give (value, scale and sign; the tests
+// compare the bits), faster for the fold's wide operands.
+
+#[inline]
+pub fn add(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
+    if let Some(r) = crate::exact::add_wide(a, b, false) {
+        return Ok(r);
+    }
+    a.checked_add(b).ok_or(ArithmeticError { operation: "add" })
+}
+#[inline]
+pub fn sub(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
+    if let Some(r) = crate::exact::add_wide(a, b, true) {
+        return Ok(r);
+    }
+    a.checked_sub(b).ok_or(ArithmeticError {
+        operation: "subtract",
+    })
+}
+#[inline]
+pub fn mul(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
+    if let Some(r) = crate::exact::mul_wide(a, b) {
+        return Ok(r);
+    }
+    a.checked_mul(b).ok_or(ArithmeticError {
+        operation: "multiply",
+    })
+}
+/// Division by zero is an error too; callers that define x/0 (docs/valuation.md's
+/// daily return) check the denominator first.
+pub fn div(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
+    a.checked_div(b).ok_or(ArithmeticError {
+        operation: "divide",
+    })
+}
 
 #[cfg(test)]
 mod tests {
@@ -254,161 +406,4 @@ mod tests {
         }
         assert!(checked > 10_000);
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("arithmetic overflow in {operation}")]
-pub struct ArithmeticError {
-    pub operation: &'static str,
-}
-
-pub fn round_money(d: Decimal) -> Decimal {
-    round_to(d, MONEY_DP)
-}
-
-pub fn round_ratio(d: Decimal) -> Decimal {
-    round_to(d, RATIO_DP)
-}
-
-/// `d` rounded half-even to `dp` places and written with `dp`: what
-/// `round_dp_with_strategy` then `rescale` give, bit for bit. A ten-year
-/// curve rounds eleven values a day, and the library's general routines
-/// (a 96-bit division by 10 per place, then a multiplication per place)
-/// cost a tenth of the fold; a value whose mantissa fits in 128 bits at
-/// the new scale takes one division or one multiplication here. Zeros and
-/// results past 96 bits are left to the library (its sign and scale
-/// rules at the edges).
-#[inline]
-fn round_to(d: Decimal, dp: u32) -> Decimal {
-    let scale = d.scale();
-    let m = d.mantissa().unsigned_abs();
-    let fast = if m == 0 {
-        None
-    } else if scale <= dp {
-        m.checked_mul(POW10_128[(dp - scale) as usize])
-    } else {
-        let p = POW10_128[(scale - dp) as usize];
-        let (q, r) = if m >> 64 == 0 && p >> 64 == 0 {
-            let (m, p) = (m as u64, p as u64);
-            (u128::from(m / p), u128::from(m % p))
-        } else {
-            let q = m / p;
-            (q, m - q * p)
-        };
-        let half = p / 2;
-        let up = r > half || (r == half && q & 1 == 1);
-        Some(q + u128::from(up))
-    };
-    match fast {
-        Some(q) if q != 0 && q >> 96 == 0 => Decimal::from_parts(
-            q as u32,
-            (q >> 32) as u32,
-            (q >> 64) as u32,
-            d.is_sign_negative(),
-            dp,
-        ),
-        _ => {
-            let mut r = d.round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven);
-            r.rescale(dp);
-            r
-        }
-    }
-}
-
-pub fn money_text(d: Decimal) -> String {
-    fixed_text(d, MONEY_DP)
-}
-
-/// A ratio as reported: [`RATIO_DP`] places, like [`money_text`].
-pub fn ratio_text(d: Decimal) -> String {
-    fixed_text(d, RATIO_DP)
-}
-
-/// Written digit by digit from the mantissa: the round trip through
-/// `Decimal`'s `Display` and a `format!` cost ~250 ns a value, and a
-/// ten-year curve reports eleven values a day (11 ms of a cache miss).
-fn fixed_text(d: Decimal, dp: u32) -> String {
-    let r = if d.scale() > dp {
-        d.round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven)
-    } else {
-        d
-    };
-    let scale = r.scale() as usize;
-    let abs = r.mantissa().unsigned_abs();
-    // Digits, least significant first, at least one before the point.
-    let mut buf = [0u8; 48];
-    let mut n = 0;
-    let mut push = |digit: u8| {
-        buf[n] = b'0' + digit;
-        n += 1;
-    };
-    if let Ok(mut v) = u64::try_from(abs) {
-        while v > 0 {
-            push((v % 10) as u8);
-            v /= 10;
-        }
-    } else {
-        let mut v = abs;
-        while v > 0 {
-            push((v % 10) as u8);
-            v /= 10;
-        }
-    }
-    while n < scale + 1 {
-        buf[n] = b'0';
-        n += 1;
-    }
-    let mut out = String::with_capacity(n + dp as usize + 2);
-    // A negative value rounded to zero keeps its sign, as `Display` writes it.
-    if r.is_sign_negative() {
-        out.push('-');
-    }
-    for &c in buf[scale..n].iter().rev() {
-        out.push(c as char);
-    }
-    out.push('.');
-    for &c in buf[..scale].iter().rev() {
-        out.push(c as char);
-    }
-    for _ in scale..dp as usize {
-        out.push('0');
-    }
-    out
-}
-
-// The three operations below give exactly what `checked_add`,
-// `checked_sub` and `checked_mul` give (value, scale and sign; the tests
-// compare the bits), faster for the fold's wide operands.
-
-#[inline]
-pub fn add(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
-    if let Some(r) = crate::exact::add_wide(a, b, false) {
-        return Ok(r);
-    }
-    a.checked_add(b).ok_or(ArithmeticError { operation: "add" })
-}
-#[inline]
-pub fn sub(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
-    if let Some(r) = crate::exact::add_wide(a, b, true) {
-        return Ok(r);
-    }
-    a.checked_sub(b).ok_or(ArithmeticError {
-        operation: "subtract",
-    })
-}
-#[inline]
-pub fn mul(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
-    if let Some(r) = crate::exact::mul_wide(a, b) {
-        return Ok(r);
-    }
-    a.checked_mul(b).ok_or(ArithmeticError {
-        operation: "multiply",
-    })
-}
-/// Division by zero is an error too; callers that define x/0 (docs/valuation.md's
-/// daily return) check the denominator first.
-pub fn div(a: Decimal, b: Decimal) -> Result<Decimal, ArithmeticError> {
-    a.checked_div(b).ok_or(ArithmeticError {
-        operation: "divide",
-    })
 }

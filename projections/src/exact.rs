@@ -18,7 +18,7 @@
 
 use rust_decimal::Decimal;
 
-use crate::decimal::ArithmeticError;
+use crate::arithmetic::ArithmeticError;
 
 /// Fixed scale of the accumulator: the largest scale a `Decimal` can have.
 const SCALE: u32 = 28;

@@ -15,6 +15,7 @@
 //! and which portfolios stored events invalidate, from which day
 //! ([`invalidation`]).
 
+mod arithmetic;
 pub mod benchmark;
 pub mod decimal;
 pub mod event;
@@ -22,6 +23,7 @@ mod exact;
 pub mod fold;
 pub mod invalidation;
 pub mod money;
+mod sampling;
 pub mod stats;
 pub mod status;
 pub mod types;

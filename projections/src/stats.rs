@@ -20,37 +20,10 @@ use rust_decimal::prelude::ToPrimitive;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-/// A per-period standard deviation below this is the rounding noise of
-/// returns converted from exact decimals (a curve or a difference that is
-/// constant up to its last bits), taken as 0: a ratio over it would be a
-/// meaningless 10^17, so it is null instead.
-pub(crate) const MIN_SD: f64 = 1e-14;
+use crate::benchmark::BenchmarkStats;
+use crate::sampling::MIN_SD;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Calendar {
-    /// Monday–Friday records, 252 periods a year.
-    #[default]
-    Trading,
-    /// Every record, 365 periods a year.
-    All,
-}
-
-impl Calendar {
-    pub fn periods_per_year(self) -> f64 {
-        match self {
-            Calendar::Trading => 252.0,
-            Calendar::All => 365.0,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct StatsQuery {
-    pub calendar: Calendar,
-    /// Annual risk-free rate, −1 < rf < 1.
-    pub risk_free: f64,
-}
+pub use crate::sampling::{Calendar, StatsQuery};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Statistics {
@@ -77,7 +50,7 @@ pub struct Statistics {
     pub periods: crate::money::Periods,
     /// With a benchmark: the statistics against it.
     #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
-    pub benchmark: Option<crate::benchmark::BenchmarkStats>,
+    pub benchmark: Option<BenchmarkStats>,
 }
 
 /// Statistics of `series` (the range's records as (day, exact NAV),

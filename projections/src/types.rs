@@ -405,83 +405,11 @@ impl Transaction {
     /// A buy or sell reads as it always has, so fingerprints stored before
     /// the other kinds existed still match their redeliveries.
     pub fn fingerprint(&self) -> String {
-        fn n(d: &Decimal) -> String {
-            d.normalize().to_string()
-        }
-        fn o<T: ToString>(v: &Option<T>) -> String {
-            v.as_ref().map(T::to_string).unwrap_or_default()
-        }
-        let body = match &self.kind {
-            Kind::Buy(t) | Kind::Sell(t) => format!(
-                "{}|{}|{}|{}|{}",
-                self.portfolio_id,
-                t.symbol,
-                n(&t.quantity),
-                n(&t.price),
-                n(&t.fee)
-            ),
-            Kind::PortfolioSettings {
-                cash,
-                base_currency,
-            } => format!(
-                "{}|{}|{}",
-                self.portfolio_id,
-                cash.as_str(),
-                o(base_currency)
-            ),
-            Kind::Deposit { amount } | Kind::Withdrawal { amount } => {
-                format!("{}|{}", self.portfolio_id, n(amount))
-            }
-            Kind::Fee { amount, symbol }
-            | Kind::Tax { amount, symbol }
-            | Kind::FeeRefund { amount, symbol }
-            | Kind::TaxRefund { amount, symbol } => {
-                format!("{}|{}|{}", self.portfolio_id, n(amount), o(symbol))
-            }
-            Kind::Interest { amount, tax } => {
-                format!("{}|{}|{}", self.portfolio_id, n(amount), n(tax))
-            }
-            Kind::TransferIn {
-                symbol,
-                quantity,
-                price,
-                cost,
-            } => format!(
-                "{}|{}|{}|{}|{}",
-                self.portfolio_id,
-                symbol,
-                n(quantity),
-                n(price),
-                o(&cost.map(|c| c.normalize()))
-            ),
-            Kind::TransferOut {
-                symbol,
-                quantity,
-                price,
-            } => format!(
-                "{}|{}|{}|{}",
-                self.portfolio_id,
-                symbol,
-                n(quantity),
-                n(price)
-            ),
-            Kind::Dividend(d) => format!(
-                "{}|{}|{}|{}|{}|{}|{}",
-                self.portfolio_id,
-                d.symbol,
-                n(&d.amount),
-                n(&d.tax),
-                n(&d.fee),
-                d.pay_date,
-                d.reinvest
-                    .map(|r| format!("{}@{}", n(&r.quantity), n(&r.price)))
-                    .unwrap_or_default()
-            ),
-        };
+        let body = format!("{}|{}", self.portfolio_id, self.kind_fields());
         // Events without a currency read as they did before currencies.
         let money = match (&self.currency, &self.fx_rate) {
             (None, None) => String::new(),
-            (c, r) => format!("|{}|{}", o(c), o(&r.map(|r| r.normalize()))),
+            (c, r) => format!("|{}|{}", opt_text(c), opt_text(&r.map(|r| r.normalize()))),
         };
         format!(
             "{}|{}|{}|{}{}",
@@ -493,6 +421,61 @@ impl Transaction {
                 .unwrap_or_default(),
             money
         )
+    }
+
+    /// The kind's fields in [`Transaction::fingerprint`], normalized.
+    fn kind_fields(&self) -> String {
+        match &self.kind {
+            Kind::Buy(t) | Kind::Sell(t) => format!(
+                "{}|{}|{}|{}",
+                t.symbol,
+                norm_text(&t.quantity),
+                norm_text(&t.price),
+                norm_text(&t.fee)
+            ),
+            Kind::PortfolioSettings {
+                cash,
+                base_currency,
+            } => format!("{}|{}", cash.as_str(), opt_text(base_currency)),
+            Kind::Deposit { amount } | Kind::Withdrawal { amount } => norm_text(amount),
+            Kind::Fee { amount, symbol }
+            | Kind::Tax { amount, symbol }
+            | Kind::FeeRefund { amount, symbol }
+            | Kind::TaxRefund { amount, symbol } => {
+                format!("{}|{}", norm_text(amount), opt_text(symbol))
+            }
+            Kind::Interest { amount, tax } => {
+                format!("{}|{}", norm_text(amount), norm_text(tax))
+            }
+            Kind::TransferIn {
+                symbol,
+                quantity,
+                price,
+                cost,
+            } => format!(
+                "{}|{}|{}|{}",
+                symbol,
+                norm_text(quantity),
+                norm_text(price),
+                opt_text(&cost.map(|c| c.normalize()))
+            ),
+            Kind::TransferOut {
+                symbol,
+                quantity,
+                price,
+            } => format!("{}|{}|{}", symbol, norm_text(quantity), norm_text(price)),
+            Kind::Dividend(d) => format!(
+                "{}|{}|{}|{}|{}|{}",
+                d.symbol,
+                norm_text(&d.amount),
+                norm_text(&d.tax),
+                norm_text(&d.fee),
+                d.pay_date,
+                d.reinvest
+                    .map(|r| format!("{}@{}", norm_text(&r.quantity), norm_text(&r.price)))
+                    .unwrap_or_default()
+            ),
+        }
     }
 
     /// The instant that orders trades within a day: `occurred_at`, or the
@@ -633,4 +616,14 @@ impl DailyRecord {
             cum_out: self.cum_out,
         }
     }
+}
+
+/// A decimal as fingerprints write it: normalized (`10.00` is `10`).
+fn norm_text(d: &Decimal) -> String {
+    d.normalize().to_string()
+}
+
+/// An optional value as fingerprints write it: empty when absent.
+fn opt_text<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref().map(T::to_string).unwrap_or_default()
 }

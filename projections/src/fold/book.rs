@@ -1,0 +1,293 @@
+//! The price book ([`PriceBook`]): closing prices by symbol and day, and
+//! what valuation needs besides them — splits, exchange rates and the
+//! default currency.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+
+use crate::decimal::{self as dec, ArithmeticError};
+use crate::types::{ClosePrice, Currency, FxRate, Split, Symbol};
+
+/// Closing prices by symbol and day. A later insert for the same
+/// (symbol, day) replaces the earlier one (docs/events.md).
+///
+/// It also holds what valuation needs besides closes: the splits, the
+/// exchange rates, and the default currency (of closes that name none and
+/// of portfolios whose settings name no base).
+#[derive(Debug, Clone)]
+pub struct PriceBook {
+    /// Each symbol's closes, by ascending day, one per day. Contiguous
+    /// rather than a map: a fold walks each series from its start, and
+    /// borrowing a slice costs nothing where copying a 2,600-close map
+    /// into an array was a tenth of a ten-year fold. Closes come in day
+    /// order (from storage, or the price cache's sorted series), and
+    /// appending is O(1); one out of order shifts the later ones.
+    by_symbol: BTreeMap<Symbol, Vec<(NaiveDate, Decimal)>>,
+    /// The currency of each close not in the default currency (most
+    /// books have none).
+    quoted_in: BTreeMap<Symbol, BTreeMap<NaiveDate, Currency>>,
+    /// Splits in effect: (numerator, denominator) by symbol and ex-date.
+    splits: BTreeMap<Symbol, BTreeMap<NaiveDate, (u32, u32)>>,
+    /// Rates by (from, to) and day: 1 from = rate to.
+    rates: BTreeMap<(Currency, Currency), BTreeMap<NaiveDate, Decimal>>,
+    default_currency: Currency,
+}
+
+impl Default for PriceBook {
+    fn default() -> Self {
+        PriceBook {
+            by_symbol: BTreeMap::new(),
+            quoted_in: BTreeMap::new(),
+            splits: BTreeMap::new(),
+            rates: BTreeMap::new(),
+            default_currency: Currency::parse("USD").expect("a currency code"),
+        }
+    }
+}
+
+impl PriceBook {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty book whose default currency is `c`.
+    pub fn with_default_currency(c: Currency) -> Self {
+        PriceBook {
+            default_currency: c,
+            ..Self::default()
+        }
+    }
+
+    /// The currency of closes that name none, and the base of portfolios
+    /// whose settings name none.
+    pub fn default_currency(&self) -> &Currency {
+        &self.default_currency
+    }
+
+    /// A close in the default currency.
+    pub fn insert(&mut self, symbol: Symbol, date: NaiveDate, close: Decimal) {
+        self.insert_priced(symbol, date, close, None);
+    }
+
+    /// A close in `currency` (`None`: the default currency); replaces any
+    /// close of the same (symbol, day), currency included.
+    pub fn insert_priced(
+        &mut self,
+        symbol: Symbol,
+        date: NaiveDate,
+        close: Decimal,
+        currency: Option<Currency>,
+    ) {
+        self.quote_in(&symbol, date, currency);
+        let closes = self.by_symbol.entry(symbol).or_default();
+        match closes.last() {
+            Some((last, _)) if *last >= date => {
+                match closes.binary_search_by_key(&date, |(d, _)| *d) {
+                    Ok(i) => closes[i].1 = close,
+                    Err(i) => closes.insert(i, (date, close)),
+                }
+            }
+            _ => closes.push((date, close)),
+        }
+    }
+
+    /// Sets the currency of the close of (`symbol`, `date`) (`None`: the
+    /// default currency).
+    pub fn quote_in(&mut self, symbol: &Symbol, date: NaiveDate, currency: Option<Currency>) {
+        match currency.filter(|c| *c != self.default_currency) {
+            Some(c) => {
+                self.quoted_in
+                    .entry(symbol.clone())
+                    .or_default()
+                    .insert(date, c);
+            }
+            None => {
+                if let Some(m) = self.quoted_in.get_mut(symbol) {
+                    m.remove(&date);
+                    if m.is_empty() {
+                        self.quoted_in.remove(symbol);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether any close is quoted in another currency than the default.
+    pub fn has_quoted_closes(&self) -> bool {
+        !self.quoted_in.is_empty()
+    }
+
+    /// The currency of the close dated `date` (the default currency when
+    /// it names none, or when there is none).
+    pub fn close_currency(&self, symbol: &Symbol, date: NaiveDate) -> &Currency {
+        self.quoted_in
+            .get(symbol)
+            .and_then(|m| m.get(&date))
+            .unwrap_or(&self.default_currency)
+    }
+
+    /// Records a rate; a later one for the same (from, to, date) replaces
+    /// the earlier. Give them in log order.
+    pub fn insert_rate(&mut self, rate: &FxRate) {
+        self.set_rate(rate.from.clone(), rate.to.clone(), rate.date, rate.rate);
+    }
+
+    pub fn set_rate(&mut self, from: Currency, to: Currency, date: NaiveDate, rate: Decimal) {
+        self.rates.entry((from, to)).or_default().insert(date, rate);
+    }
+
+    /// FX(from→to, day) (docs/valuation.md): 1 for the same currency;
+    /// otherwise the newer of the latest direct rate dated ≤ `day` and the
+    /// inverse of the latest reverse rate dated ≤ `day` (the direct one on
+    /// equal dates). `None` when neither exists: never a later rate, never
+    /// 1 by default.
+    pub fn rate(
+        &self,
+        from: &Currency,
+        to: &Currency,
+        day: NaiveDate,
+    ) -> Result<Option<Decimal>, ArithmeticError> {
+        if from == to {
+            return Ok(Some(Decimal::ONE));
+        }
+        let latest = |a: &Currency, b: &Currency| {
+            self.rates
+                .get(&(a.clone(), b.clone()))
+                .and_then(|m| m.range(..=day).next_back())
+                .map(|(d, r)| (*d, *r))
+        };
+        Ok(match (latest(from, to), latest(to, from)) {
+            (Some((dd, r)), Some((rd, _))) if dd >= rd => Some(r),
+            (_, Some((_, r))) => Some(dec::div(Decimal::ONE, r)?),
+            (Some((_, r)), None) => Some(r),
+            (None, None) => None,
+        })
+    }
+    /// Adds a symbol's closes in one go (replacing any it had); of two
+    /// for the same day the later one holds. A sorted input is taken as
+    /// it is.
+    pub fn insert_series(
+        &mut self,
+        symbol: Symbol,
+        closes: impl IntoIterator<Item = (NaiveDate, Decimal)>,
+    ) {
+        let mut closes: Vec<(NaiveDate, Decimal)> = closes.into_iter().collect();
+        if !closes.windows(2).all(|w| w[0].0 < w[1].0) {
+            // Stable: of equal days, the later input stays last.
+            closes.sort_by_key(|(d, _)| *d);
+            let mut kept: Vec<(NaiveDate, Decimal)> = Vec::with_capacity(closes.len());
+            for c in closes {
+                match kept.last_mut() {
+                    Some(last) if last.0 == c.0 => *last = c,
+                    _ => kept.push(c),
+                }
+            }
+            closes = kept;
+        }
+        self.by_symbol.insert(symbol, closes);
+    }
+
+    pub fn from_prices<'a>(prices: impl IntoIterator<Item = &'a ClosePrice>) -> Self {
+        let mut book = Self::new();
+        for p in prices {
+            book.insert_priced(p.symbol.clone(), p.date, p.close, p.currency.clone());
+        }
+        book
+    }
+    /// Records a split event; a later one for the same (symbol, ex-date)
+    /// replaces the earlier, and 1/1 cancels it (docs/events.md). Give
+    /// them in log order.
+    pub fn apply_split(&mut self, split: &Split) {
+        self.set_split(
+            split.symbol.clone(),
+            split.ex_date,
+            split.numerator,
+            split.denominator,
+        );
+    }
+
+    /// The split of `symbol` on `ex_date` is now `numerator/denominator`
+    /// (1/1: none).
+    pub fn set_split(
+        &mut self,
+        symbol: Symbol,
+        ex_date: NaiveDate,
+        numerator: u32,
+        denominator: u32,
+    ) {
+        if numerator == denominator {
+            if let Some(m) = self.splits.get_mut(&symbol) {
+                m.remove(&ex_date);
+                if m.is_empty() {
+                    self.splits.remove(&symbol);
+                }
+            }
+            return;
+        }
+        self.splits
+            .entry(symbol)
+            .or_default()
+            .insert(ex_date, (numerator, denominator));
+    }
+
+    /// The splits in effect, by symbol, ex-date ascending.
+    pub fn splits(&self) -> impl Iterator<Item = (&Symbol, NaiveDate, u32, u32)> {
+        self.splits
+            .iter()
+            .flat_map(|(s, m)| m.iter().map(move |(d, (n, q))| (s, *d, *n, *q)))
+    }
+
+    /// The same splits, rates and default currency, and no closes: what
+    /// a replay of positions and flows needs.
+    pub fn splits_only(&self) -> PriceBook {
+        PriceBook {
+            by_symbol: BTreeMap::new(),
+            quoted_in: BTreeMap::new(),
+            splits: self.splits.clone(),
+            rates: self.rates.clone(),
+            default_currency: self.default_currency.clone(),
+        }
+    }
+
+    /// Splits of `symbol` with `after < ex_date <= through`, ascending.
+    pub(crate) fn splits_between(
+        &self,
+        symbol: &Symbol,
+        after: NaiveDate,
+        through: NaiveDate,
+    ) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.splits
+            .get(symbol)
+            .filter(|_| after < through)
+            .into_iter()
+            .flat_map(move |m| {
+                m.range((Bound::Excluded(after), Bound::Included(through)))
+                    .map(|(_, t)| *t)
+            })
+    }
+
+    /// The latest close dated ≤ `date`, with its date.
+    pub fn close_dated(&self, symbol: &Symbol, date: NaiveDate) -> Option<(NaiveDate, Decimal)> {
+        let closes = self.by_symbol.get(symbol)?;
+        let i = closes.partition_point(|(d, _)| *d <= date);
+        i.checked_sub(1).map(|i| closes[i])
+    }
+
+    /// The latest close dated ≤ `date`.
+    pub fn close_on_or_before(&self, symbol: &Symbol, date: NaiveDate) -> Option<Decimal> {
+        self.close_dated(symbol, date).map(|(_, c)| c)
+    }
+
+    /// All of `symbol`'s closes, by ascending day (what a folder walks).
+    pub(super) fn closes(&self, symbol: &Symbol) -> Option<&[(NaiveDate, Decimal)]> {
+        self.by_symbol.get(symbol).map(Vec::as_slice)
+    }
+
+    /// The currencies of `symbol`'s closes not in the default currency.
+    pub(super) fn quotes(&self, symbol: &Symbol) -> Option<&BTreeMap<NaiveDate, Currency>> {
+        self.quoted_in.get(symbol)
+    }
+}

@@ -1,0 +1,577 @@
+//! The folder's valuation cache ([`Cache`]): one slot per open position
+//! with a forward cursor into its symbol's closes and its current term
+//! qty · price, the closes the slots walk ([`Series`]), the exact running
+//! sums of the terms and costs, and the positions a day touches before it
+//! commits ([`Touched`]).
+
+use std::collections::BTreeMap;
+
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+
+use super::book::PriceBook;
+use super::positions::{split_price, split_qty};
+use super::state::{DayState, Position};
+use crate::decimal::ArithmeticError;
+use crate::exact::{ExactSum, Units};
+use crate::types::{Currency, Symbol};
+
+/// The first 8 bytes of a symbol, big-endian, zero-padded: ordered like
+/// the symbols themselves (they hold no NUL), so most comparisons of a
+/// binary search over slots are one integer comparison.
+#[derive(Clone, Copy)]
+struct SymbolKey<'s> {
+    prefix: u64,
+    symbol: &'s Symbol,
+}
+
+impl<'s> SymbolKey<'s> {
+    fn of(symbol: &'s Symbol) -> Self {
+        let mut b = [0u8; 8];
+        let s = symbol.as_str().as_bytes();
+        let n = s.len().min(8);
+        b[..n].copy_from_slice(&s[..n]);
+        SymbolKey {
+            prefix: u64::from_be_bytes(b),
+            symbol,
+        }
+    }
+
+    /// Slot order relative to this key (for `binary_search_by`).
+    fn cmp_slot(&self, slot: &Slot, names: &str) -> std::cmp::Ordering {
+        slot.prefix
+            .cmp(&self.prefix)
+            .then_with(|| names[slot.name.0..slot.name.1].cmp(self.symbol.as_str()))
+    }
+}
+
+/// Valuation cache of one open position.
+struct Slot {
+    /// `SymbolKey::of(symbol).prefix`.
+    prefix: u64,
+    /// The symbol, in `Series::names` (no allocation per slot).
+    name: (usize, usize),
+    qty: Decimal,
+    cost: Decimal,
+    last_trade_price: Decimal,
+    last_trade_date: Option<NaiveDate>,
+    /// The symbol's closes: `Series::runs[run]`.
+    run: usize,
+    /// Index in the run of the first close dated after the folder's day.
+    cursor: usize,
+    /// The latest close dated ≤ the folder's day, if any.
+    close: Option<Decimal>,
+    /// qty · price(day), exact, in the price's currency.
+    term: Units,
+    /// Quantity or last trade price changed today: `term` to recompute.
+    dirty: bool,
+    /// The currency of the price in use (the close's, else the last
+    /// trade's), of the last trade price, and of the `value_sums` entry
+    /// holding `term`: indexes of `Series::ccys`.
+    ccy: u16,
+    trade_ccy: u16,
+    term_ccy: u16,
+}
+
+impl Slot {
+    /// The slot of `pos` with its cursor at `day`; `term` still to be set.
+    /// A close dated before a split it is used after is adjusted by it
+    /// (closes are as traded on their day).
+    fn unvalued<'p>(
+        symbol: &Symbol,
+        pos: &Position,
+        series: &mut Series<'p>,
+        prices: &'p PriceBook,
+        origin: NaiveDate,
+        day: NaiveDate,
+    ) -> Result<Self, ArithmeticError> {
+        let run = series.run(prices, origin, symbol);
+        let trade_ccy = series.intern_opt(pos.currency.as_ref());
+        let closes = &series.runs[run];
+        let cursor = closes.partition_point(|(d, _)| *d <= day);
+        let ccy = match cursor.checked_sub(1) {
+            Some(i) => series.ccy_at(run, i),
+            None => trade_ccy,
+        };
+        let close = match cursor.checked_sub(1).map(|i| closes[i]) {
+            Some((t, c)) => Some(
+                prices
+                    .splits_between(symbol, t, day)
+                    .try_fold(c, split_price)?,
+            ),
+            None => None,
+        };
+        let name = (
+            series.names.len(),
+            series.names.len() + symbol.as_str().len(),
+        );
+        series.names.push_str(symbol.as_str());
+        Ok(Slot {
+            prefix: SymbolKey::of(symbol).prefix,
+            name,
+            qty: pos.qty,
+            cost: pos.cost,
+            last_trade_price: pos.last_trade_price,
+            last_trade_date: pos.last_trade_date,
+            run,
+            cursor,
+            close,
+            term: Units::default(),
+            dirty: false,
+            ccy,
+            trade_ccy,
+            term_ccy: ccy,
+        })
+    }
+
+    /// Moves the cursor to `day`; true when a close was passed (the price
+    /// may have changed). `ccys` are the run's close currencies (empty:
+    /// all in `default_ccy`).
+    #[inline]
+    fn advance(
+        &mut self,
+        closes: &[(NaiveDate, Decimal)],
+        ccys: &[u16],
+        default_ccy: u16,
+        day: NaiveDate,
+    ) -> bool {
+        let start = self.cursor;
+        while self.cursor < closes.len() && closes[self.cursor].0 <= day {
+            self.cursor += 1;
+        }
+        if self.cursor == start {
+            return false;
+        }
+        self.close = Some(closes[self.cursor - 1].1);
+        self.ccy = ccys.get(self.cursor - 1).copied().unwrap_or(default_ccy);
+        true
+    }
+
+    /// qty · price (docs/valuation.md: the close, else the last trade price).
+    #[inline]
+    fn value(&self) -> Result<Units, ArithmeticError> {
+        Units::product(self.qty, self.close.unwrap_or(self.last_trade_price))
+    }
+
+    fn position(&self, ccys: &[Currency]) -> Position {
+        Position {
+            qty: self.qty,
+            cost: self.cost,
+            last_trade_price: self.last_trade_price,
+            last_trade_date: self.last_trade_date,
+            currency: (self.trade_ccy != 0).then(|| ccys[usize::from(self.trade_ccy)].clone()),
+        }
+    }
+}
+
+/// The closes a folder uses: for each symbol it has met, one run holding
+/// the latest close on or before the folder's start day, then all later
+/// ones. An open slot knows its run; a closed one leaves it in `dormant`
+/// for when the symbol is bought again.
+struct Series<'p> {
+    /// Borrowed from the price book: from the close carried into the
+    /// start day on.
+    runs: Vec<&'p [(NaiveDate, Decimal)]>,
+    /// Per run, the currency of each close (indexes of `ccys`); empty when
+    /// all are in the default currency, as in most books.
+    run_ccys: Vec<Vec<u16>>,
+    dormant: BTreeMap<Symbol, usize>,
+    /// Symbols of the slots, concatenated.
+    names: String,
+    /// The currencies met so far; the base first.
+    ccys: Vec<Currency>,
+    /// The index of the price book's default currency.
+    default_ccy: u16,
+}
+
+impl<'p> Series<'p> {
+    fn new(base: Currency, default: &Currency) -> Self {
+        let mut s = Series {
+            runs: Vec::new(),
+            run_ccys: Vec::new(),
+            dormant: BTreeMap::new(),
+            names: String::new(),
+            ccys: vec![base],
+            default_ccy: 0,
+        };
+        s.default_ccy = s.intern(default);
+        s
+    }
+
+    fn intern(&mut self, c: &Currency) -> u16 {
+        let i = match self.ccys.iter().position(|x| x == c) {
+            Some(i) => i,
+            None => {
+                self.ccys.push(c.clone());
+                self.ccys.len() - 1
+            }
+        };
+        u16::try_from(i).expect("fewer than 65,536 currencies")
+    }
+
+    /// A trade's currency (`None`: the base).
+    fn intern_opt(&mut self, c: Option<&Currency>) -> u16 {
+        c.map_or(0, |c| self.intern(c))
+    }
+
+    /// The currency of close `i` of run `run`.
+    fn ccy_at(&self, run: usize, i: usize) -> u16 {
+        self.run_ccys[run]
+            .get(i)
+            .copied()
+            .unwrap_or(self.default_ccy)
+    }
+
+    /// The run of `symbol`, copied from `prices` on first use.
+    fn run(&mut self, prices: &'p PriceBook, origin: NaiveDate, symbol: &Symbol) -> usize {
+        if let Some(r) = self.dormant.remove(symbol) {
+            return r;
+        }
+        let closes: &'p [(NaiveDate, Decimal)] = match prices.closes(symbol) {
+            Some(all) => {
+                // From the latest close on or before the origin (if any).
+                let later = all.partition_point(|(d, _)| *d <= origin);
+                &all[later.saturating_sub(1)..]
+            }
+            None => &[],
+        };
+        let ccys = match prices.quotes(symbol) {
+            None => Vec::new(),
+            Some(q) => closes
+                .iter()
+                .map(|(d, _)| match q.get(d) {
+                    Some(c) => self.intern(c),
+                    None => self.default_ccy,
+                })
+                .collect(),
+        };
+        self.runs.push(closes);
+        self.run_ccys.push(ccys);
+        self.runs.len() - 1
+    }
+}
+
+/// A position touched by the day's transactions: its slot (found or where
+/// it would go) and its new value.
+pub(super) struct Touched<'t> {
+    /// `SymbolKey::of(symbol).prefix`: the search over the day's touched
+    /// positions compares it before the strings.
+    prefix: u64,
+    symbol: &'t Symbol,
+    slot: Result<usize, usize>,
+    pub(super) pos: Option<Position>,
+    /// A split today: the carried close is adjusted at commit.
+    split: Option<(u32, u32)>,
+}
+
+impl Touched<'_> {
+    /// Order relative to `key` (for `binary_search_by`): by prefix, then
+    /// by symbol, which is the symbols' own order.
+    #[inline]
+    fn cmp_key(&self, key: &SymbolKey<'_>) -> std::cmp::Ordering {
+        self.prefix
+            .cmp(&key.prefix)
+            .then_with(|| self.symbol.as_str().cmp(key.symbol.as_str()))
+    }
+}
+
+/// The valuation cache of a [`Folder`](super::Folder): one slot per open
+/// position (same order as its state's positions) with a forward cursor
+/// into the symbol's closes and the position's current term qty · price,
+/// and exact running sums of those terms and of the costs (`ExactSum`).
+pub(super) struct Cache<'p> {
+    pub(super) prices: &'p PriceBook,
+    /// The start state's day, where the cached series begin.
+    origin: NaiveDate,
+    /// Mirrors `state.positions`, sorted by symbol.
+    slots: Vec<Slot>,
+    /// Closes per symbol in contiguous arrays, copied from `prices` once
+    /// per symbol: walking 50 B-trees in step costs more in cache misses
+    /// and node hops than the copy.
+    series: Series<'p>,
+    /// Σ qty · price over the slots, exact, by the currency of the price
+    /// (indexes of `series.ccys`; 0 is the base).
+    pub(super) value_sums: Vec<ExactSum>,
+    /// How many slots' terms are in each of `value_sums`.
+    pub(super) held: Vec<u32>,
+    /// Σ cost over the positions, exact.
+    pub(super) cost_sum: ExactSum,
+}
+
+impl<'p> Cache<'p> {
+    /// The cache of `start`'s positions, valued at its day, and the last
+    /// overflow met doing so.
+    pub(super) fn new(start: &DayState, prices: &'p PriceBook) -> (Self, Option<ArithmeticError>) {
+        let mut pending = None;
+        let base = start
+            .base_currency
+            .clone()
+            .unwrap_or_else(|| prices.default_currency().clone());
+        let series = Series::new(base, prices.default_currency());
+        let mut cache = Cache {
+            prices,
+            origin: start.date,
+            slots: Vec::with_capacity(start.positions.len()),
+            value_sums: vec![ExactSum::default(); series.ccys.len()],
+            held: vec![0u32; series.ccys.len()],
+            series,
+            cost_sum: ExactSum::default(),
+        };
+        for (symbol, pos) in &start.positions {
+            // A position too large to value cannot be folded: the first step
+            // reports it.
+            let mut slot = match Slot::unvalued(
+                symbol,
+                pos,
+                &mut cache.series,
+                prices,
+                start.date,
+                start.date,
+            ) {
+                Ok(slot) => slot,
+                Err(e) => {
+                    pending = Some(e);
+                    continue;
+                }
+            };
+            match slot.value() {
+                Ok(term) => slot.term = term,
+                Err(e) => pending = Some(e),
+            }
+            cache.hold(&slot);
+            cache.cost_sum.add(pos.cost);
+            cache.slots.push(slot);
+        }
+        (cache, pending)
+    }
+
+    /// The base currency: every amount of the state is in it.
+    pub(super) fn base(&self) -> &Currency {
+        &self.series.ccys[0]
+    }
+
+    /// Currency `i` of the value sums.
+    pub(super) fn currency(&self, i: usize) -> &Currency {
+        &self.series.ccys[i]
+    }
+
+    /// How many positions are open.
+    pub(super) fn open_positions(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The open positions, by symbol, as the state holds them.
+    pub(super) fn positions(&self) -> BTreeMap<Symbol, Position> {
+        let names = &self.series.names;
+        self.slots
+            .iter()
+            .map(|s| {
+                let symbol = Symbol::parse(&names[s.name.0..s.name.1]).expect("a slot's symbol");
+                (symbol, s.position(&self.series.ccys))
+            })
+            .collect()
+    }
+
+    /// Adds `slot`'s term to the value sum of its currency.
+    fn hold(&mut self, slot: &Slot) {
+        let c = usize::from(slot.ccy);
+        if c >= self.value_sums.len() {
+            self.value_sums.resize(c + 1, ExactSum::default());
+            self.held.resize(c + 1, 0);
+        }
+        self.value_sums[c].add_units(&slot.term);
+        self.held[c] += 1;
+    }
+
+    /// The index in `touched` of `symbol`'s position, adding it (from its
+    /// slot, or none) when the day has not touched it yet.
+    pub(super) fn touch<'t>(&self, touched: &mut Vec<Touched<'t>>, symbol: &'t Symbol) -> usize {
+        let key = SymbolKey::of(symbol);
+        match touched.binary_search_by(|t| t.cmp_key(&key)) {
+            Ok(i) => i,
+            Err(i) => {
+                let names = &self.series.names;
+                let slot = self.slots.binary_search_by(|s| key.cmp_slot(s, names));
+                let pos = slot.ok().map(|j| self.slots[j].position(&self.series.ccys));
+                touched.insert(
+                    i,
+                    Touched {
+                        prefix: key.prefix,
+                        symbol,
+                        slot,
+                        pos,
+                        split: None,
+                    },
+                );
+                i
+            }
+        }
+    }
+
+    /// Touches the held positions split today (`splits`: ex-date, symbol,
+    /// ratio), in post-split units.
+    pub(super) fn touch_splits<'t>(
+        &self,
+        splits: &'t [(NaiveDate, Symbol, (u32, u32))],
+        touched: &mut Vec<Touched<'t>>,
+    ) -> Result<(), ArithmeticError> {
+        for (_, symbol, ratio) in splits {
+            let key = SymbolKey::of(symbol);
+            let names = &self.series.names;
+            // Only held positions are split; a later buy is in post-split
+            // units already.
+            if let Ok(j) = self.slots.binary_search_by(|s| key.cmp_slot(s, names)) {
+                let mut p = self.slots[j].position(&self.series.ccys);
+                p.qty = split_qty(p.qty, *ratio)?;
+                p.last_trade_price = split_price(p.last_trade_price, *ratio)?;
+                let i = touched
+                    .binary_search_by(|t| t.cmp_key(&key))
+                    .expect_err("one split per symbol and day");
+                // A position split below the smallest quantity is gone.
+                let pos = Some(p).filter(|p| !p.qty.is_zero());
+                touched.insert(
+                    i,
+                    Touched {
+                        prefix: key.prefix,
+                        symbol,
+                        slot: Ok(j),
+                        pos,
+                        split: Some(*ratio),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits the day's touched positions to the slots and the sums, and
+    /// to `positions` (the state's map) when given. In descending symbol
+    /// order, so that inserting or removing a slot does not move the slots
+    /// still to be visited.
+    pub(super) fn commit(
+        &mut self,
+        touched: Vec<Touched<'_>>,
+        day: NaiveDate,
+        mut positions: Option<&mut BTreeMap<Symbol, Position>>,
+    ) -> Result<(), ArithmeticError> {
+        for t in touched.into_iter().rev() {
+            let positions = positions.as_deref_mut();
+            match (t.pos, t.slot) {
+                (Some(p), Ok(i)) => self.update(i, t.symbol, p, t.split, positions)?,
+                (Some(p), Err(i)) => self.open(i, t.symbol, p, day, positions)?,
+                (None, Ok(i)) => self.close(i, t.symbol, positions),
+                (None, Err(_)) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A held position changed: slot `i` takes its new value.
+    fn update(
+        &mut self,
+        i: usize,
+        symbol: &Symbol,
+        p: Position,
+        split: Option<(u32, u32)>,
+        positions: Option<&mut BTreeMap<Symbol, Position>>,
+    ) -> Result<(), ArithmeticError> {
+        let trade_ccy = self.series.intern_opt(p.currency.as_ref());
+        let slot = &mut self.slots[i];
+        self.cost_sum.sub(slot.cost);
+        self.cost_sum.add(p.cost);
+        slot.qty = p.qty;
+        slot.cost = p.cost;
+        slot.last_trade_price = p.last_trade_price;
+        slot.last_trade_date = p.last_trade_date;
+        slot.trade_ccy = trade_ccy;
+        if slot.close.is_none() {
+            slot.ccy = trade_ccy;
+        }
+        if let Some(ratio) = split {
+            slot.close = match slot.close {
+                Some(c) => Some(split_price(c, ratio)?),
+                None => None,
+            };
+        }
+        // Revalued by `revalue`, after the cursor has moved to `day`.
+        slot.dirty = true;
+        if let Some(positions) = positions {
+            *positions.get_mut(symbol).expect("mirrored") = p;
+        }
+        Ok(())
+    }
+
+    /// A position opened today: a new slot at `i`.
+    fn open(
+        &mut self,
+        i: usize,
+        symbol: &Symbol,
+        p: Position,
+        day: NaiveDate,
+        positions: Option<&mut BTreeMap<Symbol, Position>>,
+    ) -> Result<(), ArithmeticError> {
+        // Placed at `day` itself: already valued at the day's price, the
+        // advance of `revalue` has nothing left to do.
+        let mut slot = Slot::unvalued(symbol, &p, &mut self.series, self.prices, self.origin, day)?;
+        slot.term = slot.value()?;
+        self.hold(&slot);
+        self.cost_sum.add(p.cost);
+        self.slots.insert(i, slot);
+        if let Some(positions) = positions {
+            positions.insert(symbol.clone(), p);
+        }
+        Ok(())
+    }
+
+    /// A position closed today: slot `i` goes, its run stays for when the
+    /// symbol is bought again.
+    fn close(
+        &mut self,
+        i: usize,
+        symbol: &Symbol,
+        positions: Option<&mut BTreeMap<Symbol, Position>>,
+    ) {
+        let slot = self.slots.remove(i);
+        let c = usize::from(slot.term_ccy);
+        self.value_sums[c].sub_units(&slot.term);
+        self.held[c] -= 1;
+        self.cost_sum.sub(slot.cost);
+        if let Some(positions) = positions {
+            positions.remove(symbol);
+        }
+        self.series.dormant.insert(symbol.clone(), slot.run);
+    }
+
+    /// Prices of `day` (docs/valuation.md, 2.) and the terms of the market
+    /// value (3.): moves every slot's cursor to `day` and recomputes only
+    /// the terms whose price or quantity moved. True when any did.
+    pub(super) fn revalue(&mut self, day: NaiveDate) -> Result<bool, ArithmeticError> {
+        let mut changed = false;
+        let runs = &self.series.runs;
+        let run_ccys = &self.series.run_ccys;
+        let default_ccy = self.series.default_ccy;
+        let ncy = self.series.ccys.len();
+        if self.value_sums.len() < ncy {
+            self.value_sums.resize(ncy, ExactSum::default());
+            self.held.resize(ncy, 0);
+        }
+        for slot in &mut self.slots {
+            // Both, not short-circuited: the cursor must move in any case.
+            if slot.advance(runs[slot.run], &run_ccys[slot.run], default_ccy, day)
+                | std::mem::take(&mut slot.dirty)
+            {
+                let term = slot.value()?;
+                self.value_sums[usize::from(slot.term_ccy)].sub_units(&slot.term);
+                if slot.term_ccy != slot.ccy {
+                    self.held[usize::from(slot.term_ccy)] -= 1;
+                    self.held[usize::from(slot.ccy)] += 1;
+                    slot.term_ccy = slot.ccy;
+                }
+                self.value_sums[usize::from(slot.ccy)].add_units(&term);
+                slot.term = term;
+                changed = true;
+            }
+        }
+        Ok(changed)
+    }
+}

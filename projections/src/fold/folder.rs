@@ -1,0 +1,507 @@
+//! The day loop's single step ([`Folder`]): one calendar day folded from the
+//! previous day's state, in the order of docs/valuation.md — splits, then
+//! payments due, then the day's transactions, then prices, market value,
+//! the daily return and the record.
+
+use std::ops::Range;
+
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+
+use super::book::PriceBook;
+use super::cache::{Cache, Touched};
+use super::error::{next_day, overflow_stops_history, FoldError};
+use super::events::apply;
+use super::ledger::{no_rate, Fx, Ledger};
+use super::positions::pay_dividend;
+use super::state::{DayState, Receivable};
+use crate::decimal::{self as dec, ArithmeticError};
+use crate::status::Inconsistency;
+use crate::types::{Currency, DailyRecord, Symbol, Transaction};
+
+/// Folds one day at a time from a starting state.
+///
+/// Besides the public [`DayState`], the folder keeps a valuation cache: one
+/// slot per open position (same order as `state.positions`) with a forward
+/// cursor into the symbol's closes and the position's current term
+/// qty · price, and exact running sums of those terms and of the costs
+/// (`ExactSum`). A day then costs O(positions whose price or quantity
+/// changed) plus one rounding, and because the sums are exact integers the
+/// result does not depend on how they were built: a folder resumed from a
+/// stored state values every day exactly as the full fold did.
+///
+/// `market_value` and `cost` are therefore the exact sums rounded once
+/// (half-even to 28 significant digits), not a chain of roundings; with
+/// event numbers (≤ 10 decimal places) every term is exact.
+///
+/// After a [`FoldError`] the folder is in an unspecified state and must not
+/// be used further.
+pub struct Folder<'a> {
+    pub(super) state: DayState,
+    /// The valuation cache (slots, the closes they walk, the exact sums),
+    /// and the price book it reads.
+    cache: Cache<'a>,
+    /// `cache.cost_sum` rounded, as reported.
+    total_cost: Decimal,
+    /// False until the first step: the sums were built from a caller's
+    /// state and are read (rounded) there once, whatever changed.
+    started: bool,
+    /// Whether `state.positions` mirrors the slots (see `step_inner`).
+    synced: bool,
+    /// An overflow found by `new`, reported by the first step.
+    pending: Option<ArithmeticError>,
+    /// `value_sum` rounded: the holdings' value.
+    holdings: Decimal,
+    /// The splits after the start day, by ex-date then symbol.
+    split_days: Vec<(NaiveDate, Symbol, (u32, u32))>,
+    /// Index of the first split not yet applied.
+    split_cursor: usize,
+    /// Whether a missing rate for a valuation stops the history (a replay
+    /// only wants positions and flows, and values nothing).
+    pub(super) valuing: bool,
+    /// The last step committed its positions and then found no rate to
+    /// value them: the slots are ahead of `state`, which stays right.
+    pub(super) poisoned: bool,
+}
+
+impl std::fmt::Debug for Folder<'_> {
+    // The valuation cache is an implementation detail; the state says
+    // where the folder is.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Folder")
+            .field("date", &self.state.date)
+            .field("positions", &self.cache.open_positions())
+            .field("market_value", &self.state.market_value)
+            .field("nav", &self.state.nav)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Folder<'a> {
+    pub fn new(start: DayState, prices: &'a PriceBook) -> Self {
+        let (cache, pending) = Cache::new(&start, prices);
+        let origin = start.date;
+        let mut split_days: Vec<(NaiveDate, Symbol, (u32, u32))> = prices
+            .splits()
+            .filter(|(_, d, _, _)| *d > origin)
+            .map(|(s, d, n, q)| (d, s.clone(), (n, q)))
+            .collect();
+        split_days.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        Self {
+            state: start,
+            cache,
+            total_cost: Decimal::ZERO,
+            started: false,
+            synced: true,
+            pending,
+            holdings: Decimal::ZERO,
+            split_days,
+            split_cursor: 0,
+            valuing: true,
+            poisoned: false,
+        }
+    }
+
+    /// The base currency and its rate φ for `tx`'s amounts: its `fx_rate`,
+    /// else the rate of its day; the missing rate's detail when neither.
+    fn fx_of<'t>(
+        &self,
+        tx: &'t Transaction,
+        day: NaiveDate,
+    ) -> Result<Result<Fx<'t>, String>, ArithmeticError> {
+        let base = self.cache.base();
+        let Some(c) = tx.currency.as_ref().filter(|c| *c != base) else {
+            return Ok(Ok(Fx::BASE));
+        };
+        let rate = match tx.fx_rate {
+            Some(r) => r,
+            None => match self.cache.prices.rate(c, base, day)? {
+                Some(r) => r,
+                None => return Ok(Err(no_rate(c, base, day))),
+            },
+        };
+        Ok(Ok(Fx {
+            currency: Some(c),
+            rate,
+        }))
+    }
+
+    /// FX(currency `i` → base, `day`), or the inconsistency of its absence.
+    fn rate_to_base(
+        &self,
+        c: &Currency,
+        day: NaiveDate,
+    ) -> Result<Result<Decimal, Inconsistency>, ArithmeticError> {
+        let base = self.cache.base();
+        Ok(match self.cache.prices.rate(c, base, day)? {
+            Some(r) => Ok(r),
+            None => Err(Inconsistency {
+                day,
+                event_id: None,
+                detail: no_rate(c, base, day),
+            }),
+        })
+    }
+
+    /// Folds the day after the current state's day with that day's
+    /// transactions (already in fold order). Returns the exact record (none
+    /// before the history's first day), or the inconsistency (the state is
+    /// then left at the previous day).
+    pub fn step(
+        &mut self,
+        day_transactions: &[&Transaction],
+    ) -> Result<Result<Option<DailyRecord>, Inconsistency>, FoldError> {
+        self.step_inner(day_transactions, true)
+    }
+
+    /// [`Folder::step`]; with `keep_positions` false the state's position
+    /// map is left behind (the slots have the positions) until `sync`:
+    /// [`fold`](super::fold) and [`resume`](super::resume) only show states
+    /// at the end, and updating a map keyed by strings every day is a tenth
+    /// of a full fold.
+    pub(super) fn step_inner(
+        &mut self,
+        day_transactions: &[&Transaction],
+        keep_positions: bool,
+    ) -> Result<Result<Option<DailyRecord>, Inconsistency>, FoldError> {
+        overflow_stops_history(self.step_checked(day_transactions, keep_positions))
+    }
+
+    /// The day, step by step (docs/valuation.md); each step's overflow is
+    /// the day's [`FoldError::Overflow`].
+    fn step_checked(
+        &mut self,
+        day_transactions: &[&Transaction],
+        keep_positions: bool,
+    ) -> Result<Result<Option<DailyRecord>, Inconsistency>, FoldError> {
+        if keep_positions {
+            self.sync();
+        }
+        let day = next_day(self.state.date)?;
+        debug_assert!(day_transactions.iter().all(|t| t.trade_date == day));
+        let overflow = |source| FoldError::Overflow { day, source };
+        if let Some(e) = self.pending.take() {
+            return Err(overflow(e));
+        }
+        let splits_today = self.splits_through(day);
+        if self.before_history(day, day_transactions) {
+            return Ok(Ok(None));
+        }
+
+        // The day in the order of docs/valuation.md: splits, then payments
+        // due, then the day's transactions; each on copies of the touched
+        // positions (kept sorted by symbol) and of the ledger, so that an
+        // oversell leaves the state as it was.
+        let mut ledger = Ledger::of(&self.state);
+        // Sized once: a day touches at most one position per split,
+        // payment and transaction.
+        let mut touched: Vec<Touched<'_>> = Vec::with_capacity(
+            day_transactions.len() + self.state.receivables.len() + splits_today.len(),
+        );
+        let split_days = &self.split_days;
+        self.cache
+            .touch_splits(&split_days[splits_today], &mut touched)
+            .map_err(overflow)?;
+        let paid = self.take_due(&mut ledger, day);
+        for r in &paid {
+            let i = self.cache.touch(&mut touched, &r.symbol);
+            pay_dividend(&mut touched[i].pos, r, &mut ledger, day).map_err(overflow)?;
+        }
+        let applied = self.apply_transactions(day_transactions, &mut touched, &mut ledger, day);
+        if let Err(inconsistency) = applied.map_err(overflow)? {
+            return Ok(Err(inconsistency));
+        }
+        let cum_in = dec::add(self.state.cum_in, ledger.inflow).map_err(overflow)?;
+        let cum_out = dec::add(self.state.cum_out, ledger.outflow).map_err(overflow)?;
+
+        // Commit to the state, the slots and the sums.
+        let has_changes = !touched.is_empty();
+        if has_changes && !keep_positions {
+            self.synced = false;
+        }
+        // From here until the record, a failure (an overflow, a missing
+        // rate) leaves the slots ahead of the state: see `run`.
+        self.poisoned = true;
+        let positions = keep_positions.then_some(&mut self.state.positions);
+        self.cache
+            .commit(touched, day, positions)
+            .map_err(overflow)?;
+        if has_changes || !self.started {
+            self.total_cost = self.cache.cost_sum.to_decimal().map_err(overflow)?;
+        }
+
+        // 2. Prices of the day, 3. market value: only the terms whose price
+        //    or quantity moved are recomputed.
+        let moved = self.cache.revalue(day).map_err(overflow)?;
+        let holdings_changed = has_changes || !self.started || moved;
+        let cash = match self.value_day(day, holdings_changed, &ledger) {
+            Ok(Ok(cash)) => cash,
+            Ok(Err(missing)) => return Ok(Err(missing)),
+            Err(e) => return Err(overflow(e)),
+        };
+        let record = self.close_day(day, ledger, cash, cum_in, cum_out);
+        Ok(Ok(Some(record.map_err(overflow)?)))
+    }
+
+    /// True, moving the state to `day`, when `day` is before the
+    /// history's first day: nothing is held and nothing recorded. The
+    /// first day is the first with an event that changes money or
+    /// positions (the cash mode's rule).
+    fn before_history(&mut self, day: NaiveDate, day_transactions: &[&Transaction]) -> bool {
+        if self.state.started {
+            return false;
+        }
+        let mode = self.state.cash_mode;
+        if day_transactions.iter().any(|t| t.kind.starts_history(mode)) {
+            return false;
+        }
+        self.state.date = day;
+        true
+    }
+
+    /// Moves the split cursor past the splits dated ≤ `day`; returns the
+    /// range of `split_days` it passed.
+    fn splits_through(&mut self, day: NaiveDate) -> Range<usize> {
+        let from = self.split_cursor;
+        while self
+            .split_days
+            .get(self.split_cursor)
+            .is_some_and(|(d, _, _)| *d <= day)
+        {
+            self.split_cursor += 1;
+        }
+        from..self.split_cursor
+    }
+
+    /// The receivables due by `day`, to pay; those still pending go to the
+    /// ledger, which then replaces the state's list.
+    fn take_due(&self, ledger: &mut Ledger, day: NaiveDate) -> Vec<Receivable> {
+        let due = self.state.receivables.iter().any(|r| r.pay_date <= day);
+        if !due {
+            return Vec::new();
+        }
+        // Only then is the list copied: the state keeps its own until the
+        // day commits.
+        let (now, later): (Vec<Receivable>, Vec<Receivable>) = self
+            .state
+            .receivables
+            .iter()
+            .cloned()
+            .partition(|r| r.pay_date <= day);
+        ledger.receivables = later;
+        ledger.receivables_replace = true;
+        now
+    }
+
+    /// Applies the day's transactions in fold order, each to its touched
+    /// position and the ledger; the first oversell or missing rate is the
+    /// day's inconsistency.
+    fn apply_transactions<'t>(
+        &self,
+        day_transactions: &[&'t Transaction],
+        touched: &mut Vec<Touched<'t>>,
+        ledger: &mut Ledger,
+        day: NaiveDate,
+    ) -> Result<Result<(), Inconsistency>, ArithmeticError> {
+        for &tx in day_transactions {
+            let i = tx
+                .kind
+                .position_symbol()
+                .map(|symbol| self.cache.touch(touched, symbol));
+            let mut none = None;
+            let pos = match i {
+                Some(i) => &mut touched[i].pos,
+                None => &mut none,
+            };
+            let refused = |detail| Inconsistency {
+                day,
+                event_id: Some(tx.event_id),
+                detail,
+            };
+            let fx = match self.fx_of(tx, day)? {
+                Ok(fx) => fx,
+                Err(detail) => return Ok(Err(refused(detail))),
+            };
+            if let Err(detail) = apply(pos, tx, day, ledger, fx)? {
+                return Ok(Err(refused(detail)));
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// Values the day's holdings (when `holdings_changed`, or some are
+    /// priced in another currency) and returns the cash balance, both in
+    /// the base currency; a missing rate is the day's inconsistency.
+    fn value_day(
+        &mut self,
+        day: NaiveDate,
+        holdings_changed: bool,
+        ledger: &Ledger,
+    ) -> Result<Result<Decimal, Inconsistency>, ArithmeticError> {
+        if let Err(missing) = self.value_holdings(day, holdings_changed)? {
+            return Ok(Err(missing));
+        }
+        self.cash_value(ledger, day)
+    }
+
+    /// The holdings' value in the base currency, when anything moved.
+    /// Holdings priced in another currency are revalued every day: the
+    /// rate moves.
+    fn value_holdings(
+        &mut self,
+        day: NaiveDate,
+        changed: bool,
+    ) -> Result<Result<(), Inconsistency>, ArithmeticError> {
+        let held = &self.cache.held;
+        let foreign_held = held.iter().skip(1).any(|h| *h > 0);
+        if !(changed || foreign_held) {
+            return Ok(Ok(()));
+        }
+        // The converted sums are added exactly and rounded once, so the
+        // result does not depend on the order the currencies were met
+        // in (a resumed fold meets them in another).
+        let mut total = self.cache.value_sums[0];
+        for (i, h) in held.iter().enumerate().skip(1) {
+            if *h == 0 {
+                continue;
+            }
+            let rate = match self.rate_to_base(self.cache.currency(i), day)? {
+                Ok(r) => r,
+                Err(_) if !self.valuing => continue,
+                Err(missing) => return Ok(Err(missing)),
+            };
+            let local = self.cache.value_sums[i].to_decimal()?;
+            total.add(dec::mul(local, rate)?);
+        }
+        self.holdings = total.to_decimal()?;
+        Ok(Ok(()))
+    }
+
+    /// The cash balance in the base currency: cash in other currencies at
+    /// the day's rates.
+    fn cash_value(
+        &self,
+        ledger: &Ledger,
+        day: NaiveDate,
+    ) -> Result<Result<Decimal, Inconsistency>, ArithmeticError> {
+        let mut cash = ledger.cash;
+        for (c, amount) in &ledger.foreign_cash {
+            let rate = match self.rate_to_base(c, day)? {
+                Ok(r) => r,
+                Err(_) if !self.valuing => continue,
+                Err(missing) => return Ok(Err(missing)),
+            };
+            cash = dec::add(cash, dec::mul(*amount, rate)?)?;
+        }
+        Ok(Ok(cash))
+    }
+
+    /// The day's market value, return and record; the state moves to the
+    /// end of `day`.
+    fn close_day(
+        &mut self,
+        day: NaiveDate,
+        ledger: Ledger,
+        cash: Decimal,
+        cum_in: Decimal,
+        cum_out: Decimal,
+    ) -> Result<DailyRecord, ArithmeticError> {
+        let prev_value = self.state.market_value;
+        // Without cash or receivables (every v1 book) V is the holdings
+        // alone: no additions to round.
+        let value = if cash.is_zero() && ledger.receivable.is_zero() {
+            self.holdings
+        } else {
+            dec::add(dec::add(self.holdings, cash)?, ledger.receivable)?
+        };
+        let (daily_return, nav) = self.daily_return(prev_value, value, &ledger)?;
+        let net_flow = dec::sub(ledger.inflow, ledger.outflow)?;
+        let profit = DailyRecord::profit_of(value, cum_in, cum_out)?;
+        let return_rate = DailyRecord::return_rate_of(nav)?;
+        let record = DailyRecord {
+            date: day,
+            market_value: value,
+            cost: self.total_cost,
+            net_flow,
+            daily_return,
+            net_value: nav,
+            return_rate,
+            profit,
+            holdings_value: self.holdings,
+            cash,
+            receivable: ledger.receivable,
+            income: ledger.income,
+            realized_pnl: ledger.realized_pnl,
+            cum_in,
+            cum_out,
+        };
+        self.state.date = day;
+        self.state.market_value = value;
+        self.state.nav = nav;
+        self.state.cum_in = cum_in;
+        self.state.cum_out = cum_out;
+        self.commit_ledger(ledger);
+        Ok(record)
+    }
+
+    /// r(d) and NAV(d) from V(d−1) = `prev_value`, V(d) = `value` and the
+    /// day's flows.
+    fn daily_return(
+        &self,
+        prev_value: Decimal,
+        value: Decimal,
+        ledger: &Ledger,
+    ) -> Result<(Decimal, Decimal), ArithmeticError> {
+        let numerator = dec::add(value, ledger.outflow)?;
+        let denominator = dec::add(prev_value, ledger.inflow)?;
+        // r = 0 when the denominator is ≤ 0 (no capital at work, or a
+        // negative one that would flip the sign of the return), when nothing
+        // was at work all day (V(d−1) = 0 and V(d) + Out(d) = 0: money spent
+        // while empty is a loss of `profit`, not of the unit value), and
+        // when the ratio is exactly 1, which spares the division and the
+        // multiplication on the many days where nothing moves.
+        let idle = prev_value.is_zero() && numerator.is_zero();
+        Ok(
+            if denominator <= Decimal::ZERO || idle || numerator == denominator {
+                (Decimal::ZERO, self.state.nav)
+            } else {
+                let r = dec::sub(dec::div(numerator, denominator)?, Decimal::ONE)?;
+                let growth = dec::add(Decimal::ONE, r)?;
+                (r, dec::mul(self.state.nav, growth)?)
+            },
+        )
+    }
+
+    /// The day's cash, receivables, income and realized P&L become the
+    /// state's; the day is committed.
+    fn commit_ledger(&mut self, ledger: Ledger) {
+        self.state.started = true;
+        self.state.cash = ledger.cash;
+        self.state.foreign_cash = ledger.foreign_cash;
+        if ledger.receivables_replace {
+            self.state.receivables = ledger.receivables;
+        } else {
+            self.state.receivables.extend(ledger.receivables);
+        }
+        self.state.receivable = ledger.receivable;
+        self.state.income = ledger.income;
+        self.state.realized_pnl = ledger.realized_pnl;
+        self.started = true;
+        self.poisoned = false;
+    }
+
+    pub fn state(&self) -> &DayState {
+        debug_assert!(self.synced, "positions left behind by step_inner");
+        &self.state
+    }
+
+    /// Brings `state.positions` up to the slots after `step_inner` steps
+    /// that left it behind.
+    pub(super) fn sync(&mut self) {
+        if self.synced {
+            return;
+        }
+        self.state.positions = self.cache.positions();
+        self.synced = true;
+    }
+}

@@ -1,0 +1,145 @@
+//! The day's money: its external flows (In, Out), the cash balances, the
+//! receivables, income and realized P&L ([`Ledger`]), and the rate that
+//! converts an event's amounts to the base currency ([`Fx`]).
+
+use std::collections::BTreeMap;
+
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+
+use super::state::{DayState, ForeignAmount, Receivable};
+use crate::decimal::{self as dec, ArithmeticError};
+use crate::types::{CashMode, Currency};
+
+/// Everything of a day that does not depend on prices: its flows and the
+/// new cash, receivables, income and realized P&L. Built on copies so that
+/// an inconsistent day leaves the state as it was.
+pub(super) struct Ledger {
+    mode: CashMode,
+    pub(super) inflow: Decimal,
+    pub(super) outflow: Decimal,
+    pub(super) cash: Decimal,
+    /// The receivables after the day when `receivables_replace`; otherwise
+    /// only the day's new ones, to append to the state's. Cloning the
+    /// state's list (a `String` per symbol) every day a dividend is
+    /// pending cost more than the rest of such a day.
+    pub(super) receivables: Vec<Receivable>,
+    pub(super) receivables_replace: bool,
+    pub(super) receivable: Decimal,
+    pub(super) income: Decimal,
+    pub(super) realized_pnl: Decimal,
+    pub(super) foreign_cash: BTreeMap<Currency, Decimal>,
+}
+
+/// The currency of an event's amounts and the rate φ that converts them
+/// to the base (docs/valuation.md): fixed at the event.
+#[derive(Clone, Copy)]
+pub(super) struct Fx<'c> {
+    /// `None`: the base currency (φ = 1).
+    pub(super) currency: Option<&'c Currency>,
+    pub(super) rate: Decimal,
+}
+
+impl<'c> Fx<'c> {
+    pub(super) const BASE: Fx<'static> = Fx {
+        currency: None,
+        rate: Decimal::ONE,
+    };
+
+    pub(super) fn of(foreign: Option<&'c ForeignAmount>) -> Fx<'c> {
+        match foreign {
+            Some(f) => Fx {
+                currency: Some(&f.currency),
+                rate: f.rate,
+            },
+            None => Fx::BASE,
+        }
+    }
+
+    /// `a` in the base currency.
+    pub(super) fn base(&self, a: Decimal) -> Result<Decimal, ArithmeticError> {
+        match self.currency {
+            None => Ok(a),
+            Some(_) => dec::mul(a, self.rate),
+        }
+    }
+}
+
+/// The status detail of a missing rate.
+pub(super) fn no_rate(from: &Currency, to: &Currency, day: NaiveDate) -> String {
+    format!("no {from}→{to} rate on or before {day}")
+}
+
+impl Ledger {
+    pub(super) fn of(state: &DayState) -> Self {
+        Ledger {
+            mode: state.cash_mode,
+            inflow: Decimal::ZERO,
+            outflow: Decimal::ZERO,
+            cash: state.cash,
+            // The state's are left where they are unless some are paid
+            // today (see `Folder::take_due`).
+            receivables: Vec::new(),
+            receivables_replace: false,
+            receivable: state.receivable,
+            income: state.income,
+            realized_pnl: state.realized_pnl,
+            // Likewise free without foreign cash.
+            foreign_cash: state.foreign_cash.clone(),
+        }
+    }
+
+    /// Adds `a` (may be negative) to the balance of `currency` (`None`:
+    /// the base). A foreign balance of 0 is dropped: it needs no rate.
+    pub(super) fn add_cash(
+        &mut self,
+        currency: Option<&Currency>,
+        a: Decimal,
+    ) -> Result<(), ArithmeticError> {
+        match currency {
+            None => self.cash = dec::add(self.cash, a)?,
+            Some(c) => {
+                let b = self.foreign_cash.entry(c.clone()).or_default();
+                *b = dec::add(*b, a)?;
+                if b.is_zero() {
+                    self.foreign_cash.remove(c);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn tracked(&self) -> bool {
+        self.mode == CashMode::Tracked
+    }
+
+    pub(super) fn inflow(&mut self, a: Decimal) -> Result<(), ArithmeticError> {
+        self.inflow = dec::add(self.inflow, a)?;
+        Ok(())
+    }
+
+    pub(super) fn outflow(&mut self, a: Decimal) -> Result<(), ArithmeticError> {
+        self.outflow = dec::add(self.outflow, a)?;
+        Ok(())
+    }
+
+    /// Money paid by the portfolio: from its cash in the event's currency
+    /// when tracked, else brought in from outside (In, at φ).
+    pub(super) fn pay(&mut self, a: Decimal, fx: Fx<'_>) -> Result<(), ArithmeticError> {
+        if self.tracked() {
+            self.add_cash(fx.currency, -a)
+        } else {
+            self.inflow(fx.base(a)?)
+        }
+    }
+
+    /// Money received by the portfolio: into its cash when tracked, else
+    /// taken out (Out, at φ).
+    pub(super) fn receive(&mut self, a: Decimal, fx: Fx<'_>) -> Result<(), ArithmeticError> {
+        if self.tracked() {
+            self.add_cash(fx.currency, a)
+        } else {
+            self.outflow(fx.base(a)?)
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Position arithmetic: buying into and taking out of a position (moving-
+//! average cost), a split's effect on quantities and prices, and paying a
+//! dividend when it falls due (with its reinvestment).
+
+use chrono::NaiveDate;
+use rust_decimal::{Decimal, RoundingStrategy};
+
+use super::ledger::{Fx, Ledger};
+use super::state::{Position, Receivable};
+use crate::decimal::{self as dec, ArithmeticError};
+use crate::types::Symbol;
+
+/// A price in pre-split units in post-split units: x · d / n.
+pub(super) fn split_price(x: Decimal, (n, d): (u32, u32)) -> Result<Decimal, ArithmeticError> {
+    dec::div(dec::mul(x, Decimal::from(d))?, Decimal::from(n))
+}
+
+/// A quantity after a split: q · n / d, half-even to 10 places, and
+/// written with 10 (reported as such: `100.0000000000`).
+pub(super) fn split_qty(q: Decimal, (n, d): (u32, u32)) -> Result<Decimal, ArithmeticError> {
+    let mut q = dec::div(dec::mul(q, Decimal::from(n))?, Decimal::from(d))?
+        .round_dp_with_strategy(10, RoundingStrategy::MidpointNearestEven);
+    q.rescale(10);
+    Ok(q)
+}
+
+/// Adds `qty` at `price` (in `fx`'s currency) and `cost` (in the base) to
+/// a position.
+pub(super) fn buy_into(
+    pos: &mut Option<Position>,
+    qty: Decimal,
+    price: Decimal,
+    cost: Decimal,
+    day: NaiveDate,
+    fx: Fx<'_>,
+) -> Result<(), ArithmeticError> {
+    let p = pos.get_or_insert(Position {
+        qty: Decimal::ZERO,
+        cost: Decimal::ZERO,
+        last_trade_price: price,
+        last_trade_date: Some(day),
+        currency: None,
+    });
+    p.qty = dec::add(p.qty, qty)?;
+    p.cost = dec::add(p.cost, cost)?;
+    p.last_trade_price = price;
+    p.last_trade_date = Some(day);
+    p.currency = fx.currency.cloned();
+    Ok(())
+}
+
+/// Takes `qty` out of a position at `price`; returns the cost released, or
+/// the oversell's detail (the position is then untouched).
+pub(super) fn take_out(
+    pos: &mut Option<Position>,
+    what: &str,
+    symbol: &Symbol,
+    qty: Decimal,
+    price: Decimal,
+    day: NaiveDate,
+    fx: Fx<'_>,
+) -> Result<Result<Decimal, String>, ArithmeticError> {
+    let held = pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
+    if qty > held {
+        return Ok(Err(format!(
+            "{what} of {} {} exceeds the position of {}",
+            qty.normalize(),
+            symbol,
+            held.normalize()
+        )));
+    }
+    let p = pos.as_mut().expect("held > 0");
+    let left = dec::sub(p.qty, qty)?;
+    if left.is_zero() {
+        // cost[s] = 0 when qty[s] reaches 0: the position is gone.
+        let released = p.cost;
+        *pos = None;
+        Ok(Ok(released))
+    } else {
+        let released = dec::div(dec::mul(p.cost, qty)?, p.qty)?;
+        p.cost = dec::sub(p.cost, released)?;
+        p.qty = left;
+        p.last_trade_price = price;
+        p.last_trade_date = Some(day);
+        p.currency = fx.currency.cloned();
+        Ok(Ok(released))
+    }
+}
+
+/// Pays a receivable at the start of its pay date (or right after its
+/// accrual when that is the ex-date). `pos` is the position in its symbol.
+pub(super) fn pay_dividend(
+    pos: &mut Option<Position>,
+    r: &Receivable,
+    ledger: &mut Ledger,
+    day: NaiveDate,
+) -> Result<(), ArithmeticError> {
+    ledger.receivable = dec::sub(ledger.receivable, r.net)?;
+    // Amounts in the dividend's currency, converted at its ex-date's rate.
+    let fx = Fx::of(r.foreign.as_ref());
+    let net = r.foreign.as_ref().map_or(r.net, |f| f.amount);
+    let bought = match r.reinvest {
+        Some(x) => {
+            let spent = dec::mul(x.quantity, x.price)?;
+            buy_into(pos, x.quantity, x.price, fx.base(spent)?, day, fx)?;
+            spent
+        }
+        None => Decimal::ZERO,
+    };
+    let rest = dec::sub(net, bought)?;
+    if ledger.tracked() {
+        // Paid into cash, and the reinvested part spent from it: neither
+        // is an external flow.
+        ledger.add_cash(fx.currency, rest)?;
+    } else {
+        // Only what is left after the reinvestment leaves (or, when the
+        // reinvestment cost more, comes in).
+        let rest = fx.base(rest)?;
+        if rest > Decimal::ZERO {
+            ledger.outflow(rest)?;
+        } else if rest < Decimal::ZERO {
+            ledger.inflow(-rest)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,289 @@
+//! The pure fold, timed without I/O: the `projections` crate's arithmetic
+//! alone, the floor under any refresh, backfill or calculate whatever the
+//! storage path does. Its inputs are built from the very events the bench
+//! sent — parsed with `projections`' own parsers, in log order — and laid
+//! out as navd's price cache lays out a portfolio's closes (the symbols
+//! its transactions can move, from the close carried into its first day
+//! through the last day folded), so no internal of navd is needed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use anyhow::{anyhow, Result};
+use chrono::NaiveDate;
+use navd_testkit::book::{Book, V2Events};
+use projections::{Currency, DailyRecord, FxRate, PriceBook, Split, Symbol, Transaction};
+use rust_decimal::Decimal;
+
+use crate::procfs::thread_cpu;
+use crate::report::{ms, Dist};
+
+/// One close as sent: day, value, and its currency when not the default.
+type Close = (NaiveDate, Decimal, Option<Currency>);
+
+/// Events the bench produced, parsed as navd parses them.
+#[derive(Debug, Default)]
+pub(crate) struct SentEvents {
+    /// In log order; `seq` is the position in it, as navd's log assigns.
+    transactions: Vec<Transaction>,
+    /// By symbol, in the order sent.
+    closes: BTreeMap<Symbol, Vec<Close>>,
+    splits: Vec<Split>,
+    rates: Vec<FxRate>,
+}
+
+/// What one fold of a portfolio takes.
+#[derive(Debug)]
+pub(crate) struct FoldInputs {
+    transactions: Vec<Transaction>,
+    prices: PriceBook,
+    /// The history's first day (the earliest transaction's).
+    pub(crate) first_day: NaiveDate,
+}
+
+/// The pure fold's timing: the median wall time of the runs, and the
+/// median CPU time of the thread that ran them. They part when another
+/// process (PostgreSQL's autovacuum after an ingest, say) shares the two
+/// cores: the wall time then includes waiting for a core.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FoldTiming {
+    pub(crate) wall_ms: f64,
+    pub(crate) cpu_ms: f64,
+}
+
+impl SentEvents {
+    fn transaction(&mut self, payload: &[u8]) -> Result<()> {
+        let mut t = projections::parse_transaction(payload)
+            .map_err(|e| anyhow!("a transaction the bench sent does not parse: {e}"))?;
+        t.seq = self.transactions.len() as i64 + 1;
+        self.transactions.push(t);
+        Ok(())
+    }
+
+    fn close(&mut self, payload: &[u8]) -> Result<()> {
+        let p = projections::parse_price(payload)
+            .map_err(|e| anyhow!("a close the bench sent does not parse: {e}"))?;
+        self.closes
+            .entry(p.symbol)
+            .or_default()
+            .push((p.date, p.close, p.currency));
+        Ok(())
+    }
+
+    /// The trades of the portfolios `portfolios` (indices) of a v1 book, in
+    /// the order produced, with every close of the book; then `later`
+    /// transactions and closes sent after it (today's, of `freshness` and
+    /// `price-day`).
+    pub(crate) fn of_book(
+        book: &Book,
+        portfolios: &BTreeSet<u32>,
+        later: &[Vec<u8>],
+        later_closes: &[Vec<u8>],
+    ) -> Result<SentEvents> {
+        let mut sent = SentEvents::default();
+        for (i, t) in book.trades.iter().enumerate() {
+            if portfolios.contains(&t.portfolio) {
+                sent.transaction(book.trade_event(i).1.as_bytes())?;
+            }
+        }
+        for payload in later {
+            sent.transaction(payload)?;
+        }
+        for day in 0..book.weekdays.len() {
+            for s in 0..book.spec.symbols {
+                sent.close(book.close_event(s, day).1.as_bytes())?;
+            }
+        }
+        for payload in later_closes {
+            sent.close(payload)?;
+        }
+        Ok(sent)
+    }
+
+    /// Every event of a v2 book.
+    pub(crate) fn of_v2(ev: &V2Events) -> Result<SentEvents> {
+        let mut sent = SentEvents::default();
+        for (_, json) in &ev.transactions {
+            sent.transaction(json.as_bytes())?;
+        }
+        for (_, json) in &ev.prices {
+            sent.close(json.as_bytes())?;
+        }
+        for (_, json) in &ev.corporate_actions {
+            let split = projections::parse_split(json.as_bytes())
+                .map_err(|e| anyhow!("a split the bench sent does not parse: {e}"))?;
+            sent.splits.push(split);
+        }
+        for (_, json) in &ev.fx {
+            let rate = projections::parse_fx(json.as_bytes())
+                .map_err(|e| anyhow!("a rate the bench sent does not parse: {e}"))?;
+            sent.rates.push(rate);
+        }
+        Ok(sent)
+    }
+
+    /// What navd folds for `portfolio` through `through`: its transactions,
+    /// and the price book of the symbols they can move — each symbol's
+    /// closes from the one carried into the first day through `through`,
+    /// its splits and quoted currencies — with every rate through `through`.
+    pub(crate) fn inputs(&self, portfolio: &str, through: NaiveDate) -> Result<FoldInputs> {
+        let transactions: Vec<Transaction> = self
+            .transactions
+            .iter()
+            .filter(|t| t.portfolio_id.as_str() == portfolio && t.trade_date <= through)
+            .cloned()
+            .collect();
+        let first_day = transactions
+            .iter()
+            .map(|t| t.trade_date)
+            .min()
+            .ok_or_else(|| anyhow!("the bench sent no transaction of {portfolio}"))?;
+        let after = first_day.pred_opt().expect("date in range");
+        let symbols: BTreeSet<&Symbol> = transactions
+            .iter()
+            .filter_map(|t| t.kind.position_symbol())
+            .collect();
+        let mut prices = PriceBook::new();
+        for symbol in symbols {
+            self.add_symbol(&mut prices, symbol, after, through);
+        }
+        for rate in self.rates.iter().filter(|r| r.date <= through) {
+            prices.insert_rate(rate);
+        }
+        Ok(FoldInputs {
+            transactions,
+            prices,
+            first_day,
+        })
+    }
+
+    /// One symbol's closes in `(after, through]` and the one carried into
+    /// that window, their currencies, and the symbol's splits.
+    fn add_symbol(
+        &self,
+        prices: &mut PriceBook,
+        symbol: &Symbol,
+        after: NaiveDate,
+        through: NaiveDate,
+    ) {
+        for split in self.splits.iter().filter(|s| &s.symbol == symbol) {
+            prices.apply_split(split);
+        }
+        let Some(sent) = self.closes.get(symbol) else {
+            return;
+        };
+        // Of two closes for one day the later holds (docs/events.md).
+        let mut by_day: BTreeMap<NaiveDate, (Decimal, Option<Currency>)> = BTreeMap::new();
+        for (day, close, currency) in sent.iter().filter(|c| c.0 <= through) {
+            by_day.insert(*day, (*close, currency.clone()));
+        }
+        let carried = by_day.range(..=after).next_back().map(|(d, _)| *d);
+        let window: Vec<(NaiveDate, &(Decimal, Option<Currency>))> = by_day
+            .iter()
+            .filter(|(d, _)| carried.is_none_or(|c| **d >= c))
+            .map(|(d, v)| (*d, v))
+            .collect();
+        for (day, (_, currency)) in &window {
+            if currency.is_some() {
+                prices.quote_in(symbol, *day, currency.clone());
+            }
+        }
+        prices.insert_series(symbol.clone(), window.iter().map(|(d, (c, _))| (*d, *c)));
+    }
+}
+
+/// Folds `inputs` through `through` `runs` times, each record rounded to
+/// its reported places as navd stores it: the median times, and the last
+/// record (rounded). An oversell is an error: the inputs are not the book.
+pub(crate) fn time_fold(
+    inputs: &FoldInputs,
+    through: NaiveDate,
+    runs: usize,
+) -> Result<(FoldTiming, Option<DailyRecord>)> {
+    let (mut times, mut cpu) = (Vec::new(), Vec::new());
+    let mut last = None;
+    for _ in 0..runs.max(1) {
+        let (t, c) = (Instant::now(), thread_cpu());
+        let out = projections::fold(&inputs.transactions, &inputs.prices, through)
+            .map_err(|e| anyhow!("the pure fold failed: {e}"))?;
+        let rows: Vec<DailyRecord> = out.records.iter().map(DailyRecord::rounded).collect();
+        times.push(ms(t.elapsed()));
+        cpu.push(ms(thread_cpu() - c));
+        anyhow::ensure!(
+            out.inconsistency.is_none(),
+            "the pure fold found the book inconsistent: {:?}",
+            out.inconsistency
+        );
+        last = rows.last().cloned();
+    }
+    let timing = FoldTiming {
+        wall_ms: Dist::of(times).p50,
+        cpu_ms: Dist::of(cpu).p50,
+    };
+    Ok((timing, last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use navd_testkit::book::BookSpec;
+
+    /// A small book of `symbols` symbols (a v2 book splits the 21st and
+    /// 22nd).
+    fn small_book(symbols: usize) -> Book {
+        let spec = BookSpec {
+            tag: 9,
+            portfolio_prefix: "t-",
+            portfolios: 3,
+            symbol_prefix: "T",
+            symbols,
+            universe: 4,
+            trades_per_portfolio: 300,
+            days: 200,
+        };
+        Book::generate(spec, 7, crate::harness::TODAY.parse().unwrap())
+    }
+
+    /// A v1 and a v2 book fold from the events sent, every day a record.
+    #[test]
+    fn folds_the_books_it_sent() {
+        let book = small_book(12);
+        let to = book.today.pred_opt().unwrap();
+        let sent = SentEvents::of_book(&book, &BTreeSet::from([1]), &[], &[]).unwrap();
+        let inputs = sent.inputs(&book.portfolio(1), to).unwrap();
+        assert_eq!(inputs.first_day, book.weekdays[0]);
+        let (_, last) = time_fold(&inputs, to, 1).unwrap();
+        assert_eq!(last.unwrap().date, to);
+
+        let book = small_book(24);
+        let v2 = SentEvents::of_v2(&book.v2_events()).unwrap();
+        let inputs = v2.inputs(&book.portfolio(0), to).unwrap();
+        let (_, last) = time_fold(&inputs, to, 1).unwrap();
+        assert_eq!(last.unwrap().date, to);
+    }
+
+    /// Every generated history folds without an oversell, and a seed gives
+    /// the same book twice.
+    #[test]
+    fn books_are_deterministic_and_never_oversell() {
+        let a = small_book(12);
+        let b = small_book(12);
+        assert_eq!(a.trade_event(100), b.trade_event(100));
+        let mut held = std::collections::HashMap::new();
+        for i in 0..a.trades.len() {
+            let t = projections::parse_transaction(a.trade_event(i).1.as_bytes()).unwrap();
+            let (side, tr) = t.as_trade().expect("a buy or sell");
+            let q = held
+                .entry((t.portfolio_id.to_string(), tr.symbol.to_string()))
+                .or_insert(Decimal::ZERO);
+            if side == projections::Side::Sell {
+                assert!(*q >= tr.quantity, "oversell at trade {i}");
+                *q -= tr.quantity;
+            } else {
+                *q += tr.quantity;
+            }
+        }
+        let (_, close) = a.close_event(3, 10);
+        projections::parse_price(close.as_bytes()).unwrap();
+    }
+}

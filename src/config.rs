@@ -435,6 +435,135 @@ impl Reader<'_> {
     }
 }
 
+/// The groups of variables that take more than a line to read.
+impl Reader<'_> {
+    /// `NAVD_ROLE`: which parts of the service this process runs.
+    fn role(&mut self) -> Role {
+        self.parse("NAVD_ROLE", Role::All, |v| match v {
+            "all" => Ok(Role::All),
+            "api" => Ok(Role::Api),
+            "ingest" => Ok(Role::Ingest),
+            _ => Err("expected `all`, `api` or `ingest`".to_string()),
+        })
+    }
+
+    /// `NAVD_AUTH` and what it needs.
+    fn auth(&mut self) -> AuthConfig {
+        match self.get("NAVD_AUTH").as_deref().unwrap_or("jwt") {
+            "none" => AuthConfig::None,
+            "jwt" => {
+                let key = self.jwt_key();
+                match key {
+                    Some(key) => AuthConfig::Jwt(JwtConfig {
+                        key,
+                        issuer: self.get("NAVD_JWT_ISSUER"),
+                        audience: self.get("NAVD_JWT_AUDIENCE"),
+                    }),
+                    None => AuthConfig::None,
+                }
+            }
+            other => {
+                self.problem(format!("NAVD_AUTH={other}: expected `jwt` or `none`"));
+                AuthConfig::None
+            }
+        }
+    }
+
+    /// The key tokens are verified with (`NAVD_AUTH=jwt`): exactly one of
+    /// a shared secret or an RSA public key file; `None` after a problem.
+    fn jwt_key(&mut self) -> Option<JwtKey> {
+        match (
+            self.get("NAVD_JWT_HS256_SECRET"),
+            self.get("NAVD_JWT_RS256_PUBLIC_KEY_FILE"),
+        ) {
+            (Some(_), Some(_)) => {
+                self.problem(
+                    "NAVD_JWT_HS256_SECRET and NAVD_JWT_RS256_PUBLIC_KEY_FILE are both set: \
+                     set only one"
+                        .into(),
+                );
+                None
+            }
+            (Some(secret), None) => {
+                if secret.len() < 32 {
+                    self.problem(format!(
+                        "NAVD_JWT_HS256_SECRET must be at least 32 bytes (it has {}): \
+                         e.g. `openssl rand -hex 32`",
+                        secret.len()
+                    ));
+                }
+                Some(JwtKey::Hs256(secret.into_bytes()))
+            }
+            (None, Some(path)) => match std::fs::read(PathBuf::from(&path)) {
+                Err(e) => {
+                    self.problem(format!(
+                        "NAVD_JWT_RS256_PUBLIC_KEY_FILE={path}: cannot be read ({e})"
+                    ));
+                    None
+                }
+                Ok(pem) => {
+                    if jsonwebtoken::DecodingKey::from_rsa_pem(&pem).is_err() {
+                        self.problem(format!(
+                            "NAVD_JWT_RS256_PUBLIC_KEY_FILE={path} is not an RSA public key in PEM"
+                        ));
+                    }
+                    Some(JwtKey::Rs256(pem))
+                }
+            },
+            (None, None) => {
+                self.problem(
+                    "NAVD_AUTH=jwt needs NAVD_JWT_HS256_SECRET or NAVD_JWT_RS256_PUBLIC_KEY_FILE \
+                     (or NAVD_AUTH=none to run without authentication)"
+                        .into(),
+                );
+                None
+            }
+        }
+    }
+
+    /// The limits that keep the API up under load or abuse.
+    fn protection(&mut self) -> Protection {
+        let d = Protection::default();
+        Protection {
+            max_connections_per_peer: self.positive(
+                "NAVD_HTTP_MAX_CONNECTIONS_PER_PEER",
+                d.max_connections_per_peer,
+            ),
+            probe_connections: self.positive("NAVD_HTTP_PROBE_CONNECTIONS", d.probe_connections),
+            write_timeout_ms: self.millis("NAVD_HTTP_WRITE_TIMEOUT_MS", d.write_timeout_ms, 1),
+            busy_idle_timeout_ms: self.millis(
+                "NAVD_HTTP_BUSY_IDLE_TIMEOUT_MS",
+                d.busy_idle_timeout_ms,
+                1,
+            ),
+            misses_per_caller: self.positive("NAVD_HTTP_MISSES_PER_CALLER", d.misses_per_caller),
+            login_failures_per_minute: self.positive(
+                "NAVD_LOGIN_FAILURES_PER_MINUTE",
+                d.login_failures_per_minute,
+            ),
+            cookie_secure: self.parse("NAVD_COOKIE_SECURE", true, |v| match v {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err("expected `true` or `false`".to_string()),
+            }),
+        }
+    }
+
+    /// `config` if no variable had a problem, else every problem.
+    fn finish(self, config: Config) -> Result<Config> {
+        if self.problems.is_empty() {
+            Ok(config)
+        } else {
+            let n = self.problems.len();
+            bail!(
+                "{n} configuration problem{}:\n  - {}",
+                if n == 1 { "" } else { "s" },
+                self.problems.join("\n  - ")
+            )
+        }
+    }
+}
+
 impl Config {
     pub fn from_env() -> Result<Config> {
         Self::from_map(&std::env::vars().collect())
@@ -453,76 +582,8 @@ impl Config {
                 .map_err(|_| "is not an IANA time zone, e.g. Europe/Paris".to_string())
         });
         let fixed_today = r.date("NAVD_TODAY");
-        let role = r.parse("NAVD_ROLE", Role::All, |v| match v {
-            "all" => Ok(Role::All),
-            "api" => Ok(Role::Api),
-            "ingest" => Ok(Role::Ingest),
-            _ => Err("expected `all`, `api` or `ingest`".to_string()),
-        });
-        let auth = match r.get("NAVD_AUTH").as_deref().unwrap_or("jwt") {
-            "none" => AuthConfig::None,
-            "jwt" => {
-                let key = match (
-                    r.get("NAVD_JWT_HS256_SECRET"),
-                    r.get("NAVD_JWT_RS256_PUBLIC_KEY_FILE"),
-                ) {
-                    (Some(_), Some(_)) => {
-                        r.problem(
-                            "NAVD_JWT_HS256_SECRET and NAVD_JWT_RS256_PUBLIC_KEY_FILE are both set: \
-                             set only one"
-                                .into(),
-                        );
-                        None
-                    }
-                    (Some(secret), None) => {
-                        if secret.len() < 32 {
-                            r.problem(format!(
-                                "NAVD_JWT_HS256_SECRET must be at least 32 bytes (it has {}): \
-                                 e.g. `openssl rand -hex 32`",
-                                secret.len()
-                            ));
-                        }
-                        Some(JwtKey::Hs256(secret.into_bytes()))
-                    }
-                    (None, Some(path)) => match std::fs::read(PathBuf::from(&path)) {
-                        Err(e) => {
-                            r.problem(format!(
-                                "NAVD_JWT_RS256_PUBLIC_KEY_FILE={path}: cannot be read ({e})"
-                            ));
-                            None
-                        }
-                        Ok(pem) => {
-                            if jsonwebtoken::DecodingKey::from_rsa_pem(&pem).is_err() {
-                                r.problem(format!(
-                                        "NAVD_JWT_RS256_PUBLIC_KEY_FILE={path} is not an RSA public key in PEM"
-                                    ));
-                            }
-                            Some(JwtKey::Rs256(pem))
-                        }
-                    },
-                    (None, None) => {
-                        r.problem(
-                            "NAVD_AUTH=jwt needs NAVD_JWT_HS256_SECRET or NAVD_JWT_RS256_PUBLIC_KEY_FILE \
-                             (or NAVD_AUTH=none to run without authentication)"
-                                .into(),
-                        );
-                        None
-                    }
-                };
-                match key {
-                    Some(key) => AuthConfig::Jwt(JwtConfig {
-                        key,
-                        issuer: r.get("NAVD_JWT_ISSUER"),
-                        audience: r.get("NAVD_JWT_AUDIENCE"),
-                    }),
-                    None => AuthConfig::None,
-                }
-            }
-            other => {
-                r.problem(format!("NAVD_AUTH={other}: expected `jwt` or `none`"));
-                AuthConfig::None
-            }
-        };
+        let role = r.role();
+        let auth = r.auth();
         let log_format = r.parse("NAVD_LOG_FORMAT", default_log_format(), |v| match v {
             "json" => Ok(LogFormat::Json),
             "pretty" => Ok(LogFormat::Pretty),
@@ -545,30 +606,7 @@ impl Config {
         let batch_wait_ms = r.millis("NAVD_BATCH_WAIT_MS", 20, 0);
         let batch_idle_ms = r.millis("NAVD_BATCH_IDLE_MS", 3, 0);
         let assignment_grace_ms = r.millis("NAVD_CONSUMER_ASSIGNMENT_GRACE_MS", 30_000, 0);
-        let d = Protection::default();
-        let protection = Protection {
-            max_connections_per_peer: r.positive(
-                "NAVD_HTTP_MAX_CONNECTIONS_PER_PEER",
-                d.max_connections_per_peer,
-            ),
-            probe_connections: r.positive("NAVD_HTTP_PROBE_CONNECTIONS", d.probe_connections),
-            write_timeout_ms: r.millis("NAVD_HTTP_WRITE_TIMEOUT_MS", d.write_timeout_ms, 1),
-            busy_idle_timeout_ms: r.millis(
-                "NAVD_HTTP_BUSY_IDLE_TIMEOUT_MS",
-                d.busy_idle_timeout_ms,
-                1,
-            ),
-            misses_per_caller: r.positive("NAVD_HTTP_MISSES_PER_CALLER", d.misses_per_caller),
-            login_failures_per_minute: r.positive(
-                "NAVD_LOGIN_FAILURES_PER_MINUTE",
-                d.login_failures_per_minute,
-            ),
-            cookie_secure: r.parse("NAVD_COOKIE_SECURE", true, |v| match v {
-                "true" => Ok(true),
-                "false" => Ok(false),
-                _ => Err("expected `true` or `false`".to_string()),
-            }),
-        };
+        let protection = r.protection();
         let kafka = r.get("NAVD_KAFKA_BROKERS").map(|brokers| KafkaConfig {
             brokers,
             group: r.get("NAVD_KAFKA_GROUP").unwrap_or_else(|| "navd".into()),
@@ -607,16 +645,7 @@ impl Config {
             role,
             protection,
         };
-        if r.problems.is_empty() {
-            Ok(config)
-        } else {
-            let n = r.problems.len();
-            bail!(
-                "{n} configuration problem{}:\n  - {}",
-                if n == 1 { "" } else { "s" },
-                r.problems.join("\n  - ")
-            )
-        }
+        r.finish(config)
     }
 
     /// What `serve` needs besides a valid configuration; every missing

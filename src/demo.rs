@@ -183,21 +183,7 @@ async fn run_on(pg: &PgTemp, addr: SocketAddr, stop: &CancellationToken) -> Resu
 
     say("navd demo: starting an in-process Kafka-protocol broker (librdkafka mock cluster)...");
     let cluster = MockCluster::new(1).context("starting the mock cluster")?;
-    let kafka = KafkaConfig {
-        brokers: cluster.bootstrap_servers(),
-        group: "navd-demo".into(),
-        transactions_topic: "nav.transactions".into(),
-        prices_topic: "nav.prices".into(),
-        corporate_actions_topic: "nav.corporate_actions".into(),
-        fx_topic: "nav.fx".into(),
-        default_currency: projections::Currency::parse("USD").expect("a currency code"),
-        batch_max: 5000,
-        batch_wait_ms: 20,
-        batch_idle_ms: 3,
-        properties: vec![],
-        rules: Default::default(),
-        assignment_grace_ms: 30_000,
-    };
+    let kafka = demo_kafka(cluster.bootstrap_servers());
     cluster.create_topic(&kafka.transactions_topic, 6, 1)?;
     cluster.create_topic(&kafka.prices_topic, 3, 1)?;
     cluster.create_topic(&kafka.corporate_actions_topic, 1, 1)?;
@@ -225,26 +211,7 @@ async fn run_on(pg: &PgTemp, addr: SocketAddr, stop: &CancellationToken) -> Resu
         book.portfolios.len()
     ));
 
-    let config = Config {
-        database_url: Some(pg.url()),
-        kafka: Some(kafka.clone()),
-        http_addr: addr,
-        http_header_timeout_ms: 10_000,
-        http_idle_timeout_ms: 60_000,
-        http_max_connections: 1024,
-        clock: Clock::new(chrono_tz::UTC, None),
-        auth: AuthConfig::None,
-        log_format: LogFormat::Pretty,
-        db_max_connections: 16,
-        request_timeout_ms: 10_000,
-        read_cache_mb: 64,
-        default_currency: kafka.default_currency.clone(),
-        role: crate::config::Role::All,
-        protection: crate::config::Protection {
-            cookie_secure: false,
-            ..Default::default()
-        },
-    };
+    let config = demo_config(pg.url(), &kafka, addr);
     let service = Service::start(&config, pool.clone(), stop.clone()).await?;
     let started = std::time::Instant::now();
     let caught_up = unless_stopped(
@@ -276,6 +243,50 @@ async fn run_on(pg: &PgTemp, addr: SocketAddr, stop: &CancellationToken) -> Resu
     service.join().await?;
     drop(cluster);
     Ok(())
+}
+
+/// The consumer's settings against the mock cluster at `brokers`.
+fn demo_kafka(brokers: String) -> KafkaConfig {
+    KafkaConfig {
+        brokers,
+        group: "navd-demo".into(),
+        transactions_topic: "nav.transactions".into(),
+        prices_topic: "nav.prices".into(),
+        corporate_actions_topic: "nav.corporate_actions".into(),
+        fx_topic: "nav.fx".into(),
+        default_currency: projections::Currency::parse("USD").expect("a currency code"),
+        batch_max: 5000,
+        batch_wait_ms: 20,
+        batch_idle_ms: 3,
+        properties: vec![],
+        rules: Default::default(),
+        assignment_grace_ms: 30_000,
+    }
+}
+
+/// The service's configuration: the private database, the mock broker,
+/// `addr`, no authentication.
+fn demo_config(database_url: String, kafka: &KafkaConfig, addr: SocketAddr) -> Config {
+    Config {
+        database_url: Some(database_url),
+        kafka: Some(kafka.clone()),
+        http_addr: addr,
+        http_header_timeout_ms: 10_000,
+        http_idle_timeout_ms: 60_000,
+        http_max_connections: 1024,
+        clock: Clock::new(chrono_tz::UTC, None),
+        auth: AuthConfig::None,
+        log_format: LogFormat::Pretty,
+        db_max_connections: 16,
+        request_timeout_ms: 10_000,
+        read_cache_mb: 64,
+        default_currency: kafka.default_currency.clone(),
+        role: crate::config::Role::All,
+        protection: crate::config::Protection {
+            cookie_secure: false,
+            ..Default::default()
+        },
+    }
 }
 
 /// What the demo prints once it is up: where to look, and how to feed the

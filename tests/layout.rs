@@ -11,7 +11,7 @@
 //!    between top-level modules (the HTTP layer as one node) and between the
 //!    HTTP layer's modules.
 //!    And inside every folder: between the modules of one directory
-//!    (`storage::events` and `storage::dead_letters`, say), each with
+//!    (`storage::transactions` and `storage::dead_letters`, say), each with
 //!    everything under it as one node — so no two files anywhere import
 //!    each other in a circle.
 //! 2. **Which way the arrows may run**: the HTTP layer reaches the
@@ -28,11 +28,15 @@
 //!    infer it), every `UPDATE portfolios` bumps `version` (no trigger does),
 //!    and no `ON CONFLICT … DO UPDATE` calls `now()` (Citus wants immutable
 //!    functions there).
+//! 5. **Rooms that fit one head**: no file of `src/` over 1,000 lines, no
+//!    function over 80 lines (from its `fn` to its closing brace) outside
+//!    `#[cfg(test)]` items; a function being split may be listed, with its
+//!    length then, in `LONG_FUNCTIONS_BEING_SPLIT` for the time it takes.
 //!
 //! The checker is a small lexer (comments, strings, raw strings, char
-//! literals vs lifetimes) rather than `grep`, so neither rule is fooled by
-//! formatting or by words in comments; `checker_*` tests below plant
-//! violations and make sure they are caught.
+//! literals vs lifetimes) rather than `grep`, so no rule is fooled by
+//! formatting, by words in comments or by braces in strings; `checker_*`
+//! tests below plant violations and make sure they are caught.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -711,7 +715,7 @@ fn no_folder_has_a_cycle_and_arrows_run_the_allowed_way() {
     let folders = folder_graphs(&sources);
     // The checker sees the arrows it should (or it checks nothing).
     assert!(
-        folders["storage"]["events"].contains_key("copy"),
+        folders["storage"]["transactions"].contains_key("copy"),
         "{folders:#?}"
     );
     assert!(folders[""]["app"].contains_key("http"), "{folders:#?}");
@@ -823,6 +827,157 @@ fn checker_finds_statements_a_distributed_planner_refuses() {
     assert!(found[1].contains("without a version bump"));
     assert!(found[2].contains("now()"));
     assert!(found[3].contains("$11 has no type"));
+}
+
+// ---------------------------------------------------------------------------
+// Length: rooms that fit one head
+// ---------------------------------------------------------------------------
+
+/// The most lines a file of `src/` may have (its tests included).
+const MAX_FILE_LINES: usize = 1_000;
+
+/// The most lines a function may span, from its `fn` to its closing brace,
+/// outside `#[cfg(test)]` items.
+const MAX_FN_LINES: usize = 80;
+
+/// Functions over [`MAX_FN_LINES`] that are being split right now (by
+/// whoever owns the file), each with its length when listed: it may not
+/// grow past that. Temporary: delete an entry once its function fits.
+const LONG_FUNCTIONS_BEING_SPLIT: &[(&str, &str, usize)] = &[
+    // Empty: every function of src/ fits. An entry reads
+    // ("src/query.rs", "read_history", 113), // being split by <whom>
+];
+
+/// The token index just past the `{ … }` block opening at `open`.
+fn past_block(toks: &[(Tok, usize)], open: usize) -> usize {
+    let mut depth = 0usize;
+    for (k, (t, _)) in toks.iter().enumerate().skip(open) {
+        match t {
+            Tok::Punct('{') => depth += 1,
+            Tok::Punct('}') => {
+                depth -= 1;
+                if depth == 0 {
+                    return k + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    toks.len()
+}
+
+/// Where the item starting at `from` ends: its `;`, or its body `{ … }`
+/// (brackets and parentheses skipped, so `[u8; 4]` ends nothing). The
+/// second value is whether it has a body.
+fn item_end(toks: &[(Tok, usize)], from: usize) -> (usize, bool) {
+    let mut nested = 0usize;
+    for (k, (t, _)) in toks.iter().enumerate().skip(from) {
+        match t {
+            Tok::Punct('(' | '[') => nested += 1,
+            Tok::Punct(')' | ']') => nested = nested.saturating_sub(1),
+            Tok::Punct(';') if nested == 0 => return (k + 1, false),
+            Tok::Punct('{') if nested == 0 => return (past_block(toks, k), true),
+            _ => {}
+        }
+    }
+    (toks.len(), false)
+}
+
+/// Whether `#[cfg(test)]` starts at `toks[i]`.
+fn cfg_test_at(toks: &[(Tok, usize)], i: usize) -> bool {
+    let want = [
+        Tok::Punct('#'),
+        Tok::Punct('['),
+        Tok::Ident("cfg".into()),
+        Tok::Punct('('),
+        Tok::Ident("test".into()),
+        Tok::Punct(')'),
+        Tok::Punct(']'),
+    ];
+    toks.get(i..i + want.len())
+        .is_some_and(|w| w.iter().zip(&want).all(|((t, _), w)| t == w))
+}
+
+/// Every function with a body outside `#[cfg(test)]` items: its name, the
+/// line of its `fn` and how many lines it spans. From the lexer's tokens,
+/// so braces in strings, char literals and comments do not count.
+fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let toks = lex(text).toks;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        if cfg_test_at(&toks, i) {
+            // The item it guards (a `mod tests { … }`, a helper) is skipped.
+            i = item_end(&toks, i + 7).0;
+            continue;
+        }
+        if let (Tok::Ident(kw), Some(Tok::Ident(name))) =
+            (&toks[i].0, toks.get(i + 1).map(|t| &t.0))
+        {
+            if kw == "fn" {
+                if let (end, true) = item_end(&toks, i + 2) {
+                    let first = toks[i].1;
+                    out.push((name.clone(), first, toks[end - 1].1 + 1 - first));
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The files over [`MAX_FILE_LINES`] and the functions over
+/// [`MAX_FN_LINES`] not in `allowed` (or longer than it lists them).
+fn too_long(sources: &[Source], allowed: &[(&str, &str, usize)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in sources {
+        let file = s.rel.to_string_lossy().replace('\\', "/");
+        let lines = s.text.lines().count();
+        if lines > MAX_FILE_LINES {
+            out.push(format!("{file}: {lines} lines (at most {MAX_FILE_LINES})"));
+        }
+        for (name, line, len) in functions(&s.text) {
+            if len <= MAX_FN_LINES {
+                continue;
+            }
+            match allowed.iter().find(|(f, n, _)| *f == file && *n == name) {
+                Some((_, _, listed)) if len <= *listed => {}
+                Some((_, _, listed)) => out.push(format!(
+                    "{file}:{line} fn {name}: {len} lines, grew past the {listed} it is allowed \
+                     while being split"
+                )),
+                None => out.push(format!(
+                    "{file}:{line} fn {name}: {len} lines (at most {MAX_FN_LINES}; split it \
+                     into named steps)"
+                )),
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn files_and_functions_fit_one_head() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    // Every file, main.rs included.
+    let sources: Vec<Source> = files
+        .into_iter()
+        .map(|p| Source {
+            text: std::fs::read_to_string(&p).unwrap(),
+            rel: p.strip_prefix(root).unwrap().to_path_buf(),
+        })
+        .collect();
+    let found = too_long(&sources, LONG_FUNCTIONS_BEING_SPLIT);
+    assert!(
+        found.is_empty(),
+        "too long to read in one go:\n{}",
+        found.join("\n")
+    );
+    // The rule sees the crate's functions (or it checks nothing).
+    let counted: usize = sources.iter().map(|s| functions(&s.text).len()).sum();
+    assert!(counted > 300, "only {counted} functions found in src/");
 }
 
 // ---------------------------------------------------------------------------
@@ -966,4 +1121,51 @@ fn checker_finds_sql_outside_storage() {
         let found = sql_uses(Path::new("src/x.rs"), p);
         assert!(found.is_empty(), "false alarm on {p}: {found:?}");
     }
+}
+
+#[test]
+fn checker_finds_long_files_and_functions() {
+    let body = |n: usize| "    let _ = 1;\n".repeat(n);
+    // 81 lines, with braces in strings, a char literal, a raw string and
+    // comments that would end a brace-counting regex early, and a fake
+    // `fn` in a comment and a string.
+    let long = format!(
+        "pub fn long(x: [u8; 4]) -> usize {{\n    let s = \"}}\"; let c = '}}'; // }}\n    let r = r#\"}} fn fake() {{\"#; /* }} */\n{}    0\n}}\n",
+        body(76)
+    );
+    // Exactly 80 lines: allowed.
+    let fits = format!("fn fits() {{\n{}}}\n", body(78));
+    // Long, but only in tests.
+    let tested = format!(
+        "#[cfg(test)]\n#[allow(dead_code)]\nmod tests {{\n    fn long_test() {{\n{}    }}\n}}\n",
+        body(100)
+    );
+    let listed = format!("fn listed() {{\n{}}}\n", body(88));
+    let grown = format!("fn grown() {{\n{}}}\n", body(95));
+    let text = format!("trait T {{ fn decl(&self); }}\n{long}{fits}{tested}{listed}{grown}");
+    let fns = functions(&text);
+    let names: Vec<&str> = fns.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(names, ["long", "fits", "listed", "grown"], "{fns:?}");
+    assert_eq!((fns[0].1, fns[0].2), (2, 81), "{fns:?}");
+    assert_eq!(fns[1].2, 80, "{fns:?}");
+    let big = "// a line\n".repeat(MAX_FILE_LINES + 1);
+    let sources = [src("src/x.rs", &text), src("src/big.rs", &big)];
+    let allowed = [("src/x.rs", "listed", 90), ("src/x.rs", "grown", 90)];
+    let found = too_long(&sources, &allowed);
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(
+        found[0].starts_with("src/x.rs:2 fn long: 81 lines"),
+        "{}",
+        found[0]
+    );
+    assert!(
+        found[1].contains("fn grown: 97 lines, grew past the 90"),
+        "{}",
+        found[1]
+    );
+    assert!(
+        found[2].starts_with("src/big.rs: 1001 lines"),
+        "{}",
+        found[2]
+    );
 }

@@ -172,15 +172,7 @@ pub async fn login(
             return refuse(StatusCode::BAD_REQUEST, "/", &why);
         }
     };
-    let mut token = None;
-    let mut next = None;
-    for (k, v) in form_urlencoded::parse(&body) {
-        match k.as_ref() {
-            "token" => token = Some(v.into_owned()),
-            "next" => next = Some(v.into_owned()),
-            _ => {}
-        }
-    }
+    let (token, next) = form_fields(&body);
     let next = safe_next(next.as_deref());
     if !same_origin(&headers) {
         return refuse(
@@ -197,22 +189,9 @@ pub async fn login(
         return throttled(&next, wait);
     }
     let raw = token.unwrap_or_default();
-    let raw = raw.trim();
-    // A token copied together with its scheme is still the token.
-    let token = match raw.split_once(' ') {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
-        _ => raw,
-    };
-    if token.is_empty() {
-        return refuse(StatusCode::BAD_REQUEST, &next, "Paste a token to sign in.");
-    }
-    if token.len() > MAX_TOKEN_LEN {
-        let why = format!(
-            "This token is {} bytes long, more than a browser keeps in a cookie \
-             ({MAX_TOKEN_LEN}); use the Authorization header instead.",
-            token.len()
-        );
-        return refuse(StatusCode::BAD_REQUEST, &next, &why);
+    let token = bare_token(&raw);
+    if let Some(resp) = wrong_size(token, &next) {
+        return resp;
     }
     // A compact JWT is base64url segments and dots; anything else could not
     // be a cookie value, and is no token anyway.
@@ -247,6 +226,50 @@ pub async fn login(
         .map(|exp| (exp - chrono::Utc::now().timestamp()).max(1));
     let cookie = cookie_header(token, max_age, s.guards.cookie_secure);
     see_other(&next, Some(cookie))
+}
+
+/// The `token` and `next` fields of the sign-in form (the last of each).
+fn form_fields(body: &[u8]) -> (Option<String>, Option<String>) {
+    let mut token = None;
+    let mut next = None;
+    for (k, v) in form_urlencoded::parse(body) {
+        match k.as_ref() {
+            "token" => token = Some(v.into_owned()),
+            "next" => next = Some(v.into_owned()),
+            _ => {}
+        }
+    }
+    (token, next)
+}
+
+/// The token pasted, without the spaces around it or a `Bearer` before it.
+fn bare_token(raw: &str) -> &str {
+    let raw = raw.trim();
+    // A token copied together with its scheme is still the token.
+    match raw.split_once(' ') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+        _ => raw,
+    }
+}
+
+/// The form again (400) for an empty token or one too long for a cookie.
+fn wrong_size(token: &str, next: &str) -> Option<Response> {
+    if token.is_empty() {
+        return Some(refuse(
+            StatusCode::BAD_REQUEST,
+            next,
+            "Paste a token to sign in.",
+        ));
+    }
+    if token.len() > MAX_TOKEN_LEN {
+        let why = format!(
+            "This token is {} bytes long, more than a browser keeps in a cookie \
+             ({MAX_TOKEN_LEN}); use the Authorization header instead.",
+            token.len()
+        );
+        return Some(refuse(StatusCode::BAD_REQUEST, next, &why));
+    }
+    None
 }
 
 /// `POST /logout`: clears the cookie and shows the form. The token itself
@@ -363,6 +386,12 @@ fn form_page(status: StatusCode, f: &Form<'_>, cookie: Option<HeaderValue>) -> R
          <form method=\"post\" action=\"/logout\"><button class=\"quiet\" type=\"submit\">\
          Sign out</button></form>\n</main>\n</body>\n</html>"
     );
+    page_response(status, h, cookie)
+}
+
+/// The form page's HTML `h` as a response: never cached, no script, no
+/// framing; `WWW-Authenticate` on a 401, and `cookie` set if given.
+fn page_response(status: StatusCode, h: String, cookie: Option<HeaderValue>) -> Response {
     let mut resp = (status, h).into_response();
     let hs = resp.headers_mut();
     hs.insert(

@@ -291,24 +291,7 @@ async fn serve_connection(
             let guard = InFlight::begin(state.clone());
             let app = app.clone();
             req.extensions_mut().insert(PeerAddr(peer));
-            async move {
-                let resp = if probe_only && !is_probe_path(req.uri().path()) {
-                    super::error::ApiError::Unavailable(
-                        "too many connections: this one answers health probes only; retry later"
-                            .into(),
-                    )
-                    .into_response()
-                } else {
-                    app.oneshot(req.map(Body::new)).await?
-                };
-                // The request counts as in flight until its body is sent.
-                Ok::<_, std::convert::Infallible>(resp.map(|body| {
-                    Body::new(Tracked {
-                        inner: body,
-                        _guard: guard,
-                    })
-                }))
-            }
+            answer(app, probe_only, guard, req)
         })
     };
     let conn = builder.serve_connection(io, svc);
@@ -339,16 +322,8 @@ async fn serve_connection(
                 break;
             }
             _ = expiry => {
-                if let Some((at, phase)) = state.deadline(&registry.timeouts()) {
-                    if at <= Instant::now() {
-                        // Nothing in flight (or a write nobody reads):
-                        // dropping the connection closes the socket and
-                        // loses no answer anyone waits for.
-                        metrics::counter!("navd_http_connections_timed_out_total", "phase" => phase)
-                            .increment(1);
-                        tracing::debug!(phase, "closing an HTTP connection past its timeout");
-                        break;
-                    }
+                if timed_out(&state, &registry) {
+                    break;
                 }
             }
             _ = stop.cancelled(), if !draining => {
@@ -359,6 +334,49 @@ async fn serve_connection(
     }
     drop(slot);
     gauge.decrement(1.0);
+}
+
+/// One request on a connection: a probe-only connection answers the
+/// probes and 503 to the rest, any other passes it to the router. The
+/// request counts as in flight (`guard`) until its body is sent.
+async fn answer(
+    app: Router,
+    probe_only: bool,
+    guard: InFlight,
+    req: hyper::Request<Incoming>,
+) -> Result<axum::response::Response, std::convert::Infallible> {
+    let resp = if probe_only && !is_probe_path(req.uri().path()) {
+        super::error::ApiError::Unavailable(
+            "too many connections: this one answers health probes only; retry later".into(),
+        )
+        .into_response()
+    } else {
+        app.oneshot(req.map(Body::new)).await?
+    };
+    // The request counts as in flight until its body is sent.
+    Ok::<_, std::convert::Infallible>(resp.map(|body| {
+        Body::new(Tracked {
+            inner: body,
+            _guard: guard,
+        })
+    }))
+}
+
+/// Whether the connection is past its deadline now (its timer fired, but
+/// the connection may have moved on since); counts and logs the closing.
+fn timed_out(state: &ConnState, registry: &Registry) -> bool {
+    if let Some((at, phase)) = state.deadline(&registry.timeouts()) {
+        if at <= Instant::now() {
+            // Nothing in flight (or a write nobody reads):
+            // dropping the connection closes the socket and
+            // loses no answer anyone waits for.
+            metrics::counter!("navd_http_connections_timed_out_total", "phase" => phase)
+                .increment(1);
+            tracing::debug!(phase, "closing an HTTP connection past its timeout");
+            return true;
+        }
+    }
+    false
 }
 
 /// The timeouts in force now (the idle one shortens under pressure).

@@ -273,13 +273,7 @@ pub async fn store_batch(
     accepted_gaps: &HashMap<(String, i32), i64>,
     refused: &HashMap<Position, String>,
 ) -> Result<BatchOutcome> {
-    let mut last: BTreeMap<(String, i32), i64> = BTreeMap::new();
-    for m in msgs {
-        let e = last
-            .entry((m.topic().to_string(), m.partition()))
-            .or_insert(m.offset());
-        *e = (*e).max(m.offset());
-    }
+    let last = last_offsets(msgs);
     let parts: Vec<(String, i32)> = last.keys().cloned().collect();
     let mut tx = db.begin().await?;
     let stored = offsets::lock(&mut tx, &cfg.group, &parts).await?;
@@ -287,17 +281,8 @@ pub async fn store_batch(
     // commits (a failover to a lagging replica, say) or the log moved on
     // (retention, transaction markers). Re-read from the stored offset once;
     // a gap that is still there after that is the log's own and is accepted.
-    let mut first: BTreeMap<(String, i32), i64> = BTreeMap::new();
-    for m in msgs {
-        first
-            .entry((m.topic().to_string(), m.partition()))
-            .or_insert(m.offset());
-    }
-    let gapped = first.iter().any(|(k, f)| {
-        let next = stored.get(k).copied().unwrap_or(0);
-        *f > next && accepted_gaps.get(k) != Some(&next)
-    });
-    if gapped {
+    let first = first_offsets(msgs);
+    if gapped(&first, &stored, accepted_gaps) {
         drop(tx);
         tracing::debug!(first = ?first, stored = ?stored, "gap");
         let rewind = first
@@ -309,24 +294,7 @@ pub async fn store_batch(
             ..Default::default()
         });
     }
-    let mut batch = IngestBatch {
-        default_currency: Some(cfg.default_currency.clone()),
-        ..IngestBatch::default()
-    };
-    let mut skipped = 0;
-    let mut per_topic: HashMap<&str, u64> = HashMap::new();
-    for m in msgs {
-        let next = stored
-            .get(&(m.topic().to_string(), m.partition()))
-            .copied()
-            .unwrap_or(0);
-        if m.offset() < next {
-            skipped += 1;
-            continue;
-        }
-        *per_topic.entry(m.topic()).or_default() += 1;
-        parse_into(&mut batch, cfg, m, refused);
-    }
+    let (batch, skipped, per_topic) = parse_unstored(msgs, &stored, cfg, refused);
     let dead: Vec<DeadLetterLine> = batch
         .dead_letters
         .iter()
@@ -345,6 +313,88 @@ pub async fn store_batch(
         tx.prices_changed();
     }
     tx.commit().await?;
+    record_committed(msgs, per_topic, dead);
+    Ok(BatchOutcome {
+        report,
+        skipped,
+        next_offsets,
+        rewind: BTreeMap::new(),
+    })
+}
+
+/// The last offset of each partition in the batch.
+fn last_offsets(msgs: &[OwnedMessage]) -> BTreeMap<(String, i32), i64> {
+    let mut last: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for m in msgs {
+        let e = last
+            .entry((m.topic().to_string(), m.partition()))
+            .or_insert(m.offset());
+        *e = (*e).max(m.offset());
+    }
+    last
+}
+
+/// The first offset of each partition in the batch.
+fn first_offsets(msgs: &[OwnedMessage]) -> BTreeMap<(String, i32), i64> {
+    let mut first: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for m in msgs {
+        first
+            .entry((m.topic().to_string(), m.partition()))
+            .or_insert(m.offset());
+    }
+    first
+}
+
+/// Whether a partition's first message lies past its stored offset, in a
+/// gap not accepted already.
+fn gapped(
+    first: &BTreeMap<(String, i32), i64>,
+    stored: &HashMap<(String, i32), i64>,
+    accepted_gaps: &HashMap<(String, i32), i64>,
+) -> bool {
+    first.iter().any(|(k, f)| {
+        let next = stored.get(k).copied().unwrap_or(0);
+        *f > next && accepted_gaps.get(k) != Some(&next)
+    })
+}
+
+/// The messages at or past their partition's stored offset, parsed into a
+/// batch (with dead letters); also how many were skipped as stored
+/// already, and how many each topic gave.
+fn parse_unstored<'m>(
+    msgs: &'m [OwnedMessage],
+    stored: &HashMap<(String, i32), i64>,
+    cfg: &KafkaConfig,
+    refused: &HashMap<Position, String>,
+) -> (IngestBatch, usize, HashMap<&'m str, u64>) {
+    let mut batch = IngestBatch {
+        default_currency: Some(cfg.default_currency.clone()),
+        ..IngestBatch::default()
+    };
+    let mut skipped = 0;
+    let mut per_topic: HashMap<&str, u64> = HashMap::new();
+    for m in msgs {
+        let next = stored
+            .get(&(m.topic().to_string(), m.partition()))
+            .copied()
+            .unwrap_or(0);
+        if m.offset() < next {
+            skipped += 1;
+            continue;
+        }
+        *per_topic.entry(m.topic()).or_default() += 1;
+        parse_into(&mut batch, cfg, m, refused);
+    }
+    (batch, skipped, per_topic)
+}
+
+/// Once the batch is committed: its ingest lag, its events per topic, and
+/// its dead letters counted and logged.
+fn record_committed(
+    msgs: &[OwnedMessage],
+    per_topic: HashMap<&str, u64>,
+    dead: Vec<DeadLetterLine>,
+) {
     let now_ms = chrono::Utc::now().timestamp_millis();
     if let Some(oldest) = msgs.iter().filter_map(|m| m.timestamp().to_millis()).min() {
         metrics::histogram!("navd_ingest_lag_seconds")
@@ -359,12 +409,6 @@ pub async fn store_batch(
         metrics::counter!("navd_dead_letters_total", "topic" => d.topic.clone()).increment(1);
         d.log();
     }
-    Ok(BatchOutcome {
-        report,
-        skipped,
-        next_offsets,
-        rewind: BTreeMap::new(),
-    })
 }
 
 #[cfg(test)]

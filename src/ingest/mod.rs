@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use futures::StreamExt;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{CommitMode, Consumer as _, StreamConsumer};
+use rdkafka::consumer::{CommitMode, Consumer as _, MessageStream, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::OwnedMessage;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -105,12 +105,7 @@ impl Consumer {
     /// leaves the group.
     pub async fn run(self, stop: CancellationToken) -> Result<()> {
         let consumer = Arc::new(self.client()?);
-        {
-            let mut g = self.health.consumer.lock().unwrap();
-            let h = g.get_or_insert_with(ConsumerHealth::default);
-            h.since = Some(Instant::now());
-            h.grace = Duration::from_millis(self.cfg.assignment_grace_ms);
-        }
+        self.report_started();
         tracing::info!(brokers = %self.cfg.brokers, group = %self.cfg.group, "consumer started");
         let probe = tokio::spawn(probe_broker(
             consumer.clone(),
@@ -139,23 +134,8 @@ impl Consumer {
                     continue;
                 }
             }
-            // The batch closes when it is full, `wait` after its first
-            // message, or when the stream has been quiet for `idle`: a
-            // broker's answer arrives all at once, and waiting out `wait`
-            // after it only delays the events already in hand (a broker
-            // that streams steadily fills batches to `wait` as before).
-            let deadline = tokio::time::Instant::now() + wait;
-            while msgs.len() < max {
-                let until = deadline.min(tokio::time::Instant::now() + idle);
-                match tokio::time::timeout_at(until, stream.next()).await {
-                    Ok(Some(Ok(m))) => msgs.push(m.detach()),
-                    Ok(Some(Err(e))) => {
-                        self.kafka_trouble(&e);
-                        break;
-                    }
-                    _ => break,
-                }
-            }
+            self.fill_batch(&mut stream, &mut msgs, max, wait, idle)
+                .await;
             self.health
                 .catching_up
                 .store(msgs.len() >= max, std::sync::atomic::Ordering::Relaxed);
@@ -172,37 +152,9 @@ impl Consumer {
                 outcome.report.transactions_stored + outcome.report.prices_stored,
             );
             span.record("dead_letters", outcome.report.dead_letters);
-            if !outcome.rewind.is_empty() {
-                tracing::warn!(
-                    offsets = ?outcome.rewind,
-                    "messages past the stored offsets: re-reading from the database's offsets"
-                );
-                for ((t, p), o) in &outcome.rewind {
-                    if let Err(e) =
-                        consumer.seek(t, *p, Offset::Offset(*o), Duration::from_secs(10))
-                    {
-                        tracing::warn!(topic = %t, partition = p, error = %e, "seek failed");
-                    }
-                }
-                accepted_gaps.extend(outcome.rewind);
-                continue;
-            }
-            for k in outcome.next_offsets.keys() {
-                accepted_gaps.remove(k);
-            }
-            self.mirror(&consumer, &outcome.next_offsets, CommitMode::Async);
+            self.settle(&consumer, outcome, &mut accepted_gaps);
         }
-        // Final mirror of what the database holds for our partitions.
-        if let Ok(assigned) = consumer.assignment() {
-            let parts: Vec<(String, i32)> = assigned
-                .elements()
-                .iter()
-                .map(|e| (e.topic().to_string(), e.partition()))
-                .collect();
-            if let Ok(stored) = self.read_offsets(&parts).await {
-                self.mirror(&consumer, &stored, CommitMode::Sync);
-            }
-        }
+        self.final_mirror(&consumer).await;
         consumer.unsubscribe();
         drop(stream);
         probe.abort();
@@ -210,6 +162,85 @@ impl Consumer {
         drop(consumer); // the last reference: closes the consumer and leaves the group
         tracing::info!("consumer stopped");
         Ok(())
+    }
+
+    /// Tells the health report the consumer runs, and how long it may wait
+    /// for its first assignment.
+    fn report_started(&self) {
+        let mut g = self.health.consumer.lock().unwrap();
+        let h = g.get_or_insert_with(ConsumerHealth::default);
+        h.since = Some(Instant::now());
+        h.grace = Duration::from_millis(self.cfg.assignment_grace_ms);
+    }
+
+    /// Adds to a batch begun by its first message what else arrives in time.
+    async fn fill_batch(
+        &self,
+        stream: &mut MessageStream<'_, Ctx>,
+        msgs: &mut Vec<OwnedMessage>,
+        max: usize,
+        wait: Duration,
+        idle: Duration,
+    ) {
+        // The batch closes when it is full, `wait` after its first
+        // message, or when the stream has been quiet for `idle`: a
+        // broker's answer arrives all at once, and waiting out `wait`
+        // after it only delays the events already in hand (a broker
+        // that streams steadily fills batches to `wait` as before).
+        let deadline = tokio::time::Instant::now() + wait;
+        while msgs.len() < max {
+            let until = deadline.min(tokio::time::Instant::now() + idle);
+            match tokio::time::timeout_at(until, stream.next()).await {
+                Ok(Some(Ok(m))) => msgs.push(m.detach()),
+                Ok(Some(Err(e))) => {
+                    self.kafka_trouble(&e);
+                    break;
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// After a stored batch: seeks back to the database's offsets when the
+    /// batch ran past them (and accepts the gap they leave), else mirrors
+    /// the next offsets to Kafka.
+    fn settle(
+        &self,
+        consumer: &StreamConsumer<Ctx>,
+        outcome: BatchOutcome,
+        accepted_gaps: &mut HashMap<(String, i32), i64>,
+    ) {
+        if !outcome.rewind.is_empty() {
+            tracing::warn!(
+                offsets = ?outcome.rewind,
+                "messages past the stored offsets: re-reading from the database's offsets"
+            );
+            for ((t, p), o) in &outcome.rewind {
+                if let Err(e) = consumer.seek(t, *p, Offset::Offset(*o), Duration::from_secs(10)) {
+                    tracing::warn!(topic = %t, partition = p, error = %e, "seek failed");
+                }
+            }
+            accepted_gaps.extend(outcome.rewind);
+            return;
+        }
+        for k in outcome.next_offsets.keys() {
+            accepted_gaps.remove(k);
+        }
+        self.mirror(consumer, &outcome.next_offsets, CommitMode::Async);
+    }
+
+    /// Final mirror of what the database holds for our partitions.
+    async fn final_mirror(&self, consumer: &StreamConsumer<Ctx>) {
+        if let Ok(assigned) = consumer.assignment() {
+            let parts: Vec<(String, i32)> = assigned
+                .elements()
+                .iter()
+                .map(|e| (e.topic().to_string(), e.partition()))
+                .collect();
+            if let Ok(stored) = self.read_offsets(&parts).await {
+                self.mirror(consumer, &stored, CommitMode::Sync);
+            }
+        }
     }
 
     fn kafka_trouble(&self, e: &KafkaError) {

@@ -34,6 +34,12 @@ pub struct DeadLetter {
     pub reason: String,
 }
 
+/// Why an event is a dead letter when its `event_id` came before with
+/// other content (a transaction's or a split's).
+pub(super) fn reused_reason(id: uuid::Uuid) -> String {
+    format!("event_id {id} was already used for an event with different content")
+}
+
 pub async fn insert_dead_letters(conn: &mut PgConnection, dead: &[DeadLetter]) -> sqlx::Result<()> {
     let topic: Vec<&str> = dead.iter().map(|d| d.source.topic.as_str()).collect();
     let part: Vec<i32> = dead.iter().map(|d| d.source.partition).collect();

@@ -549,34 +549,9 @@ async fn sync<'q>(
             }
         }
     }
-    // Rows of `skip` were counted by the caller.
-    let skipped = rows.iter().filter(|(p, _)| skip.contains(p)).count();
-    let kept = unchanged.iter().filter(|u| **u == Some(true)).count() - skipped;
-    metrics::counter!("navd_history_rows_unchanged_total").increment(kept as u64);
-    metrics::counter!("navd_history_rows_written_total")
-        .increment((rows.len() - skipped - kept) as u64);
-    metrics::counter!("navd_history_rows_deleted_total").increment(gone.len() as u64);
-    // Rows come grouped by portfolio: one look-up per group, not per row.
-    let mut changed: HashSet<&str> = gone.iter().map(|(p, _)| p.as_str()).collect();
-    let mut last = None;
-    for ((p, _), u) in rows.iter().zip(&unchanged) {
-        if *u != Some(true) && last != Some(*p) {
-            changed.insert(p);
-            last = Some(*p);
-        }
-    }
-    let changed: HashSet<String> = changed.into_iter().map(str::to_string).collect();
-    if !gone.is_empty() {
-        let (pids, days): (Vec<String>, Vec<NaiveDate>) = gone.into_iter().unzip();
-        sqlx::query(
-            "DELETE FROM portfolio_nav_history h USING UNNEST($1::text[], $2::date[]) AS u(pid, day)
-              WHERE h.portfolio_id = u.pid AND h.day = u.day",
-        )
-        .bind(&pids)
-        .bind(&days)
-        .execute(&mut *conn)
-        .await?;
-    }
+    count_rows(rows, skip, &unchanged, gone.len());
+    let changed = changed_portfolios(rows, &unchanged, &gone);
+    delete_days(conn, gone).await?;
     // Rows with no stored day are inserted by `COPY`; the writer holds the
     // portfolios' row locks, so none can appear before it runs.
     let (mut differing, mut fresh) = (Vec::new(), Vec::new());
@@ -590,6 +565,57 @@ async fn sync<'q>(
     upsert_history(conn, &differing).await?;
     copy_history(conn, &fresh).await?;
     Ok(Outcome { changed, old_sums })
+}
+
+/// Counts what [`sync`] found: rows unchanged, rows to write, rows to
+/// delete (`gone` of them).
+fn count_rows(
+    rows: &[(&str, &HistoryRow)],
+    skip: &HashSet<&str>,
+    unchanged: &[Option<bool>],
+    gone: usize,
+) {
+    // Rows of `skip` were counted by the caller.
+    let skipped = rows.iter().filter(|(p, _)| skip.contains(p)).count();
+    let kept = unchanged.iter().filter(|u| **u == Some(true)).count() - skipped;
+    metrics::counter!("navd_history_rows_unchanged_total").increment(kept as u64);
+    metrics::counter!("navd_history_rows_written_total")
+        .increment((rows.len() - skipped - kept) as u64);
+    metrics::counter!("navd_history_rows_deleted_total").increment(gone as u64);
+}
+
+/// The portfolios with a row to write or to delete.
+fn changed_portfolios(
+    rows: &[(&str, &HistoryRow)],
+    unchanged: &[Option<bool>],
+    gone: &[(String, NaiveDate)],
+) -> HashSet<String> {
+    // Rows come grouped by portfolio: one look-up per group, not per row.
+    let mut changed: HashSet<&str> = gone.iter().map(|(p, _)| p.as_str()).collect();
+    let mut last = None;
+    for ((p, _), u) in rows.iter().zip(unchanged) {
+        if *u != Some(true) && last != Some(*p) {
+            changed.insert(p);
+            last = Some(*p);
+        }
+    }
+    changed.into_iter().map(str::to_string).collect()
+}
+
+/// Deletes the stored rows (portfolio, day) that no new row replaces.
+async fn delete_days(conn: &mut PgConnection, gone: Vec<(String, NaiveDate)>) -> sqlx::Result<()> {
+    if !gone.is_empty() {
+        let (pids, days): (Vec<String>, Vec<NaiveDate>) = gone.into_iter().unzip();
+        sqlx::query(
+            "DELETE FROM portfolio_nav_history h USING UNNEST($1::text[], $2::date[]) AS u(pid, day)
+              WHERE h.portfolio_id = u.pid AND h.day = u.day",
+        )
+        .bind(&pids)
+        .bind(&days)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
 }
 
 /// What [`sync`] did.

@@ -3,10 +3,19 @@
 //! callers get typed values in and out, and one place to look when a query
 //! or the schema changes.
 //!
+//! - [`db`]: [`Db`], the one handle on the database (pool, price cache,
+//!   change notifier), and [`Write`], the transaction that publishes what
+//!   it changed;
 //! - [`error`]: what a database failure means (unavailable, refused, other),
 //!   the one place that reads SQLSTATEs;
-//! - [`events`]: transactions and prices, idempotent by `event_id`;
+//! - [`events`]: a batch of events stored ([`ingest`]), and the pending
+//!   marks for what it invalidates;
+//! - [`transactions`]: new transactions (idempotent by `event_id`), their
+//!   rows, and a portfolio's log read back;
+//! - [`market`]: closes, splits and exchange rates as a batch writes them,
+//!   and the price versions that tell caches what to reload;
 //! - [`copy`]: rows in the binary `COPY` format (how event rows go in);
+//! - [`numeric`]: PostgreSQL's binary `numeric`, both ways;
 //! - [`dead_letters`]: messages that are not valid events;
 //! - [`offsets`]: where each partition resumes (the truth behind exactly-once);
 //! - [`portfolios`]: projection state per portfolio, its row lock, what is due;
@@ -14,7 +23,8 @@
 //! - [`history`]: the daily records;
 //! - [`digest`]: the sum of a portfolio's record hashes, kept with its row,
 //!   that lets a refold which changes nothing skip reading the records;
-//! - [`prices`]: closes, their versions, exchange rates;
+//! - [`prices`]: closes, splits and exchange rates read back, and the
+//!   price versions;
 //! - [`changes`]: change notifications that keep the read cache valid
 //!   without a query per request;
 //! - [`price_cache`]: the in-process copy of closes and splits every fold
@@ -32,12 +42,14 @@ pub mod digest;
 pub mod error;
 pub mod events;
 pub mod history;
+pub mod market;
 pub mod marks;
 pub mod numeric;
 pub mod offsets;
 pub mod portfolios;
 pub mod price_cache;
 pub mod prices;
+pub mod transactions;
 
 use std::time::Duration;
 
@@ -52,7 +64,7 @@ pub use dead_letters::{
 };
 pub use digest::Digest;
 pub use error::StorageError;
-pub use events::{ingest, load_transactions, load_transactions_many, IngestBatch, IngestReport};
+pub use events::{ingest, IngestBatch, IngestReport};
 pub use history::{
     history_row, history_rows_at, load_history, replace_history, replace_history_many, HistoryRow,
     Span, Synced,
@@ -63,6 +75,7 @@ pub use portfolios::{
     PortfolioRow,
 };
 pub use prices::load_prices;
+pub use transactions::{load_transactions, load_transactions_many};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 

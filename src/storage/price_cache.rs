@@ -111,7 +111,7 @@ impl PriceCache {
         bases: &[Currency],
         through: NaiveDate,
     ) -> anyhow::Result<()> {
-        let key = storage::events::FX_VERSION_KEY.to_string();
+        let key = storage::market::FX_VERSION_KEY.to_string();
         let Some(storage::prices::Version { version, .. }) =
             storage::prices::versions(conn, std::slice::from_ref(&key))
                 .await?
@@ -188,37 +188,10 @@ impl PriceCache {
             }
         }
         if !stale.is_empty() {
-            let from: Vec<(String, NaiveDate)> =
-                stale.iter().map(|(s, d, _)| (s.clone(), *d)).collect();
-            let mut loaded = storage::prices::series_from(conn, &from).await?;
-            for (s, from, old) in stale {
-                let new = loaded.remove(&s).unwrap_or_default();
-                self.count_loaded(new.closes.len());
-                let series = Arc::new(Series {
-                    version: versions[&s].version,
-                    closes: before(&old.closes, from, new.closes),
-                    quoted: before(&old.quoted, from, new.quoted),
-                    splits: old.splits.clone(),
-                });
-                self.put(&s, series.clone());
-                have.insert(s, series);
-            }
+            self.reload_tails(conn, stale, &versions, &mut have).await?;
         }
         if !missing.is_empty() {
-            let mut loaded = storage::prices::series(conn, &missing).await?;
-            let mut splits = storage::prices::splits(conn, &missing).await?;
-            for s in missing {
-                let stored = loaded.remove(&s).unwrap_or_default();
-                self.count_loaded(stored.closes.len());
-                let series = Arc::new(Series {
-                    version: versions[&s].version,
-                    closes: stored.closes,
-                    quoted: stored.quoted,
-                    splits: splits.remove(&s).unwrap_or_default(),
-                });
-                self.put(&s, series.clone());
-                have.insert(s, series);
-            }
+            self.load_whole(conn, missing, &versions, &mut have).await?;
         }
         for (s, series) in have {
             let closes = &series.closes;
@@ -241,6 +214,59 @@ impl PriceCache {
             }
         }
         Ok(book)
+    }
+
+    /// Re-reads the closes of `stale` series from the day each changed,
+    /// keeping the cached ones before it; caches and adds them to `have`.
+    async fn reload_tails(
+        &self,
+        conn: &mut PgConnection,
+        stale: Vec<(String, NaiveDate, Arc<Series>)>,
+        versions: &HashMap<String, storage::prices::Version>,
+        have: &mut HashMap<String, Arc<Series>>,
+    ) -> anyhow::Result<()> {
+        let from: Vec<(String, NaiveDate)> =
+            stale.iter().map(|(s, d, _)| (s.clone(), *d)).collect();
+        let mut loaded = storage::prices::series_from(conn, &from).await?;
+        for (s, from, old) in stale {
+            let new = loaded.remove(&s).unwrap_or_default();
+            self.count_loaded(new.closes.len());
+            let series = Arc::new(Series {
+                version: versions[&s].version,
+                closes: before(&old.closes, from, new.closes),
+                quoted: before(&old.quoted, from, new.quoted),
+                splits: old.splits.clone(),
+            });
+            self.put(&s, series.clone());
+            have.insert(s, series);
+        }
+        Ok(())
+    }
+
+    /// Reads the `missing` series whole (closes and splits); caches and
+    /// adds them to `have`.
+    async fn load_whole(
+        &self,
+        conn: &mut PgConnection,
+        missing: Vec<String>,
+        versions: &HashMap<String, storage::prices::Version>,
+        have: &mut HashMap<String, Arc<Series>>,
+    ) -> anyhow::Result<()> {
+        let mut loaded = storage::prices::series(conn, &missing).await?;
+        let mut splits = storage::prices::splits(conn, &missing).await?;
+        for s in missing {
+            let stored = loaded.remove(&s).unwrap_or_default();
+            self.count_loaded(stored.closes.len());
+            let series = Arc::new(Series {
+                version: versions[&s].version,
+                closes: stored.closes,
+                quoted: stored.quoted,
+                splits: splits.remove(&s).unwrap_or_default(),
+            });
+            self.put(&s, series.clone());
+            have.insert(s, series);
+        }
+        Ok(())
     }
 
     /// Closes read from the database so far (whole series and the tails

@@ -1,4 +1,4 @@
-//! Reads of closing prices (written by [`super::events::ingest`]) and of
+//! Reads of closing prices (written by [`super::market`]) and of
 //! the per-symbol versions that validate in-memory copies of them.
 
 use std::collections::HashMap;

@@ -1,0 +1,488 @@
+//! Transactions: which of a batch's are new (an `event_id` seen before
+//! with the same fingerprint is a duplicate, with another a dead letter),
+//! their rows in `transactions` and `event_ids` (binary `COPY`) and
+//! `portfolio_symbols`, and a portfolio's log read back
+//! ([`load_transactions`], [`load_transactions_many`]).
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::NaiveDate;
+use projections::{
+    CashMode, Currency, Dividend, Kind, PortfolioId, Reinvest, Symbol, Trade, Transaction,
+};
+use rust_decimal::Decimal;
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Row};
+use uuid::Uuid;
+
+use super::copy::{copy_in, BinaryRows};
+use super::dead_letters::{reused_reason, DeadLetter, Source};
+
+/// The batch's transactions that are new: duplicates (inside the batch or
+/// against the store) are counted in `duplicates` and dropped, an id
+/// reused with other content is a dead letter. Each comes with its
+/// fingerprint.
+pub(super) async fn new_transactions(
+    conn: &mut PgConnection,
+    transactions: Vec<(Transaction, Source)>,
+    duplicates: &mut usize,
+    dead: &mut Vec<DeadLetter>,
+) -> sqlx::Result<Vec<(Transaction, Source, String)>> {
+    let mut fresh: Vec<(Transaction, Source, String)> = Vec::new();
+    let mut seen: HashMap<Uuid, String> = HashMap::new();
+    for (tx, src) in transactions {
+        let fp = tx.fingerprint();
+        match seen.get(&tx.event_id) {
+            Some(prev) if *prev == fp => *duplicates += 1,
+            Some(_) => dead.push(DeadLetter {
+                source: src,
+                reason: reused_reason(tx.event_id),
+            }),
+            None => {
+                seen.insert(tx.event_id, fp.clone());
+                fresh.push((tx, src, fp));
+            }
+        }
+    }
+    if fresh.is_empty() {
+        return Ok(fresh);
+    }
+    let ids: Vec<Uuid> = fresh.iter().map(|(t, _, _)| t.event_id).collect();
+    let stored: HashMap<Uuid, String> = sqlx::query_as(
+        "SELECT event_id, fingerprint FROM event_ids WHERE event_id = ANY($1::uuid[])",
+    )
+    .bind(&ids)
+    .fetch_all(&mut *conn)
+    .await?
+    .into_iter()
+    .collect();
+    let mut keep = Vec::with_capacity(fresh.len());
+    for (tx, src, fp) in fresh {
+        match stored.get(&tx.event_id) {
+            Some(prev) if *prev == fp => *duplicates += 1,
+            Some(_) => dead.push(DeadLetter {
+                source: src,
+                reason: reused_reason(tx.event_id),
+            }),
+            None => keep.push((tx, src, fp)),
+        }
+    }
+    Ok(keep)
+}
+
+/// Writes new transactions (log positions, rows, ids) and the symbols
+/// their portfolios may hold.
+pub(super) async fn insert_transactions(
+    conn: &mut PgConnection,
+    rows: &[(Transaction, Source, String)],
+) -> sqlx::Result<()> {
+    // Log positions are taken in batch order so ties within a day fold in
+    // topic order.
+    let mut seqs: Vec<i64> =
+        sqlx::query_scalar("SELECT nextval('transaction_seq') FROM generate_series(1, $1::int8)")
+            .bind(rows.len() as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+    seqs.sort_unstable();
+    let mut events = BinaryRows::new(24);
+    let mut ids = BinaryRows::new(3);
+    for ((t, src, fp), seq) in rows.iter().zip(&seqs) {
+        transaction_row(&mut events, t, src, fp, *seq).map_err(sqlx::Error::Encode)?;
+        ids.row()
+            .uuid(t.event_id)
+            .text(t.portfolio_id.as_str())
+            .text(fp);
+    }
+    copy_in(
+        conn,
+        "COPY transactions (portfolio_id, event_id, seq, kind, symbol, quantity, price, fee,
+                           trade_date, occurred_at, fingerprint, source_topic, source_partition,
+                           source_offset, amount, tax, cost_basis, pay_date, reinvest_quantity,
+                           reinvest_price, cash_mode, base_currency, currency, fx_rate)
+         FROM STDIN (FORMAT binary)",
+        events,
+    )
+    .await?;
+    // The database's guard on ids reused across portfolios (a concurrent
+    // batch holding one of these ids makes this one fail and be retried,
+    // when the lookup above finds it): migrations/…_citus_ready.sql.
+    copy_in(
+        conn,
+        "COPY event_ids (event_id, portfolio_id, fingerprint) FROM STDIN (FORMAT binary)",
+        ids,
+    )
+    .await?;
+    // Which symbols a portfolio may hold: those its events can move.
+    let mut pairs: HashSet<(&str, &str)> = HashSet::new();
+    for (t, _, _) in rows {
+        if let Some(symbol) = t.kind.position_symbol() {
+            pairs.insert((t.portfolio_id.as_str(), symbol.as_str()));
+        }
+    }
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    let (p2, s2): (Vec<&str>, Vec<&str>) = pairs.into_iter().unzip();
+    sqlx::query(
+        "INSERT INTO portfolio_symbols (portfolio_id, symbol)
+         SELECT * FROM UNNEST($1::text[], $2::text[]) ON CONFLICT DO NOTHING",
+    )
+    .bind(&p2)
+    .bind(&s2)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Loads a portfolio's transactions with `after < trade_date <= through`,
+/// in fold order.
+pub async fn load_transactions(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    after: Option<NaiveDate>,
+    through: NaiveDate,
+) -> anyhow::Result<Vec<Transaction>> {
+    let wanted = [(portfolio_id.to_string(), after)];
+    Ok(load_transactions_many(conn, &wanted, through)
+        .await?
+        .remove(portfolio_id)
+        .unwrap_or_default())
+}
+
+/// Transactions of several portfolios, each with `after < trade_date <=
+/// through` (`after` None: all), in fold-load order.
+pub async fn load_transactions_many(
+    conn: &mut PgConnection,
+    wanted: &[(String, Option<NaiveDate>)],
+    through: NaiveDate,
+) -> anyhow::Result<HashMap<String, Vec<Transaction>>> {
+    let mut out: HashMap<String, Vec<Transaction>> = HashMap::new();
+    if wanted.is_empty() {
+        return Ok(out);
+    }
+    let pids: Vec<&str> = wanted.iter().map(|(p, _)| p.as_str()).collect();
+    let afters: Vec<Option<NaiveDate>> = wanted.iter().map(|(_, a)| *a).collect();
+    // None when any portfolio loads its whole log. The constant bounds repeat
+    // the join's so that the planner sees a few portfolios' rows are wanted
+    // even before the table's first ANALYZE (see replace_history_many).
+    let earliest = afters.iter().min().copied().flatten();
+    let rows = sqlx::query(
+        "SELECT t.portfolio_id, t.event_id, t.kind, t.symbol, t.quantity, t.price, t.fee,
+                t.trade_date, t.occurred_at, t.seq, t.amount, t.tax, t.cost_basis, t.pay_date,
+                t.reinvest_quantity, t.reinvest_price, t.cash_mode, t.base_currency,
+                t.currency, t.fx_rate
+           FROM UNNEST($1::text[], $2::date[]) AS u(pid, after)
+           JOIN transactions t ON t.portfolio_id = u.pid
+                              AND t.trade_date > COALESCE(u.after, '-infinity'::date)
+                              AND t.trade_date <= $3::date
+          WHERE t.portfolio_id = ANY($1::text[])
+            AND t.trade_date > COALESCE($4::date, '-infinity'::date)",
+    )
+    .bind(&pids)
+    .bind(&afters)
+    .bind(through)
+    .bind(earliest)
+    // Planned for these bounds, as the history's reads are: a cached generic
+    // plan would keep what it chose while the table was empty or unanalyzed.
+    .persistent(false)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut ids: HashMap<String, PortfolioId> = HashMap::new();
+    for r in rows {
+        let pid_text: String = r.get(0);
+        let pid = match ids.get(&pid_text) {
+            Some(p) => p.clone(),
+            None => {
+                let p = PortfolioId::parse(&pid_text)?;
+                ids.insert(pid_text.clone(), p.clone());
+                p
+            }
+        };
+        let kind = kind_of(&r)?;
+        out.entry(pid_text).or_default().push(Transaction {
+            event_id: r.get(1),
+            portfolio_id: pid,
+            trade_date: r.get(7),
+            occurred_at: r.get(8),
+            seq: r.get(9),
+            kind,
+            currency: r
+                .get::<Option<&str>, _>(18)
+                .map(Currency::parse)
+                .transpose()?,
+            fx_rate: decimal_at(&r, 19),
+        });
+    }
+    // Sorted here rather than by an `ORDER BY`: PostgreSQL would sort the
+    // rows by the portfolio id's collation, which cost more than the read
+    // itself once the log comes from the key's leaves. Each portfolio's rows
+    // arrive in key order from its index scan, so this is a linear check.
+    for log in out.values_mut() {
+        log.sort_by_key(|t| (t.trade_date, t.seq));
+    }
+    Ok(out)
+}
+
+/// One row of `transactions` in the column order of [`insert_transactions`]'s
+/// `COPY`: the fields a kind does not have are `NULL`.
+fn transaction_row(
+    r: &mut BinaryRows,
+    t: &Transaction,
+    src: &Source,
+    fp: &str,
+    seq: i64,
+) -> Result<(), sqlx::error::BoxDynError> {
+    let KindColumns {
+        sym,
+        qty,
+        price,
+        fee,
+        amount,
+        tax,
+        cost,
+        pay,
+        rq,
+        rp,
+        cash,
+        ccy,
+    } = kind_columns(&t.kind);
+    r.row()
+        .text(t.portfolio_id.as_str())
+        .uuid(t.event_id)
+        .int8(seq)
+        .text(t.kind.name())
+        .opt_text(sym)
+        .opt_numeric(qty.as_ref())
+        .opt_numeric(price.as_ref())
+        .opt_numeric(fee.as_ref())
+        .date(t.trade_date)
+        .opt_timestamptz(t.occurred_at)?
+        .text(fp)
+        .text(src.topic.as_str())
+        .int4(src.partition)
+        .int8(src.offset)
+        .opt_numeric(amount.as_ref())
+        .opt_numeric(tax.as_ref())
+        .opt_numeric(cost.as_ref())
+        .opt_date(pay)
+        .opt_numeric(rq.as_ref())
+        .opt_numeric(rp.as_ref())
+        .opt_text(cash)
+        .opt_text(ccy)
+        .opt_text(t.currency.as_ref().map(Currency::as_str))
+        .opt_numeric(t.fx_rate.as_ref());
+    Ok(())
+}
+
+/// The columns of a `transactions` row that depend on the kind (`None`
+/// where the kind has no such field), in [`transaction_row`]'s names.
+#[derive(Debug, Default)]
+struct KindColumns<'a> {
+    sym: Option<&'a str>,
+    qty: Option<Decimal>,
+    price: Option<Decimal>,
+    fee: Option<Decimal>,
+    amount: Option<Decimal>,
+    tax: Option<Decimal>,
+    cost: Option<Decimal>,
+    pay: Option<NaiveDate>,
+    rq: Option<Decimal>,
+    rp: Option<Decimal>,
+    cash: Option<&'a str>,
+    ccy: Option<&'a str>,
+}
+
+/// What a kind writes in the kind-dependent columns.
+fn kind_columns(kind: &Kind) -> KindColumns<'_> {
+    let (mut sym, mut qty, mut price, mut fee) = (None, None, None, None);
+    let (mut amount, mut tax, mut cost, mut pay, mut rq, mut rp) =
+        (None, None, None, None, None, None);
+    let (mut cash, mut ccy) = (None, None);
+    match kind {
+        Kind::Buy(tr) | Kind::Sell(tr) => {
+            sym = Some(tr.symbol.as_str());
+            qty = Some(tr.quantity);
+            price = Some(tr.price);
+            fee = Some(tr.fee);
+        }
+        Kind::PortfolioSettings {
+            cash: mode,
+            base_currency,
+        } => {
+            cash = Some(mode.as_str());
+            ccy = base_currency.as_ref().map(Currency::as_str);
+        }
+        Kind::Deposit { amount: a } | Kind::Withdrawal { amount: a } => amount = Some(*a),
+        Kind::Fee { amount: a, symbol }
+        | Kind::Tax { amount: a, symbol }
+        | Kind::FeeRefund { amount: a, symbol }
+        | Kind::TaxRefund { amount: a, symbol } => {
+            amount = Some(*a);
+            sym = symbol.as_ref().map(Symbol::as_str);
+        }
+        Kind::Interest { amount: a, tax: x } => {
+            amount = Some(*a);
+            tax = Some(*x);
+        }
+        Kind::TransferIn {
+            symbol,
+            quantity,
+            price: p,
+            cost: c,
+        } => {
+            sym = Some(symbol.as_str());
+            qty = Some(*quantity);
+            price = Some(*p);
+            cost = *c;
+        }
+        Kind::TransferOut {
+            symbol,
+            quantity,
+            price: p,
+        } => {
+            sym = Some(symbol.as_str());
+            qty = Some(*quantity);
+            price = Some(*p);
+        }
+        Kind::Dividend(d) => {
+            sym = Some(d.symbol.as_str());
+            amount = Some(d.amount);
+            tax = Some(d.tax);
+            fee = Some(d.fee);
+            pay = Some(d.pay_date);
+            rq = d.reinvest.map(|r| r.quantity);
+            rp = d.reinvest.map(|r| r.price);
+        }
+    }
+    KindColumns {
+        sym,
+        qty,
+        price,
+        fee,
+        amount,
+        tax,
+        cost,
+        pay,
+        rq,
+        rp,
+        cash,
+        ccy,
+    }
+}
+
+/// A nullable `numeric` column, decoded by [`super::numeric`] (a stored
+/// log is tens of thousands of values per backfill).
+fn decimal_at(r: &PgRow, i: usize) -> Option<Decimal> {
+    r.get::<Option<super::numeric::Numeric>, _>(i).map(|n| n.0)
+}
+
+/// A stored transaction row of kind `name`, read column by column: a
+/// column the kind needs and the row lacks is an error naming both.
+struct StoredKind<'r> {
+    r: &'r PgRow,
+    name: &'r str,
+}
+
+impl StoredKind<'_> {
+    fn need(&self, i: usize, what: &str) -> anyhow::Result<Decimal> {
+        let name = self.name;
+        decimal_at(self.r, i).ok_or_else(|| anyhow::anyhow!("stored {name} without {what}"))
+    }
+
+    fn symbol(&self) -> anyhow::Result<Symbol> {
+        let name = self.name;
+        let s: Option<&str> = self.r.get(3);
+        Ok(Symbol::parse(s.ok_or_else(|| {
+            anyhow::anyhow!("stored {name} without symbol")
+        })?)?)
+    }
+
+    fn opt_symbol(&self) -> anyhow::Result<Option<Symbol>> {
+        Ok(self
+            .r
+            .get::<Option<&str>, _>(3)
+            .map(Symbol::parse)
+            .transpose()?)
+    }
+
+    fn trade(&self) -> anyhow::Result<Trade> {
+        Ok(Trade {
+            symbol: self.symbol()?,
+            quantity: self.need(4, "quantity")?,
+            price: self.need(5, "price")?,
+            fee: self.need(6, "fee")?,
+        })
+    }
+}
+
+/// The event kind of a stored transaction row (columns as selected by
+/// [`load_transactions_many`]).
+fn kind_of(r: &PgRow) -> anyhow::Result<Kind> {
+    let name: &str = r.get(2);
+    let k = StoredKind { r, name };
+    Ok(match name {
+        "buy" => Kind::Buy(k.trade()?),
+        "sell" => Kind::Sell(k.trade()?),
+        "portfolio_settings" => Kind::PortfolioSettings {
+            cash: r
+                .get::<Option<&str>, _>(16)
+                .and_then(CashMode::parse)
+                .unwrap_or_default(),
+            base_currency: r
+                .get::<Option<&str>, _>(17)
+                .map(Currency::parse)
+                .transpose()?,
+        },
+        "deposit" => Kind::Deposit {
+            amount: k.need(10, "amount")?,
+        },
+        "withdrawal" => Kind::Withdrawal {
+            amount: k.need(10, "amount")?,
+        },
+        "fee" => Kind::Fee {
+            amount: k.need(10, "amount")?,
+            symbol: k.opt_symbol()?,
+        },
+        "tax" => Kind::Tax {
+            amount: k.need(10, "amount")?,
+            symbol: k.opt_symbol()?,
+        },
+        "fee_refund" => Kind::FeeRefund {
+            amount: k.need(10, "amount")?,
+            symbol: k.opt_symbol()?,
+        },
+        "tax_refund" => Kind::TaxRefund {
+            amount: k.need(10, "amount")?,
+            symbol: k.opt_symbol()?,
+        },
+        "interest" => Kind::Interest {
+            amount: k.need(10, "amount")?,
+            tax: k.need(11, "tax")?,
+        },
+        "transfer_in" => Kind::TransferIn {
+            symbol: k.symbol()?,
+            quantity: k.need(4, "quantity")?,
+            price: k.need(5, "price")?,
+            cost: decimal_at(r, 12),
+        },
+        "transfer_out" => Kind::TransferOut {
+            symbol: k.symbol()?,
+            quantity: k.need(4, "quantity")?,
+            price: k.need(5, "price")?,
+        },
+        "dividend" => Kind::Dividend(Dividend {
+            symbol: k.symbol()?,
+            amount: k.need(10, "amount")?,
+            tax: k.need(11, "tax")?,
+            fee: k.need(6, "fee")?,
+            pay_date: r
+                .get::<Option<NaiveDate>, _>(13)
+                .ok_or_else(|| anyhow::anyhow!("stored dividend without pay_date"))?,
+            reinvest: match (decimal_at(r, 14), decimal_at(r, 15)) {
+                (Some(quantity), Some(price)) => Some(Reinvest { quantity, price }),
+                _ => None,
+            },
+        }),
+        other => anyhow::bail!("stored transaction of unknown kind `{other}`"),
+    })
+}

@@ -39,6 +39,7 @@ mod progress;
 mod purefold;
 mod report;
 mod scenarios;
+mod summary;
 mod wrk;
 
 use anyhow::{anyhow, Result};

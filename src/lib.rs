@@ -30,16 +30,16 @@ pub mod clock;
 pub mod config;
 #[cfg(feature = "demo")]
 pub mod demo;
-pub mod health;
+pub(crate) mod health;
 pub mod http;
 pub mod ingest;
-pub mod log_limit;
+pub(crate) mod log_limit;
 pub mod observability;
 pub mod projection;
 pub mod query;
 pub mod storage;
 pub mod telemetry;
-pub mod token;
+pub(crate) mod token;
 
 /// The database handle every part of a service shares (see `storage::db`).
 pub use storage::Db;

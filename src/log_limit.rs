@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 /// Admits up to `burst` lines per kind per interval.
 #[derive(Debug)]
-pub struct RateLimit {
+pub(crate) struct RateLimit {
     interval: Duration,
     burst: u32,
     seen: Mutex<HashMap<String, Window>>,
@@ -32,12 +32,12 @@ impl Default for RateLimit {
 
 impl RateLimit {
     /// One line per kind per `interval`.
-    pub fn new(interval: Duration) -> Self {
+    pub(crate) fn new(interval: Duration) -> Self {
         Self::with_burst(1, interval)
     }
 
     /// Up to `burst` lines per kind per `interval` (at least one).
-    pub fn with_burst(burst: u32, interval: Duration) -> Self {
+    pub(crate) fn with_burst(burst: u32, interval: Duration) -> Self {
         Self {
             interval,
             burst: burst.max(1),
@@ -47,7 +47,7 @@ impl RateLimit {
 
     /// `Some(n)` when a line of this kind may be written now, `n` being how
     /// many were held back since the last one; `None` to drop it.
-    pub fn admit(&self, kind: &str) -> Option<u64> {
+    pub(crate) fn admit(&self, kind: &str) -> Option<u64> {
         self.admit_at(kind, Instant::now())
     }
 

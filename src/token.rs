@@ -34,14 +34,14 @@ use crate::config::{AuthConfig, Config, JwtConfig, JwtKey};
 use crate::http::auth::{Authenticator, SCOPE_ADMIN, SCOPE_READ, SCOPE_WRITE};
 
 /// Longest lifetime `--ttl` accepts: 30 days.
-pub const MAX_TTL_SECS: i64 = 30 * 86_400;
+pub(crate) const MAX_TTL_SECS: i64 = 30 * 86_400;
 
 /// The scopes the server knows.
-pub const SCOPES: [&str; 3] = [SCOPE_READ, SCOPE_WRITE, SCOPE_ADMIN];
+pub(crate) const SCOPES: [&str; 3] = [SCOPE_READ, SCOPE_WRITE, SCOPE_ADMIN];
 
 /// The arguments of `navd token`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Scopes, space separated: nav:read, nav:write, nav:admin.
     #[arg(long, default_value = SCOPE_READ)]
     pub scope: String,
@@ -57,7 +57,7 @@ pub struct Args {
 /// Why a token cannot be minted; the message is what the person reads.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{0}")]
-pub struct Refused(pub String);
+pub(crate) struct Refused(pub String);
 
 fn refused<T>(why: impl Into<String>) -> Result<T, Refused> {
     Err(Refused(why.into()))
@@ -65,7 +65,7 @@ fn refused<T>(why: impl Into<String>) -> Result<T, Refused> {
 
 /// What to put in the token, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grant {
+pub(crate) struct Grant {
     /// Known scope names, each once, in the order given.
     pub scopes: Vec<String>,
     /// Valid portfolio ids, each once, or exactly `["*"]`.
@@ -75,7 +75,7 @@ pub struct Grant {
 }
 
 impl Grant {
-    pub fn parse(args: &Args) -> Result<Grant, Refused> {
+    pub(crate) fn parse(args: &Args) -> Result<Grant, Refused> {
         Ok(Grant {
             scopes: parse_scopes(&args.scope)?,
             portfolios: parse_portfolios(&args.portfolios)?,
@@ -85,7 +85,7 @@ impl Grant {
 }
 
 /// `"nav:read nav:write"` → the scope names; unknown or no names refused.
-pub fn parse_scopes(raw: &str) -> Result<Vec<String>, Refused> {
+pub(crate) fn parse_scopes(raw: &str) -> Result<Vec<String>, Refused> {
     let mut out: Vec<String> = Vec::new();
     for s in raw.split_whitespace() {
         if !SCOPES.contains(&s) {
@@ -110,7 +110,7 @@ pub fn parse_scopes(raw: &str) -> Result<Vec<String>, Refused> {
 /// `"p-1,p-2"` or `"*"` → the `portfolios` claim. Blanks around ids are
 /// dropped; an empty entry, an id the API would refuse, or `*` next to ids
 /// is refused.
-pub fn parse_portfolios(raw: &str) -> Result<Vec<String>, Refused> {
+pub(crate) fn parse_portfolios(raw: &str) -> Result<Vec<String>, Refused> {
     if raw.trim() == "*" {
         return Ok(vec!["*".into()]);
     }
@@ -139,7 +139,7 @@ pub fn parse_portfolios(raw: &str) -> Result<Vec<String>, Refused> {
 }
 
 /// `30s`, `30m`, `1h`, `7d` → seconds, 1 ..= [`MAX_TTL_SECS`].
-pub fn parse_ttl(raw: &str) -> Result<i64, Refused> {
+pub(crate) fn parse_ttl(raw: &str) -> Result<i64, Refused> {
     let t = raw.trim();
     let bad = || {
         refused(format!(
@@ -209,7 +209,7 @@ fn signing(auth: &AuthConfig) -> Result<(&[u8], &JwtConfig), Refused> {
 
 /// Mints a token for `grant` valid from `now` (Unix seconds), signed for
 /// `auth`, and checks the server would accept it.
-pub fn mint(auth: &AuthConfig, grant: &Grant, now: i64) -> Result<String, Refused> {
+pub(crate) fn mint(auth: &AuthConfig, grant: &Grant, now: i64) -> Result<String, Refused> {
     let (secret, jwt) = signing(auth)?;
     let mut claims = serde_json::json!({
         "sub": "navd-token",
@@ -242,7 +242,7 @@ pub fn mint(auth: &AuthConfig, grant: &Grant, now: i64) -> Result<String, Refuse
 
 /// The auth configuration from environment variables (only the auth ones
 /// are looked at), or why there is none to mint for.
-pub fn auth_from(env: &HashMap<String, String>) -> Result<AuthConfig, Refused> {
+pub(crate) fn auth_from(env: &HashMap<String, String>) -> Result<AuthConfig, Refused> {
     let set = |k: &str| env.get(k).is_some_and(|v| !v.trim().is_empty());
     let auth_none = env.get("NAVD_AUTH").is_some_and(|v| v.trim() == "none");
     if !auth_none && !set("NAVD_JWT_HS256_SECRET") {
@@ -267,7 +267,7 @@ pub fn auth_from(env: &HashMap<String, String>) -> Result<AuthConfig, Refused> {
 
 /// `navd token`: the token on stdout, what it grants on stderr; refusals on
 /// stderr with exit code 2.
-pub fn run(args: &Args) -> ExitCode {
+pub(crate) fn run(args: &Args) -> ExitCode {
     let env: HashMap<String, String> = std::env::vars().collect();
     let minted = auth_from(&env).and_then(|auth| {
         let grant = Grant::parse(args)?;

@@ -55,25 +55,8 @@ impl Book {
     /// window) that never sell more than is held, in fold order.
     pub fn generate(spec: BookSpec, seed: u64, today: NaiveDate) -> Book {
         let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(spec.tag) << 32));
-        let start = today - Days::days(spec.days - 1);
-        let weekdays: Vec<NaiveDate> = start
-            .iter_days()
-            .take_while(|d| *d < today)
-            .filter(|d| !matches!(d.weekday(), Weekday::Sat | Weekday::Sun))
-            .collect();
-        let closes: Vec<Vec<u64>> = (0..spec.symbols)
-            .map(|_| {
-                let mut px: f64 = rng.gen_range(2_000.0..30_000.0);
-                weekdays
-                    .iter()
-                    .map(|_| {
-                        px *= 1.0 + rng.gen_range(-0.02..0.0205);
-                        px = px.max(100.0);
-                        px.round() as u64
-                    })
-                    .collect()
-            })
-            .collect();
+        let weekdays = weekdays_before(today, spec.days);
+        let closes = random_closes(&mut rng, spec.symbols, weekdays.len());
         let mut universes = Vec::with_capacity(spec.portfolios);
         let mut trades = Vec::with_capacity(spec.portfolios * spec.trades_per_portfolio);
         for p in 0..spec.portfolios {
@@ -82,46 +65,8 @@ impl Book {
                     .into_iter()
                     .map(|i| i as u16)
                     .collect();
-            let mut days: Vec<u32> = (0..spec.trades_per_portfolio)
-                .map(|_| rng.gen_range(0..weekdays.len()) as u32)
-                .collect();
-            days.sort_unstable();
-            days[0] = 0;
-            let mut held = vec![0u32; universe.len()];
-            let mut prev_day = u32::MAX;
-            let mut nth = 0u16;
-            for day in days {
-                nth = if day == prev_day { nth + 1 } else { 0 };
-                prev_day = day;
-                let holding: Vec<usize> = (0..held.len()).filter(|&u| held[u] > 0).collect();
-                let (u, sell, qty) = if !holding.is_empty() && rng.gen_bool(0.4) {
-                    let u = holding[rng.gen_range(0..holding.len())];
-                    let q = if rng.gen_bool(0.3) {
-                        held[u]
-                    } else {
-                        (held[u] / 2).max(1)
-                    };
-                    held[u] -= q;
-                    (u, true, q)
-                } else {
-                    let u = rng.gen_range(0..universe.len());
-                    let q = rng.gen_range(1..=100);
-                    held[u] += q;
-                    (u, false, q)
-                };
-                let symbol = universe[u];
-                let close = closes[symbol as usize][day as usize] as f64;
-                let price_cents = (close * rng.gen_range(0.995..1.005)).round().max(1.0) as u64;
-                trades.push(Trade {
-                    day,
-                    portfolio: p as u32,
-                    symbol,
-                    sell,
-                    qty,
-                    price_cents,
-                    nth,
-                });
-            }
+            let days = trade_days(&mut rng, spec.trades_per_portfolio, weekdays.len());
+            portfolio_trades(&mut rng, p as u32, &universe, days, &closes, &mut trades);
             universes.push(universe);
         }
         trades.sort_by_key(|t| t.day); // stable: portfolio order kept
@@ -213,6 +158,98 @@ impl Book {
     }
 }
 
+/// The weekdays of the `days` calendar days ending `today`, today left out.
+fn weekdays_before(today: NaiveDate, days: i64) -> Vec<NaiveDate> {
+    let start = today - Days::days(days - 1);
+    start
+        .iter_days()
+        .take_while(|d| *d < today)
+        .filter(|d| !matches!(d.weekday(), Weekday::Sat | Weekday::Sun))
+        .collect()
+}
+
+/// `closes[symbol][weekday]` in cents: per symbol a random start, then a
+/// random walk of daily moves (never below 1.00).
+fn random_closes(rng: &mut StdRng, symbols: usize, weekdays: usize) -> Vec<Vec<u64>> {
+    (0..symbols)
+        .map(|_| {
+            let mut px: f64 = rng.gen_range(2_000.0..30_000.0);
+            (0..weekdays)
+                .map(|_| {
+                    px *= 1.0 + rng.gen_range(-0.02..0.0205);
+                    px = px.max(100.0);
+                    px.round() as u64
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The weekdays (indices) of a portfolio's `count` trades, ascending, the
+/// first on the first weekday.
+fn trade_days(rng: &mut StdRng, count: usize, weekdays: usize) -> Vec<u32> {
+    let mut days: Vec<u32> = (0..count)
+        .map(|_| rng.gen_range(0..weekdays) as u32)
+        .collect();
+    days.sort_unstable();
+    days[0] = 0;
+    days
+}
+
+/// The trades of portfolio `p` on `days`, appended to `trades`: each a
+/// buy or a sell of what is `held`, priced near the day's close.
+fn portfolio_trades(
+    rng: &mut StdRng,
+    p: u32,
+    universe: &[u16],
+    days: Vec<u32>,
+    closes: &[Vec<u64>],
+    trades: &mut Vec<Trade>,
+) {
+    let mut held = vec![0u32; universe.len()];
+    let mut prev_day = u32::MAX;
+    let mut nth = 0u16;
+    for day in days {
+        nth = if day == prev_day { nth + 1 } else { 0 };
+        prev_day = day;
+        let (u, sell, qty) = buy_or_sell(rng, &mut held);
+        let symbol = universe[u];
+        let close = closes[symbol as usize][day as usize] as f64;
+        let price_cents = (close * rng.gen_range(0.995..1.005)).round().max(1.0) as u64;
+        trades.push(Trade {
+            day,
+            portfolio: p,
+            symbol,
+            sell,
+            qty,
+            price_cents,
+            nth,
+        });
+    }
+}
+
+/// One trade's (universe index, sell, quantity), `held` updated: 40% of
+/// the time, when something is held, a sell of all (30%) or half of one
+/// holding; otherwise a buy of 1 to 100.
+fn buy_or_sell(rng: &mut StdRng, held: &mut [u32]) -> (usize, bool, u32) {
+    let holding: Vec<usize> = (0..held.len()).filter(|&u| held[u] > 0).collect();
+    if !holding.is_empty() && rng.gen_bool(0.4) {
+        let u = holding[rng.gen_range(0..holding.len())];
+        let q = if rng.gen_bool(0.3) {
+            held[u]
+        } else {
+            (held[u] / 2).max(1)
+        };
+        held[u] -= q;
+        (u, true, q)
+    } else {
+        let u = rng.gen_range(0..held.len());
+        let q = rng.gen_range(1..=100);
+        held[u] += q;
+        (u, false, q)
+    }
+}
+
 /// Every kind of event of schema version 2 around the trades of a
 /// one-portfolio [`Book`], per topic as (key, payload), in the order a
 /// platform would emit them.
@@ -245,143 +282,219 @@ impl Book {
     /// halved from the ex-date), and the first ten symbols quoted in EUR
     /// with a EUR→USD rate every weekday.
     pub fn v2_events(&self) -> V2Events {
-        let pid = self.portfolio(0);
-        let tag = self.spec.tag | 0x4000_0000;
-        let mut n = 0u64;
-        let mut id = move || {
-            n += 1;
-            event_id(tag, n)
-        };
         let days = self.weekdays.len();
-        let splits = [(20u16, days / 3), (21u16, 2 * days / 3)];
-        let factor = |s: u16, d: usize| {
-            if splits.iter().any(|&(x, at)| x == s && d >= at) {
-                2
-            } else {
-                1
-            }
-        };
-        let ccy = |s: u16| {
-            if s < V2_FOREIGN {
-                r#","currency":"EUR""#
-            } else {
-                ""
-            }
+        let mut w = V2Writer {
+            book: self,
+            pid: self.portfolio(0),
+            tag: self.spec.tag | 0x4000_0000,
+            n: 0,
+            splits: [(20u16, days / 3), (21u16, 2 * days / 3)],
         };
         let mut out = V2Events::default();
-        for (d, day) in self.weekdays.iter().enumerate() {
+        w.fx_and_prices(&mut out);
+        w.splits(&mut out.corporate_actions);
+        w.transactions(&mut out.transactions);
+        out
+    }
+}
+
+/// `,"currency":"EUR"` for the symbols of a v2 book quoted in EUR.
+fn v2_currency(s: u16) -> &'static str {
+    if s < V2_FOREIGN {
+        r#","currency":"EUR""#
+    } else {
+        ""
+    }
+}
+
+/// Writes a v2 book: hands out its event ids in order, knows its splits.
+struct V2Writer<'a> {
+    book: &'a Book,
+    pid: String,
+    tag: u32,
+    /// The last event id handed out.
+    n: u64,
+    /// (symbol, ex-date weekday) of the 2-for-1 splits.
+    splits: [(u16, usize); 2],
+}
+
+impl V2Writer<'_> {
+    fn id(&mut self) -> Uuid {
+        self.n += 1;
+        event_id(self.tag, self.n)
+    }
+
+    /// What prices of `s` are divided by on weekday `d`: 2 from a split's
+    /// ex-date on.
+    fn factor(&self, s: u16, d: usize) -> u64 {
+        if self.splits.iter().any(|&(x, at)| x == s && d >= at) {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Every weekday a EUR→USD rate and a (split-adjusted) close of every
+    /// symbol.
+    fn fx_and_prices(&self, out: &mut V2Events) {
+        let book = self.book;
+        for (d, day) in book.weekdays.iter().enumerate() {
             let rate = 1.10 + 0.05 * (d as f64 / 40.0).sin();
             out.fx.push((
                 "EUR/USD".into(),
                 format!(r#"{{"from":"EUR","to":"USD","date":"{day}","rate":"{rate:.4}"}}"#),
             ));
-            for s in 0..self.spec.symbols as u16 {
-                let close = self.closes[s as usize][d] / factor(s, d);
+            for s in 0..book.spec.symbols as u16 {
+                let close = book.closes[s as usize][d] / self.factor(s, d);
                 out.prices.push((
-                    self.symbol(s),
+                    book.symbol(s),
                     format!(
                         r#"{{"symbol":"{}","date":"{day}","close":"{}"{},"schema_version":2}}"#,
-                        self.symbol(s),
+                        book.symbol(s),
                         cents(close.max(1)),
-                        ccy(s)
+                        v2_currency(s)
                     ),
                 ));
             }
         }
-        for &(s, at) in &splits {
-            out.corporate_actions.push((
-                self.symbol(s),
+    }
+
+    fn splits(&mut self, out: &mut Vec<(String, String)>) {
+        let book = self.book;
+        for (s, at) in self.splits {
+            out.push((
+                book.symbol(s),
                 format!(
                     r#"{{"event_id":"{}","type":"split","symbol":"{}","ex_date":"{}","numerator":2,"denominator":1,"schema_version":2}}"#,
-                    id(),
-                    self.symbol(s),
-                    self.weekdays[at]
+                    self.id(),
+                    book.symbol(s),
+                    book.weekdays[at]
                 ),
             ));
         }
-        let first = self.weekdays[0];
-        let tx = &mut out.transactions;
-        tx.push((pid.clone(), format!(
-            r#"{{"event_id":"{}","type":"portfolio_settings","portfolio_id":"{pid}","trade_date":"{first}","cash":"tracked","occurred_at":"{first}T08:00:00Z","schema_version":2}}"#,
-            id()
-        )));
-        tx.push((pid.clone(), format!(
-            r#"{{"event_id":"{}","type":"deposit","portfolio_id":"{pid}","amount":"50000000","trade_date":"{first}","occurred_at":"{first}T08:01:00Z","schema_version":2}}"#,
-            id()
-        )));
-        let mut held = vec![0u64; self.spec.symbols];
+    }
+
+    /// The portfolio's settings and first deposit, then day by day its
+    /// trades, monthly deposit and fee, and quarterly dividends.
+    fn transactions(&mut self, tx: &mut Vec<(String, String)>) {
+        let book = self.book;
+        self.opening(tx);
+        let mut held = vec![0u64; book.spec.symbols];
         let mut dividends = 0u32;
-        let mut trades = self
+        let mut trades = book
             .trades
             .iter()
             .enumerate()
             .filter(|(_, t)| t.portfolio == 0)
             .peekable();
-        for (d, day) in self.weekdays.iter().enumerate() {
-            for &(s, at) in &splits {
+        for (d, &day) in book.weekdays.iter().enumerate() {
+            for &(s, at) in &self.splits {
                 if at == d {
                     held[s as usize] *= 2;
                 }
             }
             while let Some((i, t)) = trades.next_if(|(_, t)| t.day as usize == d) {
-                let q = u64::from(t.qty);
-                if t.sell {
-                    held[t.symbol as usize] = held[t.symbol as usize].saturating_sub(q);
-                } else {
-                    held[t.symbol as usize] += q;
-                }
-                tx.push((pid.clone(), format!(
-                    r#"{{"event_id":"{}","type":"{}","portfolio_id":"{pid}","symbol":"{}","quantity":"{q}","price":"{}","fee":"1.00"{},"trade_date":"{day}","occurred_at":"{day}T14:{:02}:{:02}Z","schema_version":2}}"#,
-                    event_id(self.spec.tag, i as u64),
-                    if t.sell { "sell" } else { "buy" },
-                    self.symbol(t.symbol),
-                    cents((t.price_cents / factor(t.symbol, d)).max(1)),
-                    ccy(t.symbol),
-                    t.nth / 60,
-                    t.nth % 60,
-                )));
+                self.trade(tx, &mut held, i, t);
             }
             if d % 21 == 20 {
-                tx.push((pid.clone(), format!(
-                    r#"{{"event_id":"{}","type":"deposit","portfolio_id":"{pid}","amount":"1000","trade_date":"{day}","occurred_at":"{day}T20:00:00Z","schema_version":2}}"#,
-                    id()
-                )));
-                tx.push((pid.clone(), format!(
-                    r#"{{"event_id":"{}","type":"fee","portfolio_id":"{pid}","amount":"5","trade_date":"{day}","occurred_at":"{day}T20:01:00Z","schema_version":2}}"#,
-                    id()
-                )));
+                self.monthly(tx, day);
             }
             if d % 63 == 62 {
-                let pay = self.weekdays[(d + 10).min(days - 1)];
-                for s in 0..self.spec.symbols as u16 {
-                    let q = held[s as usize];
-                    if q == 0 {
-                        continue;
-                    }
-                    dividends += 1;
-                    let amount = q * 25; // 0.25 a share, in cents
-                    let reinvest = if dividends % 2 == 0 {
-                        let close = self.closes[s as usize][d] / factor(s, d);
-                        held[s as usize] += 1;
-                        format!(
-                            r#","reinvest":{{"quantity":"1","price":"{}"}}"#,
-                            cents(close.max(1))
-                        )
-                    } else {
-                        String::new()
-                    };
-                    tx.push((pid.clone(), format!(
-                        r#"{{"event_id":"{}","type":"dividend","portfolio_id":"{pid}","symbol":"{}","amount":"{}","tax":"{}"{},"trade_date":"{day}","pay_date":"{pay}"{reinvest},"occurred_at":"{day}T21:00:00Z","schema_version":2}}"#,
-                        id(),
-                        self.symbol(s),
-                        cents(amount),
-                        cents(amount * 15 / 100),
-                        ccy(s),
-                    )));
-                }
+                self.dividends(tx, &mut held, &mut dividends, d);
             }
         }
-        out
+    }
+
+    fn opening(&mut self, tx: &mut Vec<(String, String)>) {
+        let first = self.book.weekdays[0];
+        let pid = self.pid.clone();
+        tx.push((pid.clone(), format!(
+            r#"{{"event_id":"{}","type":"portfolio_settings","portfolio_id":"{pid}","trade_date":"{first}","cash":"tracked","occurred_at":"{first}T08:00:00Z","schema_version":2}}"#,
+            self.id()
+        )));
+        tx.push((pid.clone(), format!(
+            r#"{{"event_id":"{}","type":"deposit","portfolio_id":"{pid}","amount":"50000000","trade_date":"{first}","occurred_at":"{first}T08:01:00Z","schema_version":2}}"#,
+            self.id()
+        )));
+    }
+
+    /// The book's `i`-th trade `t` (split-adjusted), `held` updated.
+    fn trade(&self, tx: &mut Vec<(String, String)>, held: &mut [u64], i: usize, t: &Trade) {
+        let book = self.book;
+        let pid = &self.pid;
+        let d = t.day as usize;
+        let day = book.weekdays[d];
+        let q = u64::from(t.qty);
+        if t.sell {
+            held[t.symbol as usize] = held[t.symbol as usize].saturating_sub(q);
+        } else {
+            held[t.symbol as usize] += q;
+        }
+        tx.push((pid.clone(), format!(
+            r#"{{"event_id":"{}","type":"{}","portfolio_id":"{pid}","symbol":"{}","quantity":"{q}","price":"{}","fee":"1.00"{},"trade_date":"{day}","occurred_at":"{day}T14:{:02}:{:02}Z","schema_version":2}}"#,
+            event_id(book.spec.tag, i as u64),
+            if t.sell { "sell" } else { "buy" },
+            book.symbol(t.symbol),
+            cents((t.price_cents / self.factor(t.symbol, d)).max(1)),
+            v2_currency(t.symbol),
+            t.nth / 60,
+            t.nth % 60,
+        )));
+    }
+
+    /// The monthly deposit and fee, at the end of `day`.
+    fn monthly(&mut self, tx: &mut Vec<(String, String)>, day: NaiveDate) {
+        let pid = self.pid.clone();
+        tx.push((pid.clone(), format!(
+            r#"{{"event_id":"{}","type":"deposit","portfolio_id":"{pid}","amount":"1000","trade_date":"{day}","occurred_at":"{day}T20:00:00Z","schema_version":2}}"#,
+            self.id()
+        )));
+        tx.push((pid.clone(), format!(
+            r#"{{"event_id":"{}","type":"fee","portfolio_id":"{pid}","amount":"5","trade_date":"{day}","occurred_at":"{day}T20:01:00Z","schema_version":2}}"#,
+            self.id()
+        )));
+    }
+
+    /// A dividend of 0.25 a share (15% tax) on every symbol held on weekday
+    /// `d`, paid ten weekdays later; every other one (counted in
+    /// `dividends`) reinvested in one share.
+    fn dividends(
+        &mut self,
+        tx: &mut Vec<(String, String)>,
+        held: &mut [u64],
+        dividends: &mut u32,
+        d: usize,
+    ) {
+        let book = self.book;
+        let pid = self.pid.clone();
+        let day = book.weekdays[d];
+        let pay = book.weekdays[(d + 10).min(book.weekdays.len() - 1)];
+        for s in 0..book.spec.symbols as u16 {
+            let q = held[s as usize];
+            if q == 0 {
+                continue;
+            }
+            *dividends += 1;
+            let amount = q * 25; // 0.25 a share, in cents
+            let reinvest = if *dividends % 2 == 0 {
+                let close = book.closes[s as usize][d] / self.factor(s, d);
+                held[s as usize] += 1;
+                format!(
+                    r#","reinvest":{{"quantity":"1","price":"{}"}}"#,
+                    cents(close.max(1))
+                )
+            } else {
+                String::new()
+            };
+            tx.push((pid.clone(), format!(
+                r#"{{"event_id":"{}","type":"dividend","portfolio_id":"{pid}","symbol":"{}","amount":"{}","tax":"{}"{},"trade_date":"{day}","pay_date":"{pay}"{reinvest},"occurred_at":"{day}T21:00:00Z","schema_version":2}}"#,
+                self.id(),
+                book.symbol(s),
+                cents(amount),
+                cents(amount * 15 / 100),
+                v2_currency(s),
+            )));
+        }
     }
 }
 

@@ -112,18 +112,7 @@ impl PgTemp {
             None
         };
         if let Some(user) = &run_as {
-            let status = Command::new("chown")
-                .arg("-R")
-                .arg(format!("{user}:"))
-                .arg(dir.path())
-                .status()
-                .context("chown of the data directory")?;
-            if !status.success() {
-                bail!(
-                    "running as root, PostgreSQL must run as the `{user}` system user, \
-                     but chown to it failed (does the user exist? it comes with the postgresql package)"
-                );
-            }
+            hand_over_data_dir(user, dir.path())?;
         }
         let data = dir.path().join("data");
         let mut pg = PgTemp {
@@ -163,33 +152,40 @@ impl PgTemp {
         }
         server_opts.push_str(&settings);
         if let Some(tls) = &opts.tls {
-            let cert = pg.dir.path().join("server.crt");
-            let key = pg.dir.path().join("server.key");
-            std::fs::write(&cert, &tls.cert_pem).context("writing the server certificate")?;
-            std::fs::write(&key, &tls.key_pem).context("writing the server key")?;
-            // PostgreSQL refuses a key others can read.
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))?;
-            if let Some(user) = &pg.run_as {
-                let status = Command::new("chown")
-                    .arg(format!("{user}:"))
-                    .arg(&cert)
-                    .arg(&key)
-                    .status()
-                    .context("chown of the TLS files")?;
-                if !status.success() {
-                    bail!("chown of the TLS files to `{user}` failed");
-                }
-            }
-            server_opts.push_str(&format!(
-                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
-                cert.display(),
-                key.display()
-            ));
+            server_opts.push_str(&pg.write_tls_files(tls)?);
         }
         pg.server_opts = server_opts;
         pg.start_again()?;
         Ok(pg)
+    }
+
+    /// Writes the TLS certificate and key into the directory (the key
+    /// readable by the server only) and returns the server options that
+    /// turn TLS on with them.
+    fn write_tls_files(&self, tls: &PgTls) -> Result<String> {
+        let cert = self.dir.path().join("server.crt");
+        let key = self.dir.path().join("server.key");
+        std::fs::write(&cert, &tls.cert_pem).context("writing the server certificate")?;
+        std::fs::write(&key, &tls.key_pem).context("writing the server key")?;
+        // PostgreSQL refuses a key others can read.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))?;
+        if let Some(user) = &self.run_as {
+            let status = Command::new("chown")
+                .arg(format!("{user}:"))
+                .arg(&cert)
+                .arg(&key)
+                .status()
+                .context("chown of the TLS files")?;
+            if !status.success() {
+                bail!("chown of the TLS files to `{user}` failed");
+            }
+        }
+        Ok(format!(
+            " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+            cert.display(),
+            key.display()
+        ))
     }
 
     /// Starts the server again after [`PgTemp::stop`], same data and port
@@ -296,6 +292,24 @@ impl Drop for PgTemp {
     fn drop(&mut self) {
         let _ = self.stop();
     }
+}
+
+/// Gives the temporary directory to `user`, the system user the server
+/// runs as when we are root.
+fn hand_over_data_dir(user: &str, dir: &Path) -> Result<()> {
+    let status = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{user}:"))
+        .arg(dir)
+        .status()
+        .context("chown of the data directory")?;
+    if !status.success() {
+        bail!(
+            "running as root, PostgreSQL must run as the `{user}` system user, \
+             but chown to it failed (does the user exist? it comes with the postgresql package)"
+        );
+    }
+    Ok(())
 }
 
 fn is_root() -> bool {

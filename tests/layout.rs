@@ -993,7 +993,10 @@ fn the_other_crates_have_no_cycle_and_fit_one_head() {
     assert!(found.is_empty(), "{}", found.join("\n"));
     // The checker sees the arrows it should (or it checks nothing).
     let folders = folder_graphs(&workspace_crate_sources("projections"));
-    assert!(folders[""]["stats"].contains_key("benchmark"), "{folders:#?}");
+    assert!(
+        folders[""]["stats"].contains_key("benchmark"),
+        "{folders:#?}"
+    );
 }
 
 #[test]

@@ -326,9 +326,11 @@ async fn no_client_can_starve_the_probes_or_the_cached_reads() {
         let (s, took) = fresh_get(&app.url(path)).await;
         assert_eq!(s, 200, "{path}");
         assert!(took < Duration::from_secs(1), "{path} took {took:?}");
+        eprintln!("under the crowd: {path} in {took:?}");
     }
     for _ in 0..3 {
         let (s, took) = fresh_get(&curve).await;
+        eprintln!("under the crowd: cached curve in {took:?} (quiet median {:?})", quiet[2]);
         assert_eq!(s, 200);
         assert!(
             took < Duration::from_secs(1) && took < quiet[2] * 10 + Duration::from_millis(100),
@@ -622,6 +624,10 @@ async fn a_miss_storm_from_one_token_does_not_slow_another_tokens_cached_reads()
     assert!(refused > 0, "the storm is bounded ({answered} answered)");
     during.sort();
     let during_median = during[during.len() / 2];
+    eprintln!(
+        "miss storm: {answered} answered, {refused} refused 429; the other token's cached \
+         reads {during_median:?} median during, {quiet_median:?} before"
+    );
     assert!(
         during_median < quiet_median * 10 + Duration::from_millis(20),
         "cached reads took {during_median:?} (median) during the storm, {quiet_median:?} before"

@@ -67,7 +67,7 @@ async fn serve_router(
 }
 
 /// Says loudly that authentication is off.
-pub fn announce_auth(auth: &AuthConfig, addr: SocketAddr) {
+pub(crate) fn announce_auth(auth: &AuthConfig, addr: SocketAddr) {
     if matches!(auth, AuthConfig::None) {
         let scope = if addr.ip().is_loopback() {
             "loopback only"
@@ -81,7 +81,7 @@ pub fn announce_auth(auth: &AuthConfig, addr: SocketAddr) {
 }
 
 /// Cancels `stop` on SIGTERM or Ctrl-C.
-pub fn cancel_on_signal(stop: CancellationToken) {
+pub(crate) fn cancel_on_signal(stop: CancellationToken) {
     tokio::spawn(async move {
         let ctrl_c = tokio::signal::ctrl_c();
         #[cfg(unix)]
@@ -237,7 +237,7 @@ impl Service {
 }
 
 /// `navd serve`.
-pub async fn serve(config: Config) -> Result<()> {
+pub(crate) async fn serve(config: Config) -> Result<()> {
     config.check_serve()?;
     let url = config.database_url.clone().expect("checked");
     tracing::info!(
@@ -263,7 +263,7 @@ pub async fn serve(config: Config) -> Result<()> {
 }
 
 /// `navd migrate`: needs the database only.
-pub async fn migrate(url: String) -> Result<()> {
+pub(crate) async fn migrate(url: String) -> Result<()> {
     let pool = storage::connect(&url, 2).await?;
     storage::migrate(&pool).await?;
     tracing::info!("migrations applied");

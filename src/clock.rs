@@ -12,7 +12,7 @@ pub struct Clock {
 }
 
 impl Clock {
-    pub fn new(tz: Tz, fixed: Option<NaiveDate>) -> Self {
+    pub(crate) fn new(tz: Tz, fixed: Option<NaiveDate>) -> Self {
         Self { tz, fixed }
     }
 
@@ -26,7 +26,7 @@ impl Clock {
             .unwrap_or_else(|| Utc::now().with_timezone(&self.tz).date_naive())
     }
 
-    pub fn timezone(&self) -> Tz {
+    pub(crate) fn timezone(&self) -> Tz {
         self.tz
     }
 }

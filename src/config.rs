@@ -181,7 +181,7 @@ pub enum Role {
 }
 
 impl Role {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Role::All => "all",
             Role::Api => "api",
@@ -189,11 +189,11 @@ impl Role {
         }
     }
     /// Whether this process consumes Kafka and refreshes projections.
-    pub fn ingests(self) -> bool {
+    pub(crate) fn ingests(self) -> bool {
         self != Role::Api
     }
     /// Whether this process serves the API and pages.
-    pub fn serves_api(self) -> bool {
+    pub(crate) fn serves_api(self) -> bool {
         self != Role::Ingest
     }
 }
@@ -353,7 +353,7 @@ pub const VARIABLES: &[(&str, &str, &str)] = &[
 ];
 
 /// The variables as `navd serve --help` shows them.
-pub fn variables_help() -> String {
+pub(crate) fn variables_help() -> String {
     let width = VARIABLES.iter().map(|v| v.0.len()).max().unwrap_or(0);
     let mut out = String::from("Environment variables (default in brackets):\n");
     for (name, default, meaning) in VARIABLES {
@@ -565,7 +565,7 @@ impl Reader<'_> {
 }
 
 impl Config {
-    pub fn from_env() -> Result<Config> {
+    pub(crate) fn from_env() -> Result<Config> {
         Self::from_map(&std::env::vars().collect())
     }
 
@@ -650,7 +650,7 @@ impl Config {
 
     /// What `serve` needs besides a valid configuration; every missing
     /// piece at once.
-    pub fn check_serve(&self) -> Result<()> {
+    pub(crate) fn check_serve(&self) -> Result<()> {
         let mut missing = Vec::new();
         if self.database_url.is_none() {
             missing.push("DATABASE_URL is required for `navd serve`".to_string());
@@ -671,7 +671,7 @@ impl Config {
 
     /// The effective configuration in one line for the start-up log, with
     /// the database password and the JWT secret left out.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let db = self
             .database_url
             .as_deref()
@@ -733,7 +733,7 @@ fn parse_listen_addr(v: &str) -> Result<SocketAddr, String> {
 }
 
 /// JSON unless stderr is a terminal.
-pub fn default_log_format() -> LogFormat {
+pub(crate) fn default_log_format() -> LogFormat {
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {
         LogFormat::Pretty
@@ -748,7 +748,7 @@ fn is_secret_key(key: &str) -> bool {
 }
 
 /// A URL with its password replaced.
-pub fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     match url.split_once("://") {
         Some((scheme, rest)) => match rest.split_once('@') {
             Some((userinfo, host)) => {
@@ -766,7 +766,7 @@ pub fn redact_url(url: &str) -> String {
 }
 
 /// The database URL alone, for `navd migrate` (nothing else is needed).
-pub fn database_url_from_env() -> Result<String> {
+pub(crate) fn database_url_from_env() -> Result<String> {
     std::env::var("DATABASE_URL")
         .ok()
         .map(|s| s.trim().to_string())

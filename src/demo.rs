@@ -29,7 +29,7 @@ use crate::config::{AuthConfig, Config, KafkaConfig, LogFormat};
 use crate::storage;
 
 /// Where the demo serves without `--addr`.
-pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+pub(crate) const DEFAULT_ADDR: &str = "127.0.0.1:8080";
 
 /// Waits until the stored offsets account for `expected` messages and no
 /// portfolio is pending.
@@ -139,7 +139,7 @@ async fn unless_stopped<T>(
 }
 
 /// `navd demo`: `http_addr` is `--addr` when given.
-pub async fn run(http_addr: Option<SocketAddr>) -> Result<()> {
+pub(crate) async fn run(http_addr: Option<SocketAddr>) -> Result<()> {
     let stop = CancellationToken::new();
     stop_on_signals(stop.clone())?;
     let addr = choose_addr(http_addr)?;

@@ -7,14 +7,14 @@
 #[derive(Debug, Default)]
 pub struct Health {
     /// Set when a consumer runs; `None` when this process has none.
-    pub consumer: std::sync::Mutex<Option<ConsumerHealth>>,
+    pub(crate) consumer: std::sync::Mutex<Option<ConsumerHealth>>,
     /// The consumer's last batch was full: it is working through a backlog,
     /// and the refresh worker yields the CPU to it (see `worker`).
     pub catching_up: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct ConsumerHealth {
+pub(crate) struct ConsumerHealth {
     pub assigned_partitions: usize,
     /// When the consumer started or its assignment last changed: the grace
     /// period for holding no partition runs from here.
@@ -41,7 +41,7 @@ impl ConsumerHealth {
     /// more members in its group than partitions), or within its grace
     /// period after starting or a rebalance; past that it is consuming
     /// nothing that another member is not, and says so.
-    pub fn assignment(&self, now: std::time::Instant) -> (bool, String) {
+    pub(crate) fn assignment(&self, now: std::time::Instant) -> (bool, String) {
         if self.assigned_partitions > 0 {
             return (
                 true,

@@ -30,7 +30,7 @@ pub mod clock;
 pub mod config;
 #[cfg(feature = "demo")]
 pub mod demo;
-pub(crate) mod health;
+pub mod health;
 pub mod http;
 pub mod ingest;
 pub(crate) mod log_limit;

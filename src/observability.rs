@@ -187,7 +187,7 @@ pub const METRICS: &[Metric] = &[
 ];
 
 /// The `navd_build_info` family: one series, the running version.
-pub fn build_info() -> String {
+pub(crate) fn build_info() -> String {
     format!(
         "# HELP navd_build_info The navd release running, as a label; always 1.\n\
          # TYPE navd_build_info gauge\n\
@@ -197,7 +197,7 @@ pub fn build_info() -> String {
 }
 
 /// Installs the global recorder once; later calls return the same handle.
-pub fn handle() -> &'static PrometheusHandle {
+pub(crate) fn handle() -> &'static PrometheusHandle {
     HANDLE.get_or_init(|| {
         let recorder = recorder();
         let handle = recorder.handle();
@@ -255,7 +255,7 @@ pub async fn render() -> Response {
 /// Records the latency of every request under its route template, so ids
 /// in paths do not explode the label space; likewise the method, since any
 /// token is a valid HTTP method and each would otherwise become a series.
-pub async fn track(req: Request, next: Next) -> Response {
+pub(crate) async fn track(req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -276,7 +276,7 @@ pub async fn track(req: Request, next: Next) -> Response {
 
 /// The label of a request method: the RFC 9110 methods (and PATCH) by name,
 /// anything else `other`.
-pub fn method_label(m: &Method) -> &'static str {
+pub(crate) fn method_label(m: &Method) -> &'static str {
     match *m {
         Method::GET => "GET",
         Method::HEAD => "HEAD",

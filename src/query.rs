@@ -23,7 +23,7 @@ pub use crate::storage::{StorageError, StoredDeadLetter};
 /// A portfolio's row version, its pending day and (with a benchmark) the
 /// benchmark's price version: what a cached read of it is validated by.
 /// `None` for an unknown portfolio.
-pub async fn validator(
+pub(crate) async fn validator(
     db: &Db,
     portfolio_id: &str,
     benchmark: Option<&str>,
@@ -32,13 +32,17 @@ pub async fn validator(
 }
 
 /// A page of dead letters, oldest first, after the cursor `after`.
-pub async fn dead_letters(db: &Db, after: i64, limit: i64) -> sqlx::Result<Vec<StoredDeadLetter>> {
+pub(crate) async fn dead_letters(
+    db: &Db,
+    after: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<StoredDeadLetter>> {
     storage::dead_letters_page(db.pool(), after, limit).await
 }
 
 /// Whether the database behind `pool` answers (the readiness probe's
 /// check, on a pool of its own).
-pub async fn database_answers(pool: &sqlx::PgPool) -> sqlx::Result<()> {
+pub(crate) async fn database_answers(pool: &sqlx::PgPool) -> sqlx::Result<()> {
     storage::ping(pool).await
 }
 
@@ -46,7 +50,7 @@ pub async fn database_answers(pool: &sqlx::PgPool) -> sqlx::Result<()> {
 /// event is being folded in, from `since`) or `inconsistent` (from
 /// `since`, naming the event when one is to blame, with the detail).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct PortfolioStatus {
+pub(crate) struct PortfolioStatus {
     /// `ok`, `recomputing` or `inconsistent`.
     pub state: &'static str,
     pub since: Option<NaiveDate>,
@@ -56,12 +60,13 @@ pub struct PortfolioStatus {
 
 impl PortfolioStatus {
     /// The status a stored portfolio row shows.
-    pub fn of(p: &PortfolioRow) -> Self {
+    pub(crate) fn of(p: &PortfolioRow) -> Self {
         Self::from(&p.reported_status())
     }
 
     /// Nothing pending, nothing inconsistent.
-    pub fn ok() -> Self {
+    #[cfg(test)]
+    pub(crate) fn ok() -> Self {
         Self {
             state: "ok",
             since: None,
@@ -142,7 +147,7 @@ pub struct HistoryQuery {
 impl HistoryQuery {
     /// A canonical text of the query: equal queries give equal texts (the
     /// read cache keys on it).
-    pub fn cache_key(&self) -> String {
+    pub(crate) fn cache_key(&self) -> String {
         format!(
             "from={:?}&to={:?}&calendar={:?}&rf={}&benchmark={}",
             self.from,
@@ -156,7 +161,7 @@ impl HistoryQuery {
 
 /// A portfolio's curve over a range with its statistics and status.
 #[derive(Debug)]
-pub struct History {
+pub(crate) struct History {
     pub portfolio_id: String,
     /// The requested first day, or the first record's day when none was.
     pub from: Option<NaiveDate>,
@@ -179,7 +184,7 @@ pub struct History {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum QueryError {
+pub(crate) enum QueryError {
     /// The portfolio does not exist.
     #[error("no such portfolio")]
     NotFound,
@@ -198,7 +203,11 @@ pub enum QueryError {
 
 /// Reads a curve and its statistics from one consistent snapshot.
 #[tracing::instrument(level = "debug", skip_all, fields(portfolio_id = %id))]
-pub async fn read_history(db: &Db, id: &str, q: &HistoryQuery) -> Result<History, QueryError> {
+pub(crate) async fn read_history(
+    db: &Db,
+    id: &str,
+    q: &HistoryQuery,
+) -> Result<History, QueryError> {
     let mut tx = storage::read_snapshot(db.pool()).await?;
     let p = storage::get_portfolio(&mut tx, id)
         .await?
@@ -383,7 +392,7 @@ fn money_weighted(
 
 /// One open position at the end of a day, as reported.
 #[derive(Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
-pub struct PositionView {
+pub(crate) struct PositionView {
     pub symbol: String,
     /// As held: a split's result keeps its 10 decimal places.
     pub quantity: String,
@@ -411,7 +420,7 @@ pub struct PositionView {
 
 /// A cash balance, as reported.
 #[derive(Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
-pub struct CashView {
+pub(crate) struct CashView {
     pub currency: String,
     pub amount: String,
     pub fx_rate: String,
@@ -420,7 +429,7 @@ pub struct CashView {
 
 /// What a portfolio held at the end of a day.
 #[derive(Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
-pub struct Positions {
+pub(crate) struct Positions {
     pub portfolio_id: String,
     pub date: NaiveDate,
     /// The day's market value: holdings + cash + receivable.
@@ -437,7 +446,7 @@ pub struct Positions {
 /// record), replayed from the stored events up to that day and valued as
 /// the fold valued them; a day without a record is [`QueryError::NoRecord`].
 #[tracing::instrument(level = "debug", skip_all, fields(portfolio_id = %id))]
-pub async fn read_positions(
+pub(crate) async fn read_positions(
     db: &Db,
     id: &str,
     date: Option<NaiveDate>,
@@ -542,7 +551,7 @@ impl CashView {
 
 /// One portfolio in a list.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct PortfolioSummary {
+pub(crate) struct PortfolioSummary {
     pub portfolio_id: String,
     pub status: PortfolioStatus,
     /// The day of its first record (null: no record yet).
@@ -555,14 +564,14 @@ pub struct PortfolioSummary {
 
 /// A page of portfolios, by id.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct PortfolioPage {
+pub(crate) struct PortfolioPage {
     pub portfolios: Vec<PortfolioSummary>,
     /// The `after` of the next page; null on the last.
     pub next: Option<String>,
 }
 
 /// The portfolios after `after` (by id) that `only` allows (None: all).
-pub async fn list_portfolios(
+pub(crate) async fn list_portfolios(
     db: &Db,
     after: &str,
     limit: i64,

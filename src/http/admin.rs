@@ -13,7 +13,7 @@ use super::state::AppState;
 use crate::query;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct DeadLetterView {
+pub(crate) struct DeadLetterView {
     pub id: i64,
     pub topic: String,
     pub partition: i32,
@@ -29,7 +29,7 @@ pub struct DeadLetterView {
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct DeadLetterPage {
+pub(crate) struct DeadLetterPage {
     pub dead_letters: Vec<DeadLetterView>,
     /// Cursor for the next page; null on the last page.
     pub next: Option<String>,
@@ -64,7 +64,7 @@ fn text_or_base64(bytes: &[u8]) -> (String, Option<&'static str>) {
     ),
     security(("bearer" = ["nav:admin"]))
 )]
-pub async fn dead_letters(
+pub(crate) async fn dead_letters(
     State(s): State<AppState>,
     caller: Caller,
     RawQuery(raw): RawQuery,
@@ -110,7 +110,7 @@ pub async fn dead_letters(
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ReplayResponse {
+pub(crate) struct ReplayResponse {
     /// Portfolios marked for a full rebuild from their first day.
     pub portfolios: u64,
     /// `recomputing`: the refresh workers rebuild them in the background;
@@ -133,7 +133,7 @@ pub struct ReplayResponse {
     ),
     security(("bearer" = ["nav:admin"]))
 )]
-pub async fn replay(
+pub(crate) async fn replay(
     State(s): State<AppState>,
     caller: Caller,
     RawQuery(raw): RawQuery,

@@ -28,12 +28,12 @@ use serde::Deserialize;
 use super::error::ApiError;
 use crate::config::{AuthConfig, JwtKey};
 
-pub const SCOPE_READ: &str = "nav:read";
-pub const SCOPE_WRITE: &str = "nav:write";
-pub const SCOPE_ADMIN: &str = "nav:admin";
+pub(crate) const SCOPE_READ: &str = "nav:read";
+pub(crate) const SCOPE_WRITE: &str = "nav:write";
+pub(crate) const SCOPE_ADMIN: &str = "nav:admin";
 
 /// The cookie holding the token a person pasted into `/login`.
-pub const COOKIE: &str = "navd_token";
+pub(crate) const COOKIE: &str = "navd_token";
 
 /// Verifies tokens; built once from the configuration.
 #[derive(Clone)]
@@ -182,22 +182,22 @@ impl Caller {
 
     /// The caller's key for per-caller limits: its token's digest, `None`
     /// without authentication.
-    pub fn key(&self) -> Option<&str> {
+    pub(crate) fn key(&self) -> Option<&str> {
         self.key.as_deref()
     }
 
     /// The token's scopes, as given.
-    pub fn scopes(&self) -> &[String] {
+    pub(crate) fn scopes(&self) -> &[String] {
         &self.scopes
     }
 
     /// The token's `portfolios` claim, as given.
-    pub fn portfolios(&self) -> &[String] {
+    pub(crate) fn portfolios(&self) -> &[String] {
         &self.portfolios
     }
 
     /// When the token expires (Unix seconds); `None` without authentication.
-    pub fn expires_at(&self) -> Option<i64> {
+    pub(crate) fn expires_at(&self) -> Option<i64> {
         self.expires_at
     }
 
@@ -205,7 +205,7 @@ impl Caller {
         self.scopes.iter().any(|s| s == SCOPE_ADMIN)
     }
 
-    pub fn require(&self, scope: &str) -> Result<(), ApiError> {
+    pub(crate) fn require(&self, scope: &str) -> Result<(), ApiError> {
         if self.is_admin() || self.scopes.iter().any(|s| s == scope) {
             Ok(())
         } else {
@@ -215,7 +215,7 @@ impl Caller {
         }
     }
 
-    pub fn may_see(&self, portfolio_id: &str) -> bool {
+    pub(crate) fn may_see(&self, portfolio_id: &str) -> bool {
         self.is_admin()
             || self
                 .portfolios
@@ -224,14 +224,14 @@ impl Caller {
     }
 
     /// The portfolios this caller may see: `None` for all of them.
-    pub fn visible(&self) -> Option<&[String]> {
+    pub(crate) fn visible(&self) -> Option<&[String]> {
         (!self.is_admin() && !self.portfolios.iter().any(|p| p == "*"))
             .then_some(self.portfolios.as_slice())
     }
 
     /// Scope, then visibility: 403 before 404, and 404 for both unknown and
     /// hidden portfolios.
-    pub fn authorize(&self, scope: &str, portfolio_id: &str) -> Result<(), ApiError> {
+    pub(crate) fn authorize(&self, scope: &str, portfolio_id: &str) -> Result<(), ApiError> {
         self.require(scope)?;
         if self.may_see(portfolio_id) {
             Ok(())
@@ -265,7 +265,7 @@ fn bearer<'a>(parts: &'a Parts, auth: &Authenticator) -> Result<Option<&'a str>,
 
 /// The value of the [`COOKIE`] among the request's cookies (the first one
 /// when several are sent), if any and not empty.
-pub fn cookie_token(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn cookie_token(headers: &HeaderMap) -> Option<&str> {
     headers
         .get_all(header::COOKIE)
         .iter()

@@ -38,7 +38,7 @@ const BROTLI_QUALITY: i32 = 5;
 const BROTLI_WINDOW: i32 = 22;
 
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub version: String,
     pub etag: String,
     pub json: Bytes,
@@ -64,7 +64,7 @@ struct Encoded {
 impl Entry {
     /// An entry rendered at database `version`, read under `seen` (taken
     /// before the read).
-    pub fn new(version: String, key: &str, json: Vec<u8>, seen: Option<Seen>) -> Entry {
+    pub(crate) fn new(version: String, key: &str, json: Vec<u8>, seen: Option<Seen>) -> Entry {
         Entry {
             etag: format!("W/\"{:016x}-{version}\"", fxhash(key)),
             version,
@@ -78,7 +78,7 @@ impl Entry {
     }
 
     /// The body in `coding` if it has been made.
-    pub fn ready(&self, coding: Coding) -> Option<Bytes> {
+    pub(crate) fn ready(&self, coding: Coding) -> Option<Bytes> {
         match self.cell(coding) {
             None => Some(self.json.clone()),
             Some(cell) => cell.get().cloned(),
@@ -87,7 +87,7 @@ impl Entry {
 
     /// The body in `coding`, made now on this thread if it is not yet: for
     /// callers already on a blocking thread.
-    pub fn encode_blocking(&self, coding: Coding) -> std::io::Result<Bytes> {
+    pub(crate) fn encode_blocking(&self, coding: Coding) -> std::io::Result<Bytes> {
         if let Some(b) = self.ready(coding) {
             return Ok(b);
         }
@@ -101,7 +101,7 @@ impl Entry {
 
     /// The body in `coding`, made on a blocking thread if it is not yet;
     /// concurrent callers wait for the one compression.
-    pub async fn encode(&self, coding: Coding) -> std::io::Result<Bytes> {
+    pub(crate) async fn encode(&self, coding: Coding) -> std::io::Result<Bytes> {
         let Some(cell) = self.cell(coding) else {
             return Ok(self.json.clone());
         };
@@ -192,7 +192,7 @@ impl ReadCache {
     }
 
     /// The entry for `key` if it was rendered at `version`.
-    pub fn get(&self, key: &str, version: &str) -> Option<Entry> {
+    pub(crate) fn get(&self, key: &str, version: &str) -> Option<Entry> {
         let g = self.inner.lock().unwrap();
         g.map.get(key).filter(|e| e.version == version).cloned()
     }
@@ -204,7 +204,7 @@ impl ReadCache {
     /// against the database; the others are served the entry meanwhile (for
     /// at most another period, should that caller never report back), so
     /// many concurrent readers cost one round trip, not one each.
-    pub fn get_trusted(&self, key: &str, seen: Seen) -> Option<Entry> {
+    pub(crate) fn get_trusted(&self, key: &str, seen: Seen) -> Option<Entry> {
         let mut g = self.inner.lock().unwrap();
         let e = g.map.get_mut(key).filter(|e| e.seen == Some(seen))?;
         if e.checked_at.elapsed() < self.trust_for {
@@ -221,7 +221,7 @@ impl ReadCache {
 
     /// The database confirmed that `key` is still current at `version`,
     /// under `seen` (taken before asking).
-    pub fn confirmed(&self, key: &str, version: &str, seen: Option<Seen>) {
+    pub(crate) fn confirmed(&self, key: &str, version: &str, seen: Option<Seen>) {
         let mut g = self.inner.lock().unwrap();
         if let Some(e) = g.map.get_mut(key).filter(|e| e.version == version) {
             e.seen = seen;
@@ -231,7 +231,7 @@ impl ReadCache {
     }
 
     /// Stores an entry, evicting the oldest ones past the size bound.
-    pub fn put(&self, key: String, mut entry: Entry) {
+    pub(crate) fn put(&self, key: String, mut entry: Entry) {
         entry.counted = entry.size();
         if entry.counted > self.max_bytes {
             return;
@@ -249,7 +249,7 @@ impl ReadCache {
     /// Counts the copies the entry at `key` has gained since it was
     /// stored (a compressed body made for a later request), evicting past
     /// the bound.
-    pub fn settle(&self, key: &str) {
+    pub(crate) fn settle(&self, key: &str) {
         let mut g = self.inner.lock().unwrap();
         let Some(e) = g.map.get_mut(key) else { return };
         let (old, new) = (e.counted, e.size());

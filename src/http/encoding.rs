@@ -15,7 +15,7 @@ use axum::http::{header, HeaderMap};
 
 /// A content coding navd can send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Coding {
+pub(crate) enum Coding {
     Br,
     Gzip,
     Identity,
@@ -23,7 +23,7 @@ pub enum Coding {
 
 impl Coding {
     /// The `Content-Encoding` value, none for identity.
-    pub fn header(self) -> Option<&'static str> {
+    pub(crate) fn header(self) -> Option<&'static str> {
         match self {
             Coding::Br => Some("br"),
             Coding::Gzip => Some("gzip"),
@@ -41,7 +41,7 @@ impl Coding {
 /// still gets gzip. On equal weights brotli comes first (smaller), then
 /// gzip. Identity is last, and it is dropped only when refused
 /// explicitly (`identity;q=0`) and something else is left.
-pub fn ranked(headers: &HeaderMap) -> Vec<Coding> {
+pub(crate) fn ranked(headers: &HeaderMap) -> Vec<Coding> {
     weights(headers).map_or_else(|| vec![Coding::Identity], |w| w.ranked())
 }
 
@@ -52,7 +52,10 @@ pub fn ranked(headers: &HeaderMap) -> Vec<Coding> {
 /// client whose next choice after brotli is identity (`Accept-Encoding:
 /// br`) waits for brotli, on a miss too, rather than take the plain body
 /// (ten times larger).
-pub fn choose(ranked: &[Coding], ready: impl Fn(Coding) -> bool) -> (Coding, Option<Coding>) {
+pub(crate) fn choose(
+    ranked: &[Coding],
+    ready: impl Fn(Coding) -> bool,
+) -> (Coding, Option<Coding>) {
     match ranked {
         [Coding::Br, Coding::Gzip, ..] if !ready(Coding::Br) => (Coding::Gzip, Some(Coding::Br)),
         [first, ..] => (*first, None),

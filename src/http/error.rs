@@ -44,7 +44,7 @@ pub enum ApiError {
 
 /// An RFC 9457 problem document.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct Problem {
+pub(crate) struct Problem {
     #[serde(rename = "type")]
     pub kind: String,
     pub title: String,
@@ -60,7 +60,7 @@ pub struct Problem {
 }
 
 /// Seconds a client should wait after a 503.
-pub const RETRY_AFTER_SECS: u32 = 5;
+pub(crate) const RETRY_AFTER_SECS: u32 = 5;
 
 impl ApiError {
     pub fn status(&self) -> StatusCode {
@@ -96,7 +96,7 @@ impl ApiError {
         }
     }
 
-    pub fn problem(&self) -> Problem {
+    pub(crate) fn problem(&self) -> Problem {
         let status = self.status();
         let detail = match self {
             ApiError::NotFound => "no such portfolio".to_string(),

@@ -30,8 +30,8 @@ pub struct Guards {
     /// Whether the sign-in cookie is `Secure` (`NAVD_COOKIE_SECURE`).
     pub cookie_secure: bool,
     pub work: WorkLimiter,
-    pub login: LoginThrottle,
-    pub probe: ProbeCheck,
+    pub(crate) login: LoginThrottle,
+    pub(crate) probe: ProbeCheck,
 }
 
 impl Guards {
@@ -73,7 +73,7 @@ pub struct WorkLimiter {
 }
 
 impl WorkLimiter {
-    pub fn new(per_caller: usize) -> Self {
+    pub(crate) fn new(per_caller: usize) -> Self {
         WorkLimiter {
             per_caller: per_caller.max(1),
             in_flight: Default::default(),
@@ -136,7 +136,7 @@ impl Drop for WorkPermit {
 /// Failed sign-ins per IP address: a token bucket of `per_minute` failures
 /// refilled evenly over a minute. Successful sign-ins cost nothing.
 #[derive(Debug)]
-pub struct LoginThrottle {
+pub(crate) struct LoginThrottle {
     per_minute: u32,
     buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
 }
@@ -145,7 +145,7 @@ pub struct LoginThrottle {
 const MAX_TRACKED_PEERS: usize = 10_000;
 
 impl LoginThrottle {
-    pub fn new(per_minute: u32) -> Self {
+    pub(crate) fn new(per_minute: u32) -> Self {
         LoginThrottle {
             per_minute: per_minute.max(1),
             buckets: Mutex::new(HashMap::new()),
@@ -159,7 +159,7 @@ impl LoginThrottle {
 
     /// `Err(wait)` when `ip` has used up its failures: how long until one
     /// more attempt is allowed.
-    pub fn check(&self, ip: IpAddr) -> Result<(), Duration> {
+    pub(crate) fn check(&self, ip: IpAddr) -> Result<(), Duration> {
         self.check_at(ip, Instant::now())
     }
 
@@ -177,7 +177,7 @@ impl LoginThrottle {
     }
 
     /// Counts one failed sign-in of `ip`.
-    pub fn failed(&self, ip: IpAddr) {
+    pub(crate) fn failed(&self, ip: IpAddr) {
         self.failed_at(ip, Instant::now())
     }
 
@@ -199,20 +199,20 @@ impl LoginThrottle {
 /// [`PROBE_TIMEOUT`] (a probe's usual timeout is one second), and shared by
 /// the probes of one second (so a flood of probes costs one query a second).
 #[derive(Debug, Default)]
-pub struct ProbeCheck {
+pub(crate) struct ProbeCheck {
     pool: OnceLock<PgPool>,
     last: tokio::sync::Mutex<Option<(Instant, bool)>>,
 }
 
 /// Longest the readiness check waits for the database.
-pub const PROBE_TIMEOUT: Duration = Duration::from_millis(700);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_millis(700);
 /// How long one answer of the database serves later probes.
 const PROBE_FRESH: Duration = Duration::from_secs(1);
 
 impl ProbeCheck {
     /// Whether the database answered within [`PROBE_TIMEOUT`]; the error
     /// (for the log) when not.
-    pub async fn database(&self, main: &PgPool) -> Result<(), String> {
+    pub(crate) async fn database(&self, main: &PgPool) -> Result<(), String> {
         let mut last = self.last.lock().await;
         if let Some((at, ok)) = *last {
             if at.elapsed() < PROBE_FRESH {

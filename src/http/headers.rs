@@ -23,7 +23,7 @@ use axum::response::Response;
 use super::auth::cookie_token;
 
 /// The middleware: see the module documentation.
-pub async fn harden(req: Request, next: Next) -> Response {
+pub(crate) async fn harden(req: Request, next: Next) -> Response {
     let credentials = carries_credentials(req.headers());
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();

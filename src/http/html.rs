@@ -2,7 +2,7 @@
 //! pages and the sign-in form).
 
 /// Escapes text for HTML element content and quoted attribute values.
-pub fn escape_html(s: &str) -> String {
+pub(crate) fn escape_html(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

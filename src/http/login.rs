@@ -67,7 +67,7 @@ use super::state::AppState;
 
 /// Longest token `POST /login` keeps: browsers drop cookies over about
 /// 4 KiB (name, value and attributes together).
-pub const MAX_TOKEN_LEN: usize = 3_800;
+pub(crate) const MAX_TOKEN_LEN: usize = 3_800;
 
 /// The caller of an HTML page: the `Authorization` header when there is
 /// one (exactly as the API), else the login [`COOKIE`]. Without either, or
@@ -126,7 +126,7 @@ impl FromRequestParts<AppState> for PageCaller {
 }
 
 /// `GET /login[?next=/path]`: the form, and who is signed in, if anyone.
-pub async fn form(
+pub(crate) async fn form(
     State(s): State<AppState>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
@@ -159,7 +159,7 @@ pub async fn form(
 /// reason, and no cookie. Refused tokens are counted per peer address;
 /// past `NAVD_LOGIN_FAILURES_PER_MINUTE` the answer is 429 with
 /// `Retry-After`, whatever the token (see the module documentation).
-pub async fn login(
+pub(crate) async fn login(
     State(s): State<AppState>,
     peer: Option<Extension<PeerAddr>>,
     headers: HeaderMap,
@@ -274,7 +274,7 @@ fn wrong_size(token: &str, next: &str) -> Option<Response> {
 
 /// `POST /logout`: clears the cookie and shows the form. The token itself
 /// stays valid until it expires (tokens cannot be revoked).
-pub async fn logout(State(s): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn logout(State(s): State<AppState>, headers: HeaderMap) -> Response {
     if !same_origin(&headers) {
         return refuse(
             StatusCode::FORBIDDEN,

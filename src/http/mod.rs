@@ -7,23 +7,23 @@
 //! problem+json; axum's own rejections are mapped into it too, so clients
 //! never see a plain-text error.
 
-pub mod admin;
-pub mod auth;
+pub(crate) mod admin;
+pub(crate) mod auth;
 pub mod cache;
 pub mod chart;
-pub mod encoding;
-pub mod error;
+pub(crate) mod encoding;
+pub(crate) mod error;
 pub mod guard;
-pub mod headers;
-pub mod html;
-pub mod login;
-pub mod nav;
+pub(crate) mod headers;
+pub(crate) mod html;
+pub(crate) mod login;
+pub(crate) mod nav;
 pub mod openapi;
 pub mod params;
-pub mod request_id;
+pub(crate) mod request_id;
 pub mod schema;
 pub mod server;
-pub mod state;
+pub(crate) mod state;
 
 use std::time::Duration;
 
@@ -104,7 +104,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
 /// why: the causes (host names, driver messages) go to the log.
 /// Health and metrics only: what an ingest-only process serves
 /// (`NAVD_ROLE=ingest`).
-pub fn health_router(state: AppState) -> Router {
+pub(crate) fn health_router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))

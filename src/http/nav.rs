@@ -39,7 +39,7 @@ use crate::query::{self, HistoryQuery, Point};
     ),
     security(("bearer" = ["nav:read"]))
 )]
-pub async fn get_history(
+pub(crate) async fn get_history(
     State(s): State<AppState>,
     caller: Caller,
     peer: Option<Extension<PeerAddr>>,
@@ -139,7 +139,7 @@ pub async fn get_history(
     ),
     security(("bearer" = ["nav:read"]))
 )]
-pub async fn get_history_csv(
+pub(crate) async fn get_history_csv(
     State(s): State<AppState>,
     BrowserCaller(caller): BrowserCaller,
     peer: Option<Extension<PeerAddr>>,
@@ -250,7 +250,7 @@ fn csv_of(points: &[Point], with_benchmark: bool) -> String {
     ),
     security(("bearer" = ["nav:read"]))
 )]
-pub async fn get_positions(
+pub(crate) async fn get_positions(
     State(s): State<AppState>,
     caller: Caller,
     peer: Option<Extension<PeerAddr>>,
@@ -287,7 +287,7 @@ pub async fn get_positions(
     ),
     security(("bearer" = ["nav:read"]))
 )]
-pub async fn list_portfolios(
+pub(crate) async fn list_portfolios(
     State(s): State<AppState>,
     caller: Caller,
     peer: Option<Extension<PeerAddr>>,
@@ -401,7 +401,7 @@ async fn cached_response(
     ),
     security(("bearer" = ["nav:write"]))
 )]
-pub async fn backfill(
+pub(crate) async fn backfill(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
@@ -458,7 +458,7 @@ pub async fn backfill(
     ),
     security(("bearer" = ["nav:write"]))
 )]
-pub async fn calculate(
+pub(crate) async fn calculate(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,

@@ -118,6 +118,6 @@ impl Modify for BodiesAreObjects {
 pub struct ApiDoc;
 
 /// `GET /api/v1/openapi.json` (public: it holds no data).
-pub async fn document() -> Json<utoipa::openapi::OpenApi> {
+pub(crate) async fn document() -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
 }

@@ -70,7 +70,7 @@ pub fn digits(v: &str) -> Option<i64> {
         .flatten()
 }
 
-pub fn range(from: Option<NaiveDate>, to: Option<NaiveDate>) -> Result<(), ApiError> {
+pub(crate) fn range(from: Option<NaiveDate>, to: Option<NaiveDate>) -> Result<(), ApiError> {
     match (from, to) {
         (Some(f), Some(t)) if f > t => Err(ApiError::BadRequest(format!(
             "`from` ({f}) is after `to` ({t})"
@@ -127,7 +127,7 @@ pub fn json_body<T: DeserializeOwned>(
 }
 
 /// A page's `limit`: an integer from 1 to 1000, 100 when absent.
-pub fn page_limit(q: &HashMap<String, String>) -> Result<i64, ApiError> {
+pub(crate) fn page_limit(q: &HashMap<String, String>) -> Result<i64, ApiError> {
     match q.get("limit") {
         None => Ok(100),
         Some(v) => match digits(v) {

@@ -18,10 +18,10 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 /// The header the id travels in, both ways.
-pub const HEADER: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Longest incoming id honoured.
-pub const MAX_LEN: usize = 64;
+pub(crate) const MAX_LEN: usize = 64;
 
 tokio::task_local! {
     /// The id of the request the current task is handling.
@@ -29,7 +29,7 @@ tokio::task_local! {
 }
 
 /// Whether an incoming id is kept (see the module's policy).
-pub fn is_sane(v: &HeaderValue) -> bool {
+pub(crate) fn is_sane(v: &HeaderValue) -> bool {
     let b = v.as_bytes();
     (1..=MAX_LEN).contains(&b.len())
         && b.iter()
@@ -38,7 +38,7 @@ pub fn is_sane(v: &HeaderValue) -> bool {
 
 /// Removes an incoming id that is not kept, so the id layer mints one.
 /// (A request with several `x-request-id` headers keeps none of them.)
-pub fn drop_insane(mut req: Request) -> Request {
+pub(crate) fn drop_insane(mut req: Request) -> Request {
     let keep = {
         let mut all = req.headers().get_all(&HEADER).iter();
         matches!((all.next(), all.next()), (Some(v), None) if is_sane(v))
@@ -61,7 +61,7 @@ fn id_of(req: &Request) -> &str {
 /// matched route, never the raw path, so ids in paths stay out of span
 /// names and the field has few values). At INFO so the default filter
 /// keeps it, and every event inside carries its fields.
-pub fn span(req: &Request) -> tracing::Span {
+pub(crate) fn span(req: &Request) -> tracing::Span {
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -75,13 +75,13 @@ pub fn span(req: &Request) -> tracing::Span {
 }
 
 /// Runs the rest of the request with its id known to [`current`].
-pub async fn scope(req: Request, next: Next) -> Response {
+pub(crate) async fn scope(req: Request, next: Next) -> Response {
     let id = id_of(&req).to_string();
     CURRENT.scope(id, next.run(req)).await
 }
 
 /// The id of the request being handled; `None` outside one.
-pub fn current() -> Option<String> {
+pub(crate) fn current() -> Option<String> {
     CURRENT
         .try_with(Clone::clone)
         .ok()

@@ -15,7 +15,7 @@ use crate::query::{History, Point};
 /// The body of GET nav-history: a [`History`] without what it was read at
 /// (that goes in the ETag).
 #[derive(Debug, Serialize, ToSchema)]
-pub struct HistoryResponse {
+pub(crate) struct HistoryResponse {
     pub portfolio_id: String,
     pub from: Option<NaiveDate>,
     pub to: Option<NaiveDate>,
@@ -53,7 +53,7 @@ pub struct BackfillBody {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct BackfillResponse {
+pub(crate) struct BackfillResponse {
     pub portfolio_id: String,
     /// First day rebuilt: the requested `from` clamped to the portfolio's
     /// first day; null when nothing was in range.
@@ -67,7 +67,7 @@ pub struct BackfillResponse {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CalculateResponse {
+pub(crate) struct CalculateResponse {
     pub portfolio_id: String,
     /// Today's record; null when the portfolio's first trade is after today.
     pub point: Option<Point>,
@@ -81,7 +81,7 @@ pub struct CalculateResponse {
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
 #[derive(Debug)]
-pub struct HistoryParams {
+pub(crate) struct HistoryParams {
     /// First day, inclusive (YYYY-MM-DD).
     from: Option<NaiveDate>,
     /// Last day, inclusive (YYYY-MM-DD); not before `from`.
@@ -104,7 +104,7 @@ pub struct HistoryParams {
 #[schema(rename_all = "lowercase")]
 #[allow(dead_code)]
 #[derive(Debug)]
-pub enum CalendarDoc {
+pub(crate) enum CalendarDoc {
     Trading,
     All,
 }
@@ -114,7 +114,7 @@ pub enum CalendarDoc {
 #[derive(ToSchema)]
 #[allow(dead_code)]
 #[derive(Debug)]
-pub struct StatisticsDoc {
+pub(crate) struct StatisticsDoc {
     max_drawdown: f64,
     max_drawdown_peak: Option<NaiveDate>,
     max_drawdown_trough: Option<NaiveDate>,
@@ -159,7 +159,7 @@ pub struct StatisticsDoc {
 #[derive(ToSchema)]
 #[allow(dead_code)]
 #[derive(Debug)]
-pub struct PeriodsDoc {
+pub(crate) struct PeriodsDoc {
     monthly: Vec<PeriodReturnDoc>,
     yearly: Vec<PeriodReturnDoc>,
 }
@@ -169,7 +169,7 @@ pub struct PeriodsDoc {
 #[derive(ToSchema)]
 #[allow(dead_code)]
 #[derive(Debug)]
-pub struct PeriodReturnDoc {
+pub(crate) struct PeriodReturnDoc {
     /// `YYYY-MM` or `YYYY`.
     period: String,
     #[schema(rename = "return")]

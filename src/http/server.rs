@@ -101,13 +101,13 @@ impl Default for Limits {
 
 /// Descriptors kept for everything but HTTP connections: the database pool,
 /// librdkafka's broker sockets, its and tokio's internal pipes, log files.
-pub const RESERVED_DESCRIPTORS: u64 = 256;
+pub(crate) const RESERVED_DESCRIPTORS: u64 = 256;
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit and logs both. Returns
 /// the soft limit in force afterwards (`None` where it cannot be read).
 // `rlim_t` is u64 on 64-bit Linux but not on every target.
 #[allow(clippy::unnecessary_cast)]
-pub fn raise_nofile_limit() -> Option<u64> {
+pub(crate) fn raise_nofile_limit() -> Option<u64> {
     #[cfg(unix)]
     {
         let mut lim = libc::rlimit {
@@ -150,7 +150,7 @@ pub fn raise_nofile_limit() -> Option<u64> {
 /// than [`RESERVED_DESCRIPTORS`] of `nofile` (after the probe reserve) to
 /// the rest of the process: better a few clients told to retry than a
 /// consumer that cannot open a socket.
-pub fn fit_to_nofile(mut limits: Limits, nofile: Option<u64>) -> Limits {
+pub(crate) fn fit_to_nofile(mut limits: Limits, nofile: Option<u64>) -> Limits {
     if let Some(nofile) = nofile {
         let room = nofile
             .saturating_sub(RESERVED_DESCRIPTORS)
@@ -176,7 +176,7 @@ pub fn fit_to_nofile(mut limits: Limits, nofile: Option<u64>) -> Limits {
 
 /// Serves `app` on `listener` until `stop` is cancelled and every
 /// connection has finished.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     limits: Limits,

@@ -46,7 +46,7 @@ use crate::health::{ConsumerHealth, Health};
 use crate::storage::{offsets, Db};
 
 #[derive(Debug)]
-pub struct Consumer {
+pub(crate) struct Consumer {
     cfg: KafkaConfig,
     db: Db,
     health: Arc<Health>,
@@ -55,7 +55,12 @@ pub struct Consumer {
 }
 
 impl Consumer {
-    pub fn new(cfg: KafkaConfig, db: Db, health: Arc<Health>, wake: Arc<Notify>) -> Result<Self> {
+    pub(crate) fn new(
+        cfg: KafkaConfig,
+        db: Db,
+        health: Arc<Health>,
+        wake: Arc<Notify>,
+    ) -> Result<Self> {
         // A property librdkafka refuses, or a TLS file it cannot load,
         // fails the start rather than the first poll.
         let _: rdkafka::consumer::BaseConsumer = client_config(&cfg)
@@ -103,7 +108,7 @@ impl Consumer {
 
     /// Consumes until `stop`; then finishes the batch in flight, commits and
     /// leaves the group.
-    pub async fn run(self, stop: CancellationToken) -> Result<()> {
+    pub(crate) async fn run(self, stop: CancellationToken) -> Result<()> {
         let consumer = Arc::new(self.client()?);
         self.report_started();
         tracing::info!(brokers = %self.cfg.brokers, group = %self.cfg.group, "consumer started");

@@ -23,8 +23,8 @@
 //!
 //! The result always equals a full fold of the stored events (tested).
 
-pub mod ops;
-pub mod refresh;
+pub(crate) mod ops;
+pub(crate) mod refresh;
 mod status_log;
 pub mod worker;
 
@@ -79,7 +79,7 @@ pub async fn refresh(db: &Db, portfolio_id: &str, today: NaiveDate) -> Result<Op
 /// another writer holds (the refresh worker: they stay due). Returns how
 /// many were refreshed.
 #[tracing::instrument(level = "debug", skip_all, fields(portfolios = ids.len()))]
-pub async fn try_refresh_many(db: &Db, ids: &[String], today: NaiveDate) -> Result<usize> {
+pub(crate) async fn try_refresh_many(db: &Db, ids: &[String], today: NaiveDate) -> Result<usize> {
     let mut w = db.begin().await?;
     let out = refresh_in(&mut w, db.prices(), ids, today, Lock::Skip).await?;
     w.changed(out.iter().map(|(id, _)| id));
@@ -91,7 +91,7 @@ pub async fn try_refresh_many(db: &Db, ids: &[String], today: NaiveDate) -> Resu
 /// digests of their records, so each refold reads, compares and repairs
 /// them (the operator's replay); returns how many were marked.
 #[tracing::instrument(skip_all)]
-pub async fn replay_all(db: &Db) -> Result<u64> {
+pub(crate) async fn replay_all(db: &Db) -> Result<u64> {
     Ok(crate::storage::mark_all_pending(db).await?)
 }
 

@@ -28,7 +28,7 @@ use crate::storage::{self, Db};
 
 /// Runs refresh passes until cancelled: after each `wake` and at least
 /// every `period`.
-pub async fn run(
+pub(crate) async fn run(
     db: Db,
     clock: Clock,
     wake: std::sync::Arc<Notify>,
@@ -95,7 +95,7 @@ async fn refresh_loop(
 /// a portfolio at 2,000 events/s has ~120 dead marks and its row read takes
 /// ~3.5 ms a group instead of ~0.5 (docs/performance.md, appendix A).
 /// A vacuum of the small table takes milliseconds and blocks no writer.
-pub const MARKS_VACUUM_EVERY: Duration = Duration::from_secs(2);
+pub(crate) const MARKS_VACUUM_EVERY: Duration = Duration::from_secs(2);
 
 /// Vacuums `portfolio_marks` every `every` while refreshes happened since
 /// the last time (`refreshed` counts them), until `stop`.
@@ -138,11 +138,11 @@ const GROUP: usize = 32;
 const GROUP_DAYS: i64 = 6_000;
 
 /// How stale a portfolio may get while the consumer works through a backlog.
-pub const BACKLOG_MIN_AGE: Duration = Duration::from_secs(30);
+pub(crate) const BACKLOG_MIN_AGE: Duration = Duration::from_secs(30);
 
 /// How hard a pass works.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pace {
+pub(crate) enum Pace {
     /// Everything due, [`CONCURRENCY`] groups at a time.
     Normal,
     /// Only portfolios waiting longer than [`BACKLOG_MIN_AGE`], one group at
@@ -152,7 +152,7 @@ pub enum Pace {
 
 /// One pass: refreshes up to `limit` due portfolios; returns how many were
 /// refreshed (portfolios another writer held are left for the next pass).
-pub async fn refresh_due(db: &Db, clock: Clock, limit: i64) -> anyhow::Result<usize> {
+pub(crate) async fn refresh_due(db: &Db, clock: Clock, limit: i64) -> anyhow::Result<usize> {
     refresh_pass(db, clock, limit, Pace::Normal).await
 }
 

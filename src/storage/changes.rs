@@ -130,7 +130,7 @@ impl Changes {
 
     /// Portfolios `ids` changed (called by a writer after its commit, and
     /// for each notification).
-    pub fn portfolios_changed<S: AsRef<str>>(&self, ids: &[S]) {
+    pub(crate) fn portfolios_changed<S: AsRef<str>>(&self, ids: &[S]) {
         for id in ids {
             self.slots[slot(id.as_ref())].fetch_add(1, Ordering::AcqRel);
         }
@@ -142,13 +142,13 @@ impl Changes {
     }
 
     /// Anything may have changed: nothing seen before is trusted.
-    pub fn everything_changed(&self) {
+    pub(crate) fn everything_changed(&self) {
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Applies one notification's payload; an unknown one counts as
     /// "everything" (a newer writer's message this reader cannot parse).
-    pub fn apply(&self, payload: &str) {
+    pub(crate) fn apply(&self, payload: &str) {
         let mut lines = payload.split('\n');
         match lines.next() {
             Some(PORTFOLIOS) => {
@@ -197,7 +197,7 @@ fn payloads(ids: &[&str], prices: bool) -> Vec<String> {
 
 /// Announces, when the caller's transaction commits, that portfolios `ids`
 /// (and, with `prices`, closes or rates) changed.
-pub async fn notify<S: AsRef<str>>(
+pub(crate) async fn notify<S: AsRef<str>>(
     conn: &mut PgConnection,
     ids: &[S],
     prices: bool,
@@ -216,7 +216,7 @@ pub async fn notify<S: AsRef<str>>(
 }
 
 /// Announces that anything may have changed (every portfolio marked).
-pub async fn notify_everything(conn: &mut PgConnection) -> sqlx::Result<()> {
+pub(crate) async fn notify_everything(conn: &mut PgConnection) -> sqlx::Result<()> {
     sqlx::query("SELECT pg_notify($1::text, $2::text)")
         .bind(CHANNEL)
         .bind(EVERYTHING)
@@ -228,7 +228,7 @@ pub async fn notify_everything(conn: &mut PgConnection) -> sqlx::Result<()> {
 /// Keeps one session listening on [`CHANNEL`] for `changes` until `stop`,
 /// reconnecting after a loss. Started once per [`Changes`]; later calls
 /// return at once.
-pub async fn listen(pool: PgPool, changes: Arc<Changes>, stop: CancellationToken) {
+pub(crate) async fn listen(pool: PgPool, changes: Arc<Changes>, stop: CancellationToken) {
     if changes.listener_started.swap(true, Ordering::AcqRel) {
         return;
     }

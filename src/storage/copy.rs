@@ -46,7 +46,8 @@ impl BinaryRows {
     }
 
     /// Rows begun so far.
-    pub fn rows(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn rows(&self) -> usize {
         self.rows
     }
 
@@ -71,7 +72,7 @@ impl BinaryRows {
         self
     }
 
-    pub fn text(&mut self, s: &str) -> &mut Self {
+    pub(crate) fn text(&mut self, s: &str) -> &mut Self {
         self.value(s.as_bytes())
     }
 
@@ -123,7 +124,7 @@ impl BinaryRows {
         Ok(self.int8(micros))
     }
 
-    pub fn numeric(&mut self, d: &Decimal) -> &mut Self {
+    pub(crate) fn numeric(&mut self, d: &Decimal) -> &mut Self {
         let at = self.buf.len();
         self.buf.extend_from_slice(&[0; 4]);
         pg_numeric(d, &mut self.buf);

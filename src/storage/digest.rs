@@ -28,7 +28,7 @@ pub struct Digest(u128);
 
 impl Digest {
     /// The digest of no records.
-    pub const EMPTY: Digest = Digest(0);
+    pub(crate) const EMPTY: Digest = Digest(0);
 
     /// The hash of one record: its day and its twelve values as stored.
     pub(super) fn of_record(day: NaiveDate, values: &[u8]) -> Digest {
@@ -50,12 +50,12 @@ impl Digest {
     }
 
     /// As stored in `portfolios.history_digest`.
-    pub fn to_bytes(self) -> Vec<u8> {
+    pub(crate) fn to_bytes(self) -> Vec<u8> {
         self.0.to_le_bytes().to_vec()
     }
 
     /// From `portfolios.history_digest`; anything but 16 bytes is unknown.
-    pub fn from_bytes(b: &[u8]) -> Option<Digest> {
+    pub(crate) fn from_bytes(b: &[u8]) -> Option<Digest> {
         <[u8; 16]>::try_from(b)
             .ok()
             .map(|a| Digest(u128::from_le_bytes(a)))

@@ -35,7 +35,7 @@ impl From<sqlx::Error> for StorageError {
 
 /// Whether the database is unreachable or saturated (a pool timeout, a
 /// broken connection, a server shutting down or out of connections).
-pub fn is_unavailable(e: &sqlx::Error) -> bool {
+pub(crate) fn is_unavailable(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
@@ -58,7 +58,7 @@ pub fn is_unavailable(e: &sqlx::Error) -> bool {
 /// rather than failing for being unreachable or busy. Only such a failure
 /// can be pinned on a message; anything else is retried, however long it
 /// lasts, so an outage never turns good events into dead letters.
-pub fn refusal(e: &sqlx::Error) -> Option<String> {
+pub(crate) fn refusal(e: &sqlx::Error) -> Option<String> {
     match e {
         sqlx::Error::Database(db) => {
             let code = db.code()?;

@@ -17,10 +17,6 @@ use super::dead_letters::{insert_dead_letters, DeadLetter, Source};
 use super::market::{store_prices, store_rates, store_splits};
 use super::transactions::{insert_transactions, new_transactions};
 
-/// The `price_versions` entry of the exchange rates (kept at this path for
-/// its readers; it lives with the writes of prices).
-pub use super::market::FX_VERSION_KEY;
-
 /// One batch of parsed events, in log order.
 #[derive(Debug, Default)]
 pub struct IngestBatch {

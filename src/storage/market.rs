@@ -228,7 +228,7 @@ pub(super) async fn store_rates(
 }
 
 /// The `price_versions` entry of the exchange rates.
-pub const FX_VERSION_KEY: &str = "";
+pub(crate) const FX_VERSION_KEY: &str = "";
 
 /// Gives each symbol a new price version (from one sequence), so in-memory
 /// caches of its closes and splits reload them. With a day, the change

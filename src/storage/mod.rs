@@ -34,22 +34,22 @@
 //! Connection-level statements live here beside [`connect`]: [`ping`] (is
 //! the database there) and [`read_snapshot`] (the transaction reads run in).
 
-pub mod changes;
+pub(crate) mod changes;
 pub mod copy;
-pub mod db;
-pub mod dead_letters;
-pub mod digest;
-pub mod error;
-pub mod events;
+pub(crate) mod db;
+pub(crate) mod dead_letters;
+pub(crate) mod digest;
+pub(crate) mod error;
+pub(crate) mod events;
 pub mod history;
-pub mod market;
-pub mod marks;
-pub mod numeric;
-pub mod offsets;
+pub(crate) mod market;
+pub(crate) mod marks;
+pub(crate) mod numeric;
+pub(crate) mod offsets;
 pub mod portfolios;
 pub mod price_cache;
-pub mod prices;
-pub mod transactions;
+pub(crate) mod prices;
+pub(crate) mod transactions;
 
 use std::time::Duration;
 
@@ -169,7 +169,7 @@ pub fn connect_lazy(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
 }
 
 /// Whether the database answers a trivial statement (`/readyz`).
-pub async fn ping(pool: &PgPool) -> sqlx::Result<()> {
+pub(crate) async fn ping(pool: &PgPool) -> sqlx::Result<()> {
     sqlx::query_scalar::<_, i32>("SELECT 1")
         .fetch_one(pool)
         .await?;
@@ -180,7 +180,7 @@ pub async fn ping(pool: &PgPool) -> sqlx::Result<()> {
 /// same snapshot, so a read made of several statements (the curve, the
 /// portfolio row, the day before the range) is consistent even while the
 /// worker rewrites the history. Commit or drop it when done.
-pub async fn read_snapshot(pool: &PgPool) -> sqlx::Result<Transaction<'static, Postgres>> {
+pub(crate) async fn read_snapshot(pool: &PgPool) -> sqlx::Result<Transaction<'static, Postgres>> {
     let mut tx = pool.begin().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)

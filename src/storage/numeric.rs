@@ -14,7 +14,7 @@ use sqlx::{Decode, Postgres, Type};
 /// A `numeric` column read with [`decode_numeric`] (the driver's own
 /// decoding for a text-format value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Numeric(pub Decimal);
+pub(crate) struct Numeric(pub Decimal);
 
 impl Type<Postgres> for Numeric {
     fn type_info() -> PgTypeInfo {

@@ -5,17 +5,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, Row};
 
 /// A partition: (topic, partition).
-pub type Partition = (String, i32);
+pub(crate) type Partition = (String, i32);
 
 fn unzip(parts: &[Partition]) -> (Vec<String>, Vec<i32>) {
     parts.iter().cloned().unzip()
 }
 
 /// The stored next offsets of `parts` (absent: nothing stored yet).
-pub async fn read(
+pub(crate) async fn read(
     conn: &mut PgConnection,
     group: &str,
     parts: &[Partition],
@@ -41,7 +41,7 @@ pub async fn read(
 /// Locks the offset rows of `parts` for the rest of the transaction
 /// (creating them at 0 when new) and returns them. The locks fence two
 /// consumers that briefly own one partition during a rebalance.
-pub async fn lock(
+pub(crate) async fn lock(
     conn: &mut PgConnection,
     group: &str,
     parts: &[Partition],
@@ -77,7 +77,7 @@ pub async fn lock(
 }
 
 /// Sets the next offsets of locked partitions.
-pub async fn advance(
+pub(crate) async fn advance(
     conn: &mut PgConnection,
     group: &str,
     next: &BTreeMap<Partition, i64>,
@@ -105,7 +105,8 @@ pub async fn advance(
 /// How far a group has got: the sum of its partitions' next offsets (the
 /// messages it consumed, when every log starts at 0), and how many
 /// portfolios still wait for a refresh. For the demo and the tests.
-pub async fn progress(pool: &PgPool, group: &str) -> sqlx::Result<(i64, i64)> {
+#[cfg(feature = "demo")]
+pub(crate) async fn progress(pool: &sqlx::PgPool, group: &str) -> sqlx::Result<(i64, i64)> {
     let consumed: i64 = sqlx::query_scalar(
         "SELECT COALESCE(sum(next_offset), 0)::int8 FROM consumer_offsets WHERE group_id = $1::text",
     )

@@ -85,16 +85,16 @@ impl PriceCache {
     }
 
     /// Sets the deployment's default currency (the service does at start).
-    pub fn set_default_currency(&self, c: Currency) {
+    pub(crate) fn set_default_currency(&self, c: Currency) {
         *self.default_currency.lock().unwrap() = c;
     }
 
-    pub fn default_currency(&self) -> Currency {
+    pub(crate) fn default_currency(&self) -> Currency {
         self.default_currency.lock().unwrap().clone()
     }
 
     /// An empty book with the deployment's default currency.
-    pub fn empty_book(&self) -> PriceBook {
+    pub(crate) fn empty_book(&self) -> PriceBook {
         PriceBook::with_default_currency(self.default_currency())
     }
 
@@ -104,7 +104,7 @@ impl PriceCache {
     /// The whole rates table is kept in memory under the rates' version
     /// (bumped in the transaction that stores any rate): a refresh costs one
     /// indexed version lookup, and a reload only after a rate changed.
-    pub async fn add_rates(
+    pub(crate) async fn add_rates(
         &self,
         conn: &mut PgConnection,
         book: &mut PriceBook,

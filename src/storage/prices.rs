@@ -61,7 +61,7 @@ pub async fn load_prices(
 /// The splits in effect for each of `symbols`: per (symbol, ex-date) the
 /// latest event in log order, ex-date ascending (1/1 ones included; they
 /// cancel).
-pub async fn splits(
+pub(crate) async fn splits(
     conn: &mut PgConnection,
     symbols: &[String],
 ) -> sqlx::Result<HashMap<String, Vec<(NaiveDate, u32, u32)>>> {
@@ -87,7 +87,7 @@ pub async fn splits(
 /// A symbol's entry in `price_versions`: its version, and what the latest
 /// change wrote (migrations/…_price_versions_changed_from.sql).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Version {
+pub(crate) struct Version {
     pub version: i64,
     /// The version the latest change replaced, when known.
     pub prior: Option<i64>,
@@ -97,7 +97,7 @@ pub struct Version {
 }
 
 /// The current version of each of `symbols` that has closes.
-pub async fn versions(
+pub(crate) async fn versions(
     conn: &mut PgConnection,
     symbols: &[String],
 ) -> sqlx::Result<HashMap<String, Version>> {
@@ -124,13 +124,13 @@ pub async fn versions(
 
 /// A symbol's closes by day, and the currency of those that named one.
 #[derive(Debug, Default)]
-pub struct StoredSeries {
+pub(crate) struct StoredSeries {
     pub closes: Vec<(NaiveDate, Decimal)>,
     pub quoted: Vec<(NaiveDate, Currency)>,
 }
 
 /// Every close of each of `symbols`, by day.
-pub async fn series(
+pub(crate) async fn series(
     conn: &mut PgConnection,
     symbols: &[String],
 ) -> anyhow::Result<HashMap<String, StoredSeries>> {
@@ -145,7 +145,7 @@ pub async fn series(
 }
 
 /// The closes of each symbol dated on or after its day, by day.
-pub async fn series_from(
+pub(crate) async fn series_from(
     conn: &mut PgConnection,
     from: &[(String, NaiveDate)],
 ) -> anyhow::Result<HashMap<String, StoredSeries>> {
@@ -184,7 +184,7 @@ fn series_of(rows: Vec<sqlx::postgres::PgRow>) -> anyhow::Result<HashMap<String,
 }
 
 /// Every stored rate: (from, to, day, rate), by pair and day.
-pub async fn all_rates(
+pub(crate) async fn all_rates(
     conn: &mut PgConnection,
 ) -> anyhow::Result<Vec<(Currency, Currency, NaiveDate, Decimal)>> {
     let rows = sqlx::query(

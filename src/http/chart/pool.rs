@@ -28,9 +28,9 @@ pub struct RenderPool {
 impl RenderPool {
     /// Longest wait for a slot; below the default request timeout (10 s), so
     /// the answer says why.
-    pub const WAIT: Duration = Duration::from_secs(5);
+    pub(crate) const WAIT: Duration = Duration::from_secs(5);
 
-    pub fn new(slots: usize, wait: Duration) -> Self {
+    pub(crate) fn new(slots: usize, wait: Duration) -> Self {
         RenderPool {
             slots: Arc::new(Semaphore::new(slots.max(1))),
             wait,
@@ -47,7 +47,7 @@ impl RenderPool {
     }
 
     /// A slot, or 503 once [`RenderPool::WAIT`] has passed without one.
-    pub async fn slot(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+    pub(crate) async fn slot(&self) -> Result<OwnedSemaphorePermit, ApiError> {
         match tokio::time::timeout(self.wait, self.slots.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Ok(permit),
             Ok(Err(_closed)) => Err(ApiError::Internal(anyhow::anyhow!("render pool closed"))),
@@ -61,7 +61,7 @@ impl RenderPool {
     }
 
     /// Runs `draw` on a blocking thread, holding `slot` until it returns.
-    pub async fn run<T, F>(slot: OwnedSemaphorePermit, draw: F) -> Result<T, ApiError>
+    pub(crate) async fn run<T, F>(slot: OwnedSemaphorePermit, draw: F) -> Result<T, ApiError>
     where
         F: FnOnce() -> Result<T, ApiError> + Send + 'static,
         T: Send + 'static,

@@ -51,11 +51,30 @@ pub(crate) async fn database_answers(pool: &sqlx::PgPool) -> sqlx::Result<()> {
 /// `since`, naming the event when one is to blame, with the detail).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub(crate) struct PortfolioStatus {
-    /// `ok`, `recomputing` or `inconsistent`.
-    pub state: &'static str,
+    pub state: State,
     pub since: Option<NaiveDate>,
     pub event_id: Option<Uuid>,
     pub detail: Option<String>,
+}
+
+/// The state of a [`PortfolioStatus`], by its wire name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum State {
+    Ok,
+    Recomputing,
+    Inconsistent,
+}
+
+impl State {
+    /// The wire name (`ok`, `recomputing`, `inconsistent`).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            State::Ok => "ok",
+            State::Recomputing => "recomputing",
+            State::Inconsistent => "inconsistent",
+        }
+    }
 }
 
 impl PortfolioStatus {
@@ -68,7 +87,7 @@ impl PortfolioStatus {
     #[cfg(test)]
     pub(crate) fn ok() -> Self {
         Self {
-            state: "ok",
+            state: State::Ok,
             since: None,
             event_id: None,
             detail: None,
@@ -614,7 +633,11 @@ impl From<&ReportedStatus> for PortfolioStatus {
             _ => (None, None),
         };
         PortfolioStatus {
-            state: s.name(),
+            state: match s {
+                ReportedStatus::Ok => State::Ok,
+                ReportedStatus::Recomputing { .. } => State::Recomputing,
+                ReportedStatus::Inconsistent(_) => State::Inconsistent,
+            },
             since: s.since(),
             event_id,
             detail,

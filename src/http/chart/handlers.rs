@@ -480,7 +480,7 @@ mod page_tests {
             })
             .collect();
         let mut status = PortfolioStatus::ok();
-        status.state = "inconsistent";
+        status.state = crate::query::State::Inconsistent;
         status.since = Some(day("2023-02-01"));
         status.detail = Some("sell of <XYZ> exceeds the position".into());
         let history = History {

@@ -11,7 +11,7 @@ use super::tables::{
     opt_date, write_last_day, write_lines, write_periods, write_positions, write_stats, NULL,
 };
 use crate::http::html::escape_html;
-use crate::query::{History, HistoryQuery, PortfolioPage, Positions};
+use crate::query::{History, HistoryQuery, PortfolioPage, Positions, State};
 
 /// The page's two pictures of one read: wide for screens, compact for
 /// phones (CSS shows one).
@@ -153,14 +153,10 @@ pub(super) fn render_page(
 /// the history is being recomputed or is inconsistent.
 fn write_heading(h: &mut String, id_e: &str, history: &History) {
     let st = &history.status;
-    let class = match st.state {
-        "ok" | "recomputing" | "inconsistent" => st.state,
-        _ => "recomputing",
-    };
+    let state = st.state.as_str();
     let _ = writeln!(
         h,
-        "<h1>Portfolio {id_e} <span class=\"badge {class}\">{}</span></h1>",
-        escape_html(st.state)
+        "<h1>Portfolio {id_e} <span class=\"badge {state}\">{state}</span></h1>"
     );
     let range = match (history.from, history.to) {
         (Some(f), Some(t)) => format!("{f} to {t}"),
@@ -174,7 +170,7 @@ fn write_heading(h: &mut String, id_e: &str, history: &History) {
         history.points.len()
     );
     match st.state {
-        "recomputing" => {
+        State::Recomputing => {
             let _ = writeln!(
                 h,
                 "<div class=\"card notice\">A late event is being folded in: \
@@ -182,7 +178,7 @@ fn write_heading(h: &mut String, id_e: &str, history: &History) {
                 opt_date(st.since)
             );
         }
-        "inconsistent" => {
+        State::Inconsistent => {
             let _ = writeln!(
                 h,
                 "<div class=\"card error\"><strong>Inconsistent history</strong> \
@@ -197,7 +193,7 @@ fn write_heading(h: &mut String, id_e: &str, history: &History) {
                     .unwrap_or_else(|| "no detail recorded".into())
             );
         }
-        _ => {}
+        State::Ok => {}
     }
 }
 
@@ -338,7 +334,7 @@ pub(super) fn render_index(page: &PortfolioPage) -> String {
             p.last_day
                 .map_or_else(|| NULL.to_string(), |d| d.to_string()),
             escape_html(p.net_value.as_deref().unwrap_or(NULL)),
-            state = escape_html(p.status.state),
+            state = p.status.state.as_str(),
         );
     }
     if page.portfolios.is_empty() {

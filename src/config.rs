@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use chrono::NaiveDate;
@@ -86,18 +87,18 @@ pub struct KafkaConfig {
     /// Most messages folded in one database transaction.
     pub batch_max: usize,
     /// Longest wait to fill a batch once it has a message.
-    pub batch_wait_ms: u64,
+    pub batch_wait: Duration,
     /// A batch also closes when no message has come for this long: the
     /// broker's answer is all in (`NAVD_BATCH_IDLE_MS`; ≥ `batch_wait_ms`
     /// turns it off).
-    pub batch_idle_ms: u64,
+    pub batch_idle: Duration,
     /// Extra librdkafka properties (`NAVD_KAFKA_PROPERTIES`), applied last.
     pub properties: Vec<(String, String)>,
     /// What an event must satisfy beyond its shape (`NAVD_EARLIEST_DATE`).
     pub rules: projections::Rules,
     /// How long after its start or a rebalance the consumer may hold no
     /// partition and still be ready (`NAVD_CONSUMER_ASSIGNMENT_GRACE_MS`).
-    pub assignment_grace_ms: u64,
+    pub assignment_grace: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -603,9 +604,10 @@ impl Config {
             parse_properties(Some(v))
         });
         let batch_max = r.num("NAVD_BATCH_MAX", 5000);
-        let batch_wait_ms = r.millis("NAVD_BATCH_WAIT_MS", 20, 0);
-        let batch_idle_ms = r.millis("NAVD_BATCH_IDLE_MS", 3, 0);
-        let assignment_grace_ms = r.millis("NAVD_CONSUMER_ASSIGNMENT_GRACE_MS", 30_000, 0);
+        let batch_wait = Duration::from_millis(r.millis("NAVD_BATCH_WAIT_MS", 20, 0));
+        let batch_idle = Duration::from_millis(r.millis("NAVD_BATCH_IDLE_MS", 3, 0));
+        let assignment_grace =
+            Duration::from_millis(r.millis("NAVD_CONSUMER_ASSIGNMENT_GRACE_MS", 30_000, 0));
         let protection = r.protection();
         let kafka = r.get("NAVD_KAFKA_BROKERS").map(|brokers| KafkaConfig {
             brokers,
@@ -622,11 +624,11 @@ impl Config {
             fx_topic: r.get("NAVD_FX_TOPIC").unwrap_or_else(|| "nav.fx".into()),
             default_currency: default_currency.clone(),
             batch_max,
-            batch_wait_ms,
-            batch_idle_ms,
+            batch_wait,
+            batch_idle,
             properties: properties.clone(),
             rules,
-            assignment_grace_ms,
+            assignment_grace,
         });
         let config = Config {
             database_url: r.get("DATABASE_URL"),
@@ -687,8 +689,8 @@ impl Config {
                 k.corporate_actions_topic,
                 k.fx_topic,
                 k.batch_max,
-                k.batch_wait_ms,
-                k.batch_idle_ms,
+                k.batch_wait.as_millis(),
+                k.batch_idle.as_millis(),
                 k.properties
                     .iter()
                     .map(|(key, v)| if is_secret_key(key) {

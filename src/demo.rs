@@ -256,11 +256,11 @@ fn demo_kafka(brokers: String) -> KafkaConfig {
         fx_topic: "nav.fx".into(),
         default_currency: projections::Currency::parse("USD").expect("a currency code"),
         batch_max: 5000,
-        batch_wait_ms: 20,
-        batch_idle_ms: 3,
+        batch_wait: Duration::from_millis(20),
+        batch_idle: Duration::from_millis(3),
         properties: vec![],
         rules: Default::default(),
-        assignment_grace_ms: 30_000,
+        assignment_grace: Duration::from_millis(30_000),
     }
 }
 
@@ -349,11 +349,11 @@ mod tests {
             fx_topic: "nav.fx".into(),
             default_currency: projections::Currency::parse("USD").unwrap(),
             batch_max: 1,
-            batch_wait_ms: 1,
-            batch_idle_ms: 1,
+            batch_wait: Duration::from_millis(1),
+            batch_idle: Duration::from_millis(1),
             properties: vec![],
             rules: Default::default(),
-            assignment_grace_ms: 30_000,
+            assignment_grace: Duration::from_millis(30_000),
         };
         let today = chrono::NaiveDate::from_ymd_opt(2026, 11, 23).unwrap();
         let text = banner("http://x", &kafka, "demo-000", 1, Duration::ZERO, today);

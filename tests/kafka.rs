@@ -83,11 +83,11 @@ fn kafka(brokers: &str, group: &str) -> KafkaConfig {
         fx_topic: FX.into(),
         default_currency: projections::Currency::parse("USD").unwrap(),
         batch_max: 500,
-        batch_wait_ms: 10,
-        batch_idle_ms: 10,
+        batch_wait: Duration::from_millis(10),
+        batch_idle: Duration::from_millis(10),
         properties: vec![("session.timeout.ms".into(), "6000".into())],
         rules: Default::default(),
-        assignment_grace_ms: 30_000,
+        assignment_grace: Duration::from_millis(30_000),
     }
 }
 
@@ -988,8 +988,8 @@ async fn dates_before_the_earliest_are_bad_events() {
     stop(svc).await;
 }
 
-/// A batch closes once the stream has been quiet for `batch_idle_ms`, not
-/// only when it is full or `batch_wait_ms` after its first message: with a
+/// A batch closes once the stream has been quiet for `batch_idle`, not
+/// only when it is full or `batch_wait` after its first message: with a
 /// one-minute wait, each of three events sent one at a time is stored
 /// within seconds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -997,8 +997,8 @@ async fn a_batch_closes_when_the_stream_goes_quiet() {
     let (pool, _) = fresh_db().await;
     let b = Broker::new(1, 1);
     let mut k = kafka(&b.servers(), "g-idle");
-    k.batch_wait_ms = 60_000;
-    k.batch_idle_ms = 20;
+    k.batch_wait = Duration::from_secs(60);
+    k.batch_idle = Duration::from_millis(20);
     let svc = start(&pool, k, day("2024-01-03")).await;
     for n in 1..=3u32 {
         b.tx(
@@ -1086,7 +1086,7 @@ async fn readiness_says_when_the_consumer_holds_no_partition() {
         &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 100_000],
     );
     let mut k = kafka(&b.servers(), "g-unassigned");
-    k.assignment_grace_ms = 2_000;
+    k.assignment_grace = Duration::from_secs(2);
     let svc = start(&pool, k, day("2024-01-03")).await;
     let url = format!("http://{}/readyz", svc.addr);
     let read = || async {

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use navd::config::KafkaConfig;
 use rdkafka::consumer::BaseConsumer;
@@ -21,14 +22,14 @@ fn kafka(properties: &[(&str, String)]) -> KafkaConfig {
         fx_topic: "f".into(),
         default_currency: projections::Currency::parse("USD").unwrap(),
         batch_max: 10,
-        batch_wait_ms: 10,
-        batch_idle_ms: 10,
+        batch_wait: Duration::from_millis(10),
+        batch_idle: Duration::from_millis(10),
         properties: properties
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect(),
         rules: Default::default(),
-        assignment_grace_ms: 30_000,
+        assignment_grace: Duration::from_millis(30_000),
     }
 }
 

@@ -426,11 +426,11 @@ mod tests {
             fx_topic: "log-test.fx".into(),
             default_currency: projections::Currency::parse("USD").unwrap(),
             batch_max: 1,
-            batch_wait_ms: 1,
-            batch_idle_ms: 1,
+            batch_wait: Duration::from_millis(1),
+            batch_idle: Duration::from_millis(1),
             properties: vec![],
             rules: Default::default(),
-            assignment_grace_ms: 30_000,
+            assignment_grace: Duration::from_millis(30_000),
         }
     }
 

@@ -122,8 +122,8 @@ impl Consumer {
         let mut stream = consumer.stream();
         let mut accepted_gaps: HashMap<(String, i32), i64> = HashMap::new();
         let max = self.cfg.batch_max.max(1);
-        let wait = Duration::from_millis(self.cfg.batch_wait_ms);
-        let idle = Duration::from_millis(self.cfg.batch_idle_ms);
+        let wait = self.cfg.batch_wait;
+        let idle = self.cfg.batch_idle;
         loop {
             let first = tokio::select! {
                 _ = stop.cancelled() => break,
@@ -175,7 +175,7 @@ impl Consumer {
         let mut g = self.health.consumer.lock().unwrap();
         let h = g.get_or_insert_with(ConsumerHealth::default);
         h.since = Some(Instant::now());
-        h.grace = Duration::from_millis(self.cfg.assignment_grace_ms);
+        h.grace = self.cfg.assignment_grace;
     }
 
     /// Adds to a batch begun by its first message what else arrives in time.

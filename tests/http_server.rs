@@ -330,7 +330,10 @@ async fn no_client_can_starve_the_probes_or_the_cached_reads() {
     }
     for _ in 0..3 {
         let (s, took) = fresh_get(&curve).await;
-        eprintln!("under the crowd: cached curve in {took:?} (quiet median {:?})", quiet[2]);
+        eprintln!(
+            "under the crowd: cached curve in {took:?} (quiet median {:?})",
+            quiet[2]
+        );
         assert_eq!(s, 200);
         assert!(
             took < Duration::from_secs(1) && took < quiet[2] * 10 + Duration::from_millis(100),

@@ -17,7 +17,6 @@ use chrono::NaiveDate;
 use navd::clock::Clock;
 use navd::config::{AuthConfig, JwtConfig, JwtKey};
 
-use navd::http::{AppState, Authenticator};
 use navd::storage::{self, IngestBatch, Source};
 pub use navd::Db;
 use navd_testkit::pgtemp::{PgOptions, PgTemp};
@@ -359,7 +358,8 @@ pub async fn spawn_app(auth: AuthConfig, today: NaiveDate) -> TestApp {
     spawn_app_with(auth, today, navd::http::server::Limits::default()).await
 }
 
-/// [`spawn_app`] with the given connection limits.
+/// [`spawn_app`] with the given connection limits: the service as `navd
+/// serve --role api` starts it (`Service::start`), on 127.0.0.1:0.
 pub async fn spawn_app_with(
     auth: AuthConfig,
     today: NaiveDate,
@@ -368,24 +368,37 @@ pub async fn spawn_app_with(
     let (pool, db_url) = fresh_db().await;
     let clock = Clock::fixed(today);
     let stop = CancellationToken::new();
-    let db = Db::new(pool.clone());
-    let state = AppState {
-        cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(16 << 20)),
-        ..AppState::new(db.clone(), clock, Authenticator::new(&auth).unwrap())
+    let ms = |d: Duration| d.as_millis() as u64;
+    let config = navd::config::Config {
+        database_url: None,
+        kafka: None,
+        http_addr: "127.0.0.1:0".parse().unwrap(),
+        http_header_timeout_ms: ms(limits.header_timeout),
+        http_idle_timeout_ms: ms(limits.idle_timeout),
+        http_max_connections: limits.max_connections,
+        clock,
+        auth,
+        log_format: navd::config::LogFormat::Pretty,
+        db_max_connections: 8,
+        request_timeout_ms: 10_000,
+        read_cache_mb: 16,
+        default_currency: projections::Currency::parse("USD").unwrap(),
+        role: navd::config::Role::Api,
+        protection: navd::config::Protection {
+            max_connections_per_peer: limits.max_connections_per_peer,
+            probe_connections: limits.probe_connections,
+            write_timeout_ms: ms(limits.write_timeout),
+            busy_idle_timeout_ms: ms(limits.busy_idle_timeout),
+            ..Default::default()
+        },
     };
-    let (addr, _h) = navd::app::start_http_with(
-        state,
-        "127.0.0.1:0".parse().unwrap(),
-        Duration::from_secs(10),
-        limits,
-        stop.clone(),
-    )
-    .await
-    .unwrap();
+    let service = navd::app::Service::start(&config, pool.clone(), stop.clone())
+        .await
+        .unwrap();
     TestApp {
-        base: format!("http://{addr}"),
+        base: format!("http://{}", service.addr),
         pool,
-        db,
+        db: service.db.clone(),
         db_url,
         client: reqwest::Client::new(),
         clock,

@@ -620,8 +620,7 @@ fn base_currency(
     book: &projections::PriceBook,
 ) -> projections::Currency {
     p.base_currency
-        .as_deref()
-        .and_then(|c| projections::Currency::parse(c).ok())
+        .clone()
         .unwrap_or_else(|| book.default_currency().clone())
 }
 

@@ -154,10 +154,7 @@ fn start_of(p: &PortfolioRow, from: NaiveDate) -> (Start, bool) {
 /// The portfolio's base currency as its settings name it (`None`: the
 /// default currency).
 fn base_currency_of(p: &PortfolioRow) -> Option<projections::Currency> {
-    // Stored from a parsed event: valid.
-    p.base_currency
-        .as_deref()
-        .and_then(|c| projections::Currency::parse(c).ok())
+    p.base_currency.clone()
 }
 
 /// The state before a portfolio's first day.

@@ -84,19 +84,20 @@ pub async fn dead_letters_page(
     .bind(limit)
     .fetch_all(pool)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| StoredDeadLetter {
-            id: r.get(0),
-            topic: r.get(1),
-            partition: r.get(2),
-            offset: r.get(3),
-            key: r.get(4),
-            payload: r.get(5),
-            reason: r.get(6),
-            received_at: r.get(7),
+    rows.iter()
+        .map(|r| {
+            Ok(StoredDeadLetter {
+                id: r.try_get("id")?,
+                topic: r.try_get("topic")?,
+                partition: r.try_get("partition")?,
+                offset: r.try_get("offset")?,
+                key: r.try_get("key")?,
+                payload: r.try_get("payload")?,
+                reason: r.try_get("reason")?,
+                received_at: r.try_get("received_at")?,
+            })
         })
-        .collect())
+        .collect()
 }
 
 #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use chrono::NaiveDate;
 use projections::{ClosePrice, Currency, FxRate, Invalidation, Split, Transaction};
-use sqlx::{PgConnection, Row};
+use sqlx::PgConnection;
 
 use super::dead_letters::{insert_dead_letters, DeadLetter, Source};
 use super::market::{store_prices, store_rates, store_splits};
@@ -253,7 +253,7 @@ async fn mark_exposed(
     let mut currencies: Vec<&str> = f.iter().chain(&t).copied().collect();
     currencies.sort_unstable();
     currencies.dedup();
-    let rows = sqlx::query(
+    sqlx::query_scalar(
         "WITH r AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::date[]) AS r(f, t, day)),
          exposure AS (
              SELECT DISTINCT portfolio_id, currency FROM transactions
@@ -283,6 +283,5 @@ async fn mark_exposed(
     .bind(&currencies)
     .bind(default_currency)
     .fetch_all(&mut *conn)
-    .await?;
-    Ok(rows.into_iter().map(|r| r.get::<String, _>(0)).collect())
+    .await
 }

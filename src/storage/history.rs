@@ -12,7 +12,8 @@ use rust_decimal::Decimal;
 use super::copy::{copy_in, BinaryRows};
 use super::digest::Digest;
 pub use super::numeric::{decode_numeric, pg_numeric};
-use sqlx::{PgConnection, Row};
+use sqlx::postgres::PgRow;
+use sqlx::{Column, PgConnection, Row};
 
 /// One stored day of history: the reported (rounded) record, whose
 /// `cum_in`/`cum_out` are exact, and the exact NAV and market value, which
@@ -128,44 +129,73 @@ fn value_columns(t: &str) -> String {
         .join(", ")
 }
 
-/// The binary form of the twelve value columns from column `at` on, in
-/// [`VALUE_COLUMNS`] order.
-fn raw_values(r: &sqlx::postgres::PgRow, at: usize) -> sqlx::Result<[&[u8]; VALUES]> {
+/// Where a statement's record columns are (its `day` and the twelve
+/// [`VALUE_COLUMNS`]), found by name once per statement: a look-up by name
+/// for each of thirteen values would cost a row a good part of what
+/// decoding them does.
+#[derive(Debug, Clone, Copy)]
+struct RecordColumns {
+    day: usize,
+    values: [usize; VALUES],
+}
+
+impl RecordColumns {
+    /// The columns of `r`'s statement (any row of it).
+    fn of(r: &PgRow) -> sqlx::Result<Self> {
+        let at = |name: &str| r.try_column(name).map(Column::ordinal);
+        let mut values = [0; VALUES];
+        for (v, name) in values.iter_mut().zip(VALUE_COLUMNS) {
+            *v = at(name)?;
+        }
+        Ok(RecordColumns {
+            day: at("day")?,
+            values,
+        })
+    }
+
+    /// Those of the statement of `rows` (`None`: no rows).
+    fn of_first(rows: &[PgRow]) -> sqlx::Result<Option<Self>> {
+        rows.first().map(Self::of).transpose()
+    }
+}
+
+/// The binary form of the twelve value columns, in [`VALUE_COLUMNS`] order.
+fn raw_values<'r>(r: &'r PgRow, at: &RecordColumns) -> sqlx::Result<[&'r [u8]; VALUES]> {
     use sqlx::ValueRef as _;
     let mut out: [&[u8]; VALUES] = [&[]; VALUES];
-    for (i, v) in out.iter_mut().enumerate() {
-        let raw = r.try_get_raw(at + i)?;
+    for ((v, &i), name) in out.iter_mut().zip(&at.values).zip(VALUE_COLUMNS) {
+        let raw = r.try_get_raw(i)?;
         if raw.is_null() || raw.format() != sqlx::postgres::PgValueFormat::Binary {
             return Err(sqlx::Error::ColumnDecode {
-                index: (at + i).to_string(),
-                source: format!("{}: expected a number in binary form", VALUE_COLUMNS[i]).into(),
+                index: name.to_string(),
+                source: "expected a number in binary form".into(),
             });
         }
         *v = raw.as_bytes().map_err(|source| sqlx::Error::ColumnDecode {
-            index: (at + i).to_string(),
+            index: name.to_string(),
             source,
         })?;
     }
     Ok(out)
 }
 
-/// A row of [`read_columns`] starting at column `at`: the stored values,
-/// and the reported ones derived from them ([`Derived::of_exact`]).
-fn history_at(r: &sqlx::postgres::PgRow, at: usize) -> sqlx::Result<HistoryRow> {
-    let date: NaiveDate = r.try_get(at)?;
-    let raw = raw_values(r, at + 1)?;
+/// A row of [`read_columns`]: the stored values, and the reported ones
+/// derived from them ([`Derived::of_exact`]).
+fn history_at(r: &PgRow, at: &RecordColumns) -> sqlx::Result<HistoryRow> {
+    let date: NaiveDate = r.try_get(at.day)?;
+    let raw = raw_values(r, at)?;
     let mut v = [Decimal::ZERO; VALUES];
-    for (i, (value, bytes)) in v.iter_mut().zip(raw).enumerate() {
+    for ((value, bytes), name) in v.iter_mut().zip(raw).zip(VALUE_COLUMNS) {
         *value = decode_numeric(bytes).map_err(|e| sqlx::Error::ColumnDecode {
-            index: (at + 1 + i).to_string(),
-            source: format!("{} of the history record of {date}: {e}", VALUE_COLUMNS[i]).into(),
+            index: name.to_string(),
+            source: format!("{name} of the history record of {date}: {e}").into(),
         })?;
     }
     let [cost, net_flow, daily_return, nav_exact, market_value_exact, cum_in, cum_out, holdings_value, cash, receivable, income, realized_pnl] =
         v;
     let d = Derived::of_exact(nav_exact, market_value_exact, cum_in, cum_out).map_err(|e| {
         sqlx::Error::ColumnDecode {
-            index: (at + 1).to_string(),
+            index: "nav_exact".to_string(),
             source: format!("the reported values of the history record of {date}: {e}").into(),
         }
     })?;
@@ -205,15 +235,16 @@ pub async fn load_history(
           ORDER BY day",
         read_columns("h")
     );
-    sqlx::query(&sql)
+    let rows = sqlx::query(&sql)
         .bind(portfolio_id)
         .bind(from)
         .bind(to)
         .fetch_all(conn)
-        .await?
-        .iter()
-        .map(|r| history_at(r, 0))
-        .collect()
+        .await?;
+    let Some(at) = RecordColumns::of_first(&rows)? else {
+        return Ok(vec![]);
+    };
+    rows.iter().map(|r| history_at(r, &at)).collect()
 }
 
 pub async fn history_row(
@@ -230,7 +261,7 @@ pub async fn history_row(
         .bind(day)
         .fetch_optional(conn)
         .await?
-        .map(|r| history_at(&r, 0))
+        .map(|r| history_at(&r, &RecordColumns::of(&r)?))
         .transpose()
 }
 
@@ -289,8 +320,11 @@ pub async fn history_rows_at(
         .bind(&days)
         .fetch_all(conn)
         .await?;
+    let Some(at) = RecordColumns::of_first(&rows)? else {
+        return Ok(HashMap::new());
+    };
     rows.iter()
-        .map(|r| Ok((r.try_get::<String, _>(0)?, history_at(r, 1)?)))
+        .map(|r| Ok((r.try_get("portfolio_id")?, history_at(r, &at)?)))
         .collect()
 }
 
@@ -527,13 +561,18 @@ async fn sync<'q>(
     let mut old_sums: HashMap<String, Digest> = HashMap::new();
     {
         let mut old_bytes = Vec::with_capacity(256);
+        let mut columns: Option<RecordColumns> = None;
         let mut stream = stored.fetch(&mut *conn);
         while let Some(r) = stream.try_next().await? {
-            let pid: &str = r.get(0);
-            let day: NaiveDate = r.get(1);
+            let at = match columns {
+                Some(at) => at,
+                None => *columns.insert(RecordColumns::of(&r)?),
+            };
+            let pid: &str = r.try_get("portfolio_id")?;
+            let day: NaiveDate = r.try_get(at.day)?;
             old_bytes.clear();
             // A value that cannot be read as sent differs from any new one.
-            let readable = raw_values(&r, 2)
+            let readable = raw_values(&r, &at)
                 .map(|old| old.iter().for_each(|o| old_bytes.extend_from_slice(o)))
                 .is_ok();
             let h = Digest::of_record(day, &old_bytes);

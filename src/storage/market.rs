@@ -118,9 +118,9 @@ async fn new_splits(
             .bind(&ids)
             .fetch_all(&mut *conn)
             .await?
-            .into_iter()
-            .map(|r| (r.get::<Uuid, _>(0), r.get::<String, _>(1)))
-            .collect();
+            .iter()
+            .map(|r| Ok((r.try_get("event_id")?, r.try_get("fingerprint")?)))
+            .collect::<sqlx::Result<_>>()?;
     for (split, src) in splits {
         let fp = split.fingerprint();
         match seen.get(&split.event_id).or(stored.get(&split.event_id)) {

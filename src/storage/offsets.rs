@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 
 /// A partition: (topic, partition).
@@ -12,6 +13,14 @@ pub(crate) type Partition = (String, i32);
 
 fn unzip(parts: &[Partition]) -> (Vec<String>, Vec<i32>) {
     parts.iter().cloned().unzip()
+}
+
+/// A `consumer_offsets` row: its partition and next offset.
+fn offset_of(r: &PgRow) -> sqlx::Result<(Partition, i64)> {
+    Ok((
+        (r.try_get("topic")?, r.try_get("partition")?),
+        r.try_get("next_offset")?,
+    ))
 }
 
 /// The stored next offsets of `parts` (absent: nothing stored yet).
@@ -32,10 +41,7 @@ pub(crate) async fn read(
     .bind(&partitions)
     .fetch_all(conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| ((r.get(0), r.get(1)), r.get(2)))
-        .collect())
+    rows.iter().map(offset_of).collect()
 }
 
 /// Locks the offset rows of `parts` for the rest of the transaction
@@ -70,10 +76,7 @@ pub(crate) async fn lock(
     .bind(&partitions)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| ((r.get(0), r.get(1)), r.get(2)))
-        .collect())
+    rows.iter().map(offset_of).collect()
 }
 
 /// Sets the next offsets of locked partitions.

@@ -3,10 +3,11 @@
 
 use super::digest::Digest;
 use chrono::{DateTime, NaiveDate, Utc};
-use projections::{CashMode, Inconsistency, Status};
+use projections::{CashMode, Currency, Inconsistency, Status};
 use serde_json::value::RawValue;
+use sqlx::postgres::PgRow;
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{FromRow, PgConnection, PgPool, Row};
 use uuid::Uuid;
 
 /// The stored per-portfolio projection state.
@@ -31,8 +32,9 @@ pub struct PortfolioRow {
     pub mark_ids: Vec<i64>,
     /// From the latest settings event in log order (none: `none`).
     pub cash_mode: CashMode,
-    /// The same event's `base_currency`, if it named one.
-    pub base_currency: Option<String>,
+    /// The same event's `base_currency`, if it named one (parsed when the
+    /// row is read: a stored value that is not a currency fails the read).
+    pub base_currency: Option<Currency>,
     /// The digest of its stored records (`storage::digest`); `None`:
     /// unknown.
     pub history_digest: Option<Digest>,
@@ -46,45 +48,78 @@ impl PortfolioRow {
     }
 }
 
+/// The columns [`PortfolioRow`] is read from, by these names.
 const PORTFOLIO_COLUMNS: &str = "p.portfolio_id, p.first_day, p.last_day, p.computed_through, \
-     p.base_state, m.from_day, p.status, p.status_since, p.status_event_id, p.status_detail, \
-     m.since, p.version, m.ids, st.cash_mode, st.base_currency, p.history_digest";
+     p.base_state, m.pending_from, p.status, p.status_since, p.status_event_id, p.status_detail, \
+     m.pending_since, p.version, m.mark_ids, st.cash_mode, st.base_currency, p.history_digest";
 
 /// The marks of `p`, aggregated, and its latest settings event (LATERAL
 /// joins, usable with FOR UPDATE OF p; the settings in one index probe).
-const ROW_JOINS: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS from_day, min(k.marked_at) AS since, \
-     COALESCE(array_agg(k.id), '{}') AS ids FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id) m ON true \
+const ROW_JOINS: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS pending_from, \
+     min(k.marked_at) AS pending_since, COALESCE(array_agg(k.id), '{}') AS mark_ids \
+     FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id) m ON true \
      LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency FROM transactions t \
      WHERE t.portfolio_id = p.portfolio_id AND t.kind = 'portfolio_settings' \
      ORDER BY t.seq DESC LIMIT 1) st ON true";
 
-fn portfolio_from_row(r: sqlx::postgres::PgRow) -> PortfolioRow {
-    PortfolioRow {
-        portfolio_id: r.get(0),
-        first_day: r.get(1),
-        last_day: r.get(2),
-        computed_through: r.get(3),
-        base_state: r.get::<Option<Json<Box<RawValue>>>, _>(4).map(|j| j.0),
-        pending_from: r.get(5),
-        status: match r.get::<&str, _>(6) {
+/// A row of [`PORTFOLIO_COLUMNS`], read by column name.
+impl<'r> FromRow<'r, PgRow> for PortfolioRow {
+    fn from_row(r: &'r PgRow) -> sqlx::Result<Self> {
+        let portfolio_id: String = r.try_get("portfolio_id")?;
+        let status = match r.try_get::<&str, _>("status")? {
             // The column's CHECK allows only these two.
             "inconsistent" => Status::Inconsistent(Inconsistency {
-                day: r.get::<Option<NaiveDate>, _>(7).unwrap_or(NaiveDate::MIN),
-                event_id: r.get(8),
-                detail: r.get::<Option<String>, _>(9).unwrap_or_default(),
+                day: r
+                    .try_get::<Option<NaiveDate>, _>("status_since")?
+                    .unwrap_or(NaiveDate::MIN),
+                event_id: r.try_get("status_event_id")?,
+                detail: r
+                    .try_get::<Option<String>, _>("status_detail")?
+                    .unwrap_or_default(),
             }),
             _ => Status::Ok,
-        },
-        pending_since: r.get(10),
-        version: r.get(11),
-        mark_ids: r.get(12),
-        cash_mode: r
-            .get::<Option<&str>, _>(13)
-            .and_then(CashMode::parse)
-            .unwrap_or_default(),
-        base_currency: r.get(14),
-        history_digest: r.get::<Option<&[u8]>, _>(15).and_then(Digest::from_bytes),
+        };
+        Ok(PortfolioRow {
+            first_day: r.try_get("first_day")?,
+            last_day: r.try_get("last_day")?,
+            computed_through: r.try_get("computed_through")?,
+            base_state: r
+                .try_get::<Option<Json<Box<RawValue>>>, _>("base_state")?
+                .map(|j| j.0),
+            pending_from: r.try_get("pending_from")?,
+            status,
+            pending_since: r.try_get("pending_since")?,
+            version: r.try_get("version")?,
+            mark_ids: r.try_get("mark_ids")?,
+            cash_mode: r
+                .try_get::<Option<&str>, _>("cash_mode")?
+                .and_then(CashMode::parse)
+                .unwrap_or_default(),
+            base_currency: base_currency(r, &portfolio_id)?,
+            history_digest: r
+                .try_get::<Option<&[u8]>, _>("history_digest")?
+                .and_then(Digest::from_bytes),
+            portfolio_id,
+        })
     }
+}
+
+/// The base currency a portfolio's settings name. The column holds what a
+/// parsed event wrote, so a value that is not a currency is a decode error
+/// rather than no base currency (which would fold in the default one).
+fn base_currency(r: &PgRow, portfolio_id: &str) -> sqlx::Result<Option<Currency>> {
+    let Some(text) = r.try_get::<Option<&str>, _>("base_currency")? else {
+        return Ok(None);
+    };
+    Currency::parse(text)
+        .map(Some)
+        .map_err(|e| sqlx::Error::ColumnDecode {
+            index: "base_currency".into(),
+            source: format!(
+                "portfolio {portfolio_id}: the stored base currency {text:?} does not parse: {e}"
+            )
+            .into(),
+        })
 }
 
 pub async fn get_portfolio(
@@ -94,11 +129,10 @@ pub async fn get_portfolio(
     let sql = format!(
         "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {ROW_JOINS} WHERE p.portfolio_id = $1::text"
     );
-    Ok(sqlx::query(&sql)
+    sqlx::query_as(&sql)
         .bind(portfolio_id)
         .fetch_optional(conn)
-        .await?
-        .map(portfolio_from_row))
+        .await
 }
 
 /// Locks the portfolio's row for the rest of the transaction: the one
@@ -147,14 +181,10 @@ pub async fn lock_portfolios(
         "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {ROW_JOINS}
           WHERE p.portfolio_id = ANY($1::text[]) ORDER BY p.portfolio_id"
     );
-    let rows: Vec<PortfolioRow> = sqlx::query(&sql)
+    sqlx::query_as(&sql)
         .bind(&locked)
         .fetch_all(&mut *conn)
-        .await?
-        .into_iter()
-        .map(portfolio_from_row)
-        .collect();
-    Ok(rows)
+        .await
 }
 
 /// Portfolios whose projection is behind — pending marks, or not yet
@@ -169,7 +199,7 @@ pub async fn due_portfolios(
     min_age: std::time::Duration,
 ) -> sqlx::Result<Vec<(String, NaiveDate)>> {
     let rows = sqlx::query(
-        "SELECT portfolio_id, min(from_day) FROM (
+        "SELECT portfolio_id, min(from_day) AS from_day FROM (
              SELECT portfolio_id, min(marked_at) AS since, min(from_day) AS from_day
                FROM portfolio_marks GROUP BY portfolio_id
              HAVING min(marked_at) <= now() - make_interval(secs => $3::float8)
@@ -185,7 +215,9 @@ pub async fn due_portfolios(
     .bind(min_age.as_secs_f64())
     .fetch_all(conn)
     .await?;
-    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    rows.iter()
+        .map(|r| Ok((r.try_get("portfolio_id")?, r.try_get("from_day")?)))
+        .collect()
 }
 
 /// What a cached GET response depends on: the portfolio row's version and
@@ -201,16 +233,25 @@ pub async fn portfolio_validator(
     // exchange rate (it may be converted): the sum of the two versions,
     // each only ever growing, grows with either.
     let row = sqlx::query(
-        "SELECT p.version, (SELECT min(from_day) FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id),
+        "SELECT p.version,
+                (SELECT min(from_day) FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id)
+                  AS pending_from,
                 (SELECT v.version + COALESCE((SELECT f.version FROM price_versions f WHERE f.symbol = ''), 0)
-                   FROM price_versions v WHERE v.symbol = $2::text)
+                   FROM price_versions v WHERE v.symbol = $2::text) AS benchmark_version
            FROM portfolios p WHERE p.portfolio_id = $1::text",
     )
     .bind(portfolio_id)
     .bind(benchmark)
     .fetch_optional(pool)
     .await?;
-    Ok(row.map(|r| (r.get(0), r.get(1), r.get(2))))
+    row.map(|r| {
+        Ok((
+            r.try_get("version")?,
+            r.try_get("pending_from")?,
+            r.try_get("benchmark_version")?,
+        ))
+    })
+    .transpose()
 }
 
 /// The `portfolios` updates of a batch refresh, applied in one statement,
@@ -371,25 +412,26 @@ pub async fn portfolios_page(
 > {
     let sql = format!(
         "SELECT {PORTFOLIO_COLUMNS},
-                (SELECT min(h.day) FROM portfolio_nav_history h WHERE h.portfolio_id = p.portfolio_id),
+                (SELECT min(h.day) FROM portfolio_nav_history h WHERE h.portfolio_id = p.portfolio_id)
+                  AS first_record_day,
                 (SELECT h.nav_exact FROM portfolio_nav_history h
-                  WHERE h.portfolio_id = p.portfolio_id AND h.day = p.last_day)
+                  WHERE h.portfolio_id = p.portfolio_id AND h.day = p.last_day) AS last_nav_exact
            FROM portfolios p {ROW_JOINS}
           WHERE p.portfolio_id > $1::text AND ($2::text[] IS NULL OR p.portfolio_id = ANY($2::text[]))
           ORDER BY p.portfolio_id LIMIT $3::int8"
     );
-    Ok(sqlx::query(&sql)
+    sqlx::query(&sql)
         .bind(after)
         .bind(only)
         .bind(limit)
         .fetch_all(conn)
         .await?
-        .into_iter()
+        .iter()
         .map(|r| {
-            let first: Option<NaiveDate> = r.get(16);
-            let nav: Option<super::numeric::Numeric> = r.get(17);
+            let first: Option<NaiveDate> = r.try_get("first_record_day")?;
+            let nav: Option<super::numeric::Numeric> = r.try_get("last_nav_exact")?;
             let nav = nav.map(|n| super::history::reported_net_value(n.0));
-            (portfolio_from_row(r), first, nav)
+            Ok((PortfolioRow::from_row(r)?, first, nav))
         })
-        .collect())
+        .collect()
 }

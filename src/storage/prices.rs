@@ -39,13 +39,13 @@ pub async fn load_prices(
     .await?;
     for r in rows {
         let currency = r
-            .get::<Option<&str>, _>(3)
+            .try_get::<Option<&str>, _>("currency")?
             .map(Currency::parse)
             .transpose()?;
         book.insert_priced(
-            Symbol::parse(r.get::<&str, _>(0))?,
-            r.get(1),
-            r.get(2),
+            Symbol::parse(r.try_get::<&str, _>("symbol")?)?,
+            r.try_get("day")?,
+            r.try_get("close")?,
             currency,
         );
     }
@@ -76,10 +76,17 @@ pub(crate) async fn splits(
     let mut out: HashMap<String, Vec<(NaiveDate, u32, u32)>> = HashMap::new();
     for r in rows {
         // The table's CHECKs keep both within 1 ..= 10^9.
-        let term = |i: usize| u32::try_from(r.get::<i64, _>(i)).unwrap_or(1);
-        out.entry(r.get::<String, _>(0))
+        let term = |name: &str| {
+            r.try_get::<i64, _>(name)
+                .map(|t| u32::try_from(t).unwrap_or(1))
+        };
+        out.entry(r.try_get::<String, _>("symbol")?)
             .or_default()
-            .push((r.get(1), term(2), term(3)));
+            .push((
+                r.try_get("ex_date")?,
+                term("numerator")?,
+                term("denominator")?,
+            ));
     }
     Ok(out)
 }
@@ -101,25 +108,25 @@ pub(crate) async fn versions(
     conn: &mut PgConnection,
     symbols: &[String],
 ) -> sqlx::Result<HashMap<String, Version>> {
-    Ok(sqlx::query(
+    sqlx::query(
         "SELECT symbol, version, prior_version, changed_from
            FROM price_versions WHERE symbol = ANY($1::text[])",
     )
     .bind(symbols)
     .fetch_all(conn)
     .await?
-    .into_iter()
+    .iter()
     .map(|r| {
-        (
-            r.get(0),
+        Ok((
+            r.try_get("symbol")?,
             Version {
-                version: r.get(1),
-                prior: r.get(2),
-                changed_from: r.get(3),
+                version: r.try_get("version")?,
+                prior: r.try_get("prior_version")?,
+                changed_from: r.try_get("changed_from")?,
             },
-        )
+        ))
     })
-    .collect())
+    .collect()
 }
 
 /// A symbol's closes by day, and the currency of those that named one.
@@ -172,11 +179,11 @@ pub(crate) async fn series_from(
 fn series_of(rows: Vec<sqlx::postgres::PgRow>) -> anyhow::Result<HashMap<String, StoredSeries>> {
     let mut loaded: HashMap<String, StoredSeries> = HashMap::new();
     for r in rows {
-        let s = loaded.entry(r.get::<String, _>(0)).or_default();
-        let day: NaiveDate = r.get(1);
+        let s = loaded.entry(r.try_get::<String, _>("symbol")?).or_default();
+        let day: NaiveDate = r.try_get("day")?;
         s.closes
-            .push((day, r.get::<super::numeric::Numeric, _>(2).0));
-        if let Some(c) = r.get::<Option<&str>, _>(3) {
+            .push((day, r.try_get::<super::numeric::Numeric, _>("close")?.0));
+        if let Some(c) = r.try_get::<Option<&str>, _>("currency")? {
             s.quoted.push((day, Currency::parse(c)?));
         }
     }
@@ -195,10 +202,10 @@ pub(crate) async fn all_rates(
     rows.into_iter()
         .map(|r| {
             Ok((
-                Currency::parse(r.get::<&str, _>(0))?,
-                Currency::parse(r.get::<&str, _>(1))?,
-                r.get(2),
-                r.get::<super::numeric::Numeric, _>(3).0,
+                Currency::parse(r.try_get::<&str, _>("from_ccy")?)?,
+                Currency::parse(r.try_get::<&str, _>("to_ccy")?)?,
+                r.try_get("day")?,
+                r.try_get::<super::numeric::Numeric, _>("rate")?.0,
             ))
         })
         .collect()

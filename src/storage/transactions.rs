@@ -189,7 +189,7 @@ pub async fn load_transactions_many(
     .await?;
     let mut ids: HashMap<String, PortfolioId> = HashMap::new();
     for r in rows {
-        let pid_text: String = r.get(0);
+        let pid_text: String = r.try_get("portfolio_id")?;
         let pid = match ids.get(&pid_text) {
             Some(p) => p.clone(),
             None => {
@@ -200,17 +200,17 @@ pub async fn load_transactions_many(
         };
         let kind = kind_of(&r)?;
         out.entry(pid_text).or_default().push(Transaction {
-            event_id: r.get(1),
+            event_id: r.try_get("event_id")?,
             portfolio_id: pid,
-            trade_date: r.get(7),
-            occurred_at: r.get(8),
-            seq: r.get(9),
+            trade_date: r.try_get("trade_date")?,
+            occurred_at: r.try_get("occurred_at")?,
+            seq: r.try_get("seq")?,
             kind,
             currency: r
-                .get::<Option<&str>, _>(18)
+                .try_get::<Option<&str>, _>("currency")?
                 .map(Currency::parse)
                 .transpose()?,
-            fx_rate: decimal_at(&r, 19),
+            fx_rate: decimal(&r, "fx_rate")?,
         });
     }
     // Sorted here rather than by an `ORDER BY`: PostgreSQL would sort the
@@ -372,8 +372,9 @@ fn kind_columns(kind: &Kind) -> KindColumns<'_> {
 
 /// A nullable `numeric` column, decoded by [`super::numeric`] (a stored
 /// log is tens of thousands of values per backfill).
-fn decimal_at(r: &PgRow, i: usize) -> Option<Decimal> {
-    r.get::<Option<super::numeric::Numeric>, _>(i).map(|n| n.0)
+fn decimal(r: &PgRow, column: &str) -> sqlx::Result<Option<Decimal>> {
+    Ok(r.try_get::<Option<super::numeric::Numeric>, _>(column)?
+        .map(|n| n.0))
 }
 
 /// A stored transaction row of kind `name`, read column by column: a
@@ -384,14 +385,15 @@ struct StoredKind<'r> {
 }
 
 impl StoredKind<'_> {
-    fn need(&self, i: usize, what: &str) -> anyhow::Result<Decimal> {
+    /// The `numeric` column `column`, which the kind needs.
+    fn need(&self, column: &str) -> anyhow::Result<Decimal> {
         let name = self.name;
-        decimal_at(self.r, i).ok_or_else(|| anyhow::anyhow!("stored {name} without {what}"))
+        decimal(self.r, column)?.ok_or_else(|| anyhow::anyhow!("stored {name} without {column}"))
     }
 
     fn symbol(&self) -> anyhow::Result<Symbol> {
         let name = self.name;
-        let s: Option<&str> = self.r.get(3);
+        let s: Option<&str> = self.r.try_get("symbol")?;
         Ok(Symbol::parse(s.ok_or_else(|| {
             anyhow::anyhow!("stored {name} without symbol")
         })?)?)
@@ -400,7 +402,7 @@ impl StoredKind<'_> {
     fn opt_symbol(&self) -> anyhow::Result<Option<Symbol>> {
         Ok(self
             .r
-            .get::<Option<&str>, _>(3)
+            .try_get::<Option<&str>, _>("symbol")?
             .map(Symbol::parse)
             .transpose()?)
     }
@@ -408,9 +410,9 @@ impl StoredKind<'_> {
     fn trade(&self) -> anyhow::Result<Trade> {
         Ok(Trade {
             symbol: self.symbol()?,
-            quantity: self.need(4, "quantity")?,
-            price: self.need(5, "price")?,
-            fee: self.need(6, "fee")?,
+            quantity: self.need("quantity")?,
+            price: self.need("price")?,
+            fee: self.need("fee")?,
         })
     }
 }
@@ -418,67 +420,70 @@ impl StoredKind<'_> {
 /// The event kind of a stored transaction row (columns as selected by
 /// [`load_transactions_many`]).
 fn kind_of(r: &PgRow) -> anyhow::Result<Kind> {
-    let name: &str = r.get(2);
+    let name: &str = r.try_get("kind")?;
     let k = StoredKind { r, name };
     Ok(match name {
         "buy" => Kind::Buy(k.trade()?),
         "sell" => Kind::Sell(k.trade()?),
         "portfolio_settings" => Kind::PortfolioSettings {
             cash: r
-                .get::<Option<&str>, _>(16)
+                .try_get::<Option<&str>, _>("cash_mode")?
                 .and_then(CashMode::parse)
                 .unwrap_or_default(),
             base_currency: r
-                .get::<Option<&str>, _>(17)
+                .try_get::<Option<&str>, _>("base_currency")?
                 .map(Currency::parse)
                 .transpose()?,
         },
         "deposit" => Kind::Deposit {
-            amount: k.need(10, "amount")?,
+            amount: k.need("amount")?,
         },
         "withdrawal" => Kind::Withdrawal {
-            amount: k.need(10, "amount")?,
+            amount: k.need("amount")?,
         },
         "fee" => Kind::Fee {
-            amount: k.need(10, "amount")?,
+            amount: k.need("amount")?,
             symbol: k.opt_symbol()?,
         },
         "tax" => Kind::Tax {
-            amount: k.need(10, "amount")?,
+            amount: k.need("amount")?,
             symbol: k.opt_symbol()?,
         },
         "fee_refund" => Kind::FeeRefund {
-            amount: k.need(10, "amount")?,
+            amount: k.need("amount")?,
             symbol: k.opt_symbol()?,
         },
         "tax_refund" => Kind::TaxRefund {
-            amount: k.need(10, "amount")?,
+            amount: k.need("amount")?,
             symbol: k.opt_symbol()?,
         },
         "interest" => Kind::Interest {
-            amount: k.need(10, "amount")?,
-            tax: k.need(11, "tax")?,
+            amount: k.need("amount")?,
+            tax: k.need("tax")?,
         },
         "transfer_in" => Kind::TransferIn {
             symbol: k.symbol()?,
-            quantity: k.need(4, "quantity")?,
-            price: k.need(5, "price")?,
-            cost: decimal_at(r, 12),
+            quantity: k.need("quantity")?,
+            price: k.need("price")?,
+            cost: decimal(r, "cost_basis")?,
         },
         "transfer_out" => Kind::TransferOut {
             symbol: k.symbol()?,
-            quantity: k.need(4, "quantity")?,
-            price: k.need(5, "price")?,
+            quantity: k.need("quantity")?,
+            price: k.need("price")?,
         },
         "dividend" => Kind::Dividend(Dividend {
             symbol: k.symbol()?,
-            amount: k.need(10, "amount")?,
-            tax: k.need(11, "tax")?,
-            fee: k.need(6, "fee")?,
+            amount: k.need("amount")?,
+            tax: k.need("tax")?,
+            fee: k.need("fee")?,
             pay_date: r
-                .get::<Option<NaiveDate>, _>(13)
+                .try_get::<Option<NaiveDate>, _>("pay_date")?
                 .ok_or_else(|| anyhow::anyhow!("stored dividend without pay_date"))?,
-            reinvest: match (decimal_at(r, 14), decimal_at(r, 15)) {
+            reinvest: match (
+                decimal(r, "reinvest_quantity")?,
+                decimal(r, "reinvest_price")?,
+            ) {
                 (Some(quantity), Some(price)) => Some(Reinvest { quantity, price }),
                 _ => None,
             },

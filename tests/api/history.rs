@@ -683,3 +683,39 @@ async fn history_written_with_the_reported_columns_migrates_without_loss() {
         );
     }
 }
+
+/// A portfolio's base currency is decoded once, where its row is read: a
+/// stored value that is not a currency (a row edited behind navd's back) is
+/// an error naming the portfolio and the value, never a silent fallback to
+/// the default currency.
+#[tokio::test]
+async fn a_stored_base_currency_that_does_not_parse_is_an_error_not_a_default() {
+    let (pool, _) = fresh_db().await;
+    let db = Db::new(pool.clone());
+    let settings = serde_json::json!({"event_id": "00000000-0000-4000-8001-0000000000b1",
+        "type": "portfolio_settings", "portfolio_id": "p-gbp", "trade_date": "2024-03-01",
+        "cash": "tracked", "base_currency": "GBP", "schema_version": 2});
+    let deposit = serde_json::json!({"event_id": "00000000-0000-4000-8001-0000000000b2",
+        "type": "deposit", "portfolio_id": "p-gbp", "trade_date": "2024-03-01",
+        "amount": "100", "schema_version": 2});
+    ingest(&db, &[settings, deposit], &[]).await;
+    let mut conn = pool.acquire().await.unwrap();
+    let row = navd::storage::get_portfolio(&mut conn, "p-gbp")
+        .await
+        .unwrap()
+        .expect("stored");
+    assert_eq!(
+        row.base_currency.map(|c| c.to_string()).as_deref(),
+        Some("GBP")
+    );
+
+    sqlx::query("UPDATE transactions SET base_currency = 'GBX' WHERE kind = 'portfolio_settings'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let e = navd::storage::get_portfolio(&mut conn, "p-gbp")
+        .await
+        .expect_err("a stored GBX is not a base currency");
+    let text = e.to_string();
+    assert!(text.contains("p-gbp") && text.contains("GBX"), "{text}");
+}

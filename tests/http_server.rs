@@ -405,6 +405,7 @@ async fn one_peer_cannot_hold_more_than_its_share() {
         .expect("refused at once");
     assert!(resp.starts_with("HTTP/1.1 503"), "{resp}");
     assert!(resp.contains("retry-after: 1"), "{resp}");
+    assert!(resp.contains("x-content-type-options: nosniff"), "{resp}");
     assert!(resp.contains("per-peer limit"), "{resp}");
     // Everyone else is served, and the busy requests still complete.
     let (s, took) = fresh_get(&app.url("/healthz")).await;
@@ -448,6 +449,7 @@ async fn past_the_cap_with_every_connection_busy_only_probes_are_answered() {
     let r = reqwest::get(app.url("/api/v1/openapi.json")).await.unwrap();
     assert_eq!(r.status(), 503);
     assert_eq!(r.headers()["retry-after"], "5");
+    assert_eq!(r.headers()["x-content-type-options"], "nosniff");
     let body: serde_json::Value = r.json().await.unwrap();
     assert!(body["detail"]
         .as_str()

@@ -106,6 +106,9 @@ async fn ingest_only_serves_health_and_metrics_only() {
     let base = format!("http://{}", svc.addr);
     assert_eq!(status(&format!("{base}/healthz")).await, 200);
     assert_eq!(status(&format!("{base}/metrics")).await, 200);
+    // The same headers as the API's answers.
+    let h = reqwest::get(format!("{base}/metrics")).await.unwrap();
+    assert_eq!(h.headers()["x-content-type-options"], "nosniff");
     for path in [
         "/api/v1/portfolios",
         "/api/v1/portfolio/r-1/nav-history",

@@ -109,6 +109,7 @@ pub(crate) fn health_router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(crate::observability::render))
+        .layer(axum::middleware::from_fn(headers::harden))
         .with_state(state)
 }
 

@@ -245,7 +245,8 @@ fn refuse(stream: TcpStream, reason: &str) {
     );
     let resp = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\n\
-         retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+         x-content-type-options: nosniff\r\nretry-after: 1\r\nconnection: close\r\n\
+         content-length: {}\r\n\r\n{body}",
         body.len()
     );
     let _ = stream.try_write(resp.as_bytes());
@@ -346,10 +347,17 @@ async fn answer(
     req: hyper::Request<Incoming>,
 ) -> Result<axum::response::Response, std::convert::Infallible> {
     let resp = if probe_only && !is_probe_path(req.uri().path()) {
-        super::error::ApiError::Unavailable(
+        // Answered here, outside the router's layers: it carries their
+        // `nosniff` itself.
+        let mut r = super::error::ApiError::Unavailable(
             "too many connections: this one answers health probes only; retry later".into(),
         )
-        .into_response()
+        .into_response();
+        r.headers_mut().insert(
+            axum::http::header::X_CONTENT_TYPE_OPTIONS,
+            axum::http::HeaderValue::from_static("nosniff"),
+        );
+        r
     } else {
         app.oneshot(req.map(Body::new)).await?
     };

@@ -239,6 +239,19 @@ async fn connect_from(source: &str, to: &str, recv_buffer: Option<u32>) -> TcpSt
     sock.connect(to.parse().unwrap()).await.unwrap()
 }
 
+/// A connection with a request in flight: a POST whose 2-byte body has not
+/// been sent (send `{}` to finish it; the answer is a 404).
+async fn request_in_flight(source: &str, to: &str) -> TcpStream {
+    let mut s = connect_from(source, to, None).await;
+    s.write_all(
+        b"POST /api/v1/portfolio/nobody/nav-history/backfill HTTP/1.1\r\nHost: navd\r\n\
+          Content-Type: application/json\r\nContent-Length: 2\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    s
+}
+
 /// A request on a fresh connection (no pooled connection that the server
 /// may have shed), with how long its answer took.
 async fn fresh_get(url: &str) -> (u16, Duration) {
@@ -389,14 +402,7 @@ async fn one_peer_cannot_hold_more_than_its_share() {
     // nothing to shed and is told so at once.
     let mut busy = Vec::new();
     for _ in 0..4 {
-        let mut s = connect_from("127.0.0.3", &to, None).await;
-        s.write_all(
-            b"POST /api/v1/portfolio/nobody/nav-history/backfill HTTP/1.1\r\nHost: navd\r\n\
-              Content-Type: application/json\r\nContent-Length: 2\r\n\r\n",
-        )
-        .await
-        .unwrap();
-        busy.push(s);
+        busy.push(request_in_flight("127.0.0.3", &to).await);
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let mut fifth = connect_from("127.0.0.3", &to, None).await;
@@ -431,14 +437,7 @@ async fn past_the_cap_with_every_connection_busy_only_probes_are_answered() {
     let to = addr(&app);
     let mut busy = Vec::new();
     for _ in 0..2 {
-        let mut s = connect_from("127.0.0.1", &to, None).await;
-        s.write_all(
-            b"POST /api/v1/portfolio/nobody/nav-history/backfill HTTP/1.1\r\nHost: navd\r\n\
-              Content-Type: application/json\r\nContent-Length: 2\r\n\r\n",
-        )
-        .await
-        .unwrap();
-        busy.push(s);
+        busy.push(request_in_flight("127.0.0.1", &to).await);
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     for path in ["/healthz", "/readyz", "/metrics"] {

@@ -51,6 +51,19 @@ impl Default for Guards {
     }
 }
 
+impl Guards {
+    /// A permit for one uncached computation of `caller` (from `peer`):
+    /// what every handler that computes without the cache takes first.
+    pub(crate) fn admit_work(
+        &self,
+        caller: &Caller,
+        peer: Option<axum::Extension<PeerAddr>>,
+    ) -> Result<WorkPermit, ApiError> {
+        self.work
+            .admit(&caller_key(caller, peer.map(|axum::Extension(p)| p)))
+    }
+}
+
 /// The key a caller is counted under: its token, else its address.
 pub fn caller_key(caller: &Caller, peer: Option<PeerAddr>) -> String {
     match (caller.key(), peer) {

@@ -14,7 +14,7 @@ use super::auth::{BrowserCaller, Caller, SCOPE_READ, SCOPE_WRITE};
 use super::cache::Entry;
 use super::encoding::{self, Coding};
 use super::error::ApiError;
-use super::guard::{caller_key, PeerAddr};
+use super::guard::PeerAddr;
 use super::params::{self, ParseQuery};
 use super::schema::{BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse};
 use super::state::AppState;
@@ -82,10 +82,7 @@ pub(crate) async fn get_history(
             // Uncached work counts against the caller's share until the
             // entry is built (moved into the blocking task, so it is held
             // even if this request is dropped meanwhile).
-            let permit = s
-                .guards
-                .work
-                .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
+            let permit = s.guards.admit_work(&caller, peer)?;
             let h = query::read_history(&s.db, id.as_str(), &q).await?;
             // The benchmark's version as read before the closes: a close
             // written in between only makes the next read reload.
@@ -149,10 +146,7 @@ pub(crate) async fn get_history_csv(
     let id = params::portfolio_id(&id)?;
     caller.authorize(SCOPE_READ, id.as_str())?;
     let q = HistoryQuery::parse(raw.as_deref())?;
-    let permit = s
-        .guards
-        .work
-        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
+    let permit = s.guards.admit_work(&caller, peer)?;
     let h = query::read_history(&s.db, id.as_str(), &q).await?;
     let with_benchmark = q.benchmark.is_some();
     let body = tokio::task::spawn_blocking(move || {
@@ -261,10 +255,7 @@ pub(crate) async fn get_positions(
     caller.authorize(SCOPE_READ, id.as_str())?;
     let q = params::query(raw.as_deref(), &["date"])?;
     let date = q.get("date").map(|v| params::date("date", v)).transpose()?;
-    let _permit = s
-        .guards
-        .work
-        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
+    let _permit = s.guards.admit_work(&caller, peer)?;
     Ok(Json(query::read_positions(&s.db, id.as_str(), date).await?))
 }
 
@@ -307,10 +298,7 @@ pub(crate) async fn list_portfolios(
             })?
             .to_string(),
     };
-    let _permit = s
-        .guards
-        .work
-        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
+    let _permit = s.guards.admit_work(&caller, peer)?;
     Ok(Json(
         query::list_portfolios(&s.db, &after, limit, caller.visible()).await?,
     ))

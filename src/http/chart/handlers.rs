@@ -17,7 +17,7 @@ use super::pool::RenderPool;
 use super::svg::{render, HEIGHT, NARROW, WIDTH};
 use crate::http::auth::{BrowserCaller, SCOPE_READ};
 use crate::http::error::ApiError;
-use crate::http::guard::{caller_key, PeerAddr};
+use crate::http::guard::PeerAddr;
 use crate::http::login::PageCaller;
 use crate::http::params::{self, ParseQuery};
 use crate::http::state::AppState;
@@ -58,10 +58,7 @@ pub async fn svg(
     let q = HistoryQuery::parse(raw.as_deref())?;
     // The caller's share of uncached work, taken before waiting for a
     // slot and held until the drawing is done.
-    let permit = s
-        .guards
-        .work
-        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
+    let permit = s.guards.admit_work(&caller, peer)?;
     let slot = RenderPool::global().slot().await?;
     let h = read_history(&s.db, id.as_str(), &q).await?;
     let bench = q.benchmark.as_ref().map(|b| b.to_string());
@@ -149,10 +146,7 @@ pub async fn page(
         }
         Err(e) => return Err(e),
     };
-    let permit = s
-        .guards
-        .work
-        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
+    let permit = s.guards.admit_work(&caller, peer)?;
     let slot = RenderPool::global().slot().await?;
     let h = match read_history(&s.db, id.as_str(), &q).await {
         Ok(h) => h,
@@ -237,10 +231,7 @@ pub async fn index(
         None => String::new(),
         Some(v) => params::portfolio_id(v)?.to_string(),
     };
-    let _permit = s
-        .guards
-        .work
-        .admit(&caller_key(&caller, peer.map(|Extension(p)| p)))?;
+    let _permit = s.guards.admit_work(&caller, peer)?;
     let page = crate::query::list_portfolios(&s.db, &after, 200, caller.visible()).await?;
     Ok(html_response(StatusCode::OK, render_index(&page)))
 }

@@ -20,11 +20,11 @@
 -- against databases prepared with this script (deploy/README.md, Citus).
 --
 -- Layout
---   distributed by portfolio_id, co-located (a portfolio's rows in all five
+--   distributed by portfolio_id, co-located (a portfolio's rows in all six
 --   tables live on the same worker, so a portfolio's fold, its row lock and
 --   its writes are single-node work):
---       portfolios, transactions, portfolio_symbols, portfolio_nav_history,
---       portfolio_marks
+--       portfolios, transactions, transactions_superseded, portfolio_symbols,
+--       portfolio_nav_history, portfolio_marks
 --   distributed by event_id:
 --       event_ids (one row per stored transaction: the database's guard that
 --       an event id is used once across all portfolios)
@@ -61,6 +61,8 @@ SELECT create_distributed_table('portfolios', 'portfolio_id')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'portfolios'::regclass);
 SELECT create_distributed_table('transactions', 'portfolio_id', colocate_with => 'portfolios')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'transactions'::regclass);
+SELECT create_distributed_table('transactions_superseded', 'portfolio_id', colocate_with => 'portfolios')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'transactions_superseded'::regclass);
 SELECT create_distributed_table('portfolio_symbols', 'portfolio_id', colocate_with => 'portfolios')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'portfolio_symbols'::regclass);
 SELECT create_distributed_table('portfolio_nav_history', 'portfolio_id', colocate_with => 'portfolios')
@@ -132,11 +134,11 @@ SELECT create_reference_table('symbol_currencies')
 -- ---------------------------------------------------------------------------
 
 SELECT truncate_local_data_after_distributing_table(t)
-  FROM unnest(ARRAY['portfolios', 'transactions', 'portfolio_symbols', 'portfolio_nav_history',
+  FROM unnest(ARRAY['portfolios', 'transactions', 'transactions_superseded', 'portfolio_symbols', 'portfolio_nav_history',
                     'portfolio_marks', 'event_ids', 'prices', 'price_versions', 'splits',
                     'fx_rates', 'symbol_currencies']) AS t;
 
--- Check: five tables co-located by portfolio_id, event_ids in a group of
+-- Check: six tables co-located by portfolio_id, event_ids in a group of
 -- its own, five reference tables.
 SELECT logicalrelid AS table_name,
        CASE partmethod WHEN 'h' THEN 'distributed' WHEN 'n' THEN 'reference' ELSE partmethod::text END AS kind,

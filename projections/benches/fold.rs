@@ -163,6 +163,7 @@ fn book_v2() -> Book {
             kind,
             currency: None,
             fx_rate: None,
+            correction: None,
         });
     };
     for month in 0..(DAYS / 30) {

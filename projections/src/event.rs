@@ -47,8 +47,8 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::types::{
-    CashMode, ClosePrice, Currency, Dividend, FieldError, FxRate, Kind, PortfolioId, Reinvest,
-    Split, Symbol, Trade, Transaction,
+    CashMode, ClosePrice, Correction, Currency, Dividend, FieldError, FxRate, Kind, PortfolioId,
+    Reinvest, Split, Symbol, Trade, Transaction, MAX_REVISION,
 };
 
 /// What the parsers check beyond the shape of an event: deployment-level
@@ -161,6 +161,8 @@ const TRANSACTION_FIELDS: &[&str] = &[
     "base_currency",
     "currency",
     "fx_rate",
+    "corrects",
+    "revision",
 ];
 /// Fields that exist from schema_version 2 on: a version-1 event carrying
 /// one is refused rather than read with a meaning it did not have.
@@ -174,6 +176,8 @@ const V2_FIELDS: &[&str] = &[
     "base_currency",
     "currency",
     "fx_rate",
+    "corrects",
+    "revision",
 ];
 const PRICE_FIELDS: &[&str] = &["symbol", "date", "close", "currency", "schema_version"];
 const FX_FIELDS: &[&str] = &["from", "to", "date", "rate", "schema_version"];
@@ -203,6 +207,7 @@ pub const TRANSACTION_TYPES: &[&str] = &[
     "transfer_in",
     "transfer_out",
     "dividend",
+    "cancel",
 ];
 
 /// Parses a transaction payload (docs/events.md) under the default [`Rules`].
@@ -222,6 +227,21 @@ pub fn parse_transaction_with(payload: &[u8], rules: &Rules) -> Result<Transacti
     let ty = type_text.as_ref();
     check_type(ty, version, &obj)?;
     let portfolio_id = PortfolioId::parse(&obj.string("portfolio_id")?)?;
+    let correction = parse_correction(ty, event_id, &obj)?;
+    if ty == "cancel" {
+        // A cancel carries nothing but what it takes back.
+        return Ok(Transaction {
+            event_id,
+            portfolio_id,
+            trade_date: rules.earliest,
+            occurred_at: None,
+            seq: 0,
+            kind: Kind::Cancel,
+            currency: None,
+            fx_rate: None,
+            correction,
+        });
+    }
     let trade_date = match (ty, obj.get("trade_date")) {
         // A settings event holds for the whole history: its date, if any,
         // has no effect.
@@ -252,7 +272,69 @@ pub fn parse_transaction_with(payload: &[u8], rules: &Rules) -> Result<Transacti
         kind,
         currency,
         fx_rate,
+        correction,
     })
+}
+
+/// A correction's `corrects` and `revision` (both or neither; a cancel
+/// needs them; a settings event may not carry them).
+fn parse_correction(
+    ty: &str,
+    event_id: Uuid,
+    obj: &Object<'_>,
+) -> Result<Option<Correction>, EventError> {
+    let (corrects, revision) = match (obj.get("corrects"), obj.get("revision")) {
+        (None, None) if ty == "cancel" => {
+            return Err(invalid("corrects", "a cancel needs corrects and revision"))
+        }
+        (None, None) => return Ok(None),
+        (Some(_), None) => {
+            return Err(invalid(
+                "revision",
+                "corrects and revision go together: corrects without revision",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(invalid(
+                "corrects",
+                "corrects and revision go together: revision without corrects",
+            ))
+        }
+        (Some(c), Some(r)) => (c, r),
+    };
+    if ty == "portfolio_settings" {
+        return Err(invalid(
+            "corrects",
+            "a portfolio_settings event cannot be corrected (send a new one: the latest holds)",
+        ));
+    }
+    let revision = parse_revision(revision)?;
+    let corrects = parse_uuid("corrects", &string_of("corrects", corrects)?)?;
+    if corrects == event_id {
+        return Err(invalid("corrects", "names the event itself"));
+    }
+    Ok(Some(Correction { corrects, revision }))
+}
+
+/// A revision: a JSON integer or a string of digits, 1 ..= [`MAX_REVISION`].
+fn parse_revision(raw: &RawValue) -> Result<u32, EventError> {
+    let text = match raw.get().starts_with('"') {
+        true => string_of("revision", raw)?.into_owned(),
+        false => raw.get().to_string(),
+    };
+    let bad = || {
+        invalid(
+            "revision",
+            format!("must be an integer from 1 to {MAX_REVISION}"),
+        )
+    };
+    if text.is_empty() || text.len() > 7 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    match text.parse::<u32>() {
+        Ok(n) if (1..=MAX_REVISION).contains(&n) => Ok(n),
+        _ => Err(bad()),
+    }
 }
 
 /// `ty` is a transaction type its schema `version` knows, and a version-1
@@ -334,6 +416,8 @@ fn parse_kind(
             price: obj.non_negative("price")?,
         },
         "dividend" => Kind::Dividend(parse_dividend(obj, trade_date, rules)?),
+        // Answered before the fields of a kind are read.
+        "cancel" => Kind::Cancel,
         _ => unreachable!("checked against TRANSACTION_TYPES"),
     })
 }

@@ -4,6 +4,10 @@
 //! into pending marks (it alone knows who holds a symbol, whose base is what).
 //!
 //! - A transaction of a portfolio dated `d`: that portfolio from `d`.
+//! - A correction that changes which version of a logical transaction is in
+//!   effect: its portfolio from the earlier of the superseded and the new
+//!   version's dates (a cancel has none; nothing changes when the version
+//!   in effect stays).
 //! - A portfolio's settings (cash mode, base currency) hold for its whole
 //!   history: that portfolio from its first day, whatever the event's date.
 //! - A close of a symbol dated `d`, or its split with ex-date `d`: every
@@ -47,6 +51,15 @@ impl Invalidation {
                 self.whole_history.insert(t.portfolio_id.clone());
             }
             _ => earliest(&mut self.portfolios, t.portfolio_id.clone(), t.trade_date),
+        }
+    }
+
+    /// A logical transaction whose effective event changed from `before`
+    /// to `after` (either may be none: a cancel, a first effective
+    /// version): its portfolio from the earlier of the two trade dates.
+    pub fn correction(&mut self, before: Option<&Transaction>, after: Option<&Transaction>) {
+        for t in [before, after].into_iter().flatten() {
+            earliest(&mut self.portfolios, t.portfolio_id.clone(), t.trade_date);
         }
     }
 
@@ -95,6 +108,7 @@ mod tests {
             kind,
             currency: None,
             fx_rate: None,
+            correction: None,
         }
     }
 

@@ -17,6 +17,7 @@
 
 mod arithmetic;
 pub mod benchmark;
+pub mod corrections;
 pub mod decimal;
 pub mod event;
 mod exact;
@@ -29,6 +30,7 @@ pub mod status;
 pub mod types;
 
 pub use benchmark::{benchmark, Benchmark, BenchmarkStats};
+pub use corrections::{effective, effective_of};
 pub use decimal::{money_text, ratio_text, round_money, round_ratio, ArithmeticError};
 pub use event::{
     echo, parse_fx, parse_fx_with, parse_price, parse_price_with, parse_split, parse_split_with,
@@ -43,6 +45,6 @@ pub use invalidation::Invalidation;
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};
 pub use stats::{statistics, Calendar, Statistics, StatsQuery};
 pub use types::{
-    CashMode, ClosePrice, Currency, DailyRecord, Dividend, FxRate, Kind, PortfolioId, Reinvest,
-    Side, Split, Symbol, Trade, Transaction,
+    CashMode, ClosePrice, Correction, Currency, DailyRecord, Dividend, FxRate, Kind, PortfolioId,
+    Reinvest, Side, Split, Symbol, Trade, Transaction, MAX_REVISION,
 };

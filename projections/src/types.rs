@@ -274,6 +274,10 @@ pub enum Kind {
         price: Decimal,
     },
     Dividend(Dividend),
+    /// Takes back the logical transaction it corrects (its
+    /// [`Transaction::correction`]): while it is the highest revision, the
+    /// transaction has no effect. It carries nothing else.
+    Cancel,
 }
 
 impl Kind {
@@ -293,6 +297,7 @@ impl Kind {
             Kind::TransferIn { .. } => "transfer_in",
             Kind::TransferOut { .. } => "transfer_out",
             Kind::Dividend(_) => "dividend",
+            Kind::Cancel => "cancel",
         }
     }
 
@@ -324,7 +329,7 @@ impl Kind {
     /// settings event never is, nor a deposit or withdrawal without cash).
     pub fn starts_history(&self, mode: CashMode) -> bool {
         match self {
-            Kind::PortfolioSettings { .. } => false,
+            Kind::PortfolioSettings { .. } | Kind::Cancel => false,
             Kind::Deposit { .. } | Kind::Withdrawal { .. } => mode == CashMode::Tracked,
             _ => true,
         }
@@ -354,7 +359,23 @@ pub struct Transaction {
     /// `None`: the day's rate (docs/valuation.md). Only with `currency`.
     #[serde(default)]
     pub fx_rate: Option<Decimal>,
+    /// The logical transaction this event corrects, and its revision
+    /// (docs/events.md, corrections); `None`: an original (revision 0).
+    #[serde(default)]
+    pub correction: Option<Correction>,
 }
+
+/// What a correction names: the `event_id` of the original it corrects and
+/// its revision (1 ..= [`MAX_REVISION`]); the highest stored revision of a
+/// logical transaction is the one in effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Correction {
+    pub corrects: Uuid,
+    pub revision: u32,
+}
+
+/// The highest revision a correction may carry.
+pub const MAX_REVISION: u32 = 1_000_000;
 
 impl Transaction {
     /// A buy or sell (schema_version 1's only kinds).
@@ -383,6 +404,7 @@ impl Transaction {
             seq: 0,
             currency: None,
             fx_rate: None,
+            correction: None,
             kind: match side {
                 Side::Buy => Kind::Buy(t),
                 Side::Sell => Kind::Sell(t),
@@ -411,16 +433,32 @@ impl Transaction {
             (None, None) => String::new(),
             (c, r) => format!("|{}|{}", opt_text(c), opt_text(&r.map(|r| r.normalize()))),
         };
+        // Originals read as they did before corrections existed.
+        let correction = match &self.correction {
+            None => String::new(),
+            Some(c) => format!("|corrects:{}|{}", c.corrects, c.revision),
+        };
         format!(
-            "{}|{}|{}|{}{}",
+            "{}|{}|{}|{}{}{}",
             self.kind.name(),
             body,
             self.trade_date,
             self.occurred_at
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
                 .unwrap_or_default(),
-            money
+            money,
+            correction
         )
+    }
+
+    /// The logical transaction the event belongs to: the original's id.
+    pub fn logical_id(&self) -> Uuid {
+        self.correction.map_or(self.event_id, |c| c.corrects)
+    }
+
+    /// The event's revision of its logical transaction (0: the original).
+    pub fn revision(&self) -> u32 {
+        self.correction.map_or(0, |c| c.revision)
     }
 
     /// The kind's fields in [`Transaction::fingerprint`], normalized.
@@ -475,6 +513,7 @@ impl Transaction {
                     .map(|r| format!("{}@{}", norm_text(&r.quantity), norm_text(&r.price)))
                     .unwrap_or_default()
             ),
+            Kind::Cancel => String::new(),
         }
     }
 

@@ -114,6 +114,7 @@ fn book(seed: u64, span: u64, events: usize, symbols: usize) -> Book {
             },
             currency: None,
             fx_rate: None,
+            correction: None,
         });
     }
     // Approximate holdings (splits ignored), to size most sells.
@@ -237,6 +238,7 @@ fn book(seed: u64, span: u64, events: usize, symbols: usize) -> Book {
             kind,
             currency,
             fx_rate,
+            correction: None,
         });
     }
     Book {

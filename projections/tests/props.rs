@@ -196,6 +196,7 @@ fn event(n: u128, seq: i64, day: NaiveDate, kind: Kind) -> Transaction {
         kind,
         currency: None,
         fx_rate: None,
+        correction: None,
     }
 }
 
@@ -1485,5 +1486,135 @@ proptest! {
                 .map_or(Decimal::new(100, 0), |(_, c)| *c);
             prop_assert_eq!(r.market_value, Decimal::new(3, 0) * price, "{}", r.date);
         }
+    }
+}
+
+// --- corrections: cancel and amend are exact ---------------------------
+
+/// A correction of `target`: `kind` (a cancel when `Kind::Cancel`) dated
+/// `day`, revision `revision`, at log position `seq`.
+fn correction_of(
+    target: &Transaction,
+    n: u128,
+    seq: i64,
+    day: NaiveDate,
+    kind: Kind,
+    revision: u32,
+) -> Transaction {
+    let mut c = event(n, seq, day, kind);
+    c.correction = Some(projections::Correction {
+        corrects: target.event_id,
+        revision,
+    });
+    c
+}
+
+/// Picks a transaction of the book that may be corrected (not settings).
+fn pick(txs: &[Transaction], i: &Index) -> Option<usize> {
+    let candidates: Vec<usize> = (0..txs.len())
+        .filter(|&k| !matches!(txs[k].kind, Kind::PortfolioSettings { .. }))
+        .collect();
+    (!candidates.is_empty()).then(|| candidates[i.index(candidates.len())])
+}
+
+/// Shuffles with a SplitMix64 stream from `seed` (Fisher–Yates).
+fn shuffle(v: &mut [Transaction], seed: u64) {
+    let mut x = seed;
+    for i in (1..v.len()).rev() {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        v.swap(i, (z % (i as u64 + 1)) as usize);
+    }
+}
+
+/// The book's log without event `i`.
+fn without(txs: &[Transaction], i: usize) -> Vec<Transaction> {
+    let mut v = txs.to_vec();
+    v.remove(i);
+    v
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// fold(L + cancel(e)) = fold(L − e), record for record and status;
+    /// a cancel that arrives before its target (L − e + cancel(e)) has no
+    /// effect, and the target arriving later changes nothing.
+    #[test]
+    fn a_cancel_removes_exactly_its_target(spec in book_spec(), i in any::<Index>(), seed in any::<u64>()) {
+        let b = build(&spec);
+        let Some(i) = pick(&b.txs, &i) else { return Ok(()) };
+        let seq = b.txs.iter().map(|t| t.seq).max().unwrap() + 1;
+        let cancel = correction_of(&b.txs[i], 9_000_001, seq, b.as_of, Kind::Cancel, 1);
+        let removed = fold(&without(&b.txs, i), &b.prices, b.as_of).unwrap();
+        let mut with_cancel = b.txs.clone();
+        with_cancel.push(cancel.clone());
+        prop_assert_eq!(&fold(&with_cancel, &b.prices, b.as_of).unwrap(), &removed);
+        shuffle(&mut with_cancel, seed);
+        prop_assert_eq!(&fold(&with_cancel, &b.prices, b.as_of).unwrap(), &removed);
+        let mut early = without(&b.txs, i);
+        early.push(cancel);
+        prop_assert_eq!(&fold(&early, &b.prices, b.as_of).unwrap(), &removed);
+    }
+
+    /// fold(L + amend(e → e′)) = fold(L − e + e′): the amendment takes
+    /// another transaction's kind (any type) and another date, keeps its
+    /// own log position; in any arrival order, with a lower revision
+    /// arriving after a higher one, the highest revision holds.
+    #[test]
+    fn an_amend_replaces_exactly_its_target(
+        spec in book_spec(),
+        i in any::<Index>(),
+        j in any::<Index>(),
+        shift in 0u64..5,
+        seed in any::<u64>(),
+    ) {
+        let b = build(&spec);
+        let Some(i) = pick(&b.txs, &i) else { return Ok(()) };
+        let Some(j) = pick(&b.txs, &j) else { return Ok(()) };
+        let seq = b.txs.iter().map(|t| t.seq).max().unwrap() + 1;
+        let day = (b.txs[j].trade_date + Days::new(shift)).min(b.as_of);
+        let mut kind = b.txs[j].kind.clone();
+        if let Kind::Dividend(d) = &mut kind {
+            d.pay_date = d.pay_date.max(day);
+        }
+        let amend = correction_of(&b.txs[i], 9_000_002, seq, day, kind, 2);
+        let mut plain = amend.clone();
+        plain.correction = None;
+        let mut replaced = without(&b.txs, i);
+        replaced.push(plain);
+        let want = fold(&replaced, &b.prices, b.as_of).unwrap();
+        // A lower revision, a cancel, arrives later on the topic: it is
+        // superseded by revision 2 whatever the order.
+        let stale = correction_of(&b.txs[i], 9_000_003, seq + 1, b.as_of, Kind::Cancel, 1);
+        let mut log = b.txs.clone();
+        log.push(amend);
+        prop_assert_eq!(&fold(&log, &b.prices, b.as_of).unwrap(), &want);
+        log.push(stale);
+        shuffle(&mut log, seed);
+        prop_assert_eq!(&fold(&log, &b.prices, b.as_of).unwrap(), &want);
+    }
+
+    /// Corrections that name a correction or a settings event, and
+    /// corrections of another portfolio, change nothing.
+    #[test]
+    fn corrections_set_aside_change_nothing(spec in book_spec(), i in any::<Index>()) {
+        let b = build(&spec);
+        let Some(i) = pick(&b.txs, &i) else { return Ok(()) };
+        let seq = b.txs.iter().map(|t| t.seq).max().unwrap() + 1;
+        let amend = correction_of(&b.txs[i], 9_000_004, seq, b.txs[i].trade_date, b.txs[i].kind.clone(), 1);
+        let mut log = b.txs.clone();
+        log.push(amend.clone());
+        let want = fold(&log, &b.prices, b.as_of).unwrap();
+        // A cancel of the amendment itself (a correction of a correction).
+        log.push(correction_of(&amend, 9_000_005, seq + 1, b.as_of, Kind::Cancel, 1));
+        // A cancel from another portfolio.
+        let mut foreign = correction_of(&b.txs[i], 9_000_006, seq + 2, b.as_of, Kind::Cancel, 5);
+        foreign.portfolio_id = PortfolioId::parse("prop-2").unwrap();
+        log.push(foreign);
+        prop_assert_eq!(&fold(&log, &b.prices, b.as_of).unwrap(), &want);
     }
 }

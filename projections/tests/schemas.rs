@@ -1364,6 +1364,106 @@ fn corpus() -> Vec<Case> {
         Refuse("type"),
     );
 
+    // --- corrections: corrects, revision, cancel (version 2) ----------
+    const ORIGINAL: &str = r#""9d7e1f0a-3b1c-4c2d-8e4f-5a6b7c8d9e0f""#;
+    let amend = v2(
+        "buy",
+        &[
+            ("symbol", r#""SAP""#),
+            ("quantity", r#""12""#),
+            ("price", r#""150""#),
+            ("corrects", ORIGINAL),
+            ("revision", "1"),
+        ],
+    );
+    let a = |changes: &[(&str, Option<&str>)]| with(&amend, changes);
+    c.tx("amend: a buy with corrects and revision", a(&[]), Accept);
+    c.tx(
+        "amend: revision as a string of digits, 10^6",
+        a(&[("revision", Some(r#""1000000""#))]),
+        Accept,
+    );
+    c.tx(
+        "amend: another type than the original's",
+        a(&[("type", Some(r#""transfer_out""#)), ("revision", Some("2"))]),
+        Accept,
+    );
+    let cancel = with(
+        &v2("cancel", &[("corrects", ORIGINAL), ("revision", "1")]),
+        &[("trade_date", None)],
+    );
+    c.tx("cancel: corrects and revision only", cancel.clone(), Accept);
+    c.tx(
+        "cancel: other fields are ignored",
+        a(&[("type", Some(r#""cancel""#)), ("quantity", Some(r#""-1""#))]),
+        Accept,
+    );
+    c.tx(
+        "amend: corrects without revision",
+        a(&[("revision", None)]),
+        Refuse("revision"),
+    );
+    c.tx(
+        "amend: revision without corrects",
+        a(&[("corrects", None)]),
+        Refuse("corrects"),
+    );
+    for (what, bad) in [
+        ("0", "0"),
+        ("negative", "-1"),
+        ("above 10^6", "1000001"),
+        ("a fraction", "1.5"),
+        ("a boolean", "true"),
+    ] {
+        c.tx(
+            &format!("amend: revision {what}"),
+            a(&[("revision", Some(bad))]),
+            Refuse("revision"),
+        );
+    }
+    for (what, bad) in [("\"0\"", r#""0""#), ("\"1000001\"", r#""1000001""#)] {
+        c.tx(
+            &format!("amend: revision {what}"),
+            a(&[("revision", Some(bad))]),
+            ParserOnly("revision"),
+        );
+    }
+    for (what, bad) in [("\"+1\"", r#""+1""#), ("\"1.0\"", r#""1.0""#)] {
+        c.tx(
+            &format!("amend: revision {what}"),
+            a(&[("revision", Some(bad))]),
+            Refuse("revision"),
+        );
+    }
+    c.tx(
+        "amend: corrects not a UUID",
+        a(&[("corrects", Some(r#""p-1""#))]),
+        Refuse("corrects"),
+    );
+    c.tx(
+        "amend: corrects names the event itself",
+        a(&[("corrects", Some(ID))]),
+        ParserOnly("corrects"),
+    );
+    c.tx(
+        "cancel without corrects and revision",
+        with(&v2("cancel", &[]), &[("trade_date", None)]),
+        Refuse("corrects"),
+    );
+    c.tx(
+        "settings with corrects and revision",
+        with(
+            &settings,
+            &[("corrects", Some(ORIGINAL)), ("revision", Some("1"))],
+        ),
+        Refuse("corrects"),
+    );
+    c.tx(
+        "buy v1 with corrects and revision",
+        b(&[("corrects", Some(ORIGINAL)), ("revision", Some("1"))]),
+        Refuse("corrects"),
+    );
+
     // --- prices --------------------------------------------------------
     let price = owned(PRICE);
     let p = |changes: &[(&str, Option<&str>)]| with(&price, changes);

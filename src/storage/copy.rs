@@ -51,6 +51,11 @@ impl BinaryRows {
         self.rows
     }
 
+    /// Whether no row was begun.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
     /// Starts a row; its `fields` values follow.
     pub fn row(&mut self) -> &mut Self {
         self.buf.extend_from_slice(&self.fields.to_be_bytes());
@@ -85,6 +90,20 @@ impl BinaryRows {
 
     pub fn uuid(&mut self, id: Uuid) -> &mut Self {
         self.value(id.as_bytes())
+    }
+
+    pub(crate) fn opt_uuid(&mut self, id: Option<Uuid>) -> &mut Self {
+        match id {
+            Some(id) => self.uuid(id),
+            None => self.null(),
+        }
+    }
+
+    pub(crate) fn opt_int4(&mut self, v: Option<i32>) -> &mut Self {
+        match v {
+            Some(v) => self.int4(v),
+            None => self.null(),
+        }
     }
 
     pub fn int8(&mut self, v: i64) -> &mut Self {

@@ -76,13 +76,19 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         &mut dead,
     )
     .await?;
+    let checked = super::corrections::check(conn, fresh, &mut dead).await?;
+    let fresh = checked.fresh;
     if !fresh.is_empty() {
-        insert_transactions(conn, &fresh).await?;
+        insert_transactions(conn, &fresh, &checked.aside).await?;
         report.transactions_stored = fresh.len();
     }
-    for (t, _, _) in &fresh {
+    for (t, _, _) in fresh
+        .iter()
+        .filter(|(t, _, _)| !checked.aside.contains(&t.event_id))
+    {
         invalid.transaction(t);
     }
+    super::corrections::resolve(conn, &checked.keys, &mut invalid).await?;
     report.prices_stored = store_prices(conn, &batch.prices, &mut invalid).await?;
     let splits = store_splits(conn, batch.splits, &mut dead).await?;
     report.splits_stored = splits.len();

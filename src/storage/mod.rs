@@ -36,6 +36,7 @@
 
 pub(crate) mod changes;
 pub mod copy;
+pub(crate) mod corrections;
 pub(crate) mod db;
 pub(crate) mod dead_letters;
 pub(crate) mod digest;

@@ -70,11 +70,22 @@ pub(super) async fn new_transactions(
     Ok(keep)
 }
 
+/// The columns of `transactions` and `transactions_superseded` a stored
+/// event fills, in [`transaction_row`]'s order.
+pub(super) const COLUMNS: &str = "portfolio_id, event_id, seq, kind, symbol, quantity, price, fee,
+     trade_date, occurred_at, fingerprint, source_topic, source_partition, source_offset, amount,
+     tax, cost_basis, pay_date, reinvest_quantity, reinvest_price, cash_mode, base_currency,
+     currency, fx_rate, corrects, revision, received_at";
+
 /// Writes new transactions (log positions, rows, ids) and the symbols
-/// their portfolios may hold.
+/// their portfolios may hold. The events in `aside` go to
+/// `transactions_superseded` (corrections and the originals they name,
+/// until [`super::corrections::resolve`] decides which is in effect); the
+/// others to the fold's log.
 pub(super) async fn insert_transactions(
     conn: &mut PgConnection,
     rows: &[(Transaction, Source, String)],
+    aside: &HashSet<Uuid>,
 ) -> sqlx::Result<()> {
     // Log positions are taken in batch order so ties within a day fold in
     // topic order.
@@ -84,25 +95,35 @@ pub(super) async fn insert_transactions(
             .fetch_all(&mut *conn)
             .await?;
     seqs.sort_unstable();
-    let mut events = BinaryRows::new(24);
+    let mut events = BinaryRows::new(26);
+    let mut set_aside = BinaryRows::new(26);
     let mut ids = BinaryRows::new(3);
     for ((t, src, fp), seq) in rows.iter().zip(&seqs) {
-        transaction_row(&mut events, t, src, fp, *seq).map_err(sqlx::Error::Encode)?;
+        let to = match aside.contains(&t.event_id) {
+            true => &mut set_aside,
+            false => &mut events,
+        };
+        transaction_row(to, t, src, fp, *seq).map_err(sqlx::Error::Encode)?;
         ids.row()
             .uuid(t.event_id)
             .text(t.portfolio_id.as_str())
             .text(fp);
     }
-    copy_in(
-        conn,
-        "COPY transactions (portfolio_id, event_id, seq, kind, symbol, quantity, price, fee,
-                           trade_date, occurred_at, fingerprint, source_topic, source_partition,
-                           source_offset, amount, tax, cost_basis, pay_date, reinvest_quantity,
-                           reinvest_price, cash_mode, base_currency, currency, fx_rate)
-         FROM STDIN (FORMAT binary)",
-        events,
-    )
-    .await?;
+    for (table, rows) in [
+        ("transactions", events),
+        ("transactions_superseded", set_aside),
+    ] {
+        if rows.is_empty() {
+            continue;
+        }
+        let columns = COLUMNS.rsplit_once(", received_at").expect("last column").0;
+        copy_in(
+            conn,
+            &format!("COPY {table} ({columns}) FROM STDIN (FORMAT binary)"),
+            rows,
+        )
+        .await?;
+    }
     // The database's guard on ids reused across portfolios (a concurrent
     // batch holding one of these ids makes this one fail and be retried,
     // when the lookup above finds it): migrations/…_citus_ready.sql.
@@ -198,20 +219,9 @@ pub async fn load_transactions_many(
                 p
             }
         };
-        let kind = kind_of(&r)?;
-        out.entry(pid_text).or_default().push(Transaction {
-            event_id: r.try_get("event_id")?,
-            portfolio_id: pid,
-            trade_date: r.try_get("trade_date")?,
-            occurred_at: r.try_get("occurred_at")?,
-            seq: r.try_get("seq")?,
-            kind,
-            currency: r
-                .try_get::<Option<&str>, _>("currency")?
-                .map(Currency::parse)
-                .transpose()?,
-            fx_rate: decimal(&r, "fx_rate")?,
-        });
+        out.entry(pid_text)
+            .or_default()
+            .push(transaction_of(&r, pid, false)?);
     }
     // Sorted here rather than by an `ORDER BY`: PostgreSQL would sort the
     // rows by the portfolio id's collation, which cost more than the read
@@ -221,6 +231,42 @@ pub async fn load_transactions_many(
         log.sort_by_key(|t| (t.trade_date, t.seq));
     }
     Ok(out)
+}
+
+/// A stored transaction row (columns as [`load_transactions_many`] selects
+/// them, and `corrects`, `revision` when `corrections`) of `portfolio_id`.
+pub(super) fn transaction_of(
+    r: &PgRow,
+    portfolio_id: PortfolioId,
+    corrections: bool,
+) -> anyhow::Result<Transaction> {
+    let correction = match corrections {
+        false => None,
+        true => match (
+            r.try_get::<Option<Uuid>, _>("corrects")?,
+            r.try_get::<Option<i32>, _>("revision")?,
+        ) {
+            (Some(corrects), Some(revision)) => Some(projections::Correction {
+                corrects,
+                revision: u32::try_from(revision)?,
+            }),
+            _ => None,
+        },
+    };
+    Ok(Transaction {
+        event_id: r.try_get("event_id")?,
+        portfolio_id,
+        trade_date: r.try_get("trade_date")?,
+        occurred_at: r.try_get("occurred_at")?,
+        seq: r.try_get("seq")?,
+        kind: kind_of(r)?,
+        currency: r
+            .try_get::<Option<&str>, _>("currency")?
+            .map(Currency::parse)
+            .transpose()?,
+        fx_rate: decimal(r, "fx_rate")?,
+        correction,
+    })
 }
 
 /// One row of `transactions` in the column order of [`insert_transactions`]'s
@@ -270,7 +316,9 @@ fn transaction_row(
         .opt_text(cash)
         .opt_text(ccy)
         .opt_text(t.currency.as_ref().map(Currency::as_str))
-        .opt_numeric(t.fx_rate.as_ref());
+        .opt_numeric(t.fx_rate.as_ref())
+        .opt_uuid(t.correction.map(|c| c.corrects))
+        .opt_int4(t.correction.map(|c| c.revision as i32));
     Ok(())
 }
 
@@ -299,6 +347,7 @@ fn kind_columns(kind: &Kind) -> KindColumns<'_> {
         (None, None, None, None, None, None);
     let (mut cash, mut ccy) = (None, None);
     match kind {
+        Kind::Cancel => {}
         Kind::Buy(tr) | Kind::Sell(tr) => {
             sym = Some(tr.symbol.as_str());
             qty = Some(tr.quantity);
@@ -488,6 +537,7 @@ fn kind_of(r: &PgRow) -> anyhow::Result<Kind> {
                 _ => None,
             },
         }),
+        "cancel" => Kind::Cancel,
         other => anyhow::bail!("stored transaction of unknown kind `{other}`"),
     })
 }

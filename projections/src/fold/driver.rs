@@ -206,12 +206,16 @@ impl Refold<'_, '_, '_> {
 /// settings event's, and records run from the first day with an event that
 /// changes money or positions to `as_of`. Transactions may be given in any
 /// order (they are sorted by [`Transaction::fold_key`]); those dated after
-/// `as_of` are ignored here.
+/// `as_of` are ignored here. The log is a set of stored events: only the
+/// effective ones are folded ([`crate::corrections`]). [`resume`] and
+/// [`replay`] take effective events, as the service stores them.
 pub fn fold(
     transactions: &[Transaction],
     prices: &PriceBook,
     as_of: NaiveDate,
 ) -> Result<FoldOutput, FoldError> {
+    let effective = crate::corrections::effective(transactions);
+    let transactions = &effective[..];
     let sorted = in_fold_order(transactions, as_of);
     let Some(first) = sorted.first() else {
         return Ok(FoldOutput::empty());

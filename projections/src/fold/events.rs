@@ -64,6 +64,8 @@ pub(super) fn apply(
             price,
         } => step.transfer_out(symbol, *quantity, *price),
         Kind::Dividend(d) => step.accrue_dividend(d),
+        // Only effective events are folded, and a cancel never is one.
+        Kind::Cancel => step.settings(),
     }
 }
 

@@ -1,0 +1,369 @@
+//! Corrections in the store (docs/events.md, corrections): the refusals
+//! that need what is stored ([`check`]), and which version of a logical
+//! transaction sits in the fold's log ([`resolve`]).
+//!
+//! `transactions` holds exactly the effective event of each logical
+//! transaction; every other version (a superseded revision, a cancel, a
+//! correction set aside) is in `transactions_superseded`. A batch's
+//! corrections, and the originals that stored corrections name, are written
+//! aside first; [`resolve`] then asks [`projections::effective_of`] (the
+//! rule) which version is in effect and moves rows between the two tables.
+//! What changed is handed to [`Invalidation::correction`], which says from
+//! which day the portfolio is refolded.
+
+use std::collections::{HashMap, HashSet};
+
+use projections::{Invalidation, Kind, PortfolioId, Transaction};
+use sqlx::{PgConnection, Row};
+use uuid::Uuid;
+
+use super::dead_letters::{DeadLetter, Source};
+use super::transactions::{transaction_of, COLUMNS};
+
+/// A new event of a batch with its source and fingerprint.
+pub(super) type Fresh = (Transaction, Source, String);
+
+/// What [`check`] leaves of a batch's new transactions.
+#[derive(Debug, Default)]
+pub(super) struct Checked {
+    /// The acceptable events, in batch order.
+    pub(super) fresh: Vec<Fresh>,
+    /// Those written to `transactions_superseded` until [`resolve`] places
+    /// them.
+    pub(super) aside: HashSet<Uuid>,
+    /// The logical transactions (portfolio, original id) to resolve.
+    pub(super) keys: Vec<(String, Uuid)>,
+}
+
+/// What is known of an event a correction may name.
+#[derive(Debug, Clone)]
+struct Target {
+    portfolio: String,
+    corrects: Option<Uuid>,
+    settings: bool,
+}
+
+/// A stored or earlier-in-batch correction: (its event, its portfolio).
+type Named = HashMap<Uuid, Vec<(Uuid, String, u32)>>;
+
+/// Refuses, as dead letters, the corrections the store contradicts (a
+/// target that is a correction or a settings event, or of another
+/// portfolio; a revision already stored by another event) and the
+/// originals whose stored corrections name another portfolio; says which
+/// of the rest go aside and which logical transactions to resolve.
+pub(super) async fn check(
+    conn: &mut PgConnection,
+    fresh: Vec<Fresh>,
+    dead: &mut Vec<DeadLetter>,
+) -> sqlx::Result<Checked> {
+    let mut out = Checked::default();
+    if fresh.is_empty() {
+        return Ok(out);
+    }
+    let keys: Vec<Uuid> = fresh.iter().map(|(t, _, _)| t.logical_id()).collect();
+    let mut named = stored_corrections(conn, &keys).await?;
+    let targets: Vec<Uuid> = fresh
+        .iter()
+        .filter_map(|(t, _, _)| t.correction.map(|c| c.corrects))
+        .collect();
+    let mut known = stored_targets(conn, &targets).await?;
+    let mut resolve: HashSet<(String, Uuid)> = HashSet::new();
+    for (t, src, fp) in fresh {
+        let pid = t.portfolio_id.as_str().to_string();
+        if let Some(reason) = refusal(&t, &known, &named) {
+            dead.push(DeadLetter {
+                source: src,
+                reason,
+            });
+            continue;
+        }
+        match t.correction {
+            Some(c) => {
+                named
+                    .entry(c.corrects)
+                    .or_default()
+                    .push((t.event_id, pid.clone(), c.revision));
+                out.aside.insert(t.event_id);
+                resolve.insert((pid.clone(), c.corrects));
+            }
+            None if named.contains_key(&t.event_id) => {
+                if correctable(&t) {
+                    out.aside.insert(t.event_id);
+                }
+                resolve.insert((pid.clone(), t.event_id));
+            }
+            None => {}
+        }
+        known.insert(
+            t.event_id,
+            Target {
+                portfolio: pid,
+                corrects: t.correction.map(|c| c.corrects),
+                settings: matches!(t.kind, Kind::PortfolioSettings { .. }),
+            },
+        );
+        out.fresh.push((t, src, fp));
+    }
+    out.keys = resolve.into_iter().collect();
+    out.keys.sort();
+    Ok(out)
+}
+
+/// Whether a correction may name `t` as its original.
+fn correctable(t: &Transaction) -> bool {
+    t.correction.is_none() && !matches!(t.kind, Kind::PortfolioSettings { .. })
+}
+
+/// Why the store refuses `t`, if it does.
+fn refusal(t: &Transaction, known: &HashMap<Uuid, Target>, named: &Named) -> Option<String> {
+    let pid = t.portfolio_id.as_str();
+    let Some(c) = t.correction else {
+        // An original: corrections stored before it must be its own
+        // portfolio's.
+        let other = named.get(&t.event_id)?.iter().find(|(_, p, _)| p != pid)?;
+        return Some(format!(
+            "portfolio_id differs from that of its stored correction {} ({})",
+            other.0, other.1
+        ));
+    };
+    if let Some(target) = known.get(&c.corrects) {
+        if target.portfolio != pid {
+            return Some(format!(
+                "portfolio_id differs from the original's ({})",
+                target.portfolio
+            ));
+        }
+        if let Some(original) = target.corrects {
+            return Some(format!(
+                "corrects a correction; name the original {original}"
+            ));
+        }
+        if target.settings {
+            return Some("a portfolio_settings event cannot be corrected".into());
+        }
+    }
+    let versions = named
+        .get(&c.corrects)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if let Some((_, p, _)) = versions.iter().find(|(_, p, _)| p != pid) {
+        return Some(format!(
+            "portfolio_id differs from that of the stored corrections of {} ({p})",
+            c.corrects
+        ));
+    }
+    versions
+        .iter()
+        .any(|(id, _, r)| *r == c.revision && *id != t.event_id)
+        .then(|| {
+            format!(
+                "revision {} of {} is already stored",
+                c.revision, c.corrects
+            )
+        })
+}
+
+/// The stored corrections naming any of `keys`, by the id they name.
+async fn stored_corrections(conn: &mut PgConnection, keys: &[Uuid]) -> sqlx::Result<Named> {
+    let rows: Vec<(Uuid, Uuid, String, i32)> = sqlx::query_as(
+        "SELECT corrects, event_id, portfolio_id, revision FROM transactions
+          WHERE corrects = ANY($1::uuid[])
+         UNION ALL
+         SELECT corrects, event_id, portfolio_id, revision FROM transactions_superseded
+          WHERE corrects = ANY($1::uuid[])",
+    )
+    .bind(keys)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut named = Named::new();
+    for (corrects, id, pid, revision) in rows {
+        named
+            .entry(corrects)
+            .or_default()
+            .push((id, pid, u32::try_from(revision).unwrap_or(0)));
+    }
+    Ok(named)
+}
+
+/// What the store knows of the events `ids` name.
+async fn stored_targets(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> sqlx::Result<HashMap<Uuid, Target>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    // Through event_ids (keyed by event id) to the portfolios, then each
+    // portfolio's rows: the log has no index by event id.
+    let owners: Vec<(Uuid, String)> =
+        sqlx::query_as("SELECT event_id, portfolio_id FROM event_ids WHERE event_id = ANY($1)")
+            .bind(ids)
+            .fetch_all(&mut *conn)
+            .await?;
+    if owners.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let (e, p): (Vec<Uuid>, Vec<String>) = owners.into_iter().unzip();
+    let rows: Vec<(Uuid, String, String, Option<Uuid>)> = sqlx::query_as(
+        "SELECT event_id, portfolio_id, kind, corrects FROM transactions
+          WHERE portfolio_id = ANY($2::text[]) AND event_id = ANY($1::uuid[])
+         UNION ALL
+         SELECT event_id, portfolio_id, kind, corrects FROM transactions_superseded
+          WHERE portfolio_id = ANY($2::text[]) AND event_id = ANY($1::uuid[])",
+    )
+    .bind(&e)
+    .bind(&p)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, portfolio, kind, corrects)| {
+            let settings = kind == "portfolio_settings";
+            (
+                id,
+                Target {
+                    portfolio,
+                    corrects,
+                    settings,
+                },
+            )
+        })
+        .collect())
+}
+
+/// One stored version of a logical transaction, and where it is.
+struct Version {
+    tx: Transaction,
+    in_log: bool,
+}
+
+/// Places the effective version of each logical transaction of `keys` in
+/// the fold's log and every other version aside; tells `invalid` what
+/// changed.
+pub(super) async fn resolve(
+    conn: &mut PgConnection,
+    keys: &[(String, Uuid)],
+    invalid: &mut Invalidation,
+) -> sqlx::Result<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let versions = load_versions(conn, keys)
+        .await
+        .map_err(|e| sqlx::Error::Decode(e.into()))?;
+    let mut out_of_log: Vec<&Transaction> = Vec::new();
+    let mut into_log: Vec<&Transaction> = Vec::new();
+    for (pid, key) in keys {
+        let group: Vec<&Version> = versions
+            .iter()
+            .filter(|v| v.tx.portfolio_id.as_str() == pid)
+            .filter(|v| {
+                v.tx.correction.is_some_and(|c| c.corrects == *key)
+                    || (v.tx.event_id == *key && correctable(&v.tx))
+            })
+            .collect();
+        let original = versions
+            .iter()
+            .find(|v| v.tx.event_id == *key && v.tx.portfolio_id.as_str() == pid)
+            .map(|v| &v.tx);
+        let corrections = group
+            .iter()
+            .filter(|v| v.tx.correction.is_some())
+            .map(|v| &v.tx);
+        let pick = projections::effective_of(*key, original, corrections);
+        let current = group.iter().find(|v| v.in_log).map(|v| &v.tx);
+        for v in group.iter().filter(|v| v.in_log) {
+            if pick.is_none_or(|p| p.event_id != v.tx.event_id) {
+                out_of_log.push(&v.tx);
+            }
+        }
+        if let Some(p) = pick {
+            if !group
+                .iter()
+                .any(|v| v.in_log && v.tx.event_id == p.event_id)
+            {
+                into_log.push(p);
+            }
+        }
+        if current.map(|t| t.event_id) != pick.map(|t| t.event_id) {
+            invalid.correction(current, pick);
+        }
+    }
+    move_versions(conn, &out_of_log, &into_log).await?;
+    Ok(())
+}
+
+/// Every stored version of the logical transactions `keys`, in both tables.
+async fn load_versions(
+    conn: &mut PgConnection,
+    keys: &[(String, Uuid)],
+) -> anyhow::Result<Vec<Version>> {
+    let (p, k): (Vec<&str>, Vec<Uuid>) = keys.iter().map(|(p, k)| (p.as_str(), *k)).unzip();
+    let select = |table: &str, in_log: bool| {
+        format!(
+            "SELECT {COLUMNS}, {in_log} AS in_log FROM {table}
+              WHERE portfolio_id = ANY($1::text[])
+                AND (corrects = ANY($2::uuid[]) OR event_id = ANY($2::uuid[]))"
+        )
+    };
+    let sql = format!(
+        "{} UNION ALL {}",
+        select("transactions", true),
+        select("transactions_superseded", false)
+    );
+    let rows = sqlx::query(&sql)
+        .bind(&p)
+        .bind(&k)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let pid = PortfolioId::parse(r.try_get::<&str, _>("portfolio_id")?)?;
+        out.push(Version {
+            tx: transaction_of(&r, pid, true)?,
+            in_log: r.try_get("in_log")?,
+        });
+    }
+    Ok(out)
+}
+
+/// Moves versions out of the fold's log and into it.
+async fn move_versions(
+    conn: &mut PgConnection,
+    out_of_log: &[&Transaction],
+    into_log: &[&Transaction],
+) -> sqlx::Result<()> {
+    if !out_of_log.is_empty() {
+        let p: Vec<&str> = out_of_log.iter().map(|t| t.portfolio_id.as_str()).collect();
+        let d: Vec<_> = out_of_log.iter().map(|t| t.trade_date).collect();
+        let s: Vec<i64> = out_of_log.iter().map(|t| t.seq).collect();
+        sqlx::query(&format!(
+            "WITH m AS (DELETE FROM transactions t
+                         USING UNNEST($1::text[], $2::date[], $3::int8[]) AS u(p, d, s)
+                         WHERE t.portfolio_id = u.p AND t.trade_date = u.d AND t.seq = u.s
+                     RETURNING t.*)
+             INSERT INTO transactions_superseded ({COLUMNS}) SELECT {COLUMNS} FROM m"
+        ))
+        .bind(&p)
+        .bind(&d)
+        .bind(&s)
+        .execute(&mut *conn)
+        .await?;
+    }
+    if !into_log.is_empty() {
+        let p: Vec<&str> = into_log.iter().map(|t| t.portfolio_id.as_str()).collect();
+        let e: Vec<Uuid> = into_log.iter().map(|t| t.event_id).collect();
+        sqlx::query(&format!(
+            "WITH m AS (DELETE FROM transactions_superseded t
+                         USING UNNEST($1::text[], $2::uuid[]) AS u(p, e)
+                         WHERE t.portfolio_id = u.p AND t.event_id = u.e
+                     RETURNING t.*)
+             INSERT INTO transactions ({COLUMNS}) SELECT {COLUMNS} FROM m"
+        ))
+        .bind(&p)
+        .bind(&e)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}

@@ -47,9 +47,11 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::types::{
-    CashMode, ClosePrice, Correction, Currency, Dividend, FieldError, FxRate, Kind, PortfolioId,
-    Reinvest, Split, Symbol, Trade, Transaction, MAX_REVISION,
+    CashMode, ClosePrice, Currency, Dividend, FieldError, FxRate, Kind, PortfolioId, Reinvest,
+    Split, Symbol, Trade, Transaction,
 };
+
+mod correction;
 
 /// What the parsers check beyond the shape of an event: deployment-level
 /// bounds (`NAVD_EARLIEST_DATE` in the service).
@@ -227,7 +229,7 @@ pub fn parse_transaction_with(payload: &[u8], rules: &Rules) -> Result<Transacti
     let ty = type_text.as_ref();
     check_type(ty, version, &obj)?;
     let portfolio_id = PortfolioId::parse(&obj.string("portfolio_id")?)?;
-    let correction = parse_correction(ty, event_id, &obj)?;
+    let correction = correction::parse(ty, event_id, &obj)?;
     if ty == "cancel" {
         // A cancel carries nothing but what it takes back.
         return Ok(Transaction {
@@ -274,67 +276,6 @@ pub fn parse_transaction_with(payload: &[u8], rules: &Rules) -> Result<Transacti
         fx_rate,
         correction,
     })
-}
-
-/// A correction's `corrects` and `revision` (both or neither; a cancel
-/// needs them; a settings event may not carry them).
-fn parse_correction(
-    ty: &str,
-    event_id: Uuid,
-    obj: &Object<'_>,
-) -> Result<Option<Correction>, EventError> {
-    let (corrects, revision) = match (obj.get("corrects"), obj.get("revision")) {
-        (None, None) if ty == "cancel" => {
-            return Err(invalid("corrects", "a cancel needs corrects and revision"))
-        }
-        (None, None) => return Ok(None),
-        (Some(_), None) => {
-            return Err(invalid(
-                "revision",
-                "corrects and revision go together: corrects without revision",
-            ))
-        }
-        (None, Some(_)) => {
-            return Err(invalid(
-                "corrects",
-                "corrects and revision go together: revision without corrects",
-            ))
-        }
-        (Some(c), Some(r)) => (c, r),
-    };
-    if ty == "portfolio_settings" {
-        return Err(invalid(
-            "corrects",
-            "a portfolio_settings event cannot be corrected (send a new one: the latest holds)",
-        ));
-    }
-    let revision = parse_revision(revision)?;
-    let corrects = parse_uuid("corrects", &string_of("corrects", corrects)?)?;
-    if corrects == event_id {
-        return Err(invalid("corrects", "names the event itself"));
-    }
-    Ok(Some(Correction { corrects, revision }))
-}
-
-/// A revision: a JSON integer or a string of digits, 1 ..= [`MAX_REVISION`].
-fn parse_revision(raw: &RawValue) -> Result<u32, EventError> {
-    let text = match raw.get().starts_with('"') {
-        true => string_of("revision", raw)?.into_owned(),
-        false => raw.get().to_string(),
-    };
-    let bad = || {
-        invalid(
-            "revision",
-            format!("must be an integer from 1 to {MAX_REVISION}"),
-        )
-    };
-    if text.is_empty() || text.len() > 7 || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
-    match text.parse::<u32>() {
-        Ok(n) if (1..=MAX_REVISION).contains(&n) => Ok(n),
-        _ => Err(bad()),
-    }
 }
 
 /// `ty` is a transaction type its schema `version` knows, and a version-1

@@ -195,11 +195,12 @@ async fn stored_targets(
     }
     // Through event_ids (keyed by event id) to the portfolios, then each
     // portfolio's rows: the log has no index by event id.
-    let owners: Vec<(Uuid, String)> =
-        sqlx::query_as("SELECT event_id, portfolio_id FROM event_ids WHERE event_id = ANY($1)")
-            .bind(ids)
-            .fetch_all(&mut *conn)
-            .await?;
+    let owners: Vec<(Uuid, String)> = sqlx::query_as(
+        "SELECT event_id, portfolio_id FROM event_ids WHERE event_id = ANY($1::uuid[])",
+    )
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await?;
     if owners.is_empty() {
         return Ok(HashMap::new());
     }

@@ -163,8 +163,8 @@ table.months td.yr{font-weight:600}\
 /// The index's own rules: sort links in the headers, and below 760 px a
 /// small card per portfolio (labels from `data-label`) instead of a row.
 pub(super) const CSS_DASHBOARD: &str = "\
-table.dash th a{color:inherit;text-decoration:none}\
-table.dash th a:hover{text-decoration:underline}\
+table.dash tr.head a{color:inherit;text-decoration:none}\
+table.dash tr.head a:hover{text-decoration:underline}\
 table.dash th.r{text-align:right}\
 table.dash td,table.dash th{vertical-align:middle}\
 table.dash .pid{overflow-wrap:anywhere}\

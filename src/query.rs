@@ -15,6 +15,12 @@ use uuid::Uuid;
 
 use crate::storage::{self, Db, HistoryRow, PortfolioRow};
 
+mod dashboard;
+mod pages;
+pub use dashboard::DashboardSort;
+pub(crate) use dashboard::{dashboard, Dashboard, DashboardEntry, DashboardQuery};
+pub(crate) use pages::{close_span, currency_of};
+
 // What the HTTP edge needs of the database beside the curve, so that it
 // reaches storage only through the read model (tests/layout.rs).
 pub use crate::storage::changes::{Seen, TRUST_FOR};

@@ -9,10 +9,13 @@
 //! says): their DOM (the benchmark line and legend, the rebased values
 //! against the JSON API's numbers, the returns and positions tables), no
 //! horizontal overflow (measured by a probe script run in the page), and
-//! screenshots for a person to look at (`target/chart-index-400.png`,
-//! `target/chart-portfolio-1400.png`, …; docs/chart.md). The page's own
-//! answers that need no browser (as recorded, refusals) are checked over
-//! plain HTTP.
+//! screenshots: the viewport's in the target directory, the whole page's
+//! in `docs/screenshots/` (committed, rewritten by each run: the index, a
+//! portfolio with a benchmark, its value chart, an inconsistent one, at
+//! 1400 and 400 px; docs/chart.md). Every page looked at is checked for
+//! horizontal overflow at both widths. The page's own answers that need no
+//! browser (as recorded, refusals, the dashboard's sorting, filtering and
+//! paging) are checked over plain HTTP.
 
 mod common;
 
@@ -413,6 +416,31 @@ impl Devtools {
     }
 }
 
+impl Devtools {
+    /// A PNG of the whole page (up to [`MAX_SHOT_HEIGHT`] px tall), for
+    /// the docs.
+    fn full_screenshot(&mut self, width: u32) -> Vec<u8> {
+        use base64::Engine as _;
+        let height = self
+            .eval("document.documentElement.scrollHeight")
+            .as_u64()
+            .unwrap()
+            .min(MAX_SHOT_HEIGHT);
+        let r = self.call(
+            "Page.captureScreenshot",
+            serde_json::json!({"format": "png", "captureBeyondViewport": true,
+                "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}}),
+            true,
+        );
+        base64::engine::general_purpose::STANDARD
+            .decode(r["data"].as_str().unwrap())
+            .unwrap()
+    }
+}
+
+/// The docs' screenshots stop there (a phone's page of tables is long).
+const MAX_SHOT_HEIGHT: u64 = 3200;
+
 impl Drop for Devtools {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -437,8 +465,21 @@ const PROBE: &str = r#"(function () {
     if (!e) return null;
     return {display: getComputedStyle(e).display, width: Math.round(e.getBoundingClientRect().width)};
   }
+  var months = null, m = document.querySelector('table.months');
+  if (m) {
+    var card = m.parentElement.getBoundingClientRect();
+    var cells = m.querySelectorAll('td[data-m]');
+    var hidden = 0, out = 0;
+    cells.forEach(function (c) {
+      var r = c.getBoundingClientRect();
+      if (r.width === 0 || getComputedStyle(c).display === 'none') hidden++;
+      if (r.right > card.right + 0.5) out++;
+    });
+    months = {cells: cells.length, hidden: hidden, outside: out, scrolls: m.scrollWidth > m.clientWidth + 1};
+  }
   return {inner: w, scroll: document.documentElement.scrollWidth,
-          wide: shown('.chart .wide'), narrow: shown('.chart .narrow'), offenders: off.slice(0, 8)};
+          wide: shown('.chart .wide'), narrow: shown('.chart .narrow'), months: months,
+          offenders: off.slice(0, 8)};
 })()"#;
 
 /// Writes a screenshot into the target directory, checked to be a PNG of
@@ -457,8 +498,15 @@ fn keep_screenshot(png: &[u8], (w, h): (u32, u32), name: &str) {
     std::fs::write(target_dir().join(name), png).unwrap();
 }
 
+/// Where the docs' screenshots are written (committed with the docs).
+fn docs_screenshots() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/screenshots")
+}
+
 /// Opens `url` at each size; answers (size, DOM, probe) and writes the
-/// screenshot `{name}-{width}.png`.
+/// viewport's screenshot `chart-{name}-{width}.png` in the target
+/// directory and the whole page's `docs/screenshots/{name}-{width}.png`.
+/// Every page looked at must fit its viewport (no horizontal overflow).
 async fn look_at(url: &str, name: &str) -> Vec<((u32, u32), String, serde_json::Value)> {
     let (url, name) = (url.to_string(), name.to_string());
     tokio::task::spawn_blocking(move || {
@@ -469,7 +517,12 @@ async fn look_at(url: &str, name: &str) -> Vec<((u32, u32), String, serde_json::
                 b.open(&url);
                 let dom = b.dom();
                 let probe = b.eval(PROBE);
-                keep_screenshot(&b.screenshot(), (w, h), &format!("{name}-{w}.png"));
+                assert_fits(&probe, w, &format!("{name} at {w}x{h}"));
+                keep_screenshot(&b.screenshot(), (w, h), &format!("chart-{name}-{w}.png"));
+                let full = b.full_screenshot(w);
+                assert_eq!(&full[..8], b"\x89PNG\r\n\x1a\n", "{name}");
+                std::fs::create_dir_all(docs_screenshots()).unwrap();
+                std::fs::write(docs_screenshots().join(format!("{name}-{w}.png")), full).unwrap();
                 ((w, h), dom, probe)
             })
             .collect()
@@ -490,6 +543,13 @@ fn assert_fits(probe: &serde_json::Value, width: u32, what: &str) {
         "{what}: horizontal overflow: {probe}"
     );
     assert_eq!(probe["offenders"], serde_json::json!([]), "{what}: {probe}");
+    // The monthly returns keep every column and stay inside their card.
+    if let Some(m) = probe["months"].as_object() {
+        assert!(m["cells"].as_u64().unwrap() >= 13, "{what}: {probe}");
+        assert_eq!(m["hidden"], 0, "{what}: a month hidden: {probe}");
+        assert_eq!(m["outside"], 0, "{what}: a month outside its card: {probe}");
+        assert_eq!(m["scrolls"], false, "{what}: the months scroll: {probe}");
+    }
 }
 
 #[tokio::test]
@@ -526,11 +586,11 @@ async fn portfolio_page_with_benchmark_and_rebase_at_1400_and_400_px() {
     assert_eq!(april["period"], "2023-04");
     let april_cell = format!("{:.2}%", april["return"].as_f64().unwrap() * 100.0);
     let held = json(&app, "/api/v1/portfolio/chart-1/positions?date=2023-09-30").await;
-    let acme_value = held["positions"][0]["value"].as_str().unwrap().to_string();
+    let acme_value = money(held["positions"][0]["value"].as_str().unwrap());
     assert_eq!(held["positions"][0]["symbol"], "ACME");
 
     let url = app.url(&format!("/portfolio/chart-1?{range}&rebase=1"));
-    for ((w, h), dom, probe) in look_at(&url, "chart-portfolio").await {
+    for ((w, h), dom, probe) in look_at(&url, "portfolio-benchmark").await {
         let ctx = format!("at {w}x{h}");
         // The benchmark line (its colour, dashed: many strokes) and the
         // legend, in each picture.
@@ -604,6 +664,7 @@ async fn portfolio_page_with_benchmark_and_rebase_at_1400_and_400_px() {
             dom.contains(&format!("<td class=\"num\">{acme_value}</td>")),
             "ACME's value {acme_value} {ctx}"
         );
+        assert!(dom.contains("aria-current=\"page\">Unit NAV</a>"), "{ctx}");
 
         // Layout: no horizontal overflow, and the picture for the width.
         assert_fits(&probe, w, &format!("portfolio {ctx}"));
@@ -635,24 +696,6 @@ async fn portfolio_page_with_benchmark_and_rebase_at_1400_and_400_px() {
     .unwrap();
     assert_eq!(control["inner"], 400);
     assert!(control["scroll"].as_u64().unwrap() >= 700, "{control}");
-
-    // The index lists both portfolios and fits a phone too.
-    for ((w, h), dom, probe) in look_at(&app.url("/"), "chart-index").await {
-        let ctx = format!("index at {w}x{h}");
-        assert!(
-            dom.contains("href=\"/portfolio/chart-1\">chart-1</a>"),
-            "{ctx}"
-        );
-        assert!(
-            dom.contains("href=\"/portfolio/golden-1\">golden-1</a>"),
-            "{ctx}"
-        );
-        assert!(
-            dom.contains(">2024-01-05</td>"),
-            "records through today {ctx}"
-        );
-        assert_fits(&probe, w, &ctx);
-    }
 }
 
 /// Without Chromium: the page as recorded with a benchmark, and what an
@@ -743,4 +786,346 @@ async fn page_benchmark_as_recorded_and_refusals() {
     let (status, html) = get("/portfolio/chart-1?rebase=maybe".into()).await;
     assert_eq!(status, 400);
     assert!(html.contains("`rebase` must be 1 or 0, got `maybe`"));
+}
+
+/// Money as the pages write it for people: 2 decimals (half away from
+/// zero), thousands separators, the currency code (the test deployment's
+/// default, USD).
+fn money(text: &str) -> String {
+    let v: rust_decimal::Decimal = text.parse().unwrap();
+    let r = format!(
+        "{:.2}",
+        v.round_dp_with_strategy(2, rust_decimal::RoundingStrategy::MidpointAwayFromZero)
+    );
+    let (sign, r) = match r.strip_prefix('-') {
+        Some(r) => ("-", r.to_string()),
+        None => ("", r),
+    };
+    let (int, frac) = r.split_once('.').unwrap();
+    let mut grouped = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    format!("{sign}{grouped}.{frac} USD")
+}
+
+/// A return as the dashboard writes it: `+5.25%`, `-0.40%`.
+fn signed_pct(v: f64) -> String {
+    let s = format!("{:.2}", v * 100.0);
+    if s.trim_start_matches('-') == "0.00" {
+        "0.00%".to_string()
+    } else if s.starts_with('-') {
+        format!("{s}%")
+    } else {
+        format!("+{s}%")
+    }
+}
+
+/// A trade of `portfolio` on ACME (priced by [`ingest_year`]).
+fn trade(n: u32, portfolio: &str, kind: &str, qty: &str, date: &str) -> serde_json::Value {
+    serde_json::json!({
+        "event_id": format!("00000000-0000-4000-8c00-{n:012}"),
+        "type": kind, "portfolio_id": portfolio, "symbol": "ACME",
+        "quantity": qty, "price": "100", "fee": "1", "trade_date": date,
+    })
+}
+
+/// `chart-2`, bought and sold through 2023 (flows to mark), `chart-bad`,
+/// which sells more than it holds on 2023-06-01, and the symbol LATE,
+/// whose closes start on 2023-07-03.
+async fn ingest_more(pool: &sqlx::PgPool) {
+    let events = [
+        trade(101, "chart-2", "buy", "10", "2023-01-02"),
+        trade(102, "chart-2", "buy", "5", "2023-03-01"),
+        trade(103, "chart-2", "sell", "4", "2023-08-01"),
+        trade(104, "chart-2", "buy", "3", "2023-10-02"),
+        trade(105, "chart-bad", "buy", "5", "2023-01-02"),
+        trade(106, "chart-bad", "sell", "10", "2023-06-01"),
+    ];
+    let mut prices = Vec::new();
+    let mut d = day("2023-07-03");
+    while d <= day("2023-12-29") {
+        prices.push(serde_json::json!({"symbol": "LATE", "date": d.to_string(), "close": "50"}));
+        d = d.succ_opt().unwrap();
+    }
+    ingest(&Db::new(pool.clone()), &events, &prices).await;
+}
+
+/// The page fits both widths (no screenshot kept).
+async fn assert_fits_both(url: &str, what: &str) -> Vec<String> {
+    let (url, what) = (url.to_string(), what.to_string());
+    tokio::task::spawn_blocking(move || {
+        [(1400, 900), (400, 900)]
+            .into_iter()
+            .map(|(w, h)| {
+                let mut b = Devtools::start(w, h);
+                b.open(&url);
+                assert_fits(&b.eval(PROBE), w, &format!("{what} at {w}x{h}"));
+                b.dom()
+            })
+            .collect()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn value_chart_inconsistent_and_undrawable_pages_at_1400_and_400_px() {
+    let app = spawn_app(AuthConfig::None, day("2024-01-05")).await;
+    ingest_golden(&app.db).await;
+    ingest_year(&app.pool).await;
+    ingest_more(&app.pool).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
+        .await
+        .unwrap();
+
+    // The value chart with the benchmark asked for: the money line, the
+    // net invested line and a marker per flow, with its amount.
+    let api = json(&app, "/api/v1/portfolio/chart-2/nav-history?benchmark=IDX").await;
+    let points = api["points"].as_array().unwrap();
+    let flows: Vec<&serde_json::Value> = points
+        .iter()
+        .filter(|p| decimal(&p["net_flow"]) != rust_decimal::Decimal::ZERO)
+        .collect();
+    assert_eq!(flows.len(), 4, "four trades");
+    let sell = flows.iter().find(|p| p["date"] == "2023-08-01").unwrap();
+    let sold = money(&(-decimal(&sell["net_flow"])).to_string());
+    let last_value = money(points.last().unwrap()["market_value"].as_str().unwrap());
+    let url = app.url("/portfolio/chart-2?benchmark=IDX&view=value");
+    for ((w, h), dom, probe) in look_at(&url, "portfolio-value").await {
+        let ctx = format!("value chart at {w}x{h}");
+        assert!(
+            dom.contains("class=\"value\"") && dom.contains("class=\"invested\""),
+            "{ctx}"
+        );
+        assert_eq!(
+            dom.matches("class=\"flow\"").count(),
+            8,
+            "4 flows in each picture {ctx}"
+        );
+        assert!(
+            dom.contains(&format!("<title>2023-08-01: money out {sold} (value ")),
+            "the sell's marker {sold} {ctx}"
+        );
+        assert!(
+            dom.contains(&format!(">{last_value}</td>")),
+            "last value {last_value} {ctx}"
+        );
+        assert!(
+            dom.contains("aria-current=\"page\">Value in money</a>"),
+            "{ctx}"
+        );
+        assert!(
+            dom.contains("name=\"view\" value=\"value\""),
+            "the form keeps the view {ctx}"
+        );
+        let shown = if w < 600 { "narrow" } else { "wide" };
+        assert_eq!(probe[shown]["display"], "block", "{ctx}: {probe}");
+    }
+
+    // The inconsistent portfolio: the event, what to do, where to look.
+    let status = json(&app, "/api/v1/portfolio/chart-bad/nav-history").await;
+    assert_eq!(status["status"]["state"], "inconsistent");
+    let event = status["status"]["event_id"].as_str().unwrap().to_string();
+    for ((w, h), dom, _) in
+        look_at(&app.url("/portfolio/chart-bad"), "portfolio-inconsistent").await
+    {
+        let ctx = format!("inconsistent at {w}x{h}");
+        assert!(
+            dom.contains("Inconsistent history</strong> since 2023-06-01"),
+            "{ctx}"
+        );
+        assert!(
+            dom.contains(&format!("<code>{event}</code>")),
+            "names the event {ctx}"
+        );
+        assert!(dom.contains("exceeds the position"), "{ctx}");
+        assert!(
+            dom.contains("What to do:") && dom.contains("publish the buy"),
+            "{ctx}"
+        );
+        assert!(dom.contains("href=\"/api/v1/admin/dead-letters\""), "{ctx}");
+        assert!(
+            dom.contains("href=\"/portfolio/chart-bad?to=2023-05-31\""),
+            "{ctx}"
+        );
+    }
+
+    // A benchmark whose closes start after the range's base day: the page
+    // says why no line is drawn and links to a range that draws it.
+    let url = app.url("/portfolio/chart-1?from=2023-04-01&to=2023-09-30&benchmark=LATE&rebase=1");
+    for dom in assert_fits_both(&url, "undrawable benchmark").await {
+        assert!(
+            dom.contains("The LATE line cannot be drawn on this range"),
+            "{dom}"
+        );
+        assert!(dom.contains("Its closes start on 2023-07-03, after 2023-03-31"));
+        assert!(dom.contains(
+            "href=\"/portfolio/chart-1?benchmark=LATE&amp;from=2023-07-04&amp;to=2023-09-30&amp;rebase=1\""
+        ), "a range that draws it");
+    }
+    // A range with no records says so, and links to the whole history.
+    let url = app.url("/portfolio/chart-1?from=2025-01-01");
+    for dom in assert_fits_both(&url, "empty range").await {
+        assert!(dom.contains("Nothing to draw:</strong> this range holds 0 record(s)"));
+        assert!(dom.contains("records run through 2024-01-05"));
+    }
+
+    // The index lists every portfolio, the inconsistent one too, and
+    // fits a phone.
+    for ((w, h), dom, probe) in look_at(&app.url("/"), "index").await {
+        let ctx = format!("index at {w}x{h}");
+        assert!(
+            dom.contains("href=\"/portfolio/chart-1\">chart-1</a>"),
+            "{ctx}"
+        );
+        assert!(
+            dom.contains("href=\"/portfolio/golden-1\">golden-1</a>"),
+            "{ctx}"
+        );
+        assert!(
+            dom.contains(">2024-01-05</td>"),
+            "records through today {ctx}"
+        );
+        assert!(dom.contains("badge inconsistent"), "{ctx}");
+        assert_fits(&probe, w, &ctx);
+    }
+}
+
+/// The rows' portfolio ids, in order.
+fn ids_in(html: &str) -> Vec<String> {
+    html.split("<th scope=\"row\" class=\"pid\"><a href=\"/portfolio/")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap().to_string())
+        .collect()
+}
+
+/// The dashboard over plain HTTP: its figures against the JSON API's,
+/// sorting, filtering, refusals and paging.
+#[tokio::test]
+async fn dashboard_sorts_filters_and_pages() {
+    let app = spawn_app(AuthConfig::None, day("2024-01-05")).await;
+    ingest_year(&app.pool).await;
+    ingest_more(&app.pool).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
+        .await
+        .unwrap();
+    let get = |path: &str| {
+        let (c, u) = (app.client.clone(), app.url(path));
+        async move {
+            let r = c.get(u).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+
+    // chart-1's figures, from the JSON API.
+    let api = json(
+        &app,
+        "/api/v1/portfolio/chart-1/nav-history?from=2023-12-31",
+    )
+    .await;
+    let pts = api["points"].as_array().unwrap();
+    let (first, last) = (&pts[0], pts.last().unwrap());
+    assert_eq!(
+        (first["date"].as_str(), last["date"].as_str()),
+        (Some("2023-12-31"), Some("2024-01-05"))
+    );
+    let f = |v: rust_decimal::Decimal| rust_decimal::prelude::ToPrimitive::to_f64(&v).unwrap();
+    let year = f(decimal(&last["net_value"]) / decimal(&first["net_value"])) - 1.0;
+    let (status, html) = get("/").await;
+    assert_eq!(status, 200);
+    let row = html
+        .split("/portfolio/chart-1\">")
+        .nth(1)
+        .unwrap()
+        .split("</tr>")
+        .next()
+        .unwrap();
+    let value = money(last["market_value"].as_str().unwrap());
+    assert!(
+        row.contains(&format!(">{value}</td>")),
+        "value {value}: {row}"
+    );
+    let day_ret = signed_pct(f(decimal(&last["daily_return"])));
+    assert!(
+        row.contains(&format!("data-label=\"Day\">{day_ret}</td>")),
+        "{day_ret}: {row}"
+    );
+    assert!(
+        row.contains(&format!(
+            "data-label=\"Year to date\">{}</td>",
+            signed_pct(year)
+        )),
+        "{row}"
+    );
+    let total = signed_pct(f(decimal(&last["return_rate"])));
+    assert!(
+        row.contains(&format!("data-label=\"Total\">{total}</td>")),
+        "{total}: {row}"
+    );
+    assert!(row.contains("<svg class=\"sparkline\""), "{row}");
+    assert!(row.contains("badge ok"), "{row}");
+    assert_eq!(ids_in(&html), ["chart-1", "chart-2", "chart-bad"], "by id");
+
+    // Sorted by value, largest first; then the other way round.
+    let value_of = |id: &str, html: &str| -> rust_decimal::Decimal {
+        let row = html.split(&format!("/portfolio/{id}\">")).nth(1).unwrap();
+        let cell = row.split("data-label=\"Value\">").nth(1).unwrap();
+        cell.split(' ')
+            .next()
+            .unwrap()
+            .replace(',', "")
+            .parse()
+            .unwrap()
+    };
+    let (_, desc) = get("/?sort=value").await;
+    let ids = ids_in(&desc);
+    assert_eq!(ids.len(), 3);
+    let values: Vec<_> = ids.iter().map(|i| value_of(i, &desc)).collect();
+    assert!(
+        values.windows(2).all(|w| w[0] >= w[1]),
+        "{ids:?} {values:?}"
+    );
+    assert!(desc.contains("aria-sort=\"descending\""));
+    assert!(
+        desc.contains("href=\"/?sort=value&amp;order=asc\""),
+        "the header turns it round"
+    );
+    let (_, asc) = get("/?sort=value&order=asc").await;
+    let mut reversed = ids.clone();
+    reversed.reverse();
+    assert_eq!(ids_in(&asc), reversed);
+
+    // Filtered by id and by status (blank fields are not given).
+    assert_eq!(ids_in(&get("/?q=CHART-2&status=").await.1), ["chart-2"]);
+    assert_eq!(ids_in(&get("/?status=inconsistent").await.1), ["chart-bad"]);
+    assert_eq!(ids_in(&get("/?q=nothing").await.1), Vec::<String>::new());
+    let (status, html) = get("/?sort=colour").await;
+    assert_eq!(status, 400);
+    assert!(html.contains("`sort` must be id, value, day, year, total or status, got `colour`"));
+
+    // Paging: 100 a page, the next link keeping the filter and the order.
+    let many: Vec<_> = (0..100)
+        .map(|i| trade(200 + i, &format!("page-{i:03}"), "buy", "1", "2023-12-01"))
+        .collect();
+    ingest(&app.db, &many, &[]).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
+        .await
+        .unwrap();
+    let (_, first_page) = get("/?q=a&sort=id&order=desc").await;
+    assert_eq!(ids_in(&first_page).len(), 100);
+    assert_eq!(ids_in(&first_page)[0], "page-099");
+    assert!(first_page
+        .contains("href=\"/?q=a&amp;sort=id&amp;order=desc&amp;page=2\">Next portfolios</a>"));
+    let (_, all) = get("/?page=2").await;
+    assert_eq!(
+        ids_in(&all),
+        ["page-097", "page-098", "page-099"],
+        "103 in all"
+    );
+    assert!(all.contains("href=\"/\">Previous portfolios</a>"));
+    assert!(!all.contains("Next portfolios"));
 }

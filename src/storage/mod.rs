@@ -21,6 +21,8 @@
 //! - [`portfolios`]: projection state per portfolio, its row lock, what is due;
 //! - [`marks`]: pending recomputes;
 //! - [`history`]: the daily records;
+//! - [`dashboard`]: the index page's figures per portfolio, filtered and
+//!   sorted, and the NAV samples of its sparklines;
 //! - [`digest`]: the sum of a portfolio's record hashes, kept with its row,
 //!   that lets a refold which changes nothing skip reading the records;
 //! - [`prices`]: closes, splits and exchange rates read back, and the
@@ -37,6 +39,7 @@
 pub(crate) mod changes;
 pub mod copy;
 pub(crate) mod corrections;
+pub mod dashboard;
 pub(crate) mod db;
 pub(crate) mod dead_letters;
 pub(crate) mod digest;

@@ -49,13 +49,14 @@ impl PortfolioRow {
 }
 
 /// The columns [`PortfolioRow`] is read from, by these names.
-const PORTFOLIO_COLUMNS: &str = "p.portfolio_id, p.first_day, p.last_day, p.computed_through, \
+pub(super) const PORTFOLIO_COLUMNS: &str =
+    "p.portfolio_id, p.first_day, p.last_day, p.computed_through, \
      p.base_state, m.pending_from, p.status, p.status_since, p.status_event_id, p.status_detail, \
      m.pending_since, p.version, m.mark_ids, st.cash_mode, st.base_currency, p.history_digest";
 
 /// The marks of `p`, aggregated, and its latest settings event (LATERAL
 /// joins, usable with FOR UPDATE OF p; the settings in one index probe).
-const ROW_JOINS: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS pending_from, \
+pub(super) const ROW_JOINS: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS pending_from, \
      min(k.marked_at) AS pending_since, COALESCE(array_agg(k.id), '{}') AS mark_ids \
      FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id) m ON true \
      LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency FROM transactions t \

@@ -70,6 +70,12 @@ impl DateAxis {
         DateAxis { short, ..self }
     }
 
+    /// The labelled ticks, on calendar boundaries (for pictures drawn
+    /// without plotters).
+    pub(super) fn labelled_ticks(&self) -> Vec<NaiveDate> {
+        ticks(self.start, self.end, self.label_step)
+    }
+
     /// The label of a tick, as precise as the tick spacing needs.
     pub(super) fn label(&self, d: &NaiveDate) -> String {
         match self.label_step {

@@ -11,10 +11,12 @@ use axum::Extension;
 use chrono::NaiveDate;
 use rust_decimal::prelude::ToPrimitive;
 
-use super::page::{render_index, render_page, Charts, FormValues, PageData};
+use super::index::{parse_index_query, render_index, PER_PAGE};
+use super::page::{render_page, Charts, FormValues, PageData};
 use super::picture::{Base, Picture};
 use super::pool::RenderPool;
 use super::svg::{render, HEIGHT, NARROW, WIDTH};
+use super::value::render_value;
 use crate::http::auth::{BrowserCaller, SCOPE_READ};
 use crate::http::error::ApiError;
 use crate::http::guard::PeerAddr;
@@ -133,10 +135,12 @@ pub async fn page(
     let pairs = non_empty_pairs(raw.as_deref());
     // `rebase` is the page's own; the rest is the API's query.
     let (rebase, pairs) = take_rebase(pairs);
+    let (view, pairs) = take_view(pairs);
     let query = serialize_pairs(&pairs);
     let mut form = FormValues::of(&pairs);
     form.rebase = matches!(rebase, Ok(true));
-    if let Err(reason) = rebase {
+    form.value_view = matches!(view, Ok(true));
+    if let Err(reason) = rebase.and(view) {
         return Ok(refused(id.as_str(), &form, query.as_deref(), &reason));
     }
     let q = match HistoryQuery::parse(query.as_deref()) {
@@ -164,9 +168,18 @@ pub async fn page(
             .ok(),
         None => None,
     };
+    let extra = page_extra(&s, id.as_str(), &h, &q).await?;
     let html = RenderPool::run(slot, move || {
         let _permit = permit;
-        draw_page(id.as_str(), &form, query.as_deref(), &h, &q, held.as_ref())
+        draw_page(
+            id.as_str(),
+            &form,
+            query.as_deref(),
+            &h,
+            &q,
+            held.as_ref(),
+            &extra,
+        )
     })
     .await?;
     Ok(html_response(StatusCode::OK, html))
@@ -179,7 +192,38 @@ fn refused(id: &str, form: &FormValues, query: Option<&str>, reason: &str) -> Re
     html_response(StatusCode::BAD_REQUEST, html)
 }
 
-/// The page of a read: its two pictures drawn, then the HTML around them.
+/// What a page shows beside the read: the currency of its money, and
+/// when a benchmark was asked for but has no level on the range, the span
+/// of its closes (to say why and which range would draw it).
+pub(super) struct PageExtra {
+    currency: String,
+    bench_span: Option<(NaiveDate, NaiveDate)>,
+}
+
+async fn page_extra(
+    s: &AppState,
+    id: &str,
+    h: &History,
+    q: &HistoryQuery,
+) -> Result<PageExtra, ApiError> {
+    let currency = crate::query::currency_of(&s.db, id).await?;
+    let undrawn = h
+        .statistics
+        .benchmark
+        .as_ref()
+        .is_some_and(|b| b.benchmark_status != "ok");
+    let bench_span = match &q.benchmark {
+        Some(b) if undrawn => crate::query::close_span(&s.db, b.as_str()).await?,
+        _ => None,
+    };
+    Ok(PageExtra {
+        currency,
+        bench_span,
+    })
+}
+
+/// The page of a read: its two pictures drawn (the unit NAV's, or with
+/// `view=value` the value's), then the HTML around them.
 fn draw_page(
     id: &str,
     form: &FormValues,
@@ -187,7 +231,35 @@ fn draw_page(
     h: &History,
     q: &HistoryQuery,
     held: Option<&Positions>,
+    extra: &PageExtra,
 ) -> Result<String, ApiError> {
+    let data = |charts| PageData {
+        history: h,
+        query: q,
+        charts,
+        positions: held,
+        currency: &extra.currency,
+        bench_span: extra.bench_span,
+    };
+    if form.value_view {
+        let charts = Charts {
+            wide: render_value(
+                &h.points,
+                &extra.currency,
+                &value_title(h, true),
+                WIDTH,
+                HEIGHT,
+            ),
+            narrow: render_value(
+                &h.points,
+                &extra.currency,
+                &value_title(h, false),
+                NARROW.0,
+                NARROW.1,
+            ),
+        };
+        return Ok(render_page(id, form, query, Ok(data(&charts))));
+    }
     let curve = curve_of(h)?;
     let bench = q.benchmark.as_ref().map(|b| b.to_string());
     let bench = bench.as_deref();
@@ -203,22 +275,23 @@ fn draw_page(
             NARROW.1,
         )?,
     };
-    Ok(render_page(
-        id,
-        form,
-        query,
-        Ok(PageData {
-            history: h,
-            query: q,
-            charts: &charts,
-            positions: held,
-        }),
-    ))
+    Ok(render_page(id, form, query, Ok(data(&charts))))
 }
 
-/// The index page: the portfolios the caller may see, with their status,
-/// days and latest NAV, each linking to its page; 200 at a time
-/// (`?after=` for the next ones).
+/// The value picture's title (wide: with the range's years).
+fn value_title(h: &History, wide: bool) -> String {
+    match (h.from, h.to, wide) {
+        (Some(f), Some(t), true) => format!("{} \u{2014} value {f} to {t}", h.portfolio_id),
+        (Some(f), Some(t), false) => format!("{} \u{2014} {f} to {t}", h.portfolio_id),
+        _ => format!("{} \u{2014} value", h.portfolio_id),
+    }
+}
+
+/// The index page: a dashboard of the portfolios the caller may see (value,
+/// returns, status, sparkline), filtered and sorted by its query (`q`,
+/// `status`, `sort`, `order`, `page`; blank fields are not given), a page
+/// at a time. A query it cannot read answers 400 with the reason above
+/// the form.
 pub async fn index(
     State(s): State<AppState>,
     PageCaller(caller): PageCaller,
@@ -226,14 +299,20 @@ pub async fn index(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     caller.require(SCOPE_READ)?;
-    let q = params::query(raw.as_deref(), &["after"])?;
-    let after = match q.get("after") {
-        None => String::new(),
-        Some(v) => params::portfolio_id(v)?.to_string(),
+    let pairs = non_empty_pairs(raw.as_deref());
+    let q = match parse_index_query(&pairs) {
+        Ok(q) => q,
+        Err(reason) => {
+            let q = crate::query::DashboardQuery::default();
+            return Ok(html_response(
+                StatusCode::BAD_REQUEST,
+                render_index(&q, Err(&reason)),
+            ));
+        }
     };
     let _permit = s.guards.admit_work(&caller, peer)?;
-    let page = crate::query::list_portfolios(&s.db, &after, 200, caller.visible()).await?;
-    Ok(html_response(StatusCode::OK, render_index(&page)))
+    let d = crate::query::dashboard(&s.db, &q, PER_PAGE, caller.visible()).await?;
+    Ok(html_response(StatusCode::OK, render_index(&q, Ok(&d))))
 }
 
 /// The numbers a read's pictures are drawn from.
@@ -338,6 +417,25 @@ pub(super) fn take_rebase(
         _ => Err("query parameter `rebase` given twice".to_string()),
     };
     (rebase, rest)
+}
+
+/// Takes the page's own `view` out of the query's pairs: `value` shows
+/// the value chart, `nav` (or none) the unit NAV's.
+pub(super) fn take_view(
+    pairs: Vec<(String, String)>,
+) -> (Result<bool, String>, Vec<(String, String)>) {
+    let (ours, rest): (Vec<_>, Vec<_>) = pairs.into_iter().partition(|(k, _)| k == "view");
+    let view = match ours.as_slice() {
+        [] => Ok(false),
+        [(_, v)] if v == "value" => Ok(true),
+        [(_, v)] if v == "nav" => Ok(false),
+        [(_, v)] => Err(format!(
+            "`view` must be nav or value, got `{}`",
+            projections::echo(v)
+        )),
+        _ => Err("query parameter `view` given twice".to_string()),
+    };
+    (view, rest)
 }
 
 fn html_response(status: StatusCode, html: String) -> Response {
@@ -545,6 +643,8 @@ mod page_tests {
                 history: &history,
                 query: &q,
                 charts: &charts,
+                currency: "USD",
+                bench_span: None,
                 positions: Some(&crate::query::Positions {
                     portfolio_id: "p-1001".into(),
                     date: day("2023-12-29"),
@@ -576,12 +676,21 @@ mod page_tests {
         assert!(html.contains("9.12%") && html.contains("8.77%"));
         assert!(html.contains(">Beta<") && html.contains("1.23") && html.contains("31.00%"));
         assert!(html.contains("Held on 2023-12-29") && html.contains("&lt;ACME&gt;"));
-        assert!(html.contains("<td class=\"num up\">1.23%*</td>"));
-        assert!(html.contains("<td class=\"num down\">-4.56%</td>"));
-        assert!(html.contains("<td class=\"num down\">-3.39%*</td>"));
-        assert!(html.contains("<td class=\"num\">100.50000000</td>"));
-        assert!(html.contains("<td class=\"num\">12.50000000</td>"));
-        assert!(html.contains("<td class=\"num\">3.25000000</td>"));
+        assert!(html.contains("<td class=\"num up\" data-m=\"Nov\">1.23%*</td>"));
+        assert!(html.contains("<td class=\"num down\" data-m=\"Dec\">-4.56%</td>"));
+        assert!(html.contains("<td class=\"num down yr\" data-m=\"Year\">-3.39%*</td>"));
+        // What to do about the inconsistency, and the last consistent day.
+        assert!(html.contains("What to do:"));
+        assert!(html.contains("href=\"/api/v1/admin/dead-letters\""));
+        assert!(html.contains("href=\"/portfolio/p-1001?to=2023-01-31\""));
+        // Money for people: separators, 2 decimals, the currency.
+        assert!(html.contains("<td class=\"num\">100.50 USD</td>"));
+        assert!(html.contains("<td class=\"num\">12.50 USD</td>"));
+        assert!(html.contains("<td class=\"num\">3.25 USD</td>"));
+        assert!(
+            html.contains("<td class=\"num\">33.50 USD</td>"),
+            "price in its currency"
+        );
         assert!(html.contains("<option value=\"all\" selected>"));
         assert!(html.contains("value=\"2021-01-01\""));
         assert!(

@@ -15,7 +15,9 @@
 //!   JavaScript, no external assets) with a date-range form, the SVG inlined
 //!   (wide and compact, CSS picks by width), the status and the statistics;
 //!   `benchmark=` and the page's own `rebase=1` (docs/chart.md);
-//! - [`index`]: `GET /`, the portfolios the caller may see.
+//! - [`index`]: `GET /`, a dashboard of the portfolios the caller may see
+//!   (value in money, the day's, year's and total return, status, a
+//!   sparkline), sorted, filtered and paged by the server.
 //!
 //! The pages find their caller through `login::PageCaller`: the
 //! `Authorization` header, or under JWT auth the cookie of `/login`, and
@@ -38,17 +40,28 @@
 //! - `pool.rs`: [`RenderPool`], the bounded blocking threads that draw;
 //! - `handlers.rs`: the axum handlers [`svg()`], [`page()`], [`index`], and
 //!   turning a read into pictures (`rebase=`, blank form fields, headers);
-//! - `page.rs`: the pages' HTML — stylesheet, heading, form, sections, index;
+//! - `page.rs`: the portfolio page's HTML — stylesheet, heading (with what
+//!   to do about an inconsistency), form, NAV/value tabs, sections, and why
+//!   a benchmark or a range cannot be drawn;
+//! - `notices.rs`: what the page says it cannot show and what to do —
+//!   the inconsistency's advice, an undrawable benchmark or range;
+//! - `index.rs`: the index's dashboard — its query, table, sparklines, pager;
+//! - `value.rs`: the value chart (money, net invested, flows marked);
+//! - `format.rs`: money, amounts and returns written for people;
 //! - `tables.rs`: the page's tables (lines, statistics, monthly returns, last
 //!   day, positions) and the number formatting shared with the hover titles.
 
 mod axis;
+mod format;
 mod handlers;
+mod index;
+mod notices;
 mod page;
 mod picture;
 mod pool;
 mod svg;
 mod tables;
+mod value;
 
 // `__path_svg` is the OpenAPI description `#[utoipa::path]` generates for
 // `svg`; the `OpenApi` derive (`http::openapi`) finds it next to `svg`.

@@ -7,11 +7,15 @@
 
 use std::fmt::Write as _;
 
+use chrono::NaiveDate;
+
+use super::notices::{page_link, write_inconsistency, write_undrawn, Asked};
 use super::tables::{
-    opt_date, write_last_day, write_lines, write_periods, write_positions, write_stats, NULL,
+    opt_date, write_last_day, write_lines, write_periods, write_positions, write_stats,
+    write_value_summary,
 };
 use crate::http::html::escape_html;
-use crate::query::{History, HistoryQuery, PortfolioPage, Positions, State};
+use crate::query::{History, HistoryQuery, Positions, State};
 
 /// The page's two pictures of one read: wide for screens, compact for
 /// phones (CSS shows one).
@@ -30,6 +34,8 @@ pub(super) struct FormValues {
     benchmark: String,
     /// The page's `rebase=1`.
     pub(super) rebase: bool,
+    /// The page's `view=value`: the value chart instead of the unit NAV's.
+    pub(super) value_view: bool,
 }
 
 impl FormValues {
@@ -48,6 +54,7 @@ impl FormValues {
             risk_free: get("risk_free"),
             benchmark: get("benchmark"),
             rebase: false,
+            value_view: false,
         }
     }
 }
@@ -60,6 +67,11 @@ pub(super) struct PageData<'a> {
     /// What was held at the range's end (none when there is no record
     /// there).
     pub(super) positions: Option<&'a Positions>,
+    /// The currency the portfolio's money is in.
+    pub(super) currency: &'a str,
+    /// A benchmark asked for that has no level on the range: the days of
+    /// its first and last close (none: it has no close, or it is drawn).
+    pub(super) bench_span: Option<(NaiveDate, NaiveDate)>,
 }
 
 /// The pages' stylesheet, inlined (no external assets).
@@ -67,7 +79,7 @@ const CSS: &str = "\
 :root{color-scheme:light}\
 *{box-sizing:border-box}\
 body{margin:0;font:15px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#222;background:#f4f5f7}\
-main{max-width:1040px;margin:0 auto;padding:24px 20px 40px}\
+main{max-width:1120px;margin:0 auto;padding:24px 20px 40px}\
 h1{font-size:1.5em;margin:0 0 4px;display:flex;gap:12px;align-items:center;flex-wrap:wrap}\
 .sub{color:#666;margin:0 0 16px}\
 h2{font-size:1.1em;margin:0 0 8px}\
@@ -108,7 +120,68 @@ h1{font-size:1.25em}\
 th,td{padding:5px 6px}\
 .chart .wide{display:none}\
 .chart .narrow{display:block}\
-.wide-only{display:none}\
+}\
+";
+
+/// The start of a page, through `<main>`: the shared stylesheet and the
+/// page's own (`extra`).
+pub(super) fn head(h: &mut String, title: &str, extra: &str) {
+    let _ = writeln!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{CSS}{extra}</style>\n</head>\n<body>\n<main>",
+        escape_html(title)
+    );
+}
+
+/// The portfolio page's own rules: the tabs, the advice, the monthly
+/// returns (a fixed grid of 14 columns on a screen, a card per year of 6
+/// or 4 months a row on narrower ones: every column stays).
+const CSS_PAGE: &str = "\
+.tabs{display:flex;gap:4px;flex-wrap:wrap}\
+.tab{padding:3px 12px;border:1px solid #c8ccd2;border-radius:5px;text-decoration:none}\
+.tab.on{background:#0072b2;color:#fff;border-color:#0072b2}\
+.tools{align-items:center}\
+.advice p{margin:6px 0 0}.advice ul{margin:4px 0 0;padding-left:20px}\
+code{font-size:.9em;overflow-wrap:anywhere}\
+table.months{table-layout:fixed;font-size:.86em}\
+table.months th,table.months td{padding:5px 3px;text-align:right}\
+table.months th:first-child{text-align:left;width:3.4em}\
+@media (max-width:820px){\
+table.months,table.months tbody,table.months tr{display:block}\
+table.months tr.head{display:none}\
+table.months tr{display:grid;grid-template-columns:repeat(6,1fr);border-bottom:1px solid #eceef1;padding:6px 0}\
+table.months th[scope=row]{grid-column:1/-1;border:0;width:auto;font-size:1.1em;padding:2px 4px}\
+table.months td{display:block;border:0;padding:3px 4px}\
+table.months td::before{content:attr(data-m);display:block;color:#777;font-size:.82em}\
+table.months td.yr{font-weight:600}\
+}\
+@media (max-width:520px){table.months tr{grid-template-columns:repeat(4,1fr)}}\
+";
+
+/// The index's own rules: sort links in the headers, and below 760 px a
+/// small card per portfolio (labels from `data-label`) instead of a row.
+pub(super) const CSS_DASHBOARD: &str = "\
+table.dash tr.head a{color:inherit;text-decoration:none}\
+table.dash tr.head a:hover{text-decoration:underline}\
+table.dash th.r{text-align:right}\
+table.dash td,table.dash th{vertical-align:middle}\
+table.dash .pid{overflow-wrap:anywhere}\
+.sparkline{display:block}\
+td.days{color:#666;font-size:.88em;white-space:nowrap}\
+.links span{color:#666}\
+@media (max-width:760px){\
+table.dash,table.dash tbody,table.dash tr{display:block}\
+table.dash tr.head{display:none}\
+table.dash tr{display:grid;grid-template-columns:repeat(3,1fr);gap:2px 10px;padding:10px 0;border-bottom:1px solid #eceef1}\
+table.dash th.pid{grid-column:1/3;border:0;padding:0}\
+table.dash td.st{text-align:right}\
+table.dash td{display:block;border:0;padding:2px 0}\
+table.dash td.num{text-align:left}\
+table.dash td[data-label]::before{content:attr(data-label);display:block;font-size:.75em;color:#777}\
+table.dash td.value{grid-column:1/-1;font-size:1.15em}\
+table.dash td.spark,table.dash td.days{grid-column:1/-1}\
 }\
 ";
 
@@ -122,12 +195,7 @@ pub(super) fn render_page(
 ) -> String {
     let id_e = escape_html(id);
     let mut h = String::with_capacity(64 * 1024);
-    let _ = writeln!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>NAV \u{2014} {id_e}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>"
-    );
+    head(&mut h, &format!("NAV \u{2014} {id}"), CSS_PAGE);
     match &data {
         Ok(d) => write_heading(&mut h, &id_e, d.history),
         Err(_) => {
@@ -178,21 +246,7 @@ fn write_heading(h: &mut String, id_e: &str, history: &History) {
                 opt_date(st.since)
             );
         }
-        State::Inconsistent => {
-            let _ = writeln!(
-                h,
-                "<div class=\"card error\"><strong>Inconsistent history</strong> \
-                 since {}{}: {}</div>",
-                opt_date(st.since),
-                st.event_id
-                    .map(|e| format!(" (event {})", escape_html(&e.to_string())))
-                    .unwrap_or_default(),
-                st.detail
-                    .as_deref()
-                    .map(escape_html)
-                    .unwrap_or_else(|| "no detail recorded".into())
-            );
-        }
+        State::Inconsistent => write_inconsistency(h, &history.portfolio_id, st),
         State::Ok => {}
     }
 }
@@ -221,7 +275,7 @@ fn write_form(h: &mut String, id: &str, form: &FormValues) {
          placeholder=\"none\" value=\"{}\"></label>\n\
          <label class=\"check\"><input type=\"checkbox\" name=\"rebase\" value=\"1\"{}>\
          Rebased to 1</label>\n\
-         <button type=\"submit\">Show</button> <a href=\"{page_href}\">reset</a>\n\
+         {}<button type=\"submit\">Show</button> <a href=\"{page_href}\">reset</a>\n\
          </form></div>",
         escape_html(&form.from),
         escape_html(&form.to),
@@ -230,12 +284,19 @@ fn write_form(h: &mut String, id: &str, form: &FormValues) {
         escape_html(&form.risk_free),
         escape_html(&form.benchmark),
         if form.rebase { " checked" } else { "" },
+        // The view is kept by the form, not typed in it.
+        if form.value_view {
+            "<input type=\"hidden\" name=\"view\" value=\"value\">"
+        } else {
+            ""
+        },
     );
 }
 
-/// What a read shows: the pictures (with the rebase toggle and the lines'
-/// table), the statistics, the monthly returns, the last day, the
-/// positions, and links to the same range in other forms.
+/// What a read shows: why part of it cannot be drawn (if so), the
+/// pictures under their tabs (unit NAV, with the rebase toggle and the
+/// lines' table; or value), the statistics, the monthly returns, the last
+/// day, the positions, and links to the same range in other forms.
 fn write_sections(
     h: &mut String,
     id: &str,
@@ -243,57 +304,75 @@ fn write_sections(
     query: Option<&str>,
     d: &PageData<'_>,
 ) {
-    let _ = writeln!(
+    write_undrawn(
         h,
-        "<div class=\"card chart\">\n<div class=\"tools\"><a class=\"toggle\" href=\"{}\">{}</a></div>",
-        toggle_href(id, form, query),
-        if form.rebase {
-            "Show the NAV as recorded"
-        } else {
-            "Rebase the range to 1"
-        }
+        &Asked {
+            id,
+            query,
+            flags: (form.rebase, form.value_view),
+            history: d.history,
+            benchmark: d.query.benchmark.as_ref().map(|b| b.as_str()),
+            bench_span: d.bench_span,
+        },
     );
-    // plotters escapes the text it writes, so the SVG can be inlined.
+    let tab = |value: bool, name: &str| {
+        let on = value == form.value_view;
+        format!(
+            "<a class=\"tab{}\" href=\"{}\"{}>{name}</a>",
+            if on { " on" } else { "" },
+            page_link(id, query, &[], (form.rebase, value)),
+            if on { " aria-current=\"page\"" } else { "" }
+        )
+    };
+    let _ = write!(
+        h,
+        "<div class=\"card chart\">\n<div class=\"tools\"><nav class=\"tabs\">{}{}</nav>",
+        tab(false, "Unit NAV"),
+        tab(true, "Value in money")
+    );
+    let label = if form.value_view {
+        "market value, net invested and the flows"
+    } else {
+        let _ = write!(
+            h,
+            "<a class=\"toggle\" href=\"{}\">{}</a>",
+            page_link(id, query, &[], (!form.rebase, false)),
+            if form.rebase {
+                "Show the NAV as recorded"
+            } else {
+                "Rebase the range to 1"
+            }
+        );
+        "NAV curve and drawdown"
+    };
+    // plotters (and the value chart) escape the text they write, so the
+    // SVG can be inlined.
     let _ = writeln!(
         h,
-        "<div class=\"wide\" role=\"img\" aria-label=\"NAV curve and drawdown\">{}</div>\n\
-         <div class=\"narrow\" role=\"img\" aria-label=\"NAV curve and drawdown\">{}</div>",
+        "</div>\n<div class=\"wide\" role=\"img\" aria-label=\"{label}\">{}</div>\n\
+         <div class=\"narrow\" role=\"img\" aria-label=\"{label}\">{}</div>",
         d.charts.wide, d.charts.narrow
     );
-    write_lines(
-        h,
-        d.history,
-        form.rebase,
-        d.query.benchmark.as_ref().map(|b| b.as_str()),
-    );
+    if form.value_view {
+        write_value_summary(h, &d.history.points, d.currency);
+    } else {
+        write_lines(
+            h,
+            d.history,
+            form.rebase,
+            d.query.benchmark.as_ref().map(|b| b.as_str()),
+        );
+    }
     h.push_str("</div>\n");
     write_stats(h, &d.history.statistics, d.query);
     write_periods(h, &d.history.statistics.periods);
     if let Some(last) = d.history.points.last() {
-        write_last_day(h, last);
+        write_last_day(h, last, d.currency);
     }
     if let Some(p) = d.positions {
-        write_positions(h, p);
+        write_positions(h, p, d.currency);
     }
     write_links(h, id, query);
-}
-
-/// The same page, rebased or not (escaped for an attribute).
-fn toggle_href(id: &str, form: &FormValues, query: Option<&str>) -> String {
-    let mut q = query.map(str::to_string).unwrap_or_default();
-    if !form.rebase {
-        q.push_str(if q.is_empty() {
-            "rebase=1"
-        } else {
-            "&rebase=1"
-        });
-    }
-    let href = if q.is_empty() {
-        format!("/portfolio/{id}")
-    } else {
-        format!("/portfolio/{id}?{q}")
-    };
-    escape_html(&href)
 }
 
 /// The range as JSON, CSV and SVG, and the way back to the index.
@@ -308,48 +387,6 @@ fn write_links(h: &mut String, id: &str, query: Option<&str>) {
          <a href=\"{csv_href}\">CSV of this range</a>\
          <a href=\"{svg_href}\">SVG picture</a><a href=\"/\">All portfolios</a></div>"
     );
-}
-
-/// The index page's HTML: a row per portfolio, and a link to the next ones.
-pub(super) fn render_index(page: &PortfolioPage) -> String {
-    let mut h = String::with_capacity(16 * 1024);
-    let _ = writeln!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>NAV \u{2014} portfolios</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n\
-         <h1>Portfolios</h1>\n<div class=\"card scroll\"><table>\n\
-         <tr><th>Portfolio</th><th>Status</th><th class=\"wide-only\">From</th><th>Through</th><th>NAV</th></tr>"
-    );
-    for p in &page.portfolios {
-        let id = escape_html(&p.portfolio_id);
-        let _ = writeln!(
-            h,
-            "<tr><th scope=\"row\" class=\"nowrap\"><a href=\"/portfolio/{id}\">{id}</a></th>\
-             <td><span class=\"badge {state}\">{state}</span></td>\
-             <td class=\"nowrap wide-only\">{}</td><td class=\"nowrap\">{}</td>\
-             <td class=\"num\">{}</td></tr>",
-            p.first_day
-                .map_or_else(|| NULL.to_string(), |d| d.to_string()),
-            p.last_day
-                .map_or_else(|| NULL.to_string(), |d| d.to_string()),
-            escape_html(p.net_value.as_deref().unwrap_or(NULL)),
-            state = p.status.state.as_str(),
-        );
-    }
-    if page.portfolios.is_empty() {
-        h.push_str("<tr><td colspan=\"5\">no portfolio to show</td></tr>\n");
-    }
-    h.push_str("</table></div>\n");
-    if let Some(next) = &page.next {
-        let _ = writeln!(
-            h,
-            "<div class=\"card links\"><a href=\"/?after={}\">Next portfolios</a></div>",
-            escape_html(next)
-        );
-    }
-    h.push_str("</main>\n</body>\n</html>\n");
-    h
 }
 
 #[cfg(test)]

@@ -18,8 +18,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::axis::{DateAxis, X_LABELS};
+use super::format::fixed;
 use super::picture::{prepare, Legend, Picture, Prepared};
-use super::tables::fixed;
 use crate::http::html::escape_html;
 
 /// Size of the picture served and inlined (16:9, readable on a laptop).

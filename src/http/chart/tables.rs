@@ -10,6 +10,8 @@ use projections::Statistics;
 use rust_decimal::prelude::ToPrimitive;
 use rust_decimal::{Decimal, RoundingStrategy};
 
+use super::format::{amount_str, money, money_str};
+use super::format::{fixed, NULL};
 use crate::http::html::escape_html;
 use crate::query::{History, HistoryQuery, Point, Positions};
 
@@ -345,10 +347,15 @@ fn benchmark_rows<'a>(b: &'a projections::BenchmarkStats, q: &HistoryQuery) -> V
 /// return, coloured by sign; a period the range covers only in part is
 /// marked with an asterisk.
 pub(super) fn write_periods(h: &mut String, p: &projections::Periods) {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
     if p.monthly.is_empty() {
         return;
     }
-    let cell = |r: &projections::PeriodReturn| {
+    // `data-m` names the cell's column where a narrow screen lays a year
+    // out as a grid of cells rather than a row.
+    let cell = |r: &projections::PeriodReturn, m: &str, extra: &str| {
         let class = if r.value > 0.0 {
             "num up"
         } else if r.value < 0.0 {
@@ -357,30 +364,31 @@ pub(super) fn write_periods(h: &mut String, p: &projections::Periods) {
             "num"
         };
         format!(
-            "<td class=\"{class}\">{}{}</td>",
+            "<td class=\"{class}{extra}\" data-m=\"{m}\">{}{}</td>",
             escape_html(&pct(r.value)),
             if r.partial { "*" } else { "" }
         )
     };
     h.push_str(
-        "<div class=\"card scroll\"><h2>Returns by month and year</h2><table><tr><th>Year</th>",
+        "<div class=\"card\"><h2>Returns by month and year</h2><table class=\"months\">\
+         <tr class=\"head\"><th>Year</th>",
     );
-    for m in [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ] {
+    for m in MONTHS {
         let _ = write!(h, "<th>{m}</th>");
     }
     h.push_str("<th>Year</th></tr>\n");
     for y in &p.yearly {
         let _ = write!(h, "<tr><th scope=\"row\">{}</th>", escape_html(&y.period));
-        for m in 1..=12 {
-            let name = format!("{}-{m:02}", y.period);
+        for (i, m) in MONTHS.iter().enumerate() {
+            let name = format!("{}-{:02}", y.period, i + 1);
             match p.monthly.iter().find(|x| x.period == name) {
-                Some(r) => h.push_str(&cell(r)),
-                None => h.push_str("<td></td>"),
+                Some(r) => h.push_str(&cell(r, m, "")),
+                None => {
+                    let _ = write!(h, "<td data-m=\"{m}\"></td>");
+                }
             }
         }
-        h.push_str(&cell(y));
+        h.push_str(&cell(y, "Year", " yr"));
         h.push_str("</tr>\n");
     }
     h.push_str("</table><p class=\"sub\">* the range covers only part of the period</p></div>\n");
@@ -388,13 +396,14 @@ pub(super) fn write_periods(h: &mut String, p: &projections::Periods) {
 
 /// The positions at the range's end: prices in their own currency with
 /// the rate that converted them, values in the portfolio's.
-pub(super) fn write_positions(h: &mut String, p: &Positions) {
+pub(super) fn write_positions(h: &mut String, p: &Positions, currency: &str) {
     let _ = writeln!(
         h,
         "<div class=\"card scroll\"><h2>{}</h2><table><tr><th>Symbol</th><th>Quantity</th>\
          <th>Price</th><th>Rate</th><th>Value</th><th>Weight</th><th>Cost</th><th>Unrealized</th></tr>",
         escape_html(&format!("Held on {}", p.date))
     );
+    let m = |text: &str| escape_html(&money_str(text, currency));
     for x in &p.positions {
         let _ = writeln!(
             h,
@@ -402,14 +411,14 @@ pub(super) fn write_positions(h: &mut String, p: &Positions) {
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
             escape_html(&x.symbol),
-            escape_html(&x.quantity),
-            escape_html(&x.price),
+            escape_html(&amount_str(&x.quantity, 0)),
+            escape_html(&amount_str(&x.price, 2)),
             escape_html(&x.currency),
-            escape_html(&x.fx_rate),
-            escape_html(&x.value),
+            escape_html(&amount_str(&x.fx_rate, 0)),
+            m(&x.value),
             x.weight.map_or_else(|| NULL.to_string(), pct),
-            escape_html(&x.cost),
-            escape_html(&x.unrealized_pnl),
+            m(&x.cost),
+            m(&x.unrealized_pnl),
         );
     }
     for c in &p.cash {
@@ -418,9 +427,9 @@ pub(super) fn write_positions(h: &mut String, p: &Positions) {
             "<tr><th scope=\"row\">Cash {}</th><td class=\"num\">{}</td><td></td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td></td><td></td><td></td></tr>",
             escape_html(&c.currency),
-            escape_html(&c.amount),
-            escape_html(&c.fx_rate),
-            escape_html(&c.value)
+            escape_html(&money_str(&c.amount, &c.currency)),
+            escape_html(&amount_str(&c.fx_rate, 0)),
+            m(&c.value)
         );
     }
     if p.positions.is_empty() && p.cash.is_empty() {
@@ -431,7 +440,7 @@ pub(super) fn write_positions(h: &mut String, p: &Positions) {
 
 /// The money of the range's last day: what the value is made of, and what
 /// the portfolio earned so far besides price moves.
-pub(super) fn write_last_day(h: &mut String, p: &Point) {
+pub(super) fn write_last_day(h: &mut String, p: &Point, currency: &str) {
     let rows: [(&str, &str, &str); 8] = [
         (
             "Market value",
@@ -464,26 +473,48 @@ pub(super) fn write_last_day(h: &mut String, p: &Point) {
             h,
             "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"note\">{}</td></tr>",
             escape_html(name),
-            escape_html(value),
+            escape_html(&money_str(value, currency)),
             escape_html(note)
         );
     }
     h.push_str("</table></div>\n");
 }
 
-/// What a missing value shows.
-pub(super) const NULL: &str = "\u{2014}";
-
-/// A fixed-decimal number without the confusing "-0.00".
-pub(super) fn fixed(v: f64, decimals: usize) -> String {
-    if !v.is_finite() {
-        return NULL.to_string();
+/// Under the value chart: the value on the range's first and last day,
+/// the net flows after the first, and what the value changed by beside
+/// them (end − start − flows: what the market did).
+pub(super) fn write_value_summary(h: &mut String, points: &[Point], currency: &str) {
+    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+        return;
+    };
+    let dec = |t: &str| t.parse::<Decimal>().unwrap_or_default();
+    // The first day's own flow is in its value already.
+    let flows: Decimal = points.iter().skip(1).map(|p| dec(&p.net_flow)).sum();
+    let start = dec(&first.market_value);
+    let end = dec(&last.market_value);
+    let rows = [
+        (format!("Value on {}", first.date), start),
+        (format!("Net flows after {}", first.date), flows),
+        (format!("Value on {}", last.date), end),
+        ("Change beside the flows".to_string(), end - start - flows),
+    ];
+    h.push_str("<div class=\"lines\"><table>");
+    for (name, v) in rows {
+        let _ = write!(
+            h,
+            "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td></tr>",
+            escape_html(&name),
+            escape_html(&money(v, currency))
+        );
     }
-    let s = format!("{v:.decimals$}");
-    match s.strip_prefix('-') {
-        Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => rest.to_string(),
-        _ => s,
-    }
+    let _ = write!(
+        h,
+        "</table><p>The solid line is the market value in {cur}; the dashed one is the money \
+         put in less the money taken out so far, so the gap between them is the profit. \
+         \u{25b2} marks a day money came in, \u{25bc} a day it went out (the amount shows on \
+         hover).</p></div>",
+        cur = escape_html(currency)
+    );
 }
 
 fn pct(v: f64) -> String {

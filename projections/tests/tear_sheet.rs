@@ -342,3 +342,33 @@ fn drawdown_tables_of_hand_made_curves() {
     assert_eq!(rows[1].recovery, Some(start() + Days::new(3)));
     assert_eq!(rows[1].days, 2);
 }
+
+/// The worked example of docs/valuation.md's tear sheet, figure by figure.
+#[test]
+fn the_documented_example() {
+    let d = |i: u64| start() + Days::new(i);
+    let nav = ["1.10", "0.99", "1.10", "1.21", "1.00", "1.05"];
+    let series: Vec<(NaiveDate, Decimal)> = nav
+        .iter()
+        .enumerate()
+        .map(|(i, w)| (d(i as u64 + 1), w.parse().unwrap()))
+        .collect();
+    let q = StatsQuery {
+        calendar: Calendar::All,
+        risk_free: 0.0,
+    };
+    let t = statistics(Decimal::ONE, start(), &series, &q).tear_sheet;
+    let rows: Vec<_> = t
+        .drawdowns
+        .iter()
+        .map(|r| (r.peak, r.trough, r.recovery, r.days))
+        .collect();
+    assert_eq!(rows, [(d(4), d(5), None, 2), (d(1), d(2), Some(d(3)), 2)]);
+    assert!((t.drawdowns[0].depth - (1.0 / 1.21 - 1.0)).abs() < 1e-15);
+    assert!((t.drawdowns[1].depth + 0.1).abs() < 1e-15);
+    assert!((t.best_day.unwrap() - 1.1 / 0.99 + 1.0).abs() < 1e-15);
+    assert!((t.worst_day.unwrap() - (1.0 / 1.21 - 1.0)).abs() < 1e-15);
+    assert!((t.win_rate.unwrap() - 4.0 / 6.0).abs() < 1e-15);
+    assert!((t.value_at_risk_95.unwrap() + 0.155_165_289_256_198).abs() < 1e-12);
+    assert_eq!(t.conditional_value_at_risk_95, t.worst_day);
+}

@@ -104,7 +104,7 @@ impl PortfolioStatus {
 /// One day of the curve as reported; every decimal is a string (the README's API section).
 /// It is also the API's `Point` (hence the serde and schema derives): the
 /// reported form of a day is decided here, once, for every reader.
-#[derive(Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+#[derive(Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Point {
     pub date: NaiveDate,
     pub net_value: String,
@@ -124,19 +124,56 @@ pub struct Point {
     pub income: String,
     /// Proceeds of sells less the cost they released, so far.
     pub realized_pnl: String,
+    /// The day's money in (In(d) of docs/valuation.md): `net_flow` is
+    /// `inflow` − `outflow`.
+    pub inflow: String,
+    /// The day's money out (Out(d)).
+    pub outflow: String,
     /// With `benchmark=`: the benchmark's level over its level on the day
     /// before the range (12 places), null before its first close; absent
     /// without a benchmark.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     #[schema(value_type = Option<String>)]
     pub benchmark_index: Option<Option<String>>,
+    /// With `rolling=N`: the annualised volatility of the last N sampled
+    /// returns, null before there are N; a day the calendar does not sample
+    /// carries the last sampled day's. Absent without `rolling`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schema(value_type = Option<f64>)]
+    pub rolling_volatility: Option<Option<f64>>,
+    /// With `rolling=N`: the Sharpe ratio of the same returns (null also
+    /// when they do not vary). Absent without `rolling`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schema(value_type = Option<f64>)]
+    pub rolling_sharpe: Option<Option<f64>>,
 }
 
+/// A stored record alone, without the day before: its `inflow` and
+/// `outflow` are then the running totals since the first day. For
+/// comparing rows' reported texts; a curve's points are [`Point::of`].
 impl From<&HistoryRow> for Point {
     fn from(r: &HistoryRow) -> Self {
+        Point::of(r, None)
+    }
+}
+
+impl Point {
+    /// The point of a stored record; `prev` is the record of the day
+    /// before (none before the first day), whose running flow totals give
+    /// the day's inflow and outflow.
+    pub fn of(r: &HistoryRow, prev: Option<&HistoryRow>) -> Self {
         // Stored values are already rounded; the text is written with the
-        // reported places whatever scale the column returned.
-        use projections::{money_text, ratio_text};
+        // reported places whatever scale the column returned. The running
+        // totals are exact, so their differences are the day's flows.
+        use projections::{money_text, ratio_text, round_money};
+        let (cum_in, cum_out) = prev.map_or((Decimal::ZERO, Decimal::ZERO), |p| {
+            (p.record.cum_in, p.record.cum_out)
+        });
+        let flow = |now: Decimal, then: Decimal| {
+            money_text(round_money(now.checked_sub(then).unwrap_or_default()))
+        };
+        let inflow = flow(r.record.cum_in, cum_in);
+        let outflow = flow(r.record.cum_out, cum_out);
         let r = &r.record;
         Point {
             date: r.date,
@@ -152,7 +189,11 @@ impl From<&HistoryRow> for Point {
             receivable: money_text(r.receivable),
             income: money_text(r.income),
             realized_pnl: money_text(r.realized_pnl),
+            inflow,
+            outflow,
             benchmark_index: None,
+            rolling_volatility: None,
+            rolling_sharpe: None,
         }
     }
 }
@@ -167,6 +208,9 @@ pub struct HistoryQuery {
     pub stats: StatsQuery,
     /// A symbol to compare the curve with.
     pub benchmark: Option<projections::Symbol>,
+    /// With N: each point's rolling volatility and Sharpe ratio over its
+    /// last N sampled returns.
+    pub rolling: Option<usize>,
 }
 
 impl HistoryQuery {
@@ -174,12 +218,13 @@ impl HistoryQuery {
     /// read cache keys on it).
     pub(crate) fn cache_key(&self) -> String {
         format!(
-            "from={:?}&to={:?}&calendar={:?}&rf={}&benchmark={}",
+            "from={:?}&to={:?}&calendar={:?}&rf={}&benchmark={}&rolling={:?}",
             self.from,
             self.to,
             self.stats.calendar,
             self.stats.risk_free,
-            self.benchmark.as_ref().map_or("", |s| s.as_str())
+            self.benchmark.as_ref().map_or("", |s| s.as_str()),
+            self.rolling
         )
     }
 }
@@ -239,6 +284,7 @@ pub(crate) async fn read_history(
         .ok_or(QueryError::NotFound)?;
     let rows = storage::load_history(&mut tx, id, q.from, q.to).await?;
     let (before, w0_date) = day_before(&mut tx, &p, &rows, q).await?;
+    let earlier = trailing_bases(&mut tx, &p, &rows).await?;
     let bench_book = match &q.benchmark {
         None => None,
         Some(sym) => Some(benchmark_book(&mut tx, db, &p, sym, q.to).await?),
@@ -249,6 +295,7 @@ pub(crate) async fn read_history(
         rows,
         before,
         w0_date,
+        earlier,
         bench_book,
     };
     let q = q.clone();
@@ -288,6 +335,33 @@ async fn day_before(
                 .expect("date in range"),
         ),
     })
+}
+
+/// The exact NAVs that the trailing returns start from and the range does
+/// not hold: those of the days [`projections::trailing_days`] names that
+/// lie between the history's first day and the range's first record (the
+/// day before the range, W0's, is read already).
+async fn trailing_bases(
+    tx: &mut sqlx::PgConnection,
+    p: &PortfolioRow,
+    rows: &[HistoryRow],
+) -> Result<Vec<(NaiveDate, Decimal)>, QueryError> {
+    let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+        return Ok(Vec::new());
+    };
+    let w0_day = first.record.date.pred_opt();
+    let mut out = Vec::new();
+    for day in projections::trailing_days(last.record.date)
+        .into_iter()
+        .flatten()
+    {
+        if day >= p.first_day && day < first.record.date && Some(day) != w0_day {
+            if let Some(r) = storage::history_row(tx, &p.portfolio_id, day).await? {
+                out.push((day, r.nav_exact));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The benchmark's closes and splits, all of them (the series is short next
@@ -339,6 +413,8 @@ struct Read {
     rows: Vec<HistoryRow>,
     before: Option<HistoryRow>,
     w0_date: NaiveDate,
+    /// NAVs of days before the range that trailing returns start from.
+    earlier: Vec<(NaiveDate, Decimal)>,
     bench_book: Option<projections::PriceBook>,
 }
 
@@ -350,6 +426,7 @@ impl Read {
             rows,
             before,
             w0_date,
+            earlier,
             bench_book,
         } = self;
         let series: Vec<(NaiveDate, Decimal)> =
@@ -357,7 +434,28 @@ impl Read {
         let w0 = before.as_ref().map_or(Decimal::ONE, |r| r.nav_exact);
         let mut statistics = projections::statistics(w0, w0_date, &series, &q.stats);
         money_weighted(&mut statistics, before.as_ref(), w0_date, &rows);
-        let mut points: Vec<Point> = rows.iter().map(Point::from).collect();
+        if let Some(last) = series.last() {
+            // Every NAV the trailing returns may start from: the range's,
+            // W0's, and the earlier ones read for them.
+            let w0_row = before.as_ref().map(|r| (w0_date, r.nav_exact));
+            let nav_on = |d: NaiveDate| match series.binary_search_by_key(&d, |(day, _)| *day) {
+                Ok(i) => Some(series[i].1),
+                Err(_) => earlier
+                    .iter()
+                    .chain(&w0_row)
+                    .find(|x| x.0 == d)
+                    .map(|x| x.1),
+            };
+            statistics.tear_sheet.trailing = projections::trailing(*last, p.first_day, nav_on);
+        }
+        let mut points = points_of(&rows, before.as_ref());
+        if let Some(n) = q.rolling {
+            let rolled = projections::rolling(w0, &series, &q.stats, n);
+            for (point, x) in points.iter_mut().zip(rolled) {
+                point.rolling_volatility = Some(x.volatility);
+                point.rolling_sharpe = Some(x.sharpe);
+            }
+        }
         if let (Some(sym), Some(book)) = (&q.benchmark, &bench_book) {
             let base = base_currency(&p, book);
             let bm = projections::benchmark(sym, book, &base, w0, w0_date, &series, &q.stats);
@@ -379,6 +477,27 @@ impl Read {
             pending_from: p.pending_from,
         }
     }
+}
+
+/// The points of the range's rows, each with its day's flows (from the
+/// row before it; the first from the stored day before the range).
+fn points_of(rows: &[HistoryRow], before: Option<&HistoryRow>) -> Vec<Point> {
+    std::iter::once(before)
+        .chain(rows.iter().map(Some))
+        .zip(rows)
+        .map(|(prev, r)| Point::of(r, prev))
+        .collect()
+}
+
+/// The point of a record just computed (`calculate`), its flows taken
+/// from the stored day before.
+pub(crate) async fn point_of(db: &Db, id: &str, row: &HistoryRow) -> Result<Point, QueryError> {
+    let mut conn = db.pool().acquire().await?;
+    let prev = match row.record.date.pred_opt() {
+        Some(day) => storage::history_row(&mut conn, id, day).await?,
+        None => None,
+    };
+    Ok(Point::of(row, prev.as_ref()))
 }
 
 /// Fills the money-weighted figures of `statistics` from the range's rows:

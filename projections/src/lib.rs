@@ -10,7 +10,8 @@
 //! The contract implemented here is the contract in docs/events.md and
 //! docs/valuation.md: events ([`event`], [`types`]), valuation and positions
 //! ([`fold`](mod@fold)), time-weighted statistics ([`stats`]), money-weighted
-//! figures and period returns ([`money`]), statistics against a benchmark
+//! figures and period returns ([`money`]), the tear sheet ([`tearsheet`]),
+//! statistics against a benchmark
 //! ([`benchmark`](mod@benchmark)), rounding of reported values ([`decimal`]),
 //! and which portfolios stored events invalidate, from which day
 //! ([`invalidation`]).
@@ -27,6 +28,7 @@ pub mod money;
 mod sampling;
 pub mod stats;
 pub mod status;
+pub mod tearsheet;
 pub mod types;
 
 pub use benchmark::{benchmark, Benchmark, BenchmarkStats};
@@ -44,6 +46,9 @@ pub use fold::{
 pub use invalidation::Invalidation;
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};
 pub use stats::{statistics, Calendar, Statistics, StatsQuery};
+pub use tearsheet::{
+    drawdown_table, rolling, trailing, trailing_days, DrawdownPeriod, Rolling, TearSheet, Trailing,
+};
 pub use types::{
     CashMode, ClosePrice, Correction, Currency, DailyRecord, Dividend, FxRate, Kind, PortfolioId,
     Reinvest, Side, Split, Symbol, Trade, Transaction, MAX_REVISION,

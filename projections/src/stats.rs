@@ -2,7 +2,9 @@
 //! QuantStats on the sampled returns.
 //!
 //! Returns are computed exactly from the decimal NAVs, then the moments in
-//! `f64` (the contract reports statistics as JSON numbers).
+//! `f64` (the contract reports statistics as JSON numbers). The tear sheet
+//! on the same returns lives in [`crate::tearsheet`]; the deepest drawdown
+//! is its table's first row.
 //!
 //! Choices where docs/valuation.md is silent:
 //! - A drawdown's peak is the *first* sampled day at which the running
@@ -15,13 +17,13 @@
 //!   peak as 0, `total_return` from W0 = 0 as 0 and `annual_return` of a
 //!   non-positive growth factor as null.
 
-use chrono::{Datelike, NaiveDate};
-use rust_decimal::prelude::ToPrimitive;
+use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use crate::benchmark::BenchmarkStats;
-use crate::sampling::MIN_SD;
+use crate::sampling::{is_sampled, mean, ratio_minus_one, sample_std, to_f64, MIN_SD};
+use crate::tearsheet::TearSheet;
 
 pub use crate::sampling::{Calendar, StatsQuery};
 
@@ -48,6 +50,10 @@ pub struct Statistics {
     /// Monthly and yearly returns over every record of the range.
     #[serde(default)]
     pub periods: crate::money::Periods,
+    /// The tear sheet: drawdowns table, trailing returns, value at risk,
+    /// distribution and day figures ([`crate::tearsheet`]).
+    #[serde(flatten, default)]
+    pub tear_sheet: TearSheet,
     /// With a benchmark: the statistics against it.
     #[serde(flatten, skip_serializing_if = "Option::is_none", default)]
     pub benchmark: Option<BenchmarkStats>,
@@ -67,10 +73,7 @@ pub fn statistics(
     let sampled: Vec<(NaiveDate, Decimal)> = series
         .iter()
         .copied()
-        .filter(|(d, _)| match query.calendar {
-            Calendar::All => true,
-            Calendar::Trading => d.weekday().number_from_monday() <= 5,
-        })
+        .filter(|(d, _)| is_sampled(*d, query.calendar))
         .collect();
     let n = sampled.len();
 
@@ -82,8 +85,12 @@ pub fn statistics(
         prev = *w;
     }
     let wn = sampled.last().map_or(w0, |(_, w)| *w);
+    let last_day = series.last().map_or(w0_date, |(d, _)| *d);
 
-    let drawdown = max_drawdown(w0, w0_date, &sampled);
+    // The deepest drawdown is the tear sheet's first.
+    let tear_sheet = crate::tearsheet::tear_sheet(w0, w0_date, &sampled, &returns, last_day);
+    let deepest = tear_sheet.drawdowns.first();
+    let max_drawdown = deepest.map_or(0.0, |d| d.depth);
 
     let rf_p = (1.0 + query.risk_free).powf(1.0 / periods) - 1.0;
     let excess: Vec<f64> = returns.iter().map(|r| r - rf_p).collect();
@@ -110,15 +117,15 @@ pub fn statistics(
         (growth >= 0.0).then(|| growth.powf(periods / n as f64) - 1.0)
     };
     let calmar_ratio = match annual_return {
-        Some(a) if drawdown.value != 0.0 && a != 0.0 => Some(a / drawdown.value.abs()),
+        Some(a) if max_drawdown != 0.0 && a != 0.0 => Some(a / max_drawdown.abs()),
         _ => None,
     };
 
     Statistics {
-        max_drawdown: drawdown.value,
-        max_drawdown_peak: drawdown.peak,
-        max_drawdown_trough: drawdown.trough,
-        max_drawdown_recovery: drawdown.recovery,
+        max_drawdown,
+        max_drawdown_peak: deepest.map(|d| d.peak),
+        max_drawdown_trough: deepest.map(|d| d.trough),
+        max_drawdown_recovery: deepest.and_then(|d| d.recovery),
         volatility,
         sharpe_ratio,
         sortino_ratio,
@@ -129,93 +136,8 @@ pub fn statistics(
         money_weighted_return: None,
         modified_dietz: None,
         periods: crate::money::periods(w0, series),
+        tear_sheet,
         benchmark: None,
-    }
-}
-
-/// a / b − 1, exactly; 0 when b is 0.
-fn ratio_minus_one(a: Decimal, b: Decimal) -> Decimal {
-    if b.is_zero() || a == b {
-        return Decimal::ZERO;
-    }
-    a.checked_div(b)
-        .and_then(|q| q.checked_sub(Decimal::ONE))
-        .unwrap_or(Decimal::ZERO)
-}
-
-fn to_f64(d: Decimal) -> f64 {
-    d.to_f64().unwrap_or(0.0)
-}
-
-fn mean(xs: &[f64]) -> f64 {
-    xs.iter().sum::<f64>() / xs.len() as f64
-}
-
-/// Sample standard deviation (ddof 1); None below two values. Exactly 0
-/// when all values are equal, where the two-pass formula could leave a
-/// rounding residue and turn a flat curve's Sharpe ratio into noise.
-fn sample_std(xs: &[f64]) -> Option<f64> {
-    if xs.len() < 2 {
-        return None;
-    }
-    if xs.iter().all(|x| *x == xs[0]) {
-        return Some(0.0);
-    }
-    let m = mean(xs);
-    let ss: f64 = xs.iter().map(|x| (x - m) * (x - m)).sum();
-    Some((ss / (xs.len() - 1) as f64).sqrt())
-}
-
-struct Drawdown {
-    value: f64,
-    peak: Option<NaiveDate>,
-    trough: Option<NaiveDate>,
-    recovery: Option<NaiveDate>,
-}
-
-/// Deepest W_k / max_{j≤k} W_j − 1 with W0 included, with its dates.
-fn max_drawdown(w0: Decimal, w0_date: NaiveDate, sampled: &[(NaiveDate, Decimal)]) -> Drawdown {
-    // Within one peak's reign the deepest drawdown is at the lowest W, found
-    // by comparison alone; one division per peak then compares reigns.
-    // (drawdown, peak, trough index)
-    let mut worst: Option<(Decimal, (NaiveDate, Decimal), usize)> = None;
-    let mut settle = |peak: (NaiveDate, Decimal), low: Option<usize>| {
-        let Some(k) = low else { return };
-        if peak.1 <= Decimal::ZERO {
-            return;
-        }
-        let dd = ratio_minus_one(sampled[k].1, peak.1);
-        if !matches!(&worst, Some((x, _, _)) if dd >= *x) {
-            worst = Some((dd, peak, k));
-        }
-    };
-    let mut peak = (w0_date, w0);
-    let mut low: Option<usize> = None;
-    for (k, (d, w)) in sampled.iter().enumerate() {
-        if *w > peak.1 {
-            settle(peak, low.take());
-            peak = (*d, *w);
-        } else if *w < peak.1 && !matches!(low, Some(l) if *w >= sampled[l].1) {
-            low = Some(k);
-        }
-    }
-    settle(peak, low);
-    match worst {
-        Some((dd, (peak_date, peak_value), k)) if !dd.is_zero() => Drawdown {
-            value: to_f64(dd),
-            peak: Some(peak_date),
-            trough: Some(sampled[k].0),
-            recovery: sampled[k + 1..]
-                .iter()
-                .find(|(_, w)| *w >= peak_value)
-                .map(|(d, _)| *d),
-        },
-        _ => Drawdown {
-            value: 0.0,
-            peak: None,
-            trough: None,
-            recovery: None,
-        },
     }
 }
 

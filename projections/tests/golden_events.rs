@@ -1,5 +1,6 @@
 //! The worked examples of cash, income, dividends, splits, currencies,
-//! money-weighted figures and benchmarks (`fixtures/golden/*.json`) through the
+//! money-weighted figures, benchmarks and the tear sheet
+//! (`fixtures/golden/*.json`) through the
 //! pure fold: every reported record string equal to the golden one, the
 //! status, and the time-weighted statistics to 1e-9. Events go through the
 //! real parsers, in topic order; a file's `then` block is a second batch
@@ -131,28 +132,7 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
             (got, want) => panic!("{ctx}: status {want} expected, got {got:?}"),
         }
 
-        let records = exp["expected_records"].as_array().unwrap();
-        assert_eq!(out.records.len(), records.len(), "{ctx} record count");
-        for (rec, want) in out.records.iter().zip(records) {
-            assert_eq!(rec.date, date(&want["date"]), "{ctx}");
-            for name in MONEY {
-                assert_eq!(
-                    money_text(field(rec, name)),
-                    want[name].as_str().unwrap(),
-                    "{ctx} {} {name}",
-                    rec.date
-                );
-            }
-            for name in RATIOS {
-                assert_eq!(
-                    ratio_text(field(rec, name)),
-                    want[name].as_str().unwrap(),
-                    "{ctx} {} {name}",
-                    rec.date
-                );
-            }
-            compared += 1;
-        }
+        compared += check_records(&ctx, &out.records, exp);
 
         for block in exp["expected_statistics"].as_array().unwrap() {
             let q = &block["query"];
@@ -288,6 +268,9 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
                     }
                 }
             }
+            if e.get("drawdowns").is_some() {
+                tear_sheet(&ctx, &out.records, &mut s, &series, (w0, &query), block);
+            }
             let peak = (!e["max_drawdown_peak"].is_null()).then(|| date(&e["max_drawdown_peak"]));
             assert_eq!(s.max_drawdown_peak, peak, "{ctx} peak");
             assert_eq!(
@@ -375,6 +358,116 @@ fn check(file: &str, log: &Log, today: NaiveDate, expected: &Value) -> usize {
     compared
 }
 
+/// The fold's records against the golden ones, every listed field as a
+/// string; a file whose records are `expected_records_sampled` lists some
+/// days only, found by date. Returns how many were compared.
+fn check_records(ctx: &str, records: &[DailyRecord], exp: &Value) -> usize {
+    let want = exp["expected_records"].as_array().unwrap();
+    if exp.get("expected_records_sampled").is_none() {
+        assert_eq!(records.len(), want.len(), "{ctx} record count");
+    }
+    for w in want {
+        let on = date(&w["date"]);
+        let i = records
+            .binary_search_by_key(&on, |r| r.date)
+            .unwrap_or_else(|_| panic!("{ctx}: no record on {on}"));
+        let rec = &records[i];
+        for name in MONEY {
+            assert_eq!(
+                money_text(field(rec, name)),
+                w[name].as_str().unwrap(),
+                "{ctx} {on} {name}"
+            );
+        }
+        for name in RATIOS {
+            assert_eq!(
+                ratio_text(field(rec, name)),
+                w[name].as_str().unwrap(),
+                "{ctx} {on} {name}"
+            );
+        }
+        // The day's flows: differences of the running totals.
+        if let Some(inflow) = w.get("inflow") {
+            let (cin, cout) = i
+                .checked_sub(1)
+                .map_or((Decimal::ZERO, Decimal::ZERO), |j| {
+                    (records[j].cum_in, records[j].cum_out)
+                });
+            assert_eq!(money_text(rec.cum_in - cin), *inflow, "{ctx} {on} inflow");
+            assert_eq!(
+                money_text(rec.cum_out - cout),
+                w["outflow"],
+                "{ctx} {on} outflow"
+            );
+        }
+    }
+    want.len()
+}
+
+/// The tear sheet of one statistics block: every figure of the golden's
+/// (the trailing returns looking back over the whole fold), and with
+/// `rolling` the listed points' rolling figures.
+fn tear_sheet(
+    ctx: &str,
+    records: &[DailyRecord],
+    s: &mut projections::Statistics,
+    series: &[(NaiveDate, Decimal)],
+    (w0, query): (Decimal, &StatsQuery),
+    block: &Value,
+) {
+    let d0 = records[0].date;
+    if let Some(last) = series.last() {
+        let nav_on = |d: NaiveDate| {
+            records
+                .binary_search_by_key(&d, |r| r.date)
+                .ok()
+                .map(|i| records[i].net_value)
+        };
+        s.tear_sheet.trailing = projections::trailing(*last, d0, nav_on);
+    }
+    let got = serde_json::to_value(&s.tear_sheet).unwrap();
+    let e = &block["statistics"];
+    for key in got.as_object().unwrap().keys() {
+        assert!(e.get(key).is_some(), "{ctx}: the golden has no {key}");
+        near(&format!("{ctx} {key}"), &got[key], &e[key]);
+    }
+    if let Some(n) = block["query"].get("rolling").and_then(Value::as_u64) {
+        let rolled = projections::rolling(w0, series, query, n as usize);
+        let listed = block["rolling"].as_array().unwrap();
+        assert!(!listed.is_empty());
+        for w in listed {
+            let on = date(&w["date"]);
+            let i = series.iter().position(|(d, _)| *d == on).unwrap();
+            let c = format!("{ctx} rolling {on}");
+            close(&c, rolled[i].volatility, &w["rolling_volatility"]);
+            close(&c, rolled[i].sharpe, &w["rolling_sharpe"]);
+        }
+    }
+}
+
+/// Numbers within 1e-9, anything else equal, into lists and objects.
+fn near(at: &str, got: &Value, want: &Value) {
+    match (got, want) {
+        (Value::Array(g), Value::Array(w)) => {
+            assert_eq!(g.len(), w.len(), "{at}: length");
+            for (i, (g, w)) in g.iter().zip(w).enumerate() {
+                near(&format!("{at}[{i}]"), g, w);
+            }
+        }
+        (Value::Object(g), Value::Object(w)) => {
+            assert_eq!(g.len(), w.len(), "{at}: keys");
+            for (k, w) in w {
+                near(&format!("{at}.{k}"), &g[k], w);
+            }
+        }
+        (Value::Number(g), Value::Number(w)) if w.is_f64() => {
+            let (g, w) = (g.as_f64().unwrap(), w.as_f64().unwrap());
+            assert!((g - w).abs() <= 1e-9, "{at}: got {g}, want {w}");
+        }
+        _ => assert_eq!(got, want, "{at}"),
+    }
+}
+
 fn golden(file: &str, text: &str) {
     let json: Value = serde_json::from_str(text).unwrap();
     let today = date(&json["today"]);
@@ -426,6 +519,14 @@ fn benchmark_statistics() {
 #[test]
 fn splits() {
     golden("splits", include_str!("../../fixtures/golden/splits.json"));
+}
+
+#[test]
+fn tear_sheet_statistics() {
+    golden(
+        "tear-sheet",
+        include_str!("../../fixtures/golden/tear-sheet.json"),
+    );
 }
 
 #[test]

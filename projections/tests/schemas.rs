@@ -53,6 +53,10 @@ const GOLDEN: &[(&str, &str)] = &[
         include_str!("../../fixtures/golden/small-book.json"),
     ),
     ("splits", include_str!("../../fixtures/golden/splits.json")),
+    (
+        "tear-sheet",
+        include_str!("../../fixtures/golden/tear-sheet.json"),
+    ),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -149,9 +149,10 @@ pub(crate) async fn get_history_csv(
     let permit = s.guards.admit_work(&caller, peer)?;
     let h = query::read_history(&s.db, id.as_str(), &q).await?;
     let with_benchmark = q.benchmark.is_some();
+    let with_rolling = q.rolling.is_some();
     let body = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        csv_of(&h.points, with_benchmark)
+        csv_of(&h.points, with_benchmark, with_rolling)
     })
     .await
     .map_err(|e| ApiError::Internal(e.into()))?;
@@ -176,18 +177,23 @@ pub(crate) async fn get_history_csv(
 /// (a test holds them to the JSON's keys, so a new field cannot be left
 /// out).
 const CSV_HEADER: &str = "date,net_value,return_rate,daily_return,market_value,cost,net_flow,\
-                          profit,holdings_value,cash,receivable,income,realized_pnl";
+                          profit,holdings_value,cash,receivable,income,realized_pnl,inflow,outflow";
 
 /// The CSV text of `points`: every field is a date, a decimal or empty, so
 /// nothing needs quoting. With a benchmark (`benchmark=`, where the JSON's
 /// points carry `benchmark_index`) a last column `benchmark_index`, empty
 /// on the days the JSON has `null` (before the benchmark's first close);
-/// without one, no such column, as the JSON has no such key.
-fn csv_of(points: &[Point], with_benchmark: bool) -> String {
-    let mut out = String::with_capacity(180 * (points.len() + 1));
+/// without one, no such column, as the JSON has no such key. With
+/// `rolling=`, two last columns `rolling_volatility` and `rolling_sharpe`
+/// likewise (numbers written as the JSON writes them).
+fn csv_of(points: &[Point], with_benchmark: bool, with_rolling: bool) -> String {
+    let mut out = String::with_capacity(200 * (points.len() + 1));
     out.push_str(CSV_HEADER);
     if with_benchmark {
         out.push_str(",benchmark_index");
+    }
+    if with_rolling {
+        out.push_str(",rolling_volatility,rolling_sharpe");
     }
     out.push_str("\r\n");
     for p in points {
@@ -204,6 +210,8 @@ fn csv_of(points: &[Point], with_benchmark: bool) -> String {
             &p.receivable,
             &p.income,
             &p.realized_pnl,
+            &p.inflow,
+            &p.outflow,
         ];
         out.push_str(&p.date.to_string());
         for f in fields {
@@ -218,6 +226,15 @@ fn csv_of(points: &[Point], with_benchmark: bool) -> String {
                     .and_then(Option::as_deref)
                     .unwrap_or(""),
             );
+        }
+        if with_rolling {
+            for x in [p.rolling_volatility, p.rolling_sharpe] {
+                out.push(',');
+                if let Some(v) = x.flatten() {
+                    // serde_json's text of the number, as in the JSON.
+                    out.push_str(&serde_json::Value::from(v).to_string());
+                }
+            }
         }
         out.push_str("\r\n");
     }
@@ -464,9 +481,13 @@ pub(crate) async fn calculate(
         }
     }
     let (row, status) = projection::calculate(&s.db, id.as_str(), s.clock.today()).await?;
+    let point = match &row {
+        Some(r) => Some(query::point_of(&s.db, id.as_str(), r).await?),
+        None => None,
+    };
     Ok(Json(CalculateResponse {
         portfolio_id: id.to_string(),
-        point: row.as_ref().map(Point::from),
+        point,
         status: crate::query::PortfolioStatus::from(&status),
     }))
 }
@@ -479,6 +500,7 @@ mod tests {
     /// a point can have. (A new field of `Point` fails to compile here until
     /// it is given, and then fails the test until the CSV carries it.)
     fn full_point(benchmark_index: Option<Option<String>>) -> Point {
+        let rolling = benchmark_index.as_ref().map(|_| Some(0.125));
         let n = |v: &str| v.to_string();
         Point {
             date: NaiveDate::from_ymd_opt(2024, 1, 2).unwrap(),
@@ -494,7 +516,11 @@ mod tests {
             receivable: n("10.00"),
             income: n("11.00"),
             realized_pnl: n("12.00"),
+            inflow: n("13.00"),
+            outflow: n("14.00"),
             benchmark_index,
+            rolling_volatility: rolling,
+            rolling_sharpe: rolling.map(|_| None),
         }
     }
 
@@ -508,7 +534,7 @@ mod tests {
             .keys()
             .map(String::as_str)
             .collect();
-        let csv = csv_of(std::slice::from_ref(&p), true);
+        let csv = csv_of(std::slice::from_ref(&p), true, true);
         let mut lines = csv.split("\r\n");
         let header: Vec<&str> = lines.next().unwrap().split(',').collect();
         for k in &keys {
@@ -517,27 +543,32 @@ mod tests {
         let row: Vec<&str> = lines.next().unwrap().split(',').collect();
         assert_eq!(row.len(), header.len());
         for (col, cell) in header.iter().zip(&row) {
-            assert_eq!(json[col].as_str().unwrap(), *cell, "{col}");
+            let want = match &json[col] {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Null => String::new(),
+                number => number.to_string(),
+            };
+            assert_eq!(want, *cell, "{col}");
         }
         assert_eq!(lines.collect::<Vec<_>>(), [""], "CRLF after the last line");
     }
 
     #[test]
     fn a_null_benchmark_index_is_an_empty_cell_and_none_no_column() {
-        let csv = csv_of(&[full_point(Some(None))], true);
+        let csv = csv_of(&[full_point(Some(None))], true, false);
         let mut lines = csv.split("\r\n");
         assert!(lines
             .next()
             .unwrap()
-            .ends_with(",realized_pnl,benchmark_index"));
-        assert!(lines.next().unwrap().ends_with(",12.00,"), "{csv}");
+            .ends_with(",inflow,outflow,benchmark_index"));
+        assert!(lines.next().unwrap().ends_with(",14.00,"), "{csv}");
         // Without a benchmark the JSON has no `benchmark_index`: nor the CSV.
         let p = full_point(None);
         let keys = serde_json::to_value(&p).unwrap().as_object().unwrap().len();
-        let csv = csv_of(&[p], false);
+        let csv = csv_of(&[p], false, false);
         let mut lines = csv.split("\r\n");
         assert_eq!(lines.next().unwrap(), CSV_HEADER);
         assert_eq!(CSV_HEADER.split(',').count(), keys);
-        assert!(lines.next().unwrap().ends_with(",12.00"), "{csv}");
+        assert!(lines.next().unwrap().ends_with(",13.00,14.00"), "{csv}");
     }
 }

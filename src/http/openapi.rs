@@ -9,8 +9,8 @@ use utoipa::{Modify, OpenApi};
 use super::admin::{DeadLetterPage, DeadLetterView, ReplayResponse};
 use super::error::Problem;
 use super::schema::{
-    BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse, PeriodReturnDoc,
-    PeriodsDoc, StatisticsDoc,
+    BackfillBody, BackfillResponse, CalculateResponse, DrawdownDoc, HistoryResponse,
+    PeriodReturnDoc, PeriodsDoc, StatisticsDoc, TrailingDoc,
 };
 use crate::query::Point;
 use crate::query::PortfolioStatus;
@@ -95,6 +95,8 @@ impl Modify for BodiesAreObjects {
         StatisticsDoc,
         PeriodsDoc,
         PeriodReturnDoc,
+        DrawdownDoc,
+        TrailingDoc,
         crate::query::Positions,
         crate::query::PositionView,
         crate::query::CashView,

@@ -139,6 +139,21 @@ pub(crate) fn page_limit(q: &HashMap<String, String>) -> Result<i64, ApiError> {
     }
 }
 
+/// The rolling window of GET nav-history: an integer from 2 to 1000 (a
+/// window of one return has no deviation), none when absent.
+pub(crate) fn rolling(q: &HashMap<String, String>) -> Result<Option<usize>, ApiError> {
+    let Some(v) = q.get("rolling") else {
+        return Ok(None);
+    };
+    match digits(v) {
+        Some(n) if (2..=1000).contains(&n) => Ok(Some(n as usize)),
+        _ => Err(ApiError::BadRequest(format!(
+            "`rolling` must be an integer from 2 to 1000, got `{}`",
+            projections::echo(v)
+        ))),
+    }
+}
+
 /// A value parsed from a request's raw query string. A trait (rather than a
 /// `parse` on the type) so the read model's [`HistoryQuery`] stays free of
 /// query-string grammar and HTTP errors, while call sites still read
@@ -148,10 +163,20 @@ pub trait ParseQuery: Sized {
 }
 
 /// The query of GET nav-history (and of the chart and page, which read the
-/// same): `from`, `to`, `calendar`, `risk_free`.
+/// same): `from`, `to`, `calendar`, `risk_free`, `benchmark`, `rolling`.
 impl ParseQuery for HistoryQuery {
     fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
-        let q = query(raw, &["from", "to", "calendar", "risk_free", "benchmark"])?;
+        let q = query(
+            raw,
+            &[
+                "from",
+                "to",
+                "calendar",
+                "risk_free",
+                "benchmark",
+                "rolling",
+            ],
+        )?;
         let benchmark = q
             .get("benchmark")
             .map(|v| {
@@ -191,6 +216,7 @@ impl ParseQuery for HistoryQuery {
                 risk_free,
             },
             benchmark,
+            rolling: rolling(&q)?,
         })
     }
 }

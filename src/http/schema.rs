@@ -97,6 +97,10 @@ pub(crate) struct HistoryParams {
     /// without any close answers 400.
     #[param(pattern = "^[A-Za-z0-9._:-]{1,32}$")]
     benchmark: Option<String>,
+    /// A window of N sampled returns, 2 to 1000: adds each point's
+    /// `rolling_volatility` and `rolling_sharpe` over its last N returns.
+    #[param(minimum = 2, maximum = 1000)]
+    rolling: Option<u32>,
 }
 
 /// The `calendar` values of GET nav-history.
@@ -134,6 +138,31 @@ pub(crate) struct StatisticsDoc {
     /// Modified Dietz return of the range; null when its denominator is ≤ 0.
     modified_dietz: Option<f64>,
     periods: PeriodsDoc,
+    /// The five deepest drawdowns, deepest first (none when the curve never
+    /// fell below a high).
+    drawdowns: Vec<DrawdownDoc>,
+    /// Returns up to the range's last record from further back, reaching
+    /// before the range if need be.
+    trailing: TrailingDoc,
+    /// The 5th percentile of the sampled returns (linear interpolation);
+    /// null without returns.
+    value_at_risk_95: Option<f64>,
+    /// The mean of the lowest returns up to that percentile (empyrical's
+    /// conditional value at risk); null without returns.
+    conditional_value_at_risk_95: Option<f64>,
+    /// Unbiased skew of the returns; null below 4 returns or when they do
+    /// not vary.
+    skew: Option<f64>,
+    /// Unbiased excess kurtosis; null as `skew`.
+    kurtosis: Option<f64>,
+    /// The highest return; null without returns.
+    best_day: Option<f64>,
+    /// The lowest return; null without returns.
+    worst_day: Option<f64>,
+    /// The share of returns above 0 among those not 0; null when all are 0.
+    win_rate: Option<f64>,
+    /// |95th percentile| / |5th percentile|; null when the 5th is 0.
+    tail_ratio: Option<f64>,
     /// With `benchmark=`: cov(r, b) / var(b).
     beta: Option<f64>,
     /// With `benchmark=`: (1 + mean(r − rf − β·(b − rf)))^P − 1.
@@ -153,6 +182,49 @@ pub(crate) struct StatisticsDoc {
     benchmark_total_return: Option<f64>,
     /// With `benchmark=`: `ok`, or why the benchmark statistics are null.
     benchmark_status: Option<String>,
+}
+
+/// One drawdown: from the day its high was first reached, down to its
+/// lowest point, until the first day back at the high.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[derive(Debug)]
+pub(crate) struct DrawdownDoc {
+    peak: NaiveDate,
+    trough: NaiveDate,
+    /// Null while still under water.
+    recovery: Option<NaiveDate>,
+    /// trough NAV / peak NAV − 1, below 0.
+    depth: f64,
+    /// Calendar days from the peak to the recovery, or to the range's last
+    /// record while under water.
+    days: u64,
+}
+
+/// NAV of the range's last record over the NAV of an earlier day, − 1:
+/// the same calendar day 1, 3, 6, 12, 36 or 60 months earlier (clamped to
+/// the month's end), the last day of the previous year (`ytd`), or the day
+/// before the history's first (`inception`, NAV 1). Null when the history
+/// does not reach that day. `3y`, `5y` and `inception` are annualised
+/// (^(365 / days) − 1) when they span 365 days or more.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[derive(Debug)]
+pub(crate) struct TrailingDoc {
+    #[schema(rename = "1m")]
+    m1: Option<f64>,
+    #[schema(rename = "3m")]
+    m3: Option<f64>,
+    #[schema(rename = "6m")]
+    m6: Option<f64>,
+    ytd: Option<f64>,
+    #[schema(rename = "1y")]
+    y1: Option<f64>,
+    #[schema(rename = "3y")]
+    y3: Option<f64>,
+    #[schema(rename = "5y")]
+    y5: Option<f64>,
+    inception: Option<f64>,
 }
 
 /// Monthly and yearly returns over every record of the range.

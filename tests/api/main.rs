@@ -11,6 +11,7 @@
 //! - `errors`: problem+json for every client error, bad bodies, database down;
 //! - `wire`: the numeric and `COPY` bytes exchanged with PostgreSQL;
 //! - `history`: the history table's reads, writes, derived values, migration;
+//! - `tear_sheet`: the tear-sheet golden, trailing returns, `rolling`, flows;
 //! - `support`: the helpers they share.
 
 #[path = "../common/mod.rs"]
@@ -21,5 +22,6 @@ mod auth;
 mod curve;
 mod errors;
 mod history;
+mod tear_sheet;
 mod wire;
 mod writes;

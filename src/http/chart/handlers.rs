@@ -565,7 +565,11 @@ mod page_tests {
                 receivable: "0".into(),
                 income: "3.25000000".into(),
                 realized_pnl: "0".into(),
+                inflow: "0".into(),
+                outflow: "0".into(),
                 benchmark_index: None,
+                rolling_volatility: None,
+                rolling_sharpe: None,
             })
             .collect();
         let mut status = PortfolioStatus::ok();
@@ -626,6 +630,7 @@ mod page_tests {
                     benchmark_total_return: Some(0.31),
                     benchmark_status: "ok".into(),
                 }),
+                tear_sheet: Default::default(),
             },
         };
         let q = HistoryQuery::parse(Some("from=2021-01-01&calendar=all&benchmark=IDX")).unwrap();

@@ -559,7 +559,11 @@ mod tests {
             receivable: "0".into(),
             income: "0".into(),
             realized_pnl: "0".into(),
+            inflow: "0".into(),
+            outflow: "0".into(),
             benchmark_index: Some(idx.map(str::to_string)),
+            rolling_volatility: None,
+            rolling_sharpe: None,
         };
         let hist = History {
             portfolio_id: "p".into(),

@@ -366,7 +366,11 @@ mod tests {
             receivable: "0".into(),
             income: "0".into(),
             realized_pnl: "0".into(),
+            inflow: "0".into(),
+            outflow: "0".into(),
             benchmark_index: None,
+            rolling_volatility: None,
+            rolling_sharpe: None,
         }
     }
 

@@ -104,6 +104,12 @@ SELECT create_reference_table('splits')
 -- and symbol, read by every fold, like closes.
 SELECT create_reference_table('fx_rates')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'fx_rates'::regclass);
+-- The versions of closes and rates that later events replaced (knowledge
+-- time), like the tables they come from.
+SELECT create_reference_table('prices_replaced')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'prices_replaced'::regclass);
+SELECT create_reference_table('fx_rates_replaced')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'fx_rates_replaced'::regclass);
 SELECT create_reference_table('symbol_currencies')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'symbol_currencies'::regclass);
 
@@ -136,10 +142,11 @@ SELECT create_reference_table('symbol_currencies')
 SELECT truncate_local_data_after_distributing_table(t)
   FROM unnest(ARRAY['portfolios', 'transactions', 'transactions_superseded', 'portfolio_symbols', 'portfolio_nav_history',
                     'portfolio_marks', 'event_ids', 'prices', 'price_versions', 'splits',
-                    'fx_rates', 'symbol_currencies']) AS t;
+                    'fx_rates', 'symbol_currencies', 'prices_replaced',
+                    'fx_rates_replaced']) AS t;
 
 -- Check: six tables co-located by portfolio_id, event_ids in a group of
--- its own, five reference tables.
+-- its own, seven reference tables.
 SELECT logicalrelid AS table_name,
        CASE partmethod WHEN 'h' THEN 'distributed' WHEN 'n' THEN 'reference' ELSE partmethod::text END AS kind,
        colocationid

@@ -16,6 +16,7 @@ use uuid::Uuid;
 use crate::storage::{self, Db, HistoryRow, PortfolioRow};
 
 mod dashboard;
+mod known;
 mod pages;
 pub use dashboard::DashboardSort;
 pub(crate) use dashboard::{dashboard, Dashboard, DashboardEntry, DashboardQuery};
@@ -211,6 +212,9 @@ pub struct HistoryQuery {
     /// With N: each point's rolling volatility and Sharpe ratio over its
     /// last N sampled returns.
     pub rolling: Option<usize>,
+    /// `as_known_at`: the answer as computed from exactly the events
+    /// stored by this instant (before now; a later one is the plain read).
+    pub known_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl HistoryQuery {
@@ -218,13 +222,14 @@ impl HistoryQuery {
     /// read cache keys on it).
     pub(crate) fn cache_key(&self) -> String {
         format!(
-            "from={:?}&to={:?}&calendar={:?}&rf={}&benchmark={}&rolling={:?}",
+            "from={:?}&to={:?}&calendar={:?}&rf={}&benchmark={}&rolling={:?}&known={:?}",
             self.from,
             self.to,
             self.stats.calendar,
             self.stats.risk_free,
             self.benchmark.as_ref().map_or("", |s| s.as_str()),
-            self.rolling
+            self.rolling,
+            self.known_at.map(|t| t.timestamp_micros())
         )
     }
 }
@@ -271,13 +276,32 @@ pub(crate) enum QueryError {
     Failed(#[source] anyhow::Error),
 }
 
-/// Reads a curve and its statistics from one consistent snapshot.
-#[tracing::instrument(level = "debug", skip_all, fields(portfolio_id = %id))]
+/// Reads a curve and its statistics: as stored, or, with an `as_known_at`
+/// before now, as known then ([`known`]).
 pub(crate) async fn read_history(
     db: &Db,
     id: &str,
     q: &HistoryQuery,
+    clock: &crate::clock::Clock,
 ) -> Result<History, QueryError> {
+    match known::past(q.known_at, clock) {
+        Some((at, today)) => {
+            let id = projections::PortfolioId::parse(id).map_err(|_| QueryError::NotFound)?;
+            known::read_history_known_at(db, &id, q, at, today).await
+        }
+        None => read_stored_history(db, id, q).await,
+    }
+}
+
+/// Whether `q` asks for the curve as known at a past instant (such reads
+/// are computed, not cached).
+pub(crate) fn is_known_read(q: &HistoryQuery) -> bool {
+    q.known_at.is_some_and(|t| t < chrono::Utc::now())
+}
+
+/// Reads a stored curve and its statistics from one consistent snapshot.
+#[tracing::instrument(level = "debug", skip_all, fields(portfolio_id = %id))]
+async fn read_stored_history(db: &Db, id: &str, q: &HistoryQuery) -> Result<History, QueryError> {
     let mut tx = storage::read_snapshot(db.pool()).await?;
     let p = storage::get_portfolio(&mut tx, id)
         .await?
@@ -594,7 +618,14 @@ pub(crate) async fn read_positions(
     db: &Db,
     id: &str,
     date: Option<NaiveDate>,
+    known_at: Option<chrono::DateTime<chrono::Utc>>,
+    clock: &crate::clock::Clock,
 ) -> Result<Positions, QueryError> {
+    if let Some((at, today)) = known::past(known_at, clock) {
+        let id = projections::PortfolioId::parse(id).map_err(|_| QueryError::NotFound)?;
+        let k = known::known_at(db, &id, at, today, &[]).await?;
+        return k.positions(date);
+    }
     let mut tx = storage::read_snapshot(db.pool()).await?;
     let p = storage::get_portfolio(&mut tx, id)
         .await?
@@ -633,21 +664,35 @@ pub(crate) async fn read_positions(
         .await
         .map_err(QueryError::Failed)?;
     tx.commit().await?;
+    positions_of(&p, &record, &txs, &book, day)
+}
+
+/// The positions of `p` at the end of `day` (whose record is `record`):
+/// its effective transactions `txs` replayed through the day, valued with
+/// `book`.
+fn positions_of(
+    p: &PortfolioRow,
+    record: &HistoryRow,
+    txs: &[projections::Transaction],
+    book: &projections::PriceBook,
+    day: NaiveDate,
+) -> Result<Positions, QueryError> {
+    let base = base_currency(p, book);
     let start = projections::DayState::initial_for(
         p.first_day,
         p.cash_mode,
         (base != *book.default_currency()).then(|| base.clone()),
     );
-    let state = match projections::replay(&start, &txs, &book, day) {
+    let state = match projections::replay(&start, txs, book, day) {
         Ok(Ok(state)) => state,
         Ok(Err(i)) => return Err(QueryError::NoRecord(i.detail)),
         Err(e) => return Err(QueryError::Failed(e.into())),
     };
     let failed = |e: projections::ValuationError| QueryError::Failed(e.into());
-    let valued = projections::value_positions(&state, &book).map_err(failed)?;
-    let balances = projections::value_cash(&state, &book).map_err(failed)?;
+    let valued = projections::value_positions(&state, book).map_err(failed)?;
+    let balances = projections::value_cash(&state, book).map_err(failed)?;
     Ok(Positions {
-        portfolio_id: id.to_string(),
+        portfolio_id: p.portfolio_id.clone(),
         date: day,
         market_value: projections::money_text(record.record.market_value),
         positions: position_views(&valued, record.market_value_exact),

@@ -2155,3 +2155,187 @@ async fn corrections_golden_through_the_broker() {
     assert_golden_records(&base, "corrections then", &g["then"]["portfolios"]).await;
     stop(svc).await;
 }
+
+/// The curve as known at an instant: answers recorded at T1 < T2 < T3,
+/// while trades, a cancel, an amend, a restated close and a late split
+/// arrive between them, are given again byte for byte (points, statistics,
+/// positions) when asked later with `as_known_at`; an instant at or after
+/// now is the plain answer; before the portfolio's first event 404; a bad
+/// instant 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_curve_as_it_was_known() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(2, 1);
+    let today = day("2024-04-12");
+    let id = |n: u32| format!("00000000-0000-4000-9100-{n:012}");
+    let tx = |n: u32, ty: &str, extra: Value| {
+        let mut v = json!({"event_id": id(n), "type": ty, "portfolio_id": "known",
+                           "schema_version": 2});
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v
+    };
+    let close = |sym: &str, d: &str, c: &str| json!({"symbol": sym, "date": d, "close": c});
+    let svc = start(&pool, kafka(&b.servers(), "known"), today).await;
+    let base = format!("http://{}", svc.addr);
+    let mut sent = 0;
+    let before_anything = chrono::Utc::now();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    // Phase 1: two buys and closes.
+    for v in [
+        tx(
+            1,
+            "buy",
+            json!({"symbol": "AAA", "quantity": "100", "price": "50", "trade_date": "2024-04-01"}),
+        ),
+        tx(
+            2,
+            "buy",
+            json!({"symbol": "BBB", "quantity": "10", "price": "100", "trade_date": "2024-04-02"}),
+        ),
+    ] {
+        b.tx(&v).await;
+        sent += 1;
+    }
+    for (s, d, c) in [
+        ("AAA", "2024-04-03", "52"),
+        ("BBB", "2024-04-03", "101"),
+        ("AAA", "2024-04-08", "55"),
+    ] {
+        b.price(&close(s, d, c)).await;
+        sent += 1;
+    }
+    // Phase 2: a sell, the cancel of the BBB buy, a restated close.
+    let phase2 = vec![
+        tx(
+            3,
+            "sell",
+            json!({"symbol": "AAA", "quantity": "30", "price": "53", "trade_date": "2024-04-05"}),
+        ),
+        tx(4, "cancel", json!({"corrects": id(2), "revision": 1})),
+    ];
+    // Phase 3: an amend of the sell, a late 2:1 split of AAA.
+    let phase3 = vec![tx(
+        5,
+        "sell",
+        json!({"symbol": "AAA", "quantity": "20", "price": "53", "trade_date": "2024-04-04",
+               "corrects": id(3), "revision": 1}),
+    )];
+    let mut answers = Vec::new();
+    for phase in 0..3 {
+        match phase {
+            1 => {
+                for v in &phase2 {
+                    b.tx(v).await;
+                    sent += 1;
+                }
+                b.price(&close("AAA", "2024-04-08", "54")).await;
+                sent += 1;
+            }
+            2 => {
+                for v in &phase3 {
+                    b.tx(v).await;
+                    sent += 1;
+                }
+                let split = json!({"event_id": id(6), "type": "split", "symbol": "AAA",
+                                   "ex_date": "2024-04-09", "numerator": 2, "denominator": 1,
+                                   "schema_version": 2});
+                b.send(CA, "AAA", &serde_json::to_vec(&split).unwrap())
+                    .await;
+                sent += 1;
+            }
+            _ => {}
+        }
+        caught_up(&pool, "known", sent, Duration::from_secs(60)).await;
+        let curve = reqwest::get(format!(
+            "{base}/api/v1/portfolio/known/nav-history?calendar=all&rolling=3"
+        ))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+        let positions = reqwest::get(format!("{base}/api/v1/portfolio/known/positions"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        answers.push((chrono::Utc::now(), curve, positions));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_ne!(answers[0].1, answers[1].1, "the phases change the curve");
+    assert_ne!(answers[1].1, answers[2].1, "the phases change the curve");
+    for (i, (at, curve, positions)) in answers.iter().enumerate() {
+        let t = at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        let asked = reqwest::get(format!(
+            "{base}/api/v1/portfolio/known/nav-history?calendar=all&rolling=3&as_known_at={t}"
+        ))
+        .await
+        .unwrap();
+        assert_eq!(asked.status(), 200, "T{}", i + 1);
+        let got: Value = asked.json().await.unwrap();
+        let want: Value = serde_json::from_str(curve).unwrap();
+        assert_eq!(got["points"], want["points"], "T{} points", i + 1);
+        assert_eq!(
+            got["statistics"],
+            want["statistics"],
+            "T{} statistics",
+            i + 1
+        );
+        assert_eq!(got["status"], want["status"], "T{} status", i + 1);
+        let got: Value = reqwest::get(format!(
+            "{base}/api/v1/portfolio/known/positions?as_known_at={t}"
+        ))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+        let want: Value = serde_json::from_str(positions).unwrap();
+        assert_eq!(got, want, "T{} positions", i + 1);
+    }
+    // At or after now: the plain answer.
+    let later = (chrono::Utc::now() + chrono::Duration::days(1))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let got: Value = reqwest::get(format!(
+        "{base}/api/v1/portfolio/known/nav-history?calendar=all&rolling=3&as_known_at={later}"
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let want: Value = serde_json::from_str(&answers[2].1).unwrap();
+    assert_eq!(got, want);
+    // Before the first event: 404; not an instant: 400 naming it.
+    let t0 = before_anything.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let r = reqwest::get(format!(
+        "{base}/api/v1/portfolio/known/nav-history?as_known_at={t0}"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 404);
+    for bad in [
+        "yesterday",
+        "2024-04-01",
+        "2024-13-01T00:00:00Z",
+        "2024-04-01T00:00:00",
+    ] {
+        let r = reqwest::get(format!(
+            "{base}/api/v1/portfolio/known/nav-history?as_known_at={bad}"
+        ))
+        .await
+        .unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+        let body: Value = r.json().await.unwrap();
+        assert!(
+            body["detail"].as_str().unwrap().contains("as_known_at"),
+            "{body}"
+        );
+    }
+    stop(svc).await;
+}

@@ -50,6 +50,9 @@ pub(crate) async fn get_history(
     let id = params::portfolio_id(&id)?;
     caller.authorize(SCOPE_READ, id.as_str())?;
     let q = HistoryQuery::parse(raw.as_deref())?;
+    if query::is_known_read(&q) {
+        return known_history(&s, &caller, peer, id.as_str(), &q).await;
+    }
     let key = format!("{id}?{}", q.cache_key());
     let bench = q.benchmark.as_ref().map(|b| b.as_str());
     // Taken before anything is read: a change committed after it moves the
@@ -83,7 +86,7 @@ pub(crate) async fn get_history(
             // entry is built (moved into the blocking task, so it is held
             // even if this request is dropped meanwhile).
             let permit = s.guards.admit_work(&caller, peer)?;
-            let h = query::read_history(&s.db, id.as_str(), &q).await?;
+            let h = query::read_history(&s.db, id.as_str(), &q, &s.clock).await?;
             // The benchmark's version as read before the closes: a close
             // written in between only makes the next read reload.
             let tag = format!(
@@ -114,6 +117,20 @@ pub(crate) async fn get_history(
         }
     };
     cached_response(&s, &key, &headers, &entry).await
+}
+
+/// The curve as known at a past instant: computed from the stored versions
+/// on each call, not cached.
+async fn known_history(
+    s: &AppState,
+    caller: &Caller,
+    peer: Option<Extension<PeerAddr>>,
+    id: &str,
+    q: &HistoryQuery,
+) -> Result<Response, ApiError> {
+    let _permit = s.guards.admit_work(caller, peer)?;
+    let h = query::read_history(&s.db, id, q, &s.clock).await?;
+    Ok(Json(HistoryResponse::from(h)).into_response())
 }
 
 /// The curve of a range as CSV: one line per day with every reported field
@@ -147,7 +164,7 @@ pub(crate) async fn get_history_csv(
     caller.authorize(SCOPE_READ, id.as_str())?;
     let q = HistoryQuery::parse(raw.as_deref())?;
     let permit = s.guards.admit_work(&caller, peer)?;
-    let h = query::read_history(&s.db, id.as_str(), &q).await?;
+    let h = query::read_history(&s.db, id.as_str(), &q, &s.clock).await?;
     let with_benchmark = q.benchmark.is_some();
     let with_rolling = q.rolling.is_some();
     let body = tokio::task::spawn_blocking(move || {
@@ -249,6 +266,7 @@ fn csv_of(points: &[Point], with_benchmark: bool, with_rolling: bool) -> String 
     params(
         ("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001"),
         ("date" = Option<NaiveDate>, Query, description = "the day (YYYY-MM-DD); default: the last record's"),
+        ("as_known_at" = Option<chrono::DateTime<chrono::Utc>>, Query, description = "the positions as known at this instant (RFC 3339): from exactly the events stored by then"),
     ),
     responses(
         (status = 200, description = "the open positions, cash and receivable at the end of the day", body = query::Positions),
@@ -270,10 +288,16 @@ pub(crate) async fn get_positions(
 ) -> Result<Json<query::Positions>, ApiError> {
     let id = params::portfolio_id(&id)?;
     caller.authorize(SCOPE_READ, id.as_str())?;
-    let q = params::query(raw.as_deref(), &["date"])?;
+    let q = params::query(raw.as_deref(), &["date", "as_known_at"])?;
     let date = q.get("date").map(|v| params::date("date", v)).transpose()?;
+    let known_at = q
+        .get("as_known_at")
+        .map(|v| params::instant("as_known_at", v))
+        .transpose()?;
     let _permit = s.guards.admit_work(&caller, peer)?;
-    Ok(Json(query::read_positions(&s.db, id.as_str(), date).await?))
+    Ok(Json(
+        query::read_positions(&s.db, id.as_str(), date, known_at, &s.clock).await?,
+    ))
 }
 
 /// The portfolios the caller may see, by id, a page at a time.

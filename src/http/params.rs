@@ -162,8 +162,21 @@ pub trait ParseQuery: Sized {
     fn parse(raw: Option<&str>) -> Result<Self, ApiError>;
 }
 
+/// An RFC 3339 instant with its offset (`2024-03-04T17:00:00Z`,
+/// `…+01:00`), as UTC.
+pub(crate) fn instant(name: &str, v: &str) -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
+    chrono::DateTime::parse_from_rfc3339(v)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| {
+            ApiError::BadRequest(format!(
+                "`{name}` must be an RFC 3339 instant such as 2024-03-04T17:00:00Z: {e}"
+            ))
+        })
+}
+
 /// The query of GET nav-history (and of the chart and page, which read the
-/// same): `from`, `to`, `calendar`, `risk_free`, `benchmark`, `rolling`.
+/// same): `from`, `to`, `calendar`, `risk_free`, `benchmark`, `rolling`,
+/// `as_known_at`.
 impl ParseQuery for HistoryQuery {
     fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
         let q = query(
@@ -175,6 +188,7 @@ impl ParseQuery for HistoryQuery {
                 "risk_free",
                 "benchmark",
                 "rolling",
+                "as_known_at",
             ],
         )?;
         let benchmark = q
@@ -217,6 +231,10 @@ impl ParseQuery for HistoryQuery {
             },
             benchmark,
             rolling: rolling(&q)?,
+            known_at: q
+                .get("as_known_at")
+                .map(|v| instant("as_known_at", v))
+                .transpose()?,
         })
     }
 }

@@ -101,6 +101,11 @@ pub(crate) struct HistoryParams {
     /// `rolling_volatility` and `rolling_sharpe` over its last N returns.
     #[param(minimum = 2, maximum = 1000)]
     rolling: Option<u32>,
+    /// The answer as known at this instant (RFC 3339, with its offset):
+    /// computed from exactly the events navd had stored by then, the curve
+    /// ending on that instant's date. At or after now: the plain answer;
+    /// no event of the portfolio stored by then: 404.
+    as_known_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The `calendar` values of GET nav-history.

@@ -39,11 +39,28 @@ pub(super) async fn store_prices(
         closes.push(*c);
         ccys.push(*ccy);
     }
+    // A close this batch replaces with another value is kept, with the
+    // instant it stopped being the one known (knowledge time); the same
+    // value sent again is no new version and keeps its first received_at.
+    sqlx::query(
+        "INSERT INTO prices_replaced (symbol, day, close, currency, received_at, replaced_at)
+         SELECT p.symbol, p.day, p.close, p.currency, p.received_at, now()
+           FROM UNNEST($1::text[], $2::date[], $3::numeric[], $4::text[]) AS u(s, d, c, ccy)
+           JOIN prices p ON p.symbol = u.s AND p.day = u.d
+          WHERE (p.close, p.currency) IS DISTINCT FROM (u.c, u.ccy)",
+    )
+    .bind(&syms)
+    .bind(&days)
+    .bind(&closes)
+    .bind(&ccys)
+    .execute(&mut *conn)
+    .await?;
     sqlx::query(
         "INSERT INTO prices (symbol, day, close, currency)
          SELECT * FROM UNNEST($1::text[], $2::date[], $3::numeric[], $4::text[])
          ON CONFLICT (symbol, day) DO UPDATE
-            SET close = EXCLUDED.close, currency = EXCLUDED.currency, received_at = EXCLUDED.received_at",
+            SET close = EXCLUDED.close, currency = EXCLUDED.currency, received_at = EXCLUDED.received_at
+          WHERE (prices.close, prices.currency) IS DISTINCT FROM (EXCLUDED.close, EXCLUDED.currency)",
     )
     .bind(&syms)
     .bind(&days)
@@ -208,11 +225,26 @@ pub(super) async fn store_rates(
         d.push(*day);
         v.push(*rate);
     }
+    // As for closes: a replaced rate is kept (knowledge time).
+    sqlx::query(
+        "INSERT INTO fx_rates_replaced (from_ccy, to_ccy, day, rate, received_at, replaced_at)
+         SELECT r.from_ccy, r.to_ccy, r.day, r.rate, r.received_at, now()
+           FROM UNNEST($1::text[], $2::text[], $3::date[], $4::numeric[]) AS u(f, t, d, v)
+           JOIN fx_rates r ON r.from_ccy = u.f AND r.to_ccy = u.t AND r.day = u.d
+          WHERE r.rate <> u.v",
+    )
+    .bind(&f)
+    .bind(&t)
+    .bind(&d)
+    .bind(&v)
+    .execute(&mut *conn)
+    .await?;
     sqlx::query(
         "INSERT INTO fx_rates (from_ccy, to_ccy, day, rate)
          SELECT * FROM UNNEST($1::text[], $2::text[], $3::date[], $4::numeric[])
          ON CONFLICT (from_ccy, to_ccy, day) DO UPDATE
-            SET rate = EXCLUDED.rate, received_at = EXCLUDED.received_at",
+            SET rate = EXCLUDED.rate, received_at = EXCLUDED.received_at
+          WHERE fx_rates.rate <> EXCLUDED.rate",
     )
     .bind(&f)
     .bind(&t)

@@ -46,6 +46,7 @@ pub(crate) mod digest;
 pub(crate) mod error;
 pub(crate) mod events;
 pub mod history;
+pub(crate) mod known;
 pub(crate) mod market;
 pub(crate) mod marks;
 pub(crate) mod numeric;

@@ -62,7 +62,7 @@ pub async fn svg(
     // slot and held until the drawing is done.
     let permit = s.guards.admit_work(&caller, peer)?;
     let slot = RenderPool::global().slot().await?;
-    let h = read_history(&s.db, id.as_str(), &q).await?;
+    let h = read_history(&s.db, id.as_str(), &q, &s.clock).await?;
     let bench = q.benchmark.as_ref().map(|b| b.to_string());
     let body = RenderPool::run(slot, move || {
         let _permit = permit;
@@ -152,7 +152,7 @@ pub async fn page(
     };
     let permit = s.guards.admit_work(&caller, peer)?;
     let slot = RenderPool::global().slot().await?;
-    let h = match read_history(&s.db, id.as_str(), &q).await {
+    let h = match read_history(&s.db, id.as_str(), &q, &s.clock).await {
         Ok(h) => h,
         // A benchmark symbol navd does not know is a typo to fix in place.
         Err(crate::query::QueryError::UnknownBenchmark(reason)) => {
@@ -163,9 +163,11 @@ pub async fn page(
     // The positions table is a convenience: a range ending where there is
     // no record simply shows none.
     let held = match h.points.last() {
-        Some(last) => crate::query::read_positions(&s.db, id.as_str(), Some(last.date))
-            .await
-            .ok(),
+        Some(last) => {
+            crate::query::read_positions(&s.db, id.as_str(), Some(last.date), q.known_at, &s.clock)
+                .await
+                .ok()
+        }
         None => None,
     };
     let extra = page_extra(&s, id.as_str(), &h, &q).await?;

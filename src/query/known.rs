@@ -1,0 +1,196 @@
+//! Reads as known at an instant (`as_known_at`): the fold of exactly the
+//! events received by then, with "today" the instant's date, computed on
+//! the spot from the stored versions ([`crate::storage::known`]). It does
+//! not depend on how far the refresh worker had got at that instant, and
+//! reads no stored record: the answer is the one a full rebuild from those
+//! events gives, as the stored history is.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use projections::{PortfolioId, PriceBook, Status, Transaction};
+
+use super::{History, HistoryQuery, QueryError, Read};
+use crate::storage::{self, Db, HistoryRow, PortfolioRow};
+
+/// The instant and its "today" when `known_at` asks for a past instant:
+/// the instant's date in the service's time zone, or the clock's fixed
+/// day when that is earlier (a service run on a past day). `None`: no
+/// instant, or one at or after now (the plain answer).
+pub(crate) fn past(
+    known_at: Option<DateTime<Utc>>,
+    clock: &crate::clock::Clock,
+) -> Option<(DateTime<Utc>, NaiveDate)> {
+    let at = known_at.filter(|t| *t < Utc::now())?;
+    let day = at.with_timezone(&clock.timezone()).date_naive();
+    Some((at, day.min(clock.today())))
+}
+
+/// What was known of a portfolio at an instant: its events, the prices
+/// they need, and the fold of them through that instant's day.
+pub(crate) struct Known {
+    pub(super) portfolio: PortfolioRow,
+    pub(super) rows: Vec<HistoryRow>,
+    pub(super) book: PriceBook,
+    pub(super) log: Vec<Transaction>,
+}
+
+/// Folds what was known of `id` at `at`, through `today` (the instant's
+/// date in the service's time zone); `extra` symbols are priced too (a
+/// benchmark). `NotFound` when no event of the portfolio was stored by
+/// then.
+pub(crate) async fn known_at(
+    db: &Db,
+    id: &PortfolioId,
+    at: DateTime<Utc>,
+    today: NaiveDate,
+    extra: &[String],
+) -> Result<Known, QueryError> {
+    let mut tx = storage::read_snapshot(db.pool()).await?;
+    let log = storage::known::log_known_at(&mut tx, id, at)
+        .await
+        .map_err(QueryError::Failed)?;
+    if log.is_empty() {
+        return Err(QueryError::NotFound);
+    }
+    let mut symbols: Vec<String> = log
+        .iter()
+        .filter_map(|t| t.kind.position_symbol())
+        .map(|s| s.to_string())
+        .chain(extra.iter().cloned())
+        .collect();
+    symbols.sort();
+    symbols.dedup();
+    let default = db.prices().empty_book().default_currency().clone();
+    let book = storage::known::book_known_at(&mut tx, &symbols, at, default)
+        .await
+        .map_err(QueryError::Failed)?;
+    tx.commit().await?;
+    let span = tracing::Span::current();
+    let row = id_row(id, today, &log);
+    tokio::task::spawn_blocking(move || {
+        let _span = span.enter();
+        fold_known(row, log, book, today)
+    })
+    .await
+    .map_err(|e| QueryError::Failed(e.into()))?
+}
+
+/// The portfolio row a fold of `log` through `today` stands for (filled in
+/// by [`fold_known`]).
+fn id_row(id: &PortfolioId, today: NaiveDate, log: &[Transaction]) -> PortfolioRow {
+    PortfolioRow {
+        portfolio_id: id.as_str().to_string(),
+        first_day: today,
+        last_day: None,
+        computed_through: Some(today),
+        base_state: None,
+        pending_from: None,
+        status: Status::Ok,
+        pending_since: None,
+        version: 0,
+        mark_ids: Vec::new(),
+        cash_mode: projections::cash_mode_of(log),
+        base_currency: projections::base_currency_of(log),
+        history_digest: None,
+    }
+}
+
+fn fold_known(
+    mut p: PortfolioRow,
+    log: Vec<Transaction>,
+    book: PriceBook,
+    today: NaiveDate,
+) -> Result<Known, QueryError> {
+    let out = projections::fold(&log, &book, today).map_err(|e| QueryError::Failed(e.into()))?;
+    let rows: Vec<HistoryRow> = out.records.iter().map(HistoryRow::of).collect();
+    p.first_day = rows.first().map_or(today, |r| r.record.date);
+    p.last_day = rows.last().map(|r| r.record.date);
+    if let Some(i) = out.inconsistency {
+        p.status = Status::Inconsistent(i);
+    }
+    Ok(Known {
+        portfolio: p,
+        rows,
+        book,
+        log,
+    })
+}
+
+impl Known {
+    /// The positions at the end of `date` (none: the last record's day).
+    pub(crate) fn positions(self, date: Option<NaiveDate>) -> Result<super::Positions, QueryError> {
+        let span = || match self.portfolio.last_day {
+            Some(last) => format!("its records ran through {last}"),
+            None => "it had no records".to_string(),
+        };
+        let Some(day) = date.or(self.portfolio.last_day) else {
+            return Err(QueryError::NoRecord(format!("no positions: {}", span())));
+        };
+        let Some(record) = self.rows.iter().find(|r| r.record.date == day) else {
+            return Err(QueryError::NoRecord(format!(
+                "no record on {day}: {}",
+                span()
+            )));
+        };
+        let effective = projections::effective(&self.log);
+        let txs: Vec<Transaction> = effective
+            .into_iter()
+            .filter(|t| t.trade_date <= day)
+            .collect();
+        super::positions_of(&self.portfolio, record, &txs, &self.book, day)
+    }
+}
+
+/// The curve of `q` as known at `at` (see the module doc).
+#[tracing::instrument(level = "debug", skip_all, fields(portfolio_id = %id))]
+pub(crate) async fn read_history_known_at(
+    db: &Db,
+    id: &PortfolioId,
+    q: &HistoryQuery,
+    at: DateTime<Utc>,
+    today: NaiveDate,
+) -> Result<History, QueryError> {
+    let extra: Vec<String> = q.benchmark.iter().map(|s| s.to_string()).collect();
+    let k = known_at(db, id, at, today, &extra).await?;
+    if let Some(sym) = &q.benchmark {
+        if k.book.close_on_or_before(sym, NaiveDate::MAX).is_none() {
+            return Err(QueryError::UnknownBenchmark(format!(
+                "unknown benchmark `{sym}`: navd had no close for it then"
+            )));
+        }
+    }
+    let in_range = |d: NaiveDate| q.from.is_none_or(|f| d >= f) && q.to.is_none_or(|t| d <= t);
+    let first = k.rows.iter().position(|r| in_range(r.record.date));
+    let w0_date = match first {
+        Some(i) => k.rows[i].record.date.pred_opt().expect("date in range"),
+        None => q
+            .from
+            .unwrap_or(k.portfolio.first_day)
+            .pred_opt()
+            .expect("date in range"),
+    };
+    let before = k.rows.iter().find(|r| r.record.date == w0_date).cloned();
+    // Trailing returns reach back over the whole history.
+    let earlier: Vec<(NaiveDate, rust_decimal::Decimal)> = k
+        .rows
+        .iter()
+        .filter(|r| r.record.date < w0_date)
+        .map(|r| (r.record.date, r.nav_exact))
+        .collect();
+    let rows: Vec<HistoryRow> = k
+        .rows
+        .into_iter()
+        .filter(|r| in_range(r.record.date))
+        .collect();
+    let read = Read {
+        portfolio: k.portfolio,
+        rows,
+        before,
+        w0_date,
+        earlier,
+        bench_book: q.benchmark.as_ref().map(|_| k.book),
+    };
+    let q = q.clone();
+    tokio::task::spawn_blocking(move || read.history(&q))
+        .await
+        .map_err(|e| QueryError::Failed(e.into()))
+}

@@ -58,9 +58,22 @@ async fn serve_router(
     limits: Limits,
     stop: CancellationToken,
 ) -> Result<(SocketAddr, JoinHandle<std::io::Result<()>>)> {
-    let listener = TcpListener::bind(addr)
+    serve_on(app, bind(addr).await?, limits, stop)
+}
+
+/// The HTTP listener on `addr`; an address in use names itself.
+async fn bind(addr: SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(addr)
         .await
-        .with_context(|| format!("binding the HTTP listener on {addr}"))?;
+        .with_context(|| format!("binding the HTTP listener on {addr} (NAVD_HTTP_ADDR)"))
+}
+
+fn serve_on(
+    app: axum::Router,
+    listener: TcpListener,
+    limits: Limits,
+    stop: CancellationToken,
+) -> Result<(SocketAddr, JoinHandle<std::io::Result<()>>)> {
     let local = listener.local_addr()?;
     let handle = tokio::spawn(http::server::serve(listener, app, limits, stop));
     Ok((local, handle))
@@ -140,6 +153,19 @@ impl Service {
     /// Starts worker, consumer (when Kafka is configured) and HTTP on an
     /// already migrated pool; they share one [`Db`] built here.
     pub async fn start(config: &Config, pool: PgPool, stop: CancellationToken) -> Result<Service> {
+        let listener = bind(config.http_addr).await?;
+        Self::start_on(config, pool, listener, stop).await
+    }
+
+    /// [`Service::start`] with the HTTP listener already bound (`serve`
+    /// binds it before migrating, so a taken port fails the start before
+    /// the database is touched).
+    async fn start_on(
+        config: &Config,
+        pool: PgPool,
+        listener: TcpListener,
+        stop: CancellationToken,
+    ) -> Result<Service> {
         let db = Db::new(pool);
         // Every fold and read of this database values in this default.
         db.prices()
@@ -198,7 +224,7 @@ impl Service {
             // An ingest-only process answers health and metrics only.
             http::health_router(state)
         };
-        let (addr, http) = serve_router(app, config.http_addr, limits, stop.clone()).await?;
+        let (addr, http) = serve_on(app, listener, limits, stop.clone())?;
         if config.role.serves_api() {
             announce_auth(&config.auth, addr);
         }
@@ -236,17 +262,22 @@ impl Service {
     }
 }
 
-/// `navd serve`.
+/// `navd serve`, on a configuration read by [`Config::for_serve`].
 pub(crate) async fn serve(config: Config) -> Result<()> {
-    config.check_serve()?;
-    let url = config.database_url.clone().expect("checked");
+    let url = config
+        .database_url
+        .clone()
+        .context("DATABASE_URL is required for `navd serve`")?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
+        commit = env!("NAVD_GIT_COMMIT"),
         config = %config.summary(),
         "navd starting"
     );
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
+    // The port first: a taken one must not cost a migration.
+    let listener = bind(config.http_addr).await?;
     let pool = storage::connect(&url, config.db_max_connections).await?;
     // API-only processes may run against a read-only replica: the ingest
     // processes (or `navd migrate`) apply the migrations.
@@ -256,7 +287,7 @@ pub(crate) async fn serve(config: Config) -> Result<()> {
             _ = stop.cancelled() => anyhow::bail!("stopped while applying migrations"),
         }
     }
-    let service = Service::start(&config, pool, stop).await?;
+    let service = Service::start_on(&config, pool, listener, stop).await?;
     service.join().await?;
     tracing::info!("navd stopped");
     Ok(())

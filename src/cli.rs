@@ -6,10 +6,21 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::config::Config;
 
+/// What `navd --version` prints after the name: the release and the
+/// commit it was built from (`build.rs`: `git rev-parse --short HEAD`,
+/// `NAVD_GIT_COMMIT` when the build sets it, as the image's does, else
+/// `unknown`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("NAVD_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "navd",
-    version,
+    version = VERSION,
     about = "Daily NAV history: Kafka in, PostgreSQL projection, HTTP out"
 )]
 struct Cli {
@@ -78,7 +89,9 @@ pub fn run() -> ExitCode {
             }
         };
     }
-    let config = match Config::from_env() {
+    // Every problem at once, missing variables included, before anything
+    // starts; printed once, here (the log is not set up yet).
+    let config = match Config::for_serve_from_env() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("navd: configuration error: {e:#}");
@@ -104,8 +117,9 @@ pub fn run() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // Once, in the log's format: a collector reads the JSON line,
+            // a terminal gets the same words in plain text.
             tracing::error!(error = %format!("{e:#}"), "navd failed");
-            eprintln!("navd: {e:#}");
             ExitCode::FAILURE
         }
     }

@@ -211,6 +211,8 @@ async fn run_on(pg: &PgTemp, addr: SocketAddr, stop: &CancellationToken) -> Resu
         book.portfolios.len()
     ));
 
+    let example =
+        LastClose::of(&book.prices, "SYM000").context("the sample book has no close of SYM000")?;
     let config = demo_config(pg.url(), &kafka, addr);
     let service = Service::start(&config, pool.clone(), stop.clone()).await?;
     let started = std::time::Instant::now();
@@ -228,10 +230,13 @@ async fn run_on(pg: &PgTemp, addr: SocketAddr, stop: &CancellationToken) -> Resu
         Ok(Some(())) => say(banner(
             &format!("http://{}", service.addr),
             &kafka,
-            &book.portfolios[0],
-            produced,
-            started.elapsed(),
-            today,
+            &Shown {
+                portfolio: &book.portfolios[0],
+                close: &example,
+                produced,
+                took: started.elapsed(),
+                today,
+            },
         )),
         Ok(None) => {}
         Err(e) => {
@@ -289,27 +294,70 @@ fn demo_config(database_url: String, kafka: &KafkaConfig, addr: SocketAddr) -> C
     }
 }
 
-/// What the demo prints once it is up: where to look, and how to feed the
-/// broker one's own events.
-fn banner(
-    base: &str,
-    kafka: &KafkaConfig,
-    p: &str,
+/// A symbol's latest close in the sample book: the price the banner's
+/// example buy pays, so the new portfolio starts at its own value instead
+/// of a made-up price's gain or loss.
+#[derive(Debug, Clone)]
+struct LastClose {
+    symbol: String,
+    close: rust_decimal::Decimal,
+}
+
+impl LastClose {
+    /// The close of `symbol` on the latest date `prices` (the sample
+    /// book's price events) have for it.
+    fn of(prices: &[(String, serde_json::Value)], symbol: &str) -> Option<LastClose> {
+        let (_, latest) = prices
+            .iter()
+            .map(|(_, p)| p)
+            .filter(|p| p["symbol"] == symbol)
+            .filter_map(|p| Some((p["date"].as_str()?, p["close"].as_str()?)))
+            .max_by_key(|(date, _)| *date)?;
+        Some(LastClose {
+            symbol: symbol.to_string(),
+            close: latest.parse().ok()?,
+        })
+    }
+
+    /// A next close one per cent above: a plausible day's move, so that
+    /// producing it moves the portfolios holding the symbol by little.
+    fn next(&self) -> rust_decimal::Decimal {
+        (self.close * rust_decimal::Decimal::new(101, 2)).round_dp(2)
+    }
+}
+
+/// What the banner reports and uses in its examples.
+struct Shown<'a> {
+    /// The portfolio the URLs name.
+    portfolio: &'a str,
+    /// The symbol and price of the example buy and close.
+    close: &'a LastClose,
     produced: usize,
     took: Duration,
     today: chrono::NaiveDate,
-) -> String {
+}
+
+/// What the demo prints once it is up: where to look, and how to feed the
+/// broker one's own events.
+fn banner(base: &str, kafka: &KafkaConfig, shown: &Shown<'_>) -> String {
     let broker = &kafka.brokers;
+    let (p, today) = (shown.portfolio, shown.today);
+    let (symbol, price) = (&shown.close.symbol, shown.close.close);
     // Written out rather than serialized, to keep the fields in the order
     // docs/events.md shows them.
     let event = format!(
-        r#"{{"event_id":"{}","type":"buy","portfolio_id":"p-1","symbol":"SYM000","quantity":"10","price":"100.00","trade_date":"{today}"}}"#,
+        r#"{{"event_id":"{}","type":"buy","portfolio_id":"p-1","symbol":"{symbol}","quantity":"10","price":"{price}","trade_date":"{today}"}}"#,
         uuid::Uuid::new_v4()
     );
-    let price = format!(r#"{{"symbol":"SYM000","date":"{today}","close":"101.50"}}"#);
+    let close = format!(
+        r#"{{"symbol":"{symbol}","date":"{today}","close":"{}"}}"#,
+        shown.close.next()
+    );
     format!(
-        "\nnavd demo is up: consumed and folded {produced} events in {:.1}s.\n\n  \
+        "\nnavd demo is up: consumed and folded {} events in {:.1}s.\n\n  \
+         index:      {base}/   (every portfolio; open it in a browser)\n  \
          chart:      {base}/portfolio/{p}\n  \
+         token:      none needed: authentication is off in the demo (loopback only)\n  \
          curve:      curl -s '{base}/api/v1/portfolio/{p}/nav-history?from={}'\n  \
          backfill:   curl -s -X POST {base}/api/v1/portfolio/{p}/nav-history/backfill\n  \
          calculate:  curl -s -X POST {base}/api/v1/portfolio/{p}/nav-history/calculate\n  \
@@ -319,11 +367,14 @@ fn banner(
          topics:     {} (key: portfolio id), {} (key: symbol),\n              \
          {} (key: symbol), {} (key: FROM/TO pair); see docs/events.md\n  \
          produce:    kcat -P -b {broker} -t {} -k p-1 <<< '{event}'\n  \
-         a close:    kcat -P -b {broker} -t {} -k SYM000 <<< '{price}'\n  \
+         (a buy of {symbol} at its latest close, {price}: a new portfolio p-1)\n  \
+         a close:    kcat -P -b {broker} -t {} -k {symbol} <<< '{close}'\n  \
+         (one per cent above the latest: p-1 and the portfolios holding {symbol} move with it)\n  \
          then:       curl -s '{base}/api/v1/portfolio/p-1/nav-history'\n  \
          (a new event_id for each new event: a repeated one is stored once)\n\n\
          Authentication is off (loopback only). Ctrl-C (or SIGTERM, SIGHUP) stops it and cleans up.",
-        took.as_secs_f64(),
+        shown.produced,
+        shown.took.as_secs_f64(),
         today - chrono::Duration::days(30),
         kafka.transactions_topic,
         kafka.prices_topic,
@@ -356,7 +407,32 @@ mod tests {
             assignment_grace: Duration::from_millis(30_000),
         };
         let today = chrono::NaiveDate::from_ymd_opt(2026, 11, 23).unwrap();
-        let text = banner("http://x", &kafka, "demo-000", 1, Duration::ZERO, today);
+        let day = |d: &str, close: &str| {
+            (
+                "SYM000".to_string(),
+                serde_json::json!({"symbol": "SYM000", "date": d, "close": close}),
+            )
+        };
+        let other = (
+            "SYM001".to_string(),
+            serde_json::json!({"symbol": "SYM001", "date": "2026-11-24", "close": "9.00"}),
+        );
+        let prices = [
+            day("2026-11-20", "45.10"),
+            day("2026-11-23", "46.80"),
+            other,
+            day("2026-11-19", "44.00"),
+        ];
+        let last = LastClose::of(&prices, "SYM000").unwrap();
+        let shown = Shown {
+            portfolio: "demo-000",
+            close: &last,
+            produced: 1,
+            took: Duration::ZERO,
+            today,
+        };
+        let text = banner("http://x", &kafka, &shown);
+        assert!(text.contains("index:      http://x/ "), "{text}");
         let payload = |label: &str| {
             let line = text
                 .lines()
@@ -369,8 +445,13 @@ mod tests {
         let t = projections::parse_transaction(payload("produce:").as_bytes()).unwrap();
         assert_eq!(t.portfolio_id.as_str(), "p-1");
         assert_eq!(t.trade_date, today);
+        // At the symbol's latest close; the close one per cent above it.
+        let buy: serde_json::Value = serde_json::from_str(&payload("produce:")).unwrap();
+        assert_eq!(buy["price"], "46.80");
         let c = projections::parse_price(payload("a close:").as_bytes()).unwrap();
         assert_eq!(c.symbol.as_str(), "SYM000");
+        let close: serde_json::Value = serde_json::from_str(&payload("a close:")).unwrap();
+        assert_eq!(close["close"], "47.27");
         for topic in [
             "nav.transactions",
             "nav.prices",

@@ -1,7 +1,10 @@
 //! The README's first command, end to end: `navd demo` as a child process
 //! brings the whole pipeline up on its own (private PostgreSQL, in-process
-//! broker, real consumer), a demo portfolio has a full curve, an event
-//! produced as the banner's `kcat` line says reaches the API, and SIGHUP
+//! broker, real consumer), a demo portfolio has a full curve, the index the
+//! banner names lists the portfolios, the events produced as the banner's
+//! `kcat` lines say reach the API with plausible numbers (the buy at the
+//! symbol's latest close starts flat, the close moves it about a per
+//! cent), the README's curl examples answer without a 404, and SIGHUP
 //! stops it and removes its temporary database, as SIGTERM does while it is
 //! still starting, and as closing the (pseudo-)terminal it runs in does. A
 //! busy `--addr` is an error.
@@ -122,7 +125,13 @@ fn demo_comes_up_serves_a_full_curve_and_cleans_up() {
         private_server,
     );
     assert!(pg_dir.is_dir(), "{}", pg_dir.display());
-    let chart = wait_for(&mut child, &rx, &mut lines, Duration::from_secs(240), |l| {
+    let index = wait_for(&mut child, &rx, &mut lines, Duration::from_secs(240), |l| {
+        l.trim()
+            .strip_prefix("index:")
+            .and_then(|u| u.split_whitespace().next())
+            .map(str::to_string)
+    });
+    let chart = wait_for(&mut child, &rx, &mut lines, Duration::from_secs(10), |l| {
         l.trim()
             .strip_prefix("chart:")
             .map(|u| u.trim().to_string())
@@ -163,59 +172,52 @@ fn demo_comes_up_serves_a_full_curve_and_cleans_up() {
         "the two bad sample events"
     );
 
-    // The banner's kcat line, produced as it says (with rdkafka instead of
-    // kcat): the broker answers from outside the process and the event
-    // becomes a portfolio of its own.
+    // The index the banner names lists the demo's portfolios.
+    assert_eq!(index, format!("{base}/"));
+    let html = rt.block_on(async { reqwest::get(&index).await.unwrap().text().await.unwrap() });
+    assert!(html.contains(&format!("/portfolio/{id}")), "{html}");
+
+    // The banner's kcat lines, produced as they say (with rdkafka instead
+    // of kcat): the broker answers from outside the process, the buy
+    // becomes a portfolio of its own, valued at its price on its first
+    // day, and the close moves it by about a per cent.
     let produce = wait_for(&mut child, &rx, &mut lines, Duration::from_secs(10), |l| {
         l.trim()
             .strip_prefix("produce:")
             .map(|c| c.trim().to_string())
     });
-    let (command, payload) = produce.split_once(" <<< '").expect("a here-string");
-    let payload = payload.strip_suffix('\'').expect("quoted payload");
-    let words: Vec<&str> = command.split_whitespace().collect();
-    let flag = |f: &str| {
-        let i = words
-            .iter()
-            .position(|w| *w == f)
-            .unwrap_or_else(|| panic!("{f} in {command}"));
-        words[i + 1].to_string()
-    };
-    assert_eq!(&words[..2], ["kcat", "-P"], "{command}");
-    let (broker, topic, key) = (flag("-b"), flag("-t"), flag("-k"));
-    assert_eq!(topic, "nav.transactions");
-    let event: serde_json::Value = serde_json::from_str(payload).expect("the payload is JSON");
-    assert_eq!(event["portfolio_id"], key.as_str());
-    rt.block_on(async {
-        use rdkafka::producer::{FutureProducer, FutureRecord};
-        let producer: FutureProducer = rdkafka::ClientConfig::new()
-            .set("bootstrap.servers", &broker)
-            .set("message.timeout.ms", "30000")
-            .create()
-            .unwrap();
-        producer
-            .send(
-                FutureRecord::to(&topic).key(&key).payload(payload),
-                Duration::from_secs(30),
-            )
-            .await
-            .map_err(|(e, _)| e)
-            .expect("the broker named in the banner takes the event");
-    });
-    let mine = format!("{base}/api/v1/portfolio/{key}/nav-history");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let curve = loop {
-        let answer = rt.block_on(async { reqwest::get(&mine).await.unwrap() });
-        if answer.status() == 200 {
-            let v: serde_json::Value = rt.block_on(answer.json()).unwrap();
-            if v["points"].as_array().is_some_and(|p| !p.is_empty()) {
-                break v;
-            }
-        }
-        assert!(Instant::now() < deadline, "{key} never got a curve");
-        std::thread::sleep(Duration::from_millis(250));
-    };
+    let buy = Kcat::parse(&produce);
+    assert_eq!(buy.topic, "nav.transactions");
+    let event: serde_json::Value = serde_json::from_str(&buy.payload).expect("the payload is JSON");
+    assert_eq!(event["portfolio_id"], buy.key.as_str());
+    buy.send(&rt);
+    let mine = format!("{base}/api/v1/portfolio/{}/nav-history", buy.key);
+    let curve = wait_curve(&rt, &mine, |_| true);
     assert_eq!(curve["status"]["state"], "ok", "{curve}");
+    let first = last_return(&curve);
+    assert!(
+        first.abs() < 0.001,
+        "a buy at the latest close starts flat, not at {first}: {curve}"
+    );
+
+    let close_line = wait_for(&mut child, &rx, &mut lines, Duration::from_secs(10), |l| {
+        l.trim()
+            .strip_prefix("a close:")
+            .map(|c| c.trim().to_string())
+    });
+    let close = Kcat::parse(&close_line);
+    assert_eq!(close.topic, "nav.prices");
+    let price: serde_json::Value = serde_json::from_str(&close.payload).unwrap();
+    assert_eq!(price["symbol"], event["symbol"]);
+    close.send(&rt);
+    let moved = wait_curve(&rt, &mine, |v| last_return(v) > 0.001);
+    let r = last_return(&moved);
+    assert!(
+        (0.005..0.015).contains(&r),
+        "the printed close should move the buy by about 1 %, not {r}: {moved}"
+    );
+
+    readme_examples_answer(&rt, base);
 
     // A closed terminal: SIGHUP stops it as SIGTERM would, and cleans up.
     signal(&child, libc::SIGHUP);
@@ -228,6 +230,164 @@ fn demo_comes_up_serves_a_full_curve_and_cleans_up() {
         "{rest:?}"
     );
     assert_cleaned_up(pg_port, &pg_dir);
+}
+
+/// A `kcat -P -b BROKER -t TOPIC -k KEY <<< 'PAYLOAD'` line of the banner.
+struct Kcat {
+    broker: String,
+    topic: String,
+    key: String,
+    payload: String,
+}
+
+impl Kcat {
+    fn parse(line: &str) -> Kcat {
+        let (command, payload) = line.split_once(" <<< '").expect("a here-string");
+        let payload = payload.strip_suffix('\'').expect("quoted payload");
+        let words: Vec<&str> = command.split_whitespace().collect();
+        assert_eq!(&words[..2], ["kcat", "-P"], "{command}");
+        let flag = |f: &str| {
+            let i = words
+                .iter()
+                .position(|w| *w == f)
+                .unwrap_or_else(|| panic!("{f} in {command}"));
+            words[i + 1].to_string()
+        };
+        Kcat {
+            broker: flag("-b"),
+            topic: flag("-t"),
+            key: flag("-k"),
+            payload: payload.to_string(),
+        }
+    }
+
+    /// Produces the line's message as kcat would.
+    fn send(&self, rt: &tokio::runtime::Runtime) {
+        rt.block_on(async {
+            use rdkafka::producer::{FutureProducer, FutureRecord};
+            let producer: FutureProducer = rdkafka::ClientConfig::new()
+                .set("bootstrap.servers", &self.broker)
+                .set("message.timeout.ms", "30000")
+                .create()
+                .unwrap();
+            producer
+                .send(
+                    FutureRecord::to(&self.topic)
+                        .key(&self.key)
+                        .payload(&self.payload),
+                    Duration::from_secs(30),
+                )
+                .await
+                .map_err(|(e, _)| e)
+                .expect("the broker named in the banner takes the event");
+        });
+    }
+}
+
+/// The curve at `url` once it has points and satisfies `ready`.
+fn wait_curve(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = serde_json::Value::Null;
+    loop {
+        let answer = rt.block_on(async { reqwest::get(url).await.unwrap() });
+        if answer.status() == 200 {
+            let v: serde_json::Value = rt.block_on(answer.json()).unwrap();
+            if v["points"].as_array().is_some_and(|p| !p.is_empty()) && ready(&v) {
+                return v;
+            }
+            last = v;
+        }
+        assert!(Instant::now() < deadline, "{url} never got there: {last}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The return since the first day on the curve's last point.
+fn last_return(curve: &serde_json::Value) -> f64 {
+    let p = curve["points"].as_array().unwrap().last().unwrap();
+    p["return_rate"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no return_rate in {p}"))
+        .parse()
+        .unwrap()
+}
+
+/// Shell words of one command line: single and double quotes, `$TOKEN`
+/// left empty as the README says to against the demo.
+fn shell_words(line: &str) -> Vec<String> {
+    let (mut words, mut word, mut quote, mut any) = (Vec::new(), String::new(), None, false);
+    for c in line.replace("$TOKEN", "").chars() {
+        match (quote, c) {
+            (None, '\'' | '"') => (quote, any) = (Some(c), true),
+            (Some(q), c) if c == q => quote = None,
+            (None, c) if c.is_whitespace() => {
+                if any {
+                    words.push(std::mem::take(&mut word));
+                    any = false;
+                }
+            }
+            (_, c) => (word, any) = (word + &c.to_string(), true),
+        }
+    }
+    if any {
+        words.push(word);
+    }
+    words
+}
+
+/// Every `curl` of the README's API section, sent to the demo at `base`
+/// as curl would send it: none answers 404 (or any error).
+fn readme_examples_answer(rt: &tokio::runtime::Runtime, base: &str) {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let api = &readme[readme.find("## The API").expect("an API section")..];
+    let block = &api[api.find("```sh\n").unwrap() + 6..];
+    let block = &block[..block.find("```").unwrap()];
+    let commands: Vec<String> = block
+        .replace("\\\n", " ")
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("curl "))
+        .map(str::to_string)
+        .collect();
+    assert!(commands.len() >= 7, "{commands:#?}");
+    let client = reqwest::Client::new();
+    for command in commands {
+        let words = shell_words(&command);
+        let (mut method, mut url, mut body) = ("GET".to_string(), None, None);
+        let mut headers = Vec::new();
+        let mut it = words.iter().skip(1);
+        while let Some(w) = it.next() {
+            match w.as_str() {
+                "-X" => method = it.next().unwrap().clone(),
+                "-H" => headers.push(it.next().unwrap().clone()),
+                "-d" => body = it.next().cloned(),
+                "-s" => {}
+                u if u.starts_with("http://127.0.0.1:8080/") => {
+                    url = Some(u.replacen("http://127.0.0.1:8080", base, 1))
+                }
+                other => panic!("unexpected `{other}` in {command}"),
+            }
+        }
+        let url = url.unwrap_or_else(|| panic!("no URL in {command}"));
+        let mut req = client.request(method.parse().unwrap(), &url);
+        for h in &headers {
+            let (k, v) = h.split_once(':').unwrap();
+            req = req.header(k.trim(), v.trim());
+        }
+        if let Some(b) = body {
+            req = req.body(b);
+        }
+        let status = rt.block_on(req.send()).unwrap().status();
+        assert!(
+            status.is_success(),
+            "the README's `{command}` answers {status} against the demo"
+        );
+    }
 }
 
 #[test]

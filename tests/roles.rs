@@ -181,11 +181,14 @@ fn serve_reports_every_problem_at_once() {
     );
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("3 configuration problems"), "{err}");
+    // The two required variables that are missing count too.
+    assert!(err.contains("5 configuration problems"), "{err}");
     for k in [
         "NAVD_TIMEZONE=Atlantis",
         "NAVD_READ_CACHE_MB=lots",
         "NAVD_AUTH=basic",
+        "DATABASE_URL is required",
+        "NAVD_KAFKA_BROKERS is required",
     ] {
         assert!(err.contains(k), "{k}: {err}");
     }

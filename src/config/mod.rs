@@ -425,6 +425,18 @@ impl Reader<'_> {
         })
     }
 
+    /// `DATABASE_URL`, when set and a PostgreSQL URL.
+    fn database_url(&mut self) -> Option<String> {
+        let url = self.get("DATABASE_URL")?;
+        match check_database_url(&url) {
+            Ok(()) => Some(url),
+            Err(why) => {
+                self.problem(format!("DATABASE_URL={}: {why}", redact_url(&url)));
+                None
+            }
+        }
+    }
+
     fn date(&mut self, k: &str) -> Option<NaiveDate> {
         self.parse(k, None, |v| {
             NaiveDate::parse_from_str(v, "%Y-%m-%d")
@@ -566,18 +578,53 @@ impl Reader<'_> {
 }
 
 impl Config {
-    pub(crate) fn from_env() -> Result<Config> {
-        Self::from_map(&std::env::vars().collect())
+    /// What `navd serve` runs on: the environment, with every problem —
+    /// bad values and missing required variables alike — reported at once.
+    pub(crate) fn for_serve_from_env() -> Result<Config> {
+        Self::for_serve(&std::env::vars().collect())
+    }
+
+    /// [`Config::from_map`] plus what `serve` cannot start without
+    /// (`DATABASE_URL`, and `NAVD_KAFKA_BROKERS` unless `NAVD_ROLE=api`),
+    /// all in one list.
+    pub fn for_serve(env: &HashMap<String, String>) -> Result<Config> {
+        let mut r = Reader {
+            env,
+            problems: Vec::new(),
+        };
+        let config = Self::read(&mut r);
+        if config.database_url.is_none() && r.get("DATABASE_URL").is_none() {
+            r.problem(
+                "DATABASE_URL is required for `navd serve`: a PostgreSQL URL, \
+                 e.g. postgres://navd:PASSWORD@db:5432/navd"
+                    .into(),
+            );
+        }
+        if config.role.ingests() && config.kafka.is_none() {
+            r.problem(format!(
+                "NAVD_KAFKA_BROKERS is required for `navd serve` with NAVD_ROLE={} \
+                 (NAVD_ROLE=api runs the HTTP API without Kafka)",
+                config.role.as_str()
+            ));
+        }
+        r.finish(config)
     }
 
     /// Reads the configuration from a map of variables (the environment in
     /// production, a literal map in tests). Every problem is reported at
-    /// once, each naming its variable and what it expects.
+    /// once, each naming its variable and what it expects; variables that
+    /// only `serve` requires may be missing (see [`Config::for_serve`]).
     pub fn from_map(env: &HashMap<String, String>) -> Result<Config> {
         let mut r = Reader {
             env,
             problems: Vec::new(),
         };
+        let config = Self::read(&mut r);
+        r.finish(config)
+    }
+
+    /// Every variable through `r`, whose problems the caller reports.
+    fn read(r: &mut Reader<'_>) -> Config {
         let timezone: Tz = r.parse("NAVD_TIMEZONE", chrono_tz::UTC, |z| {
             z.parse()
                 .map_err(|_| "is not an IANA time zone, e.g. Europe/Paris".to_string())
@@ -630,8 +677,8 @@ impl Config {
             rules,
             assignment_grace,
         });
-        let config = Config {
-            database_url: r.get("DATABASE_URL"),
+        Config {
+            database_url: r.database_url(),
             kafka,
             http_addr,
             http_header_timeout_ms: r.millis("NAVD_HTTP_HEADER_TIMEOUT_MS", 10_000, 1),
@@ -646,28 +693,6 @@ impl Config {
             default_currency,
             role,
             protection,
-        };
-        r.finish(config)
-    }
-
-    /// What `serve` needs besides a valid configuration; every missing
-    /// piece at once.
-    pub(crate) fn check_serve(&self) -> Result<()> {
-        let mut missing = Vec::new();
-        if self.database_url.is_none() {
-            missing.push("DATABASE_URL is required for `navd serve`".to_string());
-        }
-        if self.role.ingests() && self.kafka.is_none() {
-            missing.push(format!(
-                "NAVD_KAFKA_BROKERS is required for `navd serve` with NAVD_ROLE={} \
-                 (NAVD_ROLE=api runs the HTTP API without Kafka)",
-                self.role.as_str()
-            ));
-        }
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            bail!("{}", missing.join("\n  - "))
         }
     }
 
@@ -767,13 +792,34 @@ pub(crate) fn redact_url(url: &str) -> String {
     }
 }
 
+/// A PostgreSQL URL: anything else would only fail later, as a DNS or
+/// protocol error far from its cause.
+fn check_database_url(url: &str) -> std::result::Result<(), String> {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("postgres" | "postgresql") => Ok(()),
+        Some(other) => Err(format!(
+            "the scheme `{other}://` is not PostgreSQL's: give a URL starting with \
+             postgres:// or postgresql://"
+        )),
+        None => Err(
+            "is not a URL: give one starting with postgres:// or postgresql://, \
+             e.g. postgres://navd:PASSWORD@db:5432/navd"
+                .to_string(),
+        ),
+    }
+}
+
 /// The database URL alone, for `navd migrate` (nothing else is needed).
 pub(crate) fn database_url_from_env() -> Result<String> {
-    std::env::var("DATABASE_URL")
+    let url = std::env::var("DATABASE_URL")
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
-        .context("DATABASE_URL is required for `navd migrate`")
+        .context("DATABASE_URL is required for `navd migrate`")?;
+    check_database_url(&url)
+        .map_err(|why| anyhow::anyhow!("DATABASE_URL={}: {why}", redact_url(&url)))?;
+    Ok(url)
 }
 
 /// `key=value` pairs separated by `;` or newlines, e.g.
@@ -792,189 +838,4 @@ fn parse_properties(raw: Option<&str>) -> std::result::Result<Vec<(String, Strin
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn jwt_is_the_default_and_needs_a_key() {
-        let err = Config::from_map(&map(&[])).unwrap_err().to_string();
-        assert!(err.contains("NAVD_JWT_HS256_SECRET"), "{err}");
-    }
-
-    #[test]
-    fn secret_is_not_in_debug_output() {
-        let secret = "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t";
-        let c = Config::from_map(&map(&[("NAVD_JWT_HS256_SECRET", secret)])).unwrap();
-        assert!(!format!("{c:?}").contains(secret));
-    }
-
-    #[test]
-    fn defaults_match_the_contract() {
-        let c = Config::from_map(&map(&[
-            ("NAVD_AUTH", "none"),
-            ("NAVD_KAFKA_BROKERS", "k:9092"),
-        ]))
-        .unwrap();
-        let k = c.kafka.unwrap();
-        assert_eq!(k.group, "navd");
-        assert_eq!(k.transactions_topic, "nav.transactions");
-        assert_eq!(k.prices_topic, "nav.prices");
-        assert_eq!(k.corporate_actions_topic, "nav.corporate_actions");
-        assert_eq!(k.fx_topic, "nav.fx");
-        assert_eq!(k.default_currency.as_str(), "USD");
-        assert_eq!(c.http_addr.to_string(), "127.0.0.1:8080");
-        assert_eq!(c.http_header_timeout_ms, 10_000);
-        assert_eq!(c.http_idle_timeout_ms, 60_000);
-        assert_eq!(c.http_max_connections, 1024);
-        assert_eq!(c.clock.timezone(), chrono_tz::UTC);
-        assert_eq!(k.rules.earliest.to_string(), "1900-01-01");
-        assert_eq!(c.role, Role::All);
-    }
-
-    #[test]
-    fn every_problem_is_reported_at_once() {
-        let err = Config::from_map(&map(&[
-            ("NAVD_TIMEZONE", "Mars/Olympus"),
-            ("NAVD_HTTP_MAX_CONNECTIONS", "0"),
-            ("NAVD_ROLE", "both"),
-            ("NAVD_DEFAULT_CURRENCY", "GBX"),
-            ("NAVD_KAFKA_PROPERTIES", "a=1;oops"),
-            ("NAVD_BATCH_MAX", "many"),
-        ]))
-        .unwrap_err()
-        .to_string();
-        assert!(err.starts_with("7 configuration problems"), "{err}");
-        for k in [
-            "NAVD_TIMEZONE=Mars/Olympus",
-            "NAVD_HTTP_MAX_CONNECTIONS=0",
-            "NAVD_ROLE=both",
-            "NAVD_DEFAULT_CURRENCY=GBX",
-            "NAVD_KAFKA_PROPERTIES=a=1;oops",
-            "NAVD_BATCH_MAX=many",
-            // The seventh: jwt without a key.
-            "NAVD_AUTH=jwt needs",
-        ] {
-            assert!(err.contains(k), "{k} missing from: {err}");
-        }
-    }
-
-    #[test]
-    fn roles_and_host_names() {
-        let c = Config::from_map(&map(&[
-            ("NAVD_AUTH", "none"),
-            ("NAVD_ROLE", "api"),
-            ("NAVD_HTTP_ADDR", "localhost:8099"),
-        ]))
-        .unwrap();
-        assert_eq!(c.role, Role::Api);
-        assert!(c.http_addr.ip().is_loopback());
-        assert_eq!(c.http_addr.port(), 8099);
-        // An API-only process needs no Kafka; the others do.
-        let with_db = |role: &str| {
-            Config::from_map(&map(&[
-                ("NAVD_AUTH", "none"),
-                ("NAVD_ROLE", role),
-                ("DATABASE_URL", "postgres://x@h/db"),
-            ]))
-            .unwrap()
-        };
-        assert!(with_db("api").check_serve().is_ok());
-        for role in ["all", "ingest"] {
-            let err = with_db(role).check_serve().unwrap_err().to_string();
-            assert!(err.contains("NAVD_KAFKA_BROKERS"), "{err}");
-        }
-    }
-
-    #[test]
-    fn the_summary_leaves_secrets_out() {
-        let c = Config::from_map(&map(&[
-            (
-                "NAVD_JWT_HS256_SECRET",
-                "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t",
-            ),
-            (
-                "DATABASE_URL",
-                "postgres://navd:hunter2@db:5432/navd?sslmode=require",
-            ),
-            ("NAVD_KAFKA_BROKERS", "k:9092"),
-            (
-                "NAVD_KAFKA_PROPERTIES",
-                "security.protocol=SASL_SSL;sasl.password=topsecret",
-            ),
-        ]))
-        .unwrap();
-        let s = c.summary();
-        for secret in ["hunter2", "topsecret", "s3cr3t"] {
-            assert!(!s.contains(secret), "{s}");
-        }
-        assert!(
-            s.contains("postgres://navd:(redacted)@db:5432/navd?sslmode=require"),
-            "{s}"
-        );
-        assert!(s.contains("security.protocol=SASL_SSL"), "{s}");
-        assert!(s.contains("role=all"), "{s}");
-    }
-
-    #[test]
-    fn earliest_date_is_configurable() {
-        let c = Config::from_map(&map(&[
-            ("NAVD_AUTH", "none"),
-            ("NAVD_KAFKA_BROKERS", "k:9092"),
-            ("NAVD_EARLIEST_DATE", "2000-02-29"),
-        ]))
-        .unwrap();
-        assert_eq!(c.kafka.unwrap().rules.earliest.to_string(), "2000-02-29");
-    }
-
-    #[test]
-    fn bad_values_are_named() {
-        for (k, v) in [
-            ("NAVD_TIMEZONE", "Mars/Olympus"),
-            ("NAVD_AUTH", "basic"),
-            ("NAVD_HTTP_ADDR", "nowhere"),
-            ("NAVD_LOG_FORMAT", "xml"),
-            ("NAVD_EARLIEST_DATE", "1900-1-1x"),
-            ("NAVD_EARLIEST_DATE", "10000-01-01"),
-            ("NAVD_HTTP_HEADER_TIMEOUT_MS", "0"),
-            ("NAVD_HTTP_IDLE_TIMEOUT_MS", "soon"),
-            ("NAVD_HTTP_MAX_CONNECTIONS", "0"),
-            ("NAVD_HTTP_MAX_CONNECTIONS", "-1"),
-            ("NAVD_BATCH_IDLE_MS", "-1"),
-        ] {
-            let mut m = map(&[("NAVD_AUTH", "none")]);
-            m.insert(k.into(), v.into());
-            let err = Config::from_map(&m).unwrap_err().to_string();
-            assert!(err.contains(k), "{k}: {err}");
-        }
-    }
-
-    /// Every duration setting refuses what no clock can add (and anything
-    /// past a day), naming itself, and takes a day.
-    #[test]
-    fn durations_past_a_day_are_refused() {
-        let keys: Vec<&str> = VARIABLES
-            .iter()
-            .map(|(k, _, _)| *k)
-            .filter(|k| k.ends_with("_MS"))
-            .collect();
-        assert!(keys.len() >= 5, "{keys:?}");
-        for k in keys {
-            for v in ["18446744073709551615", "86400001"] {
-                let mut m = map(&[("NAVD_AUTH", "none")]);
-                m.insert(k.into(), v.into());
-                let err = Config::from_map(&m).unwrap_err().to_string();
-                assert!(err.contains(k) && err.contains("a day"), "{k}={v}: {err}");
-            }
-            let mut m = map(&[("NAVD_AUTH", "none")]);
-            m.insert(k.into(), "86400000".into());
-            assert!(Config::from_map(&m).is_ok(), "{k}");
-        }
-    }
-}
+mod tests;

@@ -13,6 +13,7 @@ pub mod cache;
 pub mod chart;
 pub(crate) mod encoding;
 pub(crate) mod error;
+pub(crate) mod explain;
 pub mod guard;
 pub(crate) mod headers;
 pub(crate) mod html;
@@ -58,7 +59,8 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .route("/portfolio/{id}/nav-history.csv", get(nav::get_history_csv))
         .route("/admin/dead-letters", get(admin::dead_letters))
         .route("/admin/replay", post(admin::replay))
-        .route("/openapi.json", get(openapi::document));
+        .route("/openapi.json", get(openapi::document))
+        .merge(explain::routes());
     Router::new()
         .nest("/api/v1", api)
         .route("/", get(chart::index))

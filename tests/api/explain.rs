@@ -327,3 +327,63 @@ async fn bad_dates_unknown_days_and_an_inconsistent_history() {
     let r = get(url("amend", "2024-04-03"), &other).await.unwrap();
     problem(r, StatusCode::NOT_FOUND).await;
 }
+
+/// The portfolio page links to its days' explanations, and a day's page
+/// shows the record, the events and the valuation for people.
+#[tokio::test]
+async fn the_page_explains_a_day_for_people() {
+    let (app, _, _) = book(include_str!("../../fixtures/golden/splits.json")).await;
+    let tok = admin();
+    let page = |path: &str| app.client.get(app.url(path)).bearer_auth(&tok).send();
+    let r = page("/portfolio/split-forward").await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let html = r.text().await.unwrap();
+    assert!(
+        html.contains("/portfolio/split-forward/explain/2024-06-07"),
+        "no link to the last day"
+    );
+    assert!(
+        html.contains("action=\"/portfolio/split-forward/explain\""),
+        "no date form"
+    );
+    let r = page("/portfolio/split-forward/explain/2024-06-05")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    let html = r.text().await.unwrap();
+    for want in [
+        "split-forward on 2024-06-05",
+        "Events applied",
+        "00000000-0000-4000-8003-000000000001",
+        "BIG",
+        "100.0000000000",
+        "0.1",
+        "10100.00000000",
+    ] {
+        assert!(html.contains(want), "the page lacks {want}");
+    }
+    // The form's answer leads to the day's page.
+    let r = page("/portfolio/split-forward/explain?date=2024-06-06")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        r.url().path().ends_with("/explain/2024-06-06"),
+        "{}",
+        r.url()
+    );
+    // A day without a record says so, with the API's status.
+    let r = page("/portfolio/split-forward/explain/2020-01-01")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert!(r.text().await.unwrap().contains("cannot be explained"));
+    let r = page("/portfolio/split-late/explain/2024-06-07")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+}

@@ -16,6 +16,7 @@ use uuid::Uuid;
 use crate::storage::{self, Db, HistoryRow, PortfolioRow};
 
 mod dashboard;
+pub(crate) mod explain;
 mod known;
 mod pages;
 pub use dashboard::DashboardSort;

@@ -39,9 +39,10 @@ pub use event::{
     parse_transaction, parse_transaction_with, EventError, Rules, TRANSACTION_TYPES,
 };
 pub use fold::{
-    base_currency_of, base_of, cash_mode_of, fold, replay, resume, value_cash, value_positions,
-    CashBalance, DayState, FoldError, FoldOutput, Folder, ForeignAmount, Inconsistency, Position,
-    PriceBook, Receivable, ReportedStatus, Status, ValuationError, ValuedPosition,
+    base_currency_of, base_of, cash_mode_of, explain_day, fold, replay, resume, value_cash,
+    value_positions, CashBalance, DayExplanation, DayState, ExplainError, FlowRate, FoldError,
+    FoldOutput, Folder, ForeignAmount, Inconsistency, Position, PriceBook, PriceSource, Receivable,
+    ReportedStatus, Status, ValuationError, ValuedPosition,
 };
 pub use invalidation::Invalidation;
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};

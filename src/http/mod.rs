@@ -13,6 +13,7 @@ pub mod cache;
 pub mod chart;
 pub(crate) mod encoding;
 pub(crate) mod error;
+pub(crate) mod explain;
 pub mod guard;
 pub(crate) mod headers;
 pub(crate) mod html;
@@ -58,11 +59,14 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .route("/portfolio/{id}/nav-history.csv", get(nav::get_history_csv))
         .route("/admin/dead-letters", get(admin::dead_letters))
         .route("/admin/replay", post(admin::replay))
-        .route("/openapi.json", get(openapi::document));
+        .route("/openapi.json", get(openapi::document))
+        .merge(explain::routes());
     Router::new()
         .nest("/api/v1", api)
         .route("/", get(chart::index))
         .route("/portfolio/{id}", get(chart::page))
+        .route("/portfolio/{id}/explain", get(chart::explain_form))
+        .route("/portfolio/{id}/explain/{date}", get(chart::explain_page))
         .route("/login", get(login::form).post(login::login))
         .route("/logout", post(login::logout))
         .route("/healthz", get(|| async { "ok" }))

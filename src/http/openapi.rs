@@ -80,6 +80,7 @@ impl Modify for BodiesAreObjects {
     paths(
         super::nav::get_history,
         super::nav::get_positions,
+        super::explain::explain,
         super::nav::get_history_csv,
         super::nav::list_portfolios,
         super::nav::backfill,
@@ -98,6 +99,9 @@ impl Modify for BodiesAreObjects {
         DrawdownDoc,
         TrailingDoc,
         crate::query::Positions,
+        crate::query::explain::Explanation,
+        crate::query::explain::ValuationLine,
+        crate::query::explain::FlowRateView,
         crate::query::PositionView,
         crate::query::CashView,
         crate::query::PortfolioPage,

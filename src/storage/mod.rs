@@ -21,6 +21,7 @@
 //! - [`portfolios`]: projection state per portfolio, its row lock, what is due;
 //! - [`marks`]: pending recomputes;
 //! - [`history`]: the daily records;
+//! - [`explain`]: what explaining one day of a portfolio reads;
 //! - [`dashboard`]: the index page's figures per portfolio, filtered and
 //!   sorted, and the NAV samples of its sparklines;
 //! - [`digest`]: the sum of a portfolio's record hashes, kept with its row,
@@ -45,6 +46,7 @@ pub(crate) mod dead_letters;
 pub(crate) mod digest;
 pub(crate) mod error;
 pub(crate) mod events;
+pub(crate) mod explain;
 pub mod history;
 pub(crate) mod known;
 pub(crate) mod market;

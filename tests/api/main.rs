@@ -10,6 +10,7 @@
 //! - `auth`: tokens, scopes, and the portfolios a token may see;
 //! - `errors`: problem+json for every client error, bad bodies, database down;
 //! - `wire`: the numeric and `COPY` bytes exchanged with PostgreSQL;
+//! - `explain`: explain a day, over the golden books' days and bad input;
 //! - `history`: the history table's reads, writes, derived values, migration;
 //! - `tear_sheet`: the tear-sheet golden, trailing returns, `rolling`, flows;
 //! - `support`: the helpers they share.
@@ -21,6 +22,7 @@ mod support;
 mod auth;
 mod curve;
 mod errors;
+mod explain;
 mod history;
 mod tear_sheet;
 mod wire;

@@ -150,8 +150,20 @@ impl PriceBook {
         to: &Currency,
         day: NaiveDate,
     ) -> Result<Option<Decimal>, ArithmeticError> {
+        Ok(self.rate_dated(from, to, day)?.map(|(r, _)| r))
+    }
+
+    /// [`PriceBook::rate`] with the date of the rate event it came from
+    /// (`None` for the same currency, which needs no rate): what an
+    /// explanation of a day shows beside the rate.
+    pub fn rate_dated(
+        &self,
+        from: &Currency,
+        to: &Currency,
+        day: NaiveDate,
+    ) -> Result<Option<(Decimal, Option<NaiveDate>)>, ArithmeticError> {
         if from == to {
-            return Ok(Some(Decimal::ONE));
+            return Ok(Some((Decimal::ONE, None)));
         }
         let latest = |a: &Currency, b: &Currency| {
             self.rates
@@ -160,9 +172,9 @@ impl PriceBook {
                 .map(|(d, r)| (*d, *r))
         };
         Ok(match (latest(from, to), latest(to, from)) {
-            (Some((dd, r)), Some((rd, _))) if dd >= rd => Some(r),
-            (_, Some((_, r))) => Some(dec::div(Decimal::ONE, r)?),
-            (Some((_, r)), None) => Some(r),
+            (Some((dd, r)), Some((rd, _))) if dd >= rd => Some((r, Some(dd))),
+            (_, Some((rd, r))) => Some((dec::div(Decimal::ONE, r)?, Some(rd))),
+            (Some((dd, r)), None) => Some((r, Some(dd))),
             (None, None) => None,
         })
     }

@@ -62,6 +62,9 @@ pub struct Folder<'a> {
     /// The last step committed its positions and then found no rate to
     /// value them: the slots are ahead of `state`, which stays right.
     pub(super) poisoned: bool,
+    /// In(d) and Out(d) of the last day recorded: the record keeps only
+    /// their difference, an explanation of the day shows both.
+    pub(super) last_flows: (Decimal, Decimal),
 }
 
 impl std::fmt::Debug for Folder<'_> {
@@ -99,6 +102,7 @@ impl<'a> Folder<'a> {
             split_cursor: 0,
             valuing: true,
             poisoned: false,
+            last_flows: (Decimal::ZERO, Decimal::ZERO),
         }
     }
 
@@ -440,6 +444,7 @@ impl<'a> Folder<'a> {
         self.state.nav = nav;
         self.state.cum_in = cum_in;
         self.state.cum_out = cum_out;
+        self.last_flows = (ledger.inflow, ledger.outflow);
         self.commit_ledger(ledger);
         Ok(record)
     }

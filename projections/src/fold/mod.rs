@@ -38,13 +38,15 @@
 //! - `settings`: a log's cash mode and base currency;
 //! - `folder`: [`Folder`], one day's step;
 //! - `driver`: the day loop ([`fold`], [`resume`], [`replay`]);
-//! - `valuation`: a state's positions and cash valued for reports.
+//! - `valuation`: a state's positions and cash valued for reports;
+//! - `explain`: one day folded by the folder and laid open with its inputs.
 
 mod book;
 mod cache;
 mod driver;
 mod error;
 mod events;
+mod explain;
 mod folder;
 mod ledger;
 mod positions;
@@ -55,10 +57,11 @@ mod valuation;
 pub use self::book::PriceBook;
 pub use self::driver::{fold, replay, resume, FoldOutput};
 pub use self::error::FoldError;
+pub use self::explain::{explain_day, DayExplanation, ExplainError, FlowRate};
 pub use self::folder::Folder;
 pub use self::settings::{base_currency_of, cash_mode_of};
 pub use self::state::{DayState, ForeignAmount, Position, Receivable};
 pub use self::valuation::{
-    base_of, value_cash, value_positions, CashBalance, ValuationError, ValuedPosition,
+    base_of, value_cash, value_positions, CashBalance, PriceSource, ValuationError, ValuedPosition,
 };
 pub use crate::status::{Inconsistency, ReportedStatus, Status};

@@ -1,6 +1,7 @@
 //! A state's day valued for reports: each open position at its valuation
 //! price and rate ([`value_positions`]), and each cash balance
-//! ([`value_cash`]), as the fold valued them.
+//! ([`value_cash`]), as the fold valued them — with where each price and
+//! rate came from, which is what an explanation of a day shows.
 
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
@@ -25,12 +26,40 @@ pub struct ValuedPosition {
     pub price: Decimal,
     /// The close's date, or the last trade's.
     pub price_date: Option<NaiveDate>,
+    /// Whether the price is a close or the last trade price.
+    pub price_source: PriceSource,
+    /// The factor the splits since `price_date` applied to the close or
+    /// trade price (Π denominator / numerator; 1 without any).
+    pub split_factor: Decimal,
     /// The price's currency.
     pub currency: Currency,
     /// FX(currency → base, day).
     pub fx_rate: Decimal,
+    /// The date of the rate event `fx_rate` came from; `None` in the base
+    /// currency, which needs none.
+    pub fx_date: Option<NaiveDate>,
     /// quantity · price · fx_rate, in the base currency.
     pub value: Decimal,
+}
+
+/// Where a valuation price came from (docs/valuation.md: a close beats the
+/// last trade).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PriceSource {
+    /// The latest close on or before the day.
+    Close,
+    /// No close yet: the price of the latest transaction in the symbol.
+    Trade,
+}
+
+impl PriceSource {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PriceSource::Close => "close",
+            PriceSource::Trade => "trade",
+        }
+    }
 }
 
 /// A cash balance at the end of a state's day.
@@ -66,10 +95,18 @@ fn rate_or_missing(
     from: &Currency,
     to: &Currency,
     day: NaiveDate,
-) -> Result<Decimal, ValuationError> {
+) -> Result<(Decimal, Option<NaiveDate>), ValuationError> {
     prices
-        .rate(from, to, day)?
+        .rate_dated(from, to, day)?
         .ok_or_else(|| ValuationError::NoRate(no_rate(from, to, day)))
+}
+
+/// Π d/n of `ratios` (1 for none): the factor a price from before them is
+/// multiplied by.
+fn factor_of(mut ratios: impl Iterator<Item = (u32, u32)>) -> Result<Decimal, ArithmeticError> {
+    ratios.try_fold(Decimal::ONE, |f, (n, d)| {
+        dec::mul(f, dec::div(Decimal::from(d), Decimal::from(n))?)
+    })
 }
 
 /// The open positions of `state` valued at the end of its day, by symbol,
@@ -85,21 +122,29 @@ pub fn value_positions(
         .iter()
         .map(|(symbol, pos)| {
             let close = prices.close_dated(symbol, day);
-            let (price, price_date, currency) = match close {
+            // The price exactly as the fold computes it (the splits applied
+            // one after the other), and the factor they amount to beside it.
+            let (price, price_date, price_source, currency) = match close {
                 Some((t, c)) => (
                     prices
                         .splits_between(symbol, t, day)
                         .try_fold(c, split_price)?,
                     Some(t),
+                    PriceSource::Close,
                     prices.close_currency(symbol, t).clone(),
                 ),
                 None => (
                     pos.last_trade_price,
                     pos.last_trade_date,
+                    PriceSource::Trade,
                     pos.currency.clone().unwrap_or_else(|| base.clone()),
                 ),
             };
-            let fx_rate = rate_or_missing(prices, &currency, base, day)?;
+            let split_factor = match price_date {
+                Some(t) => factor_of(prices.splits_between(symbol, t, day))?,
+                None => Decimal::ONE,
+            };
+            let (fx_rate, fx_date) = rate_or_missing(prices, &currency, base, day)?;
             let local = dec::mul(pos.qty, price)?;
             let value = if currency == *base {
                 local
@@ -112,8 +157,11 @@ pub fn value_positions(
                 cost: pos.cost,
                 price,
                 price_date,
+                price_source,
+                split_factor,
                 currency,
                 fx_rate,
+                fx_date,
                 value,
             })
         })
@@ -138,7 +186,7 @@ pub fn value_cash(
         value: state.cash,
     }];
     for (c, amount) in &state.foreign_cash {
-        let fx_rate = rate_or_missing(prices, c, base, state.date)?;
+        let (fx_rate, _) = rate_or_missing(prices, c, base, state.date)?;
         out.push(CashBalance {
             currency: c.clone(),
             amount: *amount,

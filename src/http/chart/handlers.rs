@@ -440,7 +440,7 @@ pub(super) fn take_view(
     (view, rest)
 }
 
-fn html_response(status: StatusCode, html: String) -> Response {
+pub(super) fn html_response(status: StatusCode, html: String) -> Response {
     (
         status,
         [

@@ -45,6 +45,7 @@
 //!   a benchmark or a range cannot be drawn;
 //! - `notices.rs`: what the page says it cannot show and what to do —
 //!   the inconsistency's advice, an undrawable benchmark or range;
+//! - `explain.rs`: the page explaining one day (`/portfolio/{id}/explain/{date}`);
 //! - `index.rs`: the index's dashboard — its query, table, sparklines, pager;
 //! - `value.rs`: the value chart (money, net invested, flows marked);
 //! - `format.rs`: money, amounts and returns written for people;
@@ -52,6 +53,7 @@
 //!   day, positions) and the number formatting shared with the hover titles.
 
 mod axis;
+mod explain;
 mod format;
 mod handlers;
 mod index;
@@ -65,6 +67,7 @@ mod value;
 
 // `__path_svg` is the OpenAPI description `#[utoipa::path]` generates for
 // `svg`; the `OpenApi` derive (`http::openapi`) finds it next to `svg`.
+pub use explain::{explain_form, explain_page};
 pub use handlers::{__path_svg, index, page, svg};
 pub use picture::{Base, Picture};
 pub use pool::RenderPool;

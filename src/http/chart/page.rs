@@ -368,11 +368,29 @@ fn write_sections(
     write_periods(h, &d.history.statistics.periods);
     if let Some(last) = d.history.points.last() {
         write_last_day(h, last, d.currency);
+        write_explain_links(h, id, d.history);
     }
     if let Some(p) = d.positions {
         write_positions(h, p, d.currency);
     }
     write_links(h, id, query);
+}
+
+/// Every day of the range opens its explanation: the last one directly,
+/// any other through the date field.
+fn write_explain_links(h: &mut String, id: &str, history: &History) {
+    let (Some(first), Some(last)) = (history.points.first(), history.points.last()) else {
+        return;
+    };
+    let id_e = escape_html(id);
+    let (first, last) = (first.date, last.date);
+    let _ = writeln!(
+        h,
+        "<div class=\"card links\"><a href=\"/portfolio/{id_e}/explain/{last}\">Explain {last}</a>\
+         <form method=\"get\" action=\"/portfolio/{id_e}/explain\"><label>Explain the day \
+         <input type=\"date\" name=\"date\" min=\"{first}\" max=\"{last}\" value=\"{last}\" \
+         required></label> <button>Explain</button></form></div>"
+    );
 }
 
 /// The range as JSON, CSV and SVG, and the way back to the index.

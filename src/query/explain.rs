@@ -1,0 +1,312 @@
+//! Explain a day ([`read_explanation`]): a portfolio's record of one day
+//! with the previous day's, the events applied that day in fold order with
+//! where each came from, and the valuation inputs — each position's price
+//! (its source, date and split factor) and rate (and its date), each cash
+//! balance, the receivable and the day's flows.
+//!
+//! The state at the end of the previous day is replayed from the stored
+//! log and completed with the stored record's exact value and NAV (as the
+//! positions read does); the day itself is folded by the pure crate's
+//! [`projections::explain_day`], the day loop's own step.
+
+use chrono::NaiveDate;
+use projections::{
+    money_text, DayExplanation, DayState, Inconsistency, ReportedStatus, Transaction,
+};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use super::{base_currency, CashView, Point, QueryError};
+use crate::storage::explain::{DayInputs, Origin, StoredSplit, StoredTransaction};
+use crate::storage::{self, Db, HistoryRow, PortfolioRow};
+
+/// Why a day cannot be explained.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ExplainFailure {
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    /// The history is inconsistent on or before the day.
+    #[error("{}", .0.detail)]
+    Inconsistent(Inconsistency),
+}
+
+impl From<sqlx::Error> for ExplainFailure {
+    fn from(e: sqlx::Error) -> Self {
+        ExplainFailure::Query(e.into())
+    }
+}
+
+/// One position's valuation on the day, as reported.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct ValuationLine {
+    pub symbol: String,
+    /// As held (a split's result keeps its 10 decimal places).
+    pub quantity: String,
+    /// The price used: the close or trade price times `split_factor`.
+    pub price: String,
+    /// `close` (the latest close on or before the day) or `trade` (no close
+    /// yet: the last trade price); `corporate_action` is reserved for
+    /// prices set by corporate actions.
+    pub price_source: String,
+    /// The date of that close or trade.
+    pub price_date: Option<NaiveDate>,
+    /// The factor the splits since `price_date` applied (1 without any).
+    pub split_factor: String,
+    /// The currency of the price.
+    pub currency: String,
+    /// Units of the portfolio's currency per unit of `currency` on the day.
+    pub fx_rate: String,
+    /// The date of the rate used; null in the portfolio's own currency.
+    pub fx_date: Option<NaiveDate>,
+    /// quantity · price · fx_rate, in the portfolio's currency.
+    pub value: String,
+}
+
+/// A rate the day's flows were converted at (events in another currency
+/// without an `fx_rate` of their own).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct FlowRateView {
+    pub currency: String,
+    pub fx_rate: String,
+    pub fx_date: Option<NaiveDate>,
+}
+
+/// A day's record and everything it was computed from.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct Explanation {
+    pub portfolio_id: String,
+    pub date: NaiveDate,
+    /// The day's record, as the curve shows it.
+    pub record: Point,
+    /// The day before's record; null on the history's first day.
+    pub previous: Option<Point>,
+    /// The events applied on the day, in fold order: splits of held
+    /// positions, dividends paid (as their dividend event), then the day's
+    /// effective transactions; each with `event_id`, `type`, `revision`,
+    /// `corrects`, `topic`, `partition`, `offset`, `received_at` and its
+    /// own fields.
+    #[schema(value_type = Vec<Object>)]
+    pub events: Vec<Value>,
+    /// The positions at the end of the day; Σ value = the record's
+    /// `holdings_value`.
+    pub valuation: Vec<ValuationLine>,
+    /// The cash balances (none without cash tracking).
+    pub cash: Vec<CashView>,
+    /// Dividends past their ex-date, not yet paid.
+    pub receivable: String,
+    /// The day's external flows in and out.
+    pub inflow: String,
+    pub outflow: String,
+    /// The rates the day's flows were converted at, when the events carry
+    /// none of their own.
+    pub flow_rates: Vec<FlowRateView>,
+}
+
+/// Explains portfolio `id`'s `day` from one consistent snapshot.
+#[tracing::instrument(level = "debug", skip_all, fields(portfolio_id = %id))]
+pub(crate) async fn read_explanation(
+    db: &Db,
+    id: &str,
+    day: NaiveDate,
+) -> Result<Explanation, ExplainFailure> {
+    let mut tx = storage::read_snapshot(db.pool()).await?;
+    let p = storage::get_portfolio(&mut tx, id)
+        .await?
+        .ok_or(QueryError::NotFound)?;
+    if let ReportedStatus::Inconsistent(i) = p.reported_status() {
+        if i.day <= day {
+            return Err(ExplainFailure::Inconsistent(i));
+        }
+    }
+    let Some(record) = storage::history_row(&mut tx, id, day).await? else {
+        return Err(QueryError::NoRecord(no_record(&p, day)).into());
+    };
+    let before = day.pred_opt().expect("date in range");
+    let previous = storage::history_row(&mut tx, id, before).await?;
+    let cache = db.prices();
+    let failed = |e: anyhow::Error| ExplainFailure::Query(QueryError::Failed(e));
+    let mut inputs = storage::explain::load_day(&mut tx, id, day, &cache.default_currency())
+        .await
+        .map_err(failed)?;
+    let base = base_currency(&p, &inputs.book);
+    cache
+        .add_rates(&mut tx, &mut inputs.book, std::slice::from_ref(&base), day)
+        .await
+        .map_err(failed)?;
+    tx.commit().await?;
+    let span = tracing::Span::current();
+    // A replay of the whole log: off the async threads, as curve reads are.
+    tokio::task::spawn_blocking(move || {
+        let _span = span.enter();
+        explain(&p, day, record, previous, inputs)
+    })
+    .await
+    .map_err(|e| QueryError::Failed(e.into()))?
+}
+
+fn no_record(p: &PortfolioRow, day: NaiveDate) -> String {
+    match p.last_day {
+        Some(last) => format!(
+            "no record on {day}: its records run from {} through {last}",
+            p.first_day
+        ),
+        None => format!("no record on {day}: it has no records yet"),
+    }
+}
+
+/// The day folded from the replayed previous state, and reported.
+fn explain(
+    p: &PortfolioRow,
+    day: NaiveDate,
+    record: HistoryRow,
+    previous: Option<HistoryRow>,
+    inputs: DayInputs,
+) -> Result<Explanation, ExplainFailure> {
+    let failed = |e: anyhow::Error| ExplainFailure::Query(QueryError::Failed(e));
+    let book = &inputs.book;
+    let base = base_currency(p, book);
+    let start = DayState::initial_for(
+        p.first_day,
+        p.cash_mode,
+        (base != *book.default_currency()).then(|| base.clone()),
+    );
+    let before = day.pred_opt().expect("date in range");
+    let mut state = match projections::replay(&start, &inputs.log, book, before) {
+        Ok(Ok(state)) => state,
+        Ok(Err(i)) => return Err(ExplainFailure::Inconsistent(i)),
+        Err(e) => return Err(failed(e.into())),
+    };
+    // Before the history's first day nothing happens but days passing.
+    state.date = state.date.max(before);
+    if let Some(prev) = &previous {
+        state.market_value = prev.market_value_exact;
+        state.nav = prev.nav_exact;
+    }
+    let mut todays: Vec<&Transaction> = inputs
+        .log
+        .iter()
+        .filter(|t| t.trade_date == day && t.kind.name() != "portfolio_settings")
+        .collect();
+    todays.sort_by_key(|t| t.fold_key());
+    let e = match projections::explain_day(&state, &todays, book) {
+        Ok(Ok(Some(e))) => e,
+        Ok(Ok(None)) => return Err(QueryError::NoRecord(no_record(p, day)).into()),
+        Ok(Err(i)) => return Err(ExplainFailure::Inconsistent(i)),
+        Err(e) => return Err(failed(e.into())),
+    };
+    Ok(Explanation {
+        portfolio_id: p.portfolio_id.clone(),
+        date: day,
+        record: Point::from(&record),
+        previous: previous.as_ref().map(Point::from),
+        events: events_of(&e, inputs.day_events, &inputs.splits, day),
+        valuation: e.valuation.iter().map(line_of).collect(),
+        cash: e.cash.iter().map(CashView::of).collect(),
+        receivable: money_text(e.receivable),
+        inflow: money_text(e.inflow),
+        outflow: money_text(e.outflow),
+        flow_rates: e
+            .flow_rates
+            .iter()
+            .map(|r| FlowRateView {
+                currency: r.currency.to_string(),
+                fx_rate: r.fx_rate.normalize().to_string(),
+                fx_date: r.fx_date,
+            })
+            .collect(),
+    })
+}
+
+fn line_of(v: &projections::ValuedPosition) -> ValuationLine {
+    ValuationLine {
+        symbol: v.symbol.to_string(),
+        quantity: v.quantity.to_string(),
+        price: v.price.normalize().to_string(),
+        price_source: v.price_source.as_str().to_string(),
+        price_date: v.price_date,
+        split_factor: v.split_factor.normalize().to_string(),
+        currency: v.currency.to_string(),
+        fx_rate: v.fx_rate.normalize().to_string(),
+        fx_date: v.fx_date,
+        value: money_text(v.value),
+    }
+}
+
+/// The day's events in fold order: the splits the fold applied to held
+/// positions, the dividends it paid (ex-date before the day; one paid on
+/// its ex-date is listed once, as the day's transaction), then the day's
+/// transactions.
+fn events_of(
+    e: &DayExplanation,
+    mut stored: Vec<StoredTransaction>,
+    splits: &[StoredSplit],
+    day: NaiveDate,
+) -> Vec<Value> {
+    let mut out: Vec<Value> = splits
+        .iter()
+        .filter(|s| e.splits.iter().any(|(sym, _, _)| sym.as_str() == s.symbol))
+        .map(split_json)
+        .collect();
+    stored.retain(|s| s.tx.kind.name() != "portfolio_settings");
+    stored.sort_by_key(|s| (s.tx.trade_date == day, s.tx.fold_key()));
+    out.extend(stored.iter().map(transaction_json));
+    out
+}
+
+fn split_json(s: &StoredSplit) -> Value {
+    let mut m = head(s.event_id, "split", 0, None, &s.origin);
+    m.insert("symbol".into(), json!(s.symbol));
+    m.insert("ex_date".into(), json!(s.ex_date));
+    m.insert("numerator".into(), json!(s.numerator));
+    m.insert("denominator".into(), json!(s.denominator));
+    Value::Object(m)
+}
+
+/// A stored transaction as its producer wrote it, with its place in the
+/// log and its correction fields (`revision` 0 and `corrects` null for an
+/// original).
+fn transaction_json(s: &StoredTransaction) -> Value {
+    let t = &s.tx;
+    let (revision, corrects) = t
+        .correction
+        .map_or((0, None), |c| (c.revision, Some(c.corrects)));
+    let mut m = head(t.event_id, t.kind.name(), revision, corrects, &s.origin);
+    m.insert("portfolio_id".into(), json!(t.portfolio_id.as_str()));
+    m.insert("trade_date".into(), json!(t.trade_date));
+    if let Some(at) = t.occurred_at {
+        m.insert("occurred_at".into(), json!(at));
+    }
+    if let Value::Object(fields) = serde_json::to_value(&t.kind).unwrap_or_default() {
+        for (k, v) in fields {
+            if k != "type" && !v.is_null() {
+                m.entry(k).or_insert(v);
+            }
+        }
+    }
+    if let Some(c) = &t.currency {
+        m.insert("currency".into(), json!(c.as_str()));
+    }
+    if let Some(r) = t.fx_rate {
+        m.insert("fx_rate".into(), json!(r.normalize().to_string()));
+    }
+    Value::Object(m)
+}
+
+fn head(
+    event_id: uuid::Uuid,
+    kind: &str,
+    revision: u32,
+    corrects: Option<uuid::Uuid>,
+    o: &Origin,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("event_id".into(), json!(event_id));
+    m.insert("type".into(), json!(kind));
+    m.insert("revision".into(), json!(revision));
+    m.insert("corrects".into(), json!(corrects));
+    m.insert("topic".into(), json!(o.topic));
+    m.insert("partition".into(), json!(o.partition));
+    m.insert("offset".into(), json!(o.offset));
+    m.insert("received_at".into(), json!(o.received_at));
+    m
+}

@@ -1,0 +1,164 @@
+//! What explaining one day of a portfolio reads ([`load_day`]): its log up
+//! to the day, the day's stored events with where they came from (topic,
+//! partition, offset, `received_at`), the splits dated that day, and the
+//! closes and splits that value it. One function loads all of it, so that a
+//! later filter ("as known at an instant") has one place to go.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use projections::{Currency, PortfolioId, PriceBook, Transaction};
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Row};
+use uuid::Uuid;
+
+use super::transactions::transaction_of;
+
+/// Where a stored event came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Origin {
+    pub topic: Option<String>,
+    pub partition: Option<i32>,
+    pub offset: Option<i64>,
+    pub received_at: DateTime<Utc>,
+}
+
+/// An effective transaction as stored, with its correction fields.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredTransaction {
+    pub tx: Transaction,
+    pub origin: Origin,
+}
+
+/// A split event as stored: the one in effect for its (symbol, ex-date).
+#[derive(Debug, Clone)]
+pub(crate) struct StoredSplit {
+    pub event_id: Uuid,
+    pub symbol: String,
+    pub ex_date: NaiveDate,
+    pub numerator: i64,
+    pub denominator: i64,
+    pub origin: Origin,
+}
+
+/// Everything a day's explanation is computed from.
+#[derive(Debug)]
+pub(crate) struct DayInputs {
+    /// The effective transactions dated up to the day, in fold order.
+    pub log: Vec<Transaction>,
+    /// The effective transactions dated the day, and the dividends paid
+    /// that day (ex-date before it), with their origins.
+    pub day_events: Vec<StoredTransaction>,
+    /// The splits in effect dated the day, of the symbols the portfolio's
+    /// events name (whether a position was held is the fold's to say).
+    pub splits: Vec<StoredSplit>,
+    /// The closes valuing the day (the latest on or before it per symbol)
+    /// and every split of those symbols; no rates (the price cache adds
+    /// them).
+    pub book: PriceBook,
+}
+
+/// Loads the inputs of portfolio `id`'s `day`.
+pub(crate) async fn load_day(
+    conn: &mut PgConnection,
+    id: &str,
+    day: NaiveDate,
+    default_currency: &Currency,
+) -> anyhow::Result<DayInputs> {
+    let log = super::load_transactions(conn, id, None, day).await?;
+    let mut symbols: Vec<String> = log
+        .iter()
+        .filter_map(|t| t.kind.position_symbol())
+        .map(|s| s.to_string())
+        .collect();
+    symbols.sort();
+    symbols.dedup();
+    let book = super::prices::load_prices(conn, &symbols, day, day, default_currency).await?;
+    let day_events = day_events(conn, id, day).await?;
+    let splits = splits_on(conn, &symbols, day).await?;
+    Ok(DayInputs {
+        log,
+        day_events,
+        splits,
+        book,
+    })
+}
+
+/// The effective transactions of `id` dated `day`, and its dividends paid
+/// on `day` with an earlier ex-date; in no particular order.
+async fn day_events(
+    conn: &mut PgConnection,
+    id: &str,
+    day: NaiveDate,
+) -> anyhow::Result<Vec<StoredTransaction>> {
+    let rows = sqlx::query(
+        "SELECT event_id, kind, symbol, quantity, price, fee, trade_date, occurred_at, seq,
+                amount, tax, cost_basis, pay_date, reinvest_quantity, reinvest_price, cash_mode,
+                base_currency, currency, fx_rate, corrects, revision, source_topic,
+                source_partition, source_offset, received_at
+           FROM transactions
+          WHERE portfolio_id = $1::text
+            AND (trade_date = $2::date
+                 OR (kind = 'dividend' AND pay_date = $2::date AND trade_date < $2::date))",
+    )
+    .bind(id)
+    .bind(day)
+    .fetch_all(&mut *conn)
+    .await?;
+    let pid = PortfolioId::parse(id)?;
+    rows.iter()
+        .map(|r| {
+            Ok(StoredTransaction {
+                tx: transaction_of(r, pid.clone(), true)?,
+                origin: origin_of(r)?,
+            })
+        })
+        .collect()
+}
+
+/// The split in effect (the latest in log order) of each of `symbols`
+/// with ex-date `day`; a 1/1 split, which cancels, is none.
+async fn splits_on(
+    conn: &mut PgConnection,
+    symbols: &[String],
+    day: NaiveDate,
+) -> anyhow::Result<Vec<StoredSplit>> {
+    if symbols.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(
+        "SELECT DISTINCT ON (symbol) event_id, symbol, ex_date, numerator, denominator,
+                source_topic, source_partition, source_offset, received_at
+           FROM splits
+          WHERE symbol = ANY($1::text[]) AND ex_date = $2::date
+          ORDER BY symbol, seq DESC",
+    )
+    .bind(symbols)
+    .bind(day)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let (numerator, denominator): (i64, i64) =
+            (r.try_get("numerator")?, r.try_get("denominator")?);
+        if numerator == denominator {
+            continue;
+        }
+        out.push(StoredSplit {
+            event_id: r.try_get("event_id")?,
+            symbol: r.try_get("symbol")?,
+            ex_date: r.try_get("ex_date")?,
+            numerator,
+            denominator,
+            origin: origin_of(r)?,
+        });
+    }
+    Ok(out)
+}
+
+fn origin_of(r: &PgRow) -> sqlx::Result<Origin> {
+    Ok(Origin {
+        topic: r.try_get("source_topic")?,
+        partition: r.try_get("source_partition")?,
+        offset: r.try_get("source_offset")?,
+        received_at: r.try_get("received_at")?,
+    })
+}

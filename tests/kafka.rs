@@ -2104,6 +2104,109 @@ async fn assert_golden_records(base: &str, what: &str, expected: &Value) {
     }
 }
 
+async fn get_json(url: &str) -> (u16, Value) {
+    let r = reqwest::get(url).await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+/// `GET …/transactions` on the corrections golden's first phase: the
+/// versions in effect, the audit trail of each (superseded_by naming the
+/// next revision), a cancelled trade only with `superseded=true`, pages
+/// that add up to the whole list, and the refusals.
+async fn assert_audit_trail(base: &str) {
+    let id = |n: u32| format!("00000000-0000-4000-8007-{n:012}");
+    let url = |p: &str, q: &str| format!("{base}/api/v1/portfolio/{p}/transactions{q}");
+    let (status, v) = get_json(&url("amend", "?superseded=true")).await;
+    assert_eq!(status, 200, "{v}");
+    let list = v["transactions"].as_array().unwrap();
+    let by_id = |tid: String| {
+        list.iter()
+            .find(|t| t["transaction_id"] == tid.as_str())
+            .unwrap_or_else(|| panic!("{tid} in {v}"))
+    };
+    // The BBB buy amended by revision 1 (another date, another quantity).
+    let bbb = by_id(id(10));
+    assert_eq!(bbb["effective"]["event_id"], id(13).as_str());
+    assert_eq!(bbb["effective"]["revision"], 1);
+    assert_eq!(bbb["effective"]["trade_date"], "2024-04-04");
+    assert_eq!(bbb["effective"]["fields"]["quantity"], "15");
+    assert_eq!(bbb["effective"]["topic"], TX);
+    let versions = bbb["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 2);
+    assert_eq!(versions[0]["event_id"], id(10).as_str());
+    assert_eq!(versions[0]["superseded_by"], id(13).as_str());
+    assert!(versions[1].get("superseded_by").is_none());
+    // The fee: revision 2 arrived before revision 1 and holds.
+    let fee = by_id(id(12));
+    assert_eq!(fee["effective"]["event_id"], id(15).as_str());
+    let revisions: Vec<&Value> = fee["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| &v["revision"])
+        .collect();
+    assert_eq!(revisions, [0, 1, 2]);
+    // The sell amended to a transfer_out.
+    assert_eq!(by_id(id(11))["effective"]["type"], "transfer_out");
+    // Settings are not listed; listed in trade-date order.
+    assert!(list
+        .iter()
+        .all(|t| t["effective"]["type"] != "portfolio_settings"));
+    let days: Vec<&str> = list
+        .iter()
+        .map(|t| t["effective"]["trade_date"].as_str().unwrap())
+        .collect();
+    let mut sorted = days.clone();
+    sorted.sort();
+    assert_eq!(days, sorted);
+    // A cancelled trade: absent by default, listed with its cancel when asked.
+    let (_, plain) = get_json(&url("cancel-after", "")).await;
+    let ids: Vec<&str> = plain["transactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["transaction_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [id(1), id(3)]);
+    assert!(plain["transactions"][0].get("versions").is_none());
+    let (_, all) = get_json(&url("cancel-after", "?superseded=true")).await;
+    let cancelled = &all["transactions"][1];
+    assert_eq!(cancelled["transaction_id"], id(2).as_str());
+    assert!(cancelled["effective"].is_null());
+    assert_eq!(cancelled["versions"][0]["superseded_by"], id(4).as_str());
+    assert_eq!(cancelled["versions"][1]["type"], "cancel");
+    assert!(cancelled["versions"][1]["trade_date"].is_null());
+    // Pages of one add up to the whole list.
+    let mut walked = Vec::new();
+    let mut q = "?superseded=true&limit=1".to_string();
+    loop {
+        let (status, page) = get_json(&url("amend", &q)).await;
+        assert_eq!(status, 200, "{page}");
+        walked.extend(page["transactions"].as_array().unwrap().iter().cloned());
+        match page["next"].as_str() {
+            Some(next) => q = format!("?superseded=true&limit=1&after={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(&walked, list);
+    // The range, then refusals.
+    let (_, ranged) = get_json(&url("amend", "?from=2024-04-04&to=2024-04-05")).await;
+    let n = ranged["transactions"].as_array().unwrap().len();
+    assert_eq!(n, 2, "{ranged}");
+    for (q, status) in [
+        ("?superseded=yes", 400),
+        ("?after=2024-04-01", 400),
+        ("?after=x.1", 400),
+        ("?limit=0", 400),
+        ("?from=2024-04-05&to=2024-04-01", 400),
+        ("?nope=1", 400),
+    ] {
+        let (got, body) = get_json(&url("amend", q)).await;
+        assert_eq!(got, status, "{q}: {body}");
+    }
+    assert_eq!(get_json(&url("nobody", "")).await.0, 404);
+}
+
 /// The golden book of cancel and amend through the broker and the API, in
 /// both phases: the records string for string, the statuses (an oversell
 /// a cancel causes, repaired by an amend), and each of the nine bad
@@ -2149,6 +2252,7 @@ async fn corrections_golden_through_the_broker() {
         );
     }
     assert_golden_records(&base, "corrections", &g["portfolios"]).await;
+    assert_audit_trail(&base).await;
 
     sent += produce_golden(&b, &g["then"]).await;
     caught_up(&pool, "corrections", sent, Duration::from_secs(60)).await;
@@ -2263,13 +2367,25 @@ async fn the_curve_as_it_was_known() {
             .text()
             .await
             .unwrap();
+        let explain = reqwest::get(format!(
+            "{base}/api/v1/portfolio/known/nav-history/2024-04-09/explain"
+        ))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
-        answers.push((chrono::Utc::now(), curve, positions));
+        answers.push((chrono::Utc::now(), curve, positions, explain));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_ne!(answers[0].1, answers[1].1, "the phases change the curve");
     assert_ne!(answers[1].1, answers[2].1, "the phases change the curve");
-    for (i, (at, curve, positions)) in answers.iter().enumerate() {
+    assert_ne!(
+        answers[0].3, answers[2].3,
+        "the phases change the explained day"
+    );
+    for (i, (at, curve, positions, explain)) in answers.iter().enumerate() {
         let t = at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
         let asked = reqwest::get(format!(
             "{base}/api/v1/portfolio/known/nav-history?calendar=all&rolling=3&as_known_at={t}"
@@ -2297,6 +2413,16 @@ async fn the_curve_as_it_was_known() {
         .unwrap();
         let want: Value = serde_json::from_str(positions).unwrap();
         assert_eq!(got, want, "T{} positions", i + 1);
+        let got: Value = reqwest::get(format!(
+            "{base}/api/v1/portfolio/known/nav-history/2024-04-09/explain?as_known_at={t}"
+        ))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+        let want: Value = serde_json::from_str(explain).unwrap();
+        assert_eq!(got, want, "T{} explain", i + 1);
     }
     // At or after now: the plain answer.
     let later = (chrono::Utc::now() + chrono::Duration::days(1))

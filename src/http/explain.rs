@@ -29,6 +29,7 @@ pub(crate) fn routes() -> Router<AppState> {
     params(
         ("id" = String, Path, description = "portfolio id", pattern = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$", example = "p-1001"),
         ("date" = NaiveDate, Path, description = "the day (YYYY-MM-DD)"),
+        ("as_known_at" = Option<chrono::DateTime<chrono::Utc>>, Query, description = "the day as known at this instant (RFC 3339): from exactly the events stored by then"),
     ),
     responses(
         (status = 200, description = "the day's record and what it was computed from", body = Explanation),
@@ -51,10 +52,16 @@ pub(crate) async fn explain(
 ) -> Result<Json<Explanation>, ApiError> {
     let id = params::portfolio_id(&id)?;
     caller.authorize(SCOPE_READ, id.as_str())?;
-    params::query(raw.as_deref(), &[])?;
+    let q = params::query(raw.as_deref(), &["as_known_at"])?;
+    let known_at = q
+        .get("as_known_at")
+        .map(|v| params::instant("as_known_at", v))
+        .transpose()?;
     let day = params::date("date", &date)?;
     let _permit = s.guards.admit_work(&caller, peer)?;
-    Ok(Json(read::read_explanation(&s.db, id.as_str(), day).await?))
+    Ok(Json(
+        read::read_explanation(&s.db, id.as_str(), day, known_at, &s.clock).await?,
+    ))
 }
 
 /// An inconsistent history answers like the write operations do (409,

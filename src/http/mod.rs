@@ -25,6 +25,7 @@ pub(crate) mod request_id;
 pub mod schema;
 pub mod server;
 pub(crate) mod state;
+pub(crate) mod transactions;
 
 use std::time::Duration;
 
@@ -60,7 +61,8 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .route("/admin/dead-letters", get(admin::dead_letters))
         .route("/admin/replay", post(admin::replay))
         .route("/openapi.json", get(openapi::document))
-        .merge(explain::routes());
+        .merge(explain::routes())
+        .merge(transactions::routes());
     Router::new()
         .nest("/api/v1", api)
         .route("/", get(chart::index))

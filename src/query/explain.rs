@@ -108,31 +108,55 @@ pub(crate) async fn read_explanation(
     db: &Db,
     id: &str,
     day: NaiveDate,
+    known_at: Option<chrono::DateTime<chrono::Utc>>,
+    clock: &crate::clock::Clock,
 ) -> Result<Explanation, ExplainFailure> {
+    let past = super::known::past(known_at, clock);
+    // As known at a past instant: the portfolio and its records as the fold
+    // of the events stored by then gives them.
+    let known = match past {
+        None => None,
+        Some((at, today)) => {
+            let pid = projections::PortfolioId::parse(id).map_err(|_| QueryError::NotFound)?;
+            Some(super::known::known_at(db, &pid, at, today, &[]).await?)
+        }
+    };
     let mut tx = storage::read_snapshot(db.pool()).await?;
-    let p = storage::get_portfolio(&mut tx, id)
-        .await?
-        .ok_or(QueryError::NotFound)?;
+    let (p, record, previous) = match &known {
+        Some(k) => {
+            let row = |d: NaiveDate| k.rows.iter().find(|r| r.record.date == d).cloned();
+            (k.portfolio.clone(), row(day), day.pred_opt().and_then(row))
+        }
+        None => {
+            let p = storage::get_portfolio(&mut tx, id)
+                .await?
+                .ok_or(QueryError::NotFound)?;
+            let record = storage::history_row(&mut tx, id, day).await?;
+            let before = day.pred_opt().expect("date in range");
+            (p, record, storage::history_row(&mut tx, id, before).await?)
+        }
+    };
     if let ReportedStatus::Inconsistent(i) = p.reported_status() {
         if i.day <= day {
             return Err(ExplainFailure::Inconsistent(i));
         }
     }
-    let Some(record) = storage::history_row(&mut tx, id, day).await? else {
+    let Some(record) = record else {
         return Err(QueryError::NoRecord(no_record(&p, day)).into());
     };
-    let before = day.pred_opt().expect("date in range");
-    let previous = storage::history_row(&mut tx, id, before).await?;
     let cache = db.prices();
     let failed = |e: anyhow::Error| ExplainFailure::Query(QueryError::Failed(e));
-    let mut inputs = storage::explain::load_day(&mut tx, id, day, &cache.default_currency())
+    let at = past.map(|(at, _)| at);
+    let mut inputs = storage::explain::load_day(&mut tx, id, day, &cache.default_currency(), at)
         .await
         .map_err(failed)?;
-    let base = base_currency(&p, &inputs.book);
-    cache
-        .add_rates(&mut tx, &mut inputs.book, std::slice::from_ref(&base), day)
-        .await
-        .map_err(failed)?;
+    if at.is_none() {
+        let base = base_currency(&p, &inputs.book);
+        cache
+            .add_rates(&mut tx, &mut inputs.book, std::slice::from_ref(&base), day)
+            .await
+            .map_err(failed)?;
+    }
     tx.commit().await?;
     let span = tracing::Span::current();
     // A replay of the whole log: off the async threads, as curve reads are.

@@ -1,8 +1,8 @@
 //! What explaining one day of a portfolio reads ([`load_day`]): its log up
 //! to the day, the day's stored events with where they came from (topic,
 //! partition, offset, `received_at`), the splits dated that day, and the
-//! closes and splits that value it. One function loads all of it, so that a
-//! later filter ("as known at an instant") has one place to go.
+//! closes and splits that value it. One function loads all of it, as stored
+//! or as known at an instant (`as_known_at`).
 
 use chrono::{DateTime, NaiveDate, Utc};
 use projections::{Currency, PortfolioId, PriceBook, Transaction};
@@ -62,8 +62,18 @@ pub(crate) async fn load_day(
     id: &str,
     day: NaiveDate,
     default_currency: &Currency,
+    known_at: Option<DateTime<Utc>>,
 ) -> anyhow::Result<DayInputs> {
-    let log = super::load_transactions(conn, id, None, day).await?;
+    let log = match known_at {
+        None => super::load_transactions(conn, id, None, day).await?,
+        Some(at) => {
+            let stored = super::known::log_known_at(conn, &PortfolioId::parse(id)?, at).await?;
+            projections::effective(&stored)
+                .into_iter()
+                .filter(|t| t.trade_date <= day)
+                .collect()
+        }
+    };
     let mut symbols: Vec<String> = log
         .iter()
         .filter_map(|t| t.kind.position_symbol())
@@ -71,9 +81,19 @@ pub(crate) async fn load_day(
         .collect();
     symbols.sort();
     symbols.dedup();
-    let book = super::prices::load_prices(conn, &symbols, day, day, default_currency).await?;
-    let day_events = day_events(conn, id, day).await?;
-    let splits = splits_on(conn, &symbols, day).await?;
+    let book = match known_at {
+        None => super::prices::load_prices(conn, &symbols, day, day, default_currency).await?,
+        Some(at) => {
+            super::known::book_known_at(conn, &symbols, at, default_currency.clone()).await?
+        }
+    };
+    let mut day_events = day_events(conn, id, day, known_at).await?;
+    if known_at.is_some() {
+        // Only the versions in effect then.
+        let effective: std::collections::HashSet<Uuid> = log.iter().map(|t| t.event_id).collect();
+        day_events.retain(|e| effective.contains(&e.tx.event_id));
+    }
+    let splits = splits_on(conn, &symbols, day, known_at).await?;
     Ok(DayInputs {
         log,
         day_events,
@@ -88,21 +108,37 @@ async fn day_events(
     conn: &mut PgConnection,
     id: &str,
     day: NaiveDate,
+    known_at: Option<DateTime<Utc>>,
 ) -> anyhow::Result<Vec<StoredTransaction>> {
-    let rows = sqlx::query(
-        "SELECT event_id, kind, symbol, quantity, price, fee, trade_date, occurred_at, seq,
-                amount, tax, cost_basis, pay_date, reinvest_quantity, reinvest_price, cash_mode,
-                base_currency, currency, fx_rate, corrects, revision, source_topic,
-                source_partition, source_offset, received_at
-           FROM transactions
-          WHERE portfolio_id = $1::text
-            AND (trade_date = $2::date
-                 OR (kind = 'dividend' AND pay_date = $2::date AND trade_date < $2::date))",
-    )
-    .bind(id)
-    .bind(day)
-    .fetch_all(&mut *conn)
-    .await?;
+    let select = |table: &str| {
+        format!(
+            "SELECT event_id, kind, symbol, quantity, price, fee, trade_date, occurred_at, seq,
+                    amount, tax, cost_basis, pay_date, reinvest_quantity, reinvest_price,
+                    cash_mode, base_currency, currency, fx_rate, corrects, revision,
+                    source_topic, source_partition, source_offset, received_at
+               FROM {table}
+              WHERE portfolio_id = $1::text
+                AND received_at <= COALESCE($3::timestamptz, 'infinity'::timestamptz)
+                AND (trade_date = $2::date
+                     OR (kind = 'dividend' AND pay_date = $2::date AND trade_date < $2::date))"
+        )
+    };
+    // As known at an instant, the version in effect then may since have
+    // been superseded.
+    let sql = match known_at {
+        None => select("transactions"),
+        Some(_) => format!(
+            "{} UNION ALL {}",
+            select("transactions"),
+            select("transactions_superseded")
+        ),
+    };
+    let rows = sqlx::query(&sql)
+        .bind(id)
+        .bind(day)
+        .bind(known_at)
+        .fetch_all(&mut *conn)
+        .await?;
     let pid = PortfolioId::parse(id)?;
     rows.iter()
         .map(|r| {
@@ -120,6 +156,7 @@ async fn splits_on(
     conn: &mut PgConnection,
     symbols: &[String],
     day: NaiveDate,
+    known_at: Option<DateTime<Utc>>,
 ) -> anyhow::Result<Vec<StoredSplit>> {
     if symbols.is_empty() {
         return Ok(Vec::new());
@@ -129,10 +166,12 @@ async fn splits_on(
                 source_topic, source_partition, source_offset, received_at
            FROM splits
           WHERE symbol = ANY($1::text[]) AND ex_date = $2::date
+            AND received_at <= COALESCE($3::timestamptz, 'infinity'::timestamptz)
           ORDER BY symbol, seq DESC",
     )
     .bind(symbols)
     .bind(day)
+    .bind(known_at)
     .fetch_all(&mut *conn)
     .await?;
     let mut out = Vec::with_capacity(rows.len());
@@ -154,7 +193,7 @@ async fn splits_on(
     Ok(out)
 }
 
-fn origin_of(r: &PgRow) -> sqlx::Result<Origin> {
+pub(super) fn origin_of(r: &PgRow) -> sqlx::Result<Origin> {
     Ok(Origin {
         topic: r.try_get("source_topic")?,
         partition: r.try_get("source_partition")?,

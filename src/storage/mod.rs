@@ -37,6 +37,7 @@
 //! Connection-level statements live here beside [`connect`]: [`ping`] (is
 //! the database there) and [`read_snapshot`] (the transaction reads run in).
 
+pub(crate) mod audit;
 pub(crate) mod changes;
 pub mod copy;
 pub(crate) mod corrections;

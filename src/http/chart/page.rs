@@ -32,6 +32,7 @@ pub(super) struct FormValues {
     calendar: String,
     risk_free: String,
     benchmark: String,
+    as_known_at: String,
     /// The page's `rebase=1`.
     pub(super) rebase: bool,
     /// The page's `view=value`: the value chart instead of the unit NAV's.
@@ -53,6 +54,7 @@ impl FormValues {
             calendar: get("calendar"),
             risk_free: get("risk_free"),
             benchmark: get("benchmark"),
+            as_known_at: get("as_known_at"),
             rebase: false,
             value_view: false,
         }
@@ -273,6 +275,8 @@ fn write_form(h: &mut String, id: &str, form: &FormValues) {
          step=\"any\" min=\"-0.9999\" max=\"0.9999\" placeholder=\"0\" value=\"{}\"></label>\n\
          <label>Benchmark symbol<input type=\"text\" name=\"benchmark\" maxlength=\"32\" \
          placeholder=\"none\" value=\"{}\"></label>\n\
+         <label>As known at (an instant, e.g. 2024-03-04T17:00:00Z)<input type=\"text\" \
+         name=\"as_known_at\" maxlength=\"40\" placeholder=\"now\" value=\"{}\"></label>\n\
          <label class=\"check\"><input type=\"checkbox\" name=\"rebase\" value=\"1\"{}>\
          Rebased to 1</label>\n\
          {}<button type=\"submit\">Show</button> <a href=\"{page_href}\">reset</a>\n\
@@ -283,6 +287,7 @@ fn write_form(h: &mut String, id: &str, form: &FormValues) {
         selected("all"),
         escape_html(&form.risk_free),
         escape_html(&form.benchmark),
+        escape_html(&form.as_known_at),
         if form.rebase { " checked" } else { "" },
         // The view is kept by the form, not typed in it.
         if form.value_view {

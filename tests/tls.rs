@@ -208,3 +208,89 @@ async fn a_failed_connection_says_why() {
     );
     assert!(err.contains("no such database"), "{err}");
 }
+
+/// A self-signed X.509 version 1 certificate, as Citus and many managed
+/// servers generate by default: `sslmode=prefer` and `require` connect
+/// encrypted without verifying it (as libpq does); `verify-ca` with a root
+/// that did not sign it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn require_and_prefer_accept_a_self_signed_version_1_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ca(d, "other-ca");
+    openssl(
+        d,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+        ],
+    );
+    // `x509 -req` without extensions signs a version 1 certificate.
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-signkey",
+            "server.key",
+            "-days",
+            "2",
+            "-out",
+            "server.crt",
+        ],
+    );
+    let text = Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in"])
+        .arg(d.join("server.crt"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Version: 1 (0x0)"), "{text}");
+    let tls = PgTls {
+        cert_pem: std::fs::read_to_string(d.join("server.crt")).unwrap(),
+        key_pem: std::fs::read_to_string(d.join("server.key")).unwrap(),
+    };
+    let pg = tokio::task::spawn_blocking(move || {
+        PgTemp::start(&PgOptions {
+            durable: false,
+            max_connections: 20,
+            tls: Some(tls),
+            env: Vec::new(),
+            ..PgOptions::default()
+        })
+    })
+    .await
+    .unwrap()
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let port = pg.port();
+    for mode in ["prefer", "require"] {
+        let url = format!("postgres://postgres@localhost:{port}/postgres?sslmode={mode}");
+        assert!(
+            ssl_in_use(&url).await,
+            "sslmode={mode} must connect encrypted"
+        );
+    }
+    // The default (no sslmode: prefer) as well.
+    let url = format!("postgres://postgres@localhost:{port}/postgres");
+    assert!(
+        ssl_in_use(&url).await,
+        "the default sslmode must connect encrypted"
+    );
+    let wrong = format!(
+        "postgres://postgres@localhost:{port}/postgres?sslmode=verify-ca&sslrootcert={}",
+        d.join("other-ca.crt").display()
+    );
+    let err = format!("{:#}", navd::storage::connect(&wrong, 2).await.unwrap_err());
+    assert!(err.contains("TLS failed"), "{err}");
+    drop(pg);
+}

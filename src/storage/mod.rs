@@ -130,7 +130,7 @@ fn server_of(opts: &PgConnectOptions) -> String {
 fn connect_error(opts: &PgConnectOptions, e: &sqlx::Error) -> anyhow::Error {
     let at = server_of(opts);
     let hint = match e {
-        // rustls reports a refused certificate as an I/O error.
+        // Some TLS stacks report a refused certificate as an I/O error.
         sqlx::Error::Io(io)
             if io.kind() == std::io::ErrorKind::InvalidData
                 && ["certificate", "tls", "handshake"]

@@ -122,18 +122,22 @@ pub(crate) async fn read_explanation(
         }
     };
     let mut tx = storage::read_snapshot(db.pool()).await?;
-    let (p, record, previous) = match &known {
+    let before = day.pred_opt().expect("date in range");
+    // The day before the previous one gives the previous point's flows.
+    let two_before = before.pred_opt().expect("date in range");
+    let (p, record, previous, earlier) = match &known {
         Some(k) => {
             let row = |d: NaiveDate| k.rows.iter().find(|r| r.record.date == d).cloned();
-            (k.portfolio.clone(), row(day), day.pred_opt().and_then(row))
+            (k.portfolio.clone(), row(day), row(before), row(two_before))
         }
         None => {
             let p = storage::get_portfolio(&mut tx, id)
                 .await?
                 .ok_or(QueryError::NotFound)?;
             let record = storage::history_row(&mut tx, id, day).await?;
-            let before = day.pred_opt().expect("date in range");
-            (p, record, storage::history_row(&mut tx, id, before).await?)
+            let previous = storage::history_row(&mut tx, id, before).await?;
+            let earlier = storage::history_row(&mut tx, id, two_before).await?;
+            (p, record, previous, earlier)
         }
     };
     if let ReportedStatus::Inconsistent(i) = p.reported_status() {
@@ -162,7 +166,11 @@ pub(crate) async fn read_explanation(
     // A replay of the whole log: off the async threads, as curve reads are.
     tokio::task::spawn_blocking(move || {
         let _span = span.enter();
-        explain(&p, day, record, previous, inputs)
+        let points = (
+            Point::of(&record, previous.as_ref()),
+            previous.as_ref().map(|r| Point::of(r, earlier.as_ref())),
+        );
+        explain(&p, day, points, previous, inputs)
     })
     .await
     .map_err(|e| QueryError::Failed(e.into()))?
@@ -182,7 +190,7 @@ fn no_record(p: &PortfolioRow, day: NaiveDate) -> String {
 fn explain(
     p: &PortfolioRow,
     day: NaiveDate,
-    record: HistoryRow,
+    (record, previous_point): (Point, Option<Point>),
     previous: Option<HistoryRow>,
     inputs: DayInputs,
 ) -> Result<Explanation, ExplainFailure> {
@@ -221,8 +229,8 @@ fn explain(
     Ok(Explanation {
         portfolio_id: p.portfolio_id.clone(),
         date: day,
-        record: Point::from(&record),
-        previous: previous.as_ref().map(Point::from),
+        record,
+        previous: previous_point,
         events: events_of(&e, inputs.day_events, &inputs.splits, day),
         valuation: e.valuation.iter().map(line_of).collect(),
         cash: e.cash.iter().map(CashView::of).collect(),

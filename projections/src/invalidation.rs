@@ -12,6 +12,10 @@
 //!   history: that portfolio from its first day, whatever the event's date.
 //! - A close of a symbol dated `d`, or its split with ex-date `d`: every
 //!   portfolio that ever held the symbol, from `d`.
+//! - A spin-off, merger or symbol change (or its cancellation) with ex-date
+//!   `d`: every portfolio that ever held its symbol or its new symbol, from
+//!   `d` (storage also counts the holders of symbols other actions link to
+//!   these, whose positions an action moved).
 //! - A rate between two currencies dated `d`: every portfolio whose base is
 //!   one of the pair and that has amounts in the other, from `d`.
 //!
@@ -22,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::NaiveDate;
 
-use crate::types::{Currency, Kind, PortfolioId, Symbol, Transaction};
+use crate::types::{CorporateAction, Currency, Kind, PortfolioId, Symbol, Transaction};
 
 /// What a set of stored events invalidates (see the module doc).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,6 +75,14 @@ impl Invalidation {
     /// A stored split of `symbol` with ex-date `ex_date`.
     pub fn split(&mut self, symbol: &Symbol, ex_date: NaiveDate) {
         earliest(&mut self.holders, symbol.clone(), ex_date);
+    }
+
+    /// A stored spin-off, merger or symbol change, or its cancellation.
+    pub fn corporate_action(&mut self, a: &CorporateAction) {
+        earliest(&mut self.holders, a.symbol.clone(), a.ex_date);
+        if let Some(new) = &a.new_symbol {
+            earliest(&mut self.holders, new.clone(), a.ex_date);
+        }
     }
 
     /// A stored (new or replacing) rate from `from` to `to` on `day`.

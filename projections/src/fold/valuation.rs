@@ -7,7 +7,6 @@ use rust_decimal::Decimal;
 
 use super::book::PriceBook;
 use super::ledger::no_rate;
-use super::positions::split_price;
 use super::state::DayState;
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::types::{CashMode, Currency, Symbol};
@@ -20,8 +19,9 @@ pub struct ValuedPosition {
     pub quantity: Decimal,
     /// In the base currency, at the rates of the trades.
     pub cost: Decimal,
-    /// The valuation price: the latest close on or before the day, adjusted
-    /// for the splits since it, else the last trade price.
+    /// The valuation price: the latest close on or before the day (or the
+    /// one a renamed symbol inherits), adjusted for the splits and
+    /// spin-offs since it, else the last trade price.
     pub price: Decimal,
     /// The close's date, or the last trade's.
     pub price_date: Option<NaiveDate>,
@@ -84,15 +84,9 @@ pub fn value_positions(
         .positions
         .iter()
         .map(|(symbol, pos)| {
-            let close = prices.close_dated(symbol, day);
+            let close = prices.valuation_close(symbol, day)?;
             let (price, price_date, currency) = match close {
-                Some((t, c)) => (
-                    prices
-                        .splits_between(symbol, t, day)
-                        .try_fold(c, split_price)?,
-                    Some(t),
-                    prices.close_currency(symbol, t).clone(),
-                ),
+                Some((t, c, ccy)) => (c, Some(t), ccy),
                 None => (
                     pos.last_trade_price,
                     pos.last_trade_date,

@@ -202,8 +202,8 @@ fn merger(
     match (&a.new_symbol, ratio) {
         (None, Some(_)) => {
             return Err(invalid(
-                "numerator",
-                "a ratio needs `new_symbol` (a cash-only merger has none)",
+                "new_symbol",
+                "a ratio (numerator, denominator) needs `new_symbol`: a cash-only merger has none",
             ))
         }
         (None, None) if cash.is_none() => {

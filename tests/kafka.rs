@@ -2371,6 +2371,48 @@ async fn corporate_actions_golden_through_the_broker() {
     let after = written_at(&pool).await;
     let from = |id: &str| (id == "late-spin").then_some("2024-06-05");
     assert_recomputed(&before, &after, from, "corporate-actions then");
+
+    // Bad actions are dead letters naming their field.
+    let bad = [
+        (
+            r#"{"type": "spin_off", "symbol": "PAR", "new_symbol": "PAR", "numerator": 1, "denominator": 1, "cost_allocation": "0.1"}"#,
+            "new_symbol",
+        ),
+        (
+            r#"{"type": "merger", "symbol": "TGT", "new_symbol": "ACQ", "cash": "5"}"#,
+            "cost_allocation",
+        ),
+        (r#"{"type": "merger", "symbol": "TGT"}"#, "`cash`"),
+        (
+            r#"{"type": "spin_off", "symbol": "PAR", "new_symbol": "KID", "numerator": 1, "denominator": 1, "cost_allocation": "1.5"}"#,
+            "cost_allocation",
+        ),
+        (
+            r#"{"type": "demerger", "symbol": "PAR"}"#,
+            "type `demerger`",
+        ),
+    ];
+    for (i, (body, _)) in bad.iter().enumerate() {
+        let mut v: Value = serde_json::from_str(body).unwrap();
+        v["event_id"] = Value::from(format!("00000000-0000-4000-8009-{i:012}"));
+        v["ex_date"] = Value::from("2024-06-13");
+        v["schema_version"] = Value::from(2);
+        let key = v["symbol"].as_str().unwrap().to_string();
+        b.send(CA, &key, &serde_json::to_vec(&v).unwrap()).await;
+    }
+    sent += bad.len() as i64;
+    caught_up(&pool, "actions", sent, Duration::from_secs(60)).await;
+    let reasons: Vec<String> = sqlx::query_scalar("SELECT reason FROM dead_letters")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(reasons.len(), bad.len(), "{reasons:?}");
+    for (_, field) in bad {
+        assert!(
+            reasons.iter().any(|r| r.contains(field)),
+            "{field}: {reasons:?}"
+        );
+    }
     stop(svc).await;
 }
 

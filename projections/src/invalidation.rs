@@ -184,6 +184,46 @@ mod tests {
     }
 
     #[test]
+    fn an_action_reaches_the_holders_of_its_symbols_from_its_ex_date() {
+        let spin = CorporateAction {
+            event_id: Uuid::new_v4(),
+            kind: crate::types::ActionKind::SpinOff,
+            symbol: Symbol::parse("PAR").unwrap(),
+            ex_date: day("2024-06-06"),
+            new_symbol: Some(Symbol::parse("KID").unwrap()),
+            numerator: 1,
+            denominator: 2,
+            cost_allocation: Decimal::new(2, 1),
+            cash: None,
+            currency: None,
+            price: None,
+            cancelled: false,
+            seq: 0,
+        };
+        let mut inv = Invalidation::default();
+        inv.close(&Symbol::parse("KID").unwrap(), day("2024-06-08"));
+        inv.corporate_action(&spin);
+        // A cancellation names no new symbol: its symbol's holders.
+        let cancel = CorporateAction {
+            symbol: Symbol::parse("CXL").unwrap(),
+            new_symbol: None,
+            cancelled: true,
+            ..spin.clone()
+        };
+        inv.corporate_action(&cancel);
+        let want: BTreeMap<Symbol, NaiveDate> = [
+            ("CXL", "2024-06-06"),
+            ("KID", "2024-06-06"),
+            ("PAR", "2024-06-06"),
+        ]
+        .into_iter()
+        .map(|(s, d)| (Symbol::parse(s).unwrap(), day(d)))
+        .collect();
+        assert_eq!(inv.holders, want);
+        assert!(inv.portfolios.is_empty() && inv.whole_history.is_empty());
+    }
+
+    #[test]
     fn closes_and_splits_reach_the_holders_from_the_earliest_day() {
         let mut inv = Invalidation::default();
         let aaa = Symbol::parse("AAA").unwrap();

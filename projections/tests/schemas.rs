@@ -1995,7 +1995,10 @@ fn doc_examples() -> Vec<(Topic, Option<String>, String)> {
                 Topic::Prices
             } else if v.get("rate").is_some() {
                 Topic::Fx
-            } else if v["type"] == "split" {
+            } else if matches!(
+                v["type"].as_str(),
+                Some("split" | "spin_off" | "merger" | "symbol_change")
+            ) {
                 Topic::CorporateActions
             } else {
                 Topic::Transactions

@@ -29,7 +29,8 @@
 --       event_ids (one row per stored transaction: the database's guard that
 --       an event id is used once across all portfolios)
 --   reference tables (a full copy on every node, joinable with everything):
---       prices, price_versions, splits, fx_rates, symbol_currencies
+--       prices, price_versions, splits, corporate_actions, fx_rates,
+--       symbol_currencies
 --   local tables on the coordinator:
 --       dead_letters, consumer_offsets
 --
@@ -100,6 +101,9 @@ SELECT create_reference_table('price_versions')
 -- Splits are keyed by symbol and read by every fold, like closes.
 SELECT create_reference_table('splits')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'splits'::regclass);
+-- Spin-offs, mergers and symbol changes, likewise.
+SELECT create_reference_table('corporate_actions')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'corporate_actions'::regclass);
 -- Exchange rates and the currencies symbols are quoted in: per currency
 -- and symbol, read by every fold, like closes.
 SELECT create_reference_table('fx_rates')
@@ -142,11 +146,11 @@ SELECT create_reference_table('symbol_currencies')
 SELECT truncate_local_data_after_distributing_table(t)
   FROM unnest(ARRAY['portfolios', 'transactions', 'transactions_superseded', 'portfolio_symbols', 'portfolio_nav_history',
                     'portfolio_marks', 'event_ids', 'prices', 'price_versions', 'splits',
-                    'fx_rates', 'symbol_currencies', 'prices_replaced',
+                    'corporate_actions', 'fx_rates', 'symbol_currencies', 'prices_replaced',
                     'fx_rates_replaced']) AS t;
 
 -- Check: six tables co-located by portfolio_id, event_ids in a group of
--- its own, seven reference tables.
+-- its own, eight reference tables.
 SELECT logicalrelid AS table_name,
        CASE partmethod WHEN 'h' THEN 'distributed' WHEN 'n' THEN 'reference' ELSE partmethod::text END AS kind,
        colocationid

@@ -2465,3 +2465,99 @@ async fn the_curve_as_it_was_known() {
     }
     stop(svc).await;
 }
+
+/// The golden book of corporate actions (a replaced spin-off, a merger for
+/// shares and cash, a foreign take-over and a write-off, two renames,
+/// returns of capital in both cash modes, a cancelled merger) produced to
+/// the broker and read over HTTP: every record string, each day's inflow
+/// and outflow, the positions and the statistics as in the golden file,
+/// and no dead letter. Its late spin-off recomputes exactly the portfolio
+/// holding the parent, from the ex-date, to what a full fold gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corporate_actions_golden_through_the_broker() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(3, 2);
+    let g = golden_file("corporate-actions");
+    let today = day(g["today"].as_str().unwrap());
+    let mut sent = produce_golden(&b, &g).await;
+    let svc = start(&pool, kafka(&b.servers(), "actions"), today).await;
+    caught_up(&pool, "actions", sent, Duration::from_secs(60)).await;
+    let base = format!("http://{}", svc.addr);
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM dead_letters").await, 0);
+    assert_golden_portfolios(&base, "corporate-actions", &g["portfolios"]).await;
+    assert_golden_flows(&base, "corporate-actions", &g["portfolios"]).await;
+
+    let before = written_at(&pool).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    sent += produce_golden(&b, &g["then"]).await;
+    caught_up(&pool, "actions", sent, Duration::from_secs(60)).await;
+    let then = &g["then"]["portfolios"];
+    assert_golden_portfolios(&base, "corporate-actions then", then).await;
+    assert_golden_flows(&base, "corporate-actions then", then).await;
+    let after = written_at(&pool).await;
+    let from = |id: &str| (id == "late-spin").then_some("2024-06-05");
+    assert_recomputed(&before, &after, from, "corporate-actions then");
+
+    // Bad actions are dead letters naming their field.
+    let bad = [
+        (
+            r#"{"type": "spin_off", "symbol": "PAR", "new_symbol": "PAR", "numerator": 1, "denominator": 1, "cost_allocation": "0.1"}"#,
+            "new_symbol",
+        ),
+        (
+            r#"{"type": "merger", "symbol": "TGT", "new_symbol": "ACQ", "cash": "5"}"#,
+            "cost_allocation",
+        ),
+        (r#"{"type": "merger", "symbol": "TGT"}"#, "`cash`"),
+        (
+            r#"{"type": "spin_off", "symbol": "PAR", "new_symbol": "KID", "numerator": 1, "denominator": 1, "cost_allocation": "1.5"}"#,
+            "cost_allocation",
+        ),
+        (
+            r#"{"type": "demerger", "symbol": "PAR"}"#,
+            "type `demerger`",
+        ),
+    ];
+    for (i, (body, _)) in bad.iter().enumerate() {
+        let mut v: Value = serde_json::from_str(body).unwrap();
+        v["event_id"] = Value::from(format!("00000000-0000-4000-8009-{i:012}"));
+        v["ex_date"] = Value::from("2024-06-13");
+        v["schema_version"] = Value::from(2);
+        let key = v["symbol"].as_str().unwrap().to_string();
+        b.send(CA, &key, &serde_json::to_vec(&v).unwrap()).await;
+    }
+    sent += bad.len() as i64;
+    caught_up(&pool, "actions", sent, Duration::from_secs(60)).await;
+    let reasons: Vec<String> = sqlx::query_scalar("SELECT reason FROM dead_letters")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(reasons.len(), bad.len(), "{reasons:?}");
+    for (_, field) in bad {
+        assert!(
+            reasons.iter().any(|r| r.contains(field)),
+            "{field}: {reasons:?}"
+        );
+    }
+    stop(svc).await;
+}
+
+/// Each point's inflow and outflow as in the golden records.
+async fn assert_golden_flows(base: &str, file: &str, expected: &Value) {
+    for (id, exp) in expected.as_object().unwrap() {
+        let v = get_curve(base, id, "?calendar=all").await;
+        let points = v["points"].as_array().unwrap();
+        let want = exp["expected_records"].as_array().unwrap();
+        assert_eq!(points.len(), want.len(), "{file} {id}");
+        for (p, w) in points.iter().zip(want) {
+            for f in ["inflow", "outflow"] {
+                assert_eq!(
+                    unsigned_zero(&p[f]),
+                    unsigned_zero(&w[f]),
+                    "{file} {id} {} {f}",
+                    w["date"]
+                );
+            }
+        }
+    }
+}

@@ -51,7 +51,10 @@ use crate::types::{
     Split, Symbol, Trade, Transaction,
 };
 
+mod action;
 mod correction;
+
+pub use action::{parse_corporate_action, parse_corporate_action_with};
 
 /// What the parsers check beyond the shape of an event: deployment-level
 /// bounds (`NAVD_EARLIEST_DATE` in the service).
@@ -209,6 +212,7 @@ pub const TRANSACTION_TYPES: &[&str] = &[
     "transfer_in",
     "transfer_out",
     "dividend",
+    "return_of_capital",
     "cancel",
 ];
 
@@ -357,6 +361,10 @@ fn parse_kind(
             price: obj.non_negative("price")?,
         },
         "dividend" => Kind::Dividend(parse_dividend(obj, trade_date, rules)?),
+        "return_of_capital" => Kind::ReturnOfCapital {
+            symbol: obj.symbol()?,
+            amount: obj.positive("amount")?,
+        },
         // Answered before the fields of a kind are read.
         "cancel" => Kind::Cancel,
         _ => unreachable!("checked against TRANSACTION_TYPES"),
@@ -489,7 +497,7 @@ fn non_negative(field: &'static str, v: Decimal) -> Result<Decimal, EventError> 
 }
 
 /// Largest split numerator or denominator.
-const MAX_SPLIT_TERM: u32 = 1_000_000_000;
+pub(crate) const MAX_SPLIT_TERM: u32 = 1_000_000_000;
 
 /// Parses a corporate-action payload (docs/events.md): a split.
 pub fn parse_split_with(payload: &[u8], rules: &Rules) -> Result<Split, EventError> {

@@ -12,6 +12,10 @@
 //!   history: that portfolio from its first day, whatever the event's date.
 //! - A close of a symbol dated `d`, or its split with ex-date `d`: every
 //!   portfolio that ever held the symbol, from `d`.
+//! - A spin-off, merger or symbol change (or its cancellation) with ex-date
+//!   `d`: every portfolio that ever held its symbol or its new symbol, from
+//!   `d` (storage also counts the holders of symbols other actions link to
+//!   these, whose positions an action moved).
 //! - A rate between two currencies dated `d`: every portfolio whose base is
 //!   one of the pair and that has amounts in the other, from `d`.
 //!
@@ -22,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::NaiveDate;
 
-use crate::types::{Currency, Kind, PortfolioId, Symbol, Transaction};
+use crate::types::{CorporateAction, Currency, Kind, PortfolioId, Symbol, Transaction};
 
 /// What a set of stored events invalidates (see the module doc).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,6 +75,14 @@ impl Invalidation {
     /// A stored split of `symbol` with ex-date `ex_date`.
     pub fn split(&mut self, symbol: &Symbol, ex_date: NaiveDate) {
         earliest(&mut self.holders, symbol.clone(), ex_date);
+    }
+
+    /// A stored spin-off, merger or symbol change, or its cancellation.
+    pub fn corporate_action(&mut self, a: &CorporateAction) {
+        earliest(&mut self.holders, a.symbol.clone(), a.ex_date);
+        if let Some(new) = &a.new_symbol {
+            earliest(&mut self.holders, new.clone(), a.ex_date);
+        }
     }
 
     /// A stored (new or replacing) rate from `from` to `to` on `day`.
@@ -169,6 +181,46 @@ mod tests {
         inv.transaction(&tx("p1", "2024-05-01", buy("AAA")));
         assert_eq!(inv.portfolios.len(), 1);
         assert_eq!(inv.whole_history.len(), 1);
+    }
+
+    #[test]
+    fn an_action_reaches_the_holders_of_its_symbols_from_its_ex_date() {
+        let spin = CorporateAction {
+            event_id: Uuid::new_v4(),
+            kind: crate::types::ActionKind::SpinOff,
+            symbol: Symbol::parse("PAR").unwrap(),
+            ex_date: day("2024-06-06"),
+            new_symbol: Some(Symbol::parse("KID").unwrap()),
+            numerator: 1,
+            denominator: 2,
+            cost_allocation: Decimal::new(2, 1),
+            cash: None,
+            currency: None,
+            price: None,
+            cancelled: false,
+            seq: 0,
+        };
+        let mut inv = Invalidation::default();
+        inv.close(&Symbol::parse("KID").unwrap(), day("2024-06-08"));
+        inv.corporate_action(&spin);
+        // A cancellation names no new symbol: its symbol's holders.
+        let cancel = CorporateAction {
+            symbol: Symbol::parse("CXL").unwrap(),
+            new_symbol: None,
+            cancelled: true,
+            ..spin.clone()
+        };
+        inv.corporate_action(&cancel);
+        let want: BTreeMap<Symbol, NaiveDate> = [
+            ("CXL", "2024-06-06"),
+            ("KID", "2024-06-06"),
+            ("PAR", "2024-06-06"),
+        ]
+        .into_iter()
+        .map(|(s, d)| (Symbol::parse(s).unwrap(), day(d)))
+        .collect();
+        assert_eq!(inv.holders, want);
+        assert!(inv.portfolios.is_empty() && inv.whole_history.is_empty());
     }
 
     #[test]

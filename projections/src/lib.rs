@@ -35,8 +35,9 @@ pub use benchmark::{benchmark, Benchmark, BenchmarkStats};
 pub use corrections::{effective, effective_of};
 pub use decimal::{money_text, ratio_text, round_money, round_ratio, ArithmeticError};
 pub use event::{
-    echo, parse_fx, parse_fx_with, parse_price, parse_price_with, parse_split, parse_split_with,
-    parse_transaction, parse_transaction_with, EventError, Rules, TRANSACTION_TYPES,
+    echo, parse_corporate_action, parse_corporate_action_with, parse_fx, parse_fx_with,
+    parse_price, parse_price_with, parse_split, parse_split_with, parse_transaction,
+    parse_transaction_with, EventError, Rules, TRANSACTION_TYPES,
 };
 pub use fold::{
     base_currency_of, base_of, cash_mode_of, explain_day, fold, replay, resume, value_cash,
@@ -51,6 +52,7 @@ pub use tearsheet::{
     drawdown_table, rolling, trailing, trailing_days, DrawdownPeriod, Rolling, TearSheet, Trailing,
 };
 pub use types::{
-    CashMode, ClosePrice, Correction, Currency, DailyRecord, Dividend, FxRate, Kind, PortfolioId,
-    Reinvest, Side, Split, Symbol, Trade, Transaction, MAX_REVISION,
+    ActionKind, CashMode, ClosePrice, CorporateAction, CorporateEvent, Correction, Currency,
+    DailyRecord, Dividend, FxRate, Kind, PortfolioId, Reinvest, Side, Split, Symbol, Trade,
+    Transaction, MAX_REVISION,
 };

@@ -274,6 +274,12 @@ pub enum Kind {
         price: Decimal,
     },
     Dividend(Dividend),
+    /// Capital paid back on a holding: lowers its cost (the excess over the
+    /// cost is realized), received like a sale's proceeds; not income.
+    ReturnOfCapital {
+        symbol: Symbol,
+        amount: Decimal,
+    },
     /// Takes back the logical transaction it corrects (its
     /// [`Transaction::correction`]): while it is the highest revision, the
     /// transaction has no effect. It carries nothing else.
@@ -297,6 +303,7 @@ impl Kind {
             Kind::TransferIn { .. } => "transfer_in",
             Kind::TransferOut { .. } => "transfer_out",
             Kind::Dividend(_) => "dividend",
+            Kind::ReturnOfCapital { .. } => "return_of_capital",
             Kind::Cancel => "cancel",
         }
     }
@@ -308,6 +315,7 @@ impl Kind {
             Kind::Buy(t) | Kind::Sell(t) => Some(&t.symbol),
             Kind::TransferIn { symbol, .. } | Kind::TransferOut { symbol, .. } => Some(symbol),
             Kind::Dividend(d) => Some(&d.symbol),
+            Kind::ReturnOfCapital { symbol, .. } => Some(symbol),
             _ => None,
         }
     }
@@ -513,6 +521,9 @@ impl Transaction {
                     .map(|r| format!("{}@{}", norm_text(&r.quantity), norm_text(&r.price)))
                     .unwrap_or_default()
             ),
+            Kind::ReturnOfCapital { symbol, amount } => {
+                format!("{symbol}|{}", norm_text(amount))
+            }
             Kind::Cancel => String::new(),
         }
     }
@@ -551,6 +562,100 @@ impl Split {
             self.symbol, self.ex_date, self.numerator, self.denominator
         )
     }
+}
+
+/// The kinds of corporate action besides splits (docs/events.md), in the
+/// order they apply at the start of one ex-date (after that day's splits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionKind {
+    SpinOff,
+    Merger,
+    SymbolChange,
+}
+
+impl ActionKind {
+    /// The `type` as producers write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ActionKind::SpinOff => "spin_off",
+            ActionKind::Merger => "merger",
+            ActionKind::SymbolChange => "symbol_change",
+        }
+    }
+
+    /// The kind named `ty`, if it is one.
+    pub fn of(ty: &str) -> Option<ActionKind> {
+        Some(match ty {
+            "spin_off" => ActionKind::SpinOff,
+            "merger" => ActionKind::Merger,
+            "symbol_change" => ActionKind::SymbolChange,
+            _ => return None,
+        })
+    }
+}
+
+/// A spin-off, merger or symbol change of `symbol` at the start of
+/// `ex_date` (docs/events.md, corporate actions), its defaults already
+/// applied by the parser: a merger without a new symbol has ratio 1/1 and
+/// cost allocation 1, one without cash (or with cash 0) allocation 0; a
+/// symbol change moves 1 for 1. A later event of the same (kind, symbol,
+/// ex_date) replaces it; `cancelled` removes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorporateAction {
+    pub event_id: Uuid,
+    pub kind: ActionKind,
+    pub symbol: Symbol,
+    pub ex_date: NaiveDate,
+    /// The child (spin-off), acquirer (merger) or new ticker; `None` only
+    /// for a cash-only merger and a cancellation.
+    pub new_symbol: Option<Symbol>,
+    /// New-symbol shares per old-symbol share: numerator / denominator.
+    pub numerator: u32,
+    pub denominator: u32,
+    /// The share of the old symbol's cost that moves: to the child
+    /// (spin-off), or with the cash (merger).
+    pub cost_allocation: Decimal,
+    /// Cash per old-symbol share (merger); `None`: none.
+    pub cash: Option<Decimal>,
+    /// The currency of the cash and of `price`; `None`: the old symbol's
+    /// price currency.
+    pub currency: Option<Currency>,
+    /// The new symbol's last trade price from the ex-date on.
+    pub price: Option<Decimal>,
+    /// Removes the action of the same (kind, symbol, ex_date).
+    pub cancelled: bool,
+    /// Log position: actions of one kind on one day apply in this order.
+    /// Assigned by the service in topic order; not part of the content.
+    pub seq: i64,
+}
+
+impl CorporateAction {
+    /// Canonical content, as [`Transaction::fingerprint`].
+    pub fn fingerprint(&self) -> String {
+        let opt = |d: Option<Decimal>| d.map(|d| d.normalize().to_string()).unwrap_or_default();
+        format!(
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
+            self.kind.name(),
+            self.symbol,
+            self.ex_date,
+            self.new_symbol.as_ref().map(Symbol::as_str).unwrap_or(""),
+            self.numerator,
+            self.denominator,
+            self.cost_allocation.normalize(),
+            opt(self.cash),
+            self.currency.as_ref().map(Currency::as_str).unwrap_or(""),
+            opt(self.price),
+            self.cancelled,
+        )
+    }
+}
+
+/// One event of the corporate-action topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CorporateEvent {
+    Split(Split),
+    Action(CorporateAction),
 }
 
 /// One closing price (docs/events.md).

@@ -11,9 +11,9 @@ use std::str::FromStr;
 
 use chrono::NaiveDate;
 use projections::{
-    fold, modified_dietz, money_text, money_weighted_return, parse_fx, parse_price, parse_split,
-    parse_transaction, ratio_text, statistics, value_cash, value_positions, Calendar, Currency,
-    DailyRecord, FlowDay, PriceBook, StatsQuery, Transaction,
+    fold, modified_dietz, money_text, money_weighted_return, parse_corporate_action, parse_fx,
+    parse_price, parse_transaction, ratio_text, statistics, value_cash, value_positions, Calendar,
+    CorporateEvent, Currency, DailyRecord, FlowDay, PriceBook, StatsQuery, Transaction,
 };
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -53,10 +53,19 @@ fn log(json: &Value, late: bool) -> Log {
             prices.insert_rate(&parse_fx(v.to_string().as_bytes()).unwrap());
         }
     }
-    // Splits after closes: their order among themselves is what counts.
+    // Corporate actions after closes: their order among themselves is
+    // what counts.
+    let mut seq = 0;
     for b in &batches {
         for v in b["corporate_actions"].as_array().unwrap() {
-            prices.apply_split(&parse_split(v.to_string().as_bytes()).unwrap());
+            match parse_corporate_action(v.to_string().as_bytes()).unwrap() {
+                CorporateEvent::Split(s) => prices.apply_split(&s),
+                CorporateEvent::Action(mut a) => {
+                    seq += 1;
+                    a.seq = seq;
+                    prices.apply_action(&a);
+                }
+            }
         }
     }
     Log { txs, prices }
@@ -526,6 +535,14 @@ fn tear_sheet_statistics() {
     golden(
         "tear-sheet",
         include_str!("../../fixtures/golden/tear-sheet.json"),
+    );
+}
+
+#[test]
+fn corporate_actions() {
+    golden(
+        "corporate-actions",
+        include_str!("../../fixtures/golden/corporate-actions.json"),
     );
 }
 

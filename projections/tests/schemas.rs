@@ -18,7 +18,8 @@
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::Validator;
 use projections::{
-    parse_fx, parse_price, parse_split, parse_transaction, EventError, TRANSACTION_TYPES,
+    parse_corporate_action, parse_fx, parse_price, parse_transaction, CorporateEvent, EventError,
+    TRANSACTION_TYPES,
 };
 use serde_json::Value;
 
@@ -173,7 +174,10 @@ fn parser_verdict(topic: Topic, payload: &str) -> Result<&'static str, EventErro
     match topic {
         Topic::Transactions => parse_transaction(bytes).map(|t| t.kind.name()),
         Topic::Prices => parse_price(bytes).map(|_| "price"),
-        Topic::CorporateActions => parse_split(bytes).map(|_| "split"),
+        Topic::CorporateActions => parse_corporate_action(bytes).map(|e| match e {
+            CorporateEvent::Split(_) => "split",
+            CorporateEvent::Action(a) => a.kind.name(),
+        }),
         Topic::Fx => parse_fx(bytes).map(|_| "fx"),
     }
 }
@@ -1652,10 +1656,16 @@ fn corpus() -> Vec<Case> {
         Refuse("denominator"),
     );
     c.split(
-        "split: type merger",
+        "split: type merger with a split's fields (a ratio, no new_symbol)",
         s(&[("type", Some(r#""merger""#))]),
+        Refuse("new_symbol"),
+    );
+    c.split(
+        "split: type dividend",
+        s(&[("type", Some(r#""dividend""#))]),
         Refuse("type"),
     );
+    actions(&mut c);
     c.split("split: missing type", s(&[("type", None)]), Refuse("type"));
     c.split(
         "split: missing ex_date",
@@ -1985,7 +1995,10 @@ fn doc_examples() -> Vec<(Topic, Option<String>, String)> {
                 Topic::Prices
             } else if v.get("rate").is_some() {
                 Topic::Fx
-            } else if v["type"] == "split" {
+            } else if matches!(
+                v["type"].as_str(),
+                Some("split" | "spin_off" | "merger" | "symbol_change")
+            ) {
                 Topic::CorporateActions
             } else {
                 Topic::Transactions
@@ -2230,3 +2243,252 @@ fn the_builder_keeps_raw_text() {
     );
     assert_eq!(with(&base, &[]), r#"{"a": 1, "b": "x"}"#);
 }
+
+/// The spin-offs, mergers and symbol changes of docs/events.md, and every
+/// refusal of theirs.
+fn actions(c: &mut Corpus) {
+    use Expect::{Accept, ParserOnly, Refuse};
+    let spin = owned(SPIN_OFF);
+    let sp = |changes: &[(&str, Option<&str>)]| with(&spin, changes);
+    c.split("spin_off: the docs' example", sp(&[]), Accept);
+    c.split(
+        "spin_off: cost_allocation as a number, no price",
+        sp(&[("cost_allocation", Some("0.5")), ("price", None)]),
+        Accept,
+    );
+    c.split(
+        "spin_off: new_symbol equal to symbol",
+        sp(&[("new_symbol", Some(r#""PAR""#))]),
+        ParserOnly("new_symbol"),
+    );
+    c.split(
+        "spin_off: missing new_symbol",
+        sp(&[("new_symbol", None)]),
+        Refuse("new_symbol"),
+    );
+    c.split(
+        "spin_off: missing cost_allocation",
+        sp(&[("cost_allocation", None)]),
+        Refuse("cost_allocation"),
+    );
+    for bad in ["1.5", "-0.1", "\"abc\""] {
+        c.split(
+            &format!("spin_off: cost_allocation {bad}"),
+            sp(&[("cost_allocation", Some(bad))]),
+            Refuse("cost_allocation"),
+        );
+    }
+    c.split(
+        "spin_off: cost_allocation \"1.5\"",
+        sp(&[("cost_allocation", Some(r#""1.5""#))]),
+        ParserOnly("cost_allocation"),
+    );
+    c.split(
+        "spin_off: no ratio",
+        sp(&[("numerator", None), ("denominator", None)]),
+        Refuse("numerator"),
+    );
+    c.split(
+        "spin_off: a numerator alone",
+        sp(&[("denominator", None)]),
+        Refuse("denominator"),
+    );
+    c.split(
+        "spin_off: numerator 0",
+        sp(&[("numerator", Some("0"))]),
+        Refuse("numerator"),
+    );
+    c.split(
+        "spin_off: price 0",
+        sp(&[("price", Some(r#""0""#))]),
+        Refuse("price"),
+    );
+    let merger = owned(MERGER);
+    let m = |changes: &[(&str, Option<&str>)]| with(&merger, changes);
+    c.split("merger: shares and cash", m(&[]), Accept);
+    c.split(
+        "merger: shares alone, no ratio (1 for 1)",
+        m(&[
+            ("numerator", None),
+            ("denominator", None),
+            ("cash", None),
+            ("cost_allocation", None),
+        ]),
+        Accept,
+    );
+    c.split(
+        "merger: a take-over for cash in another currency",
+        m(&[
+            ("new_symbol", None),
+            ("numerator", None),
+            ("denominator", None),
+            ("currency", Some(r#""USD""#)),
+        ]),
+        Accept,
+    );
+    c.split(
+        "merger: a write-off (cash 0), cost_allocation ignored",
+        m(&[
+            ("new_symbol", None),
+            ("numerator", None),
+            ("denominator", None),
+            ("cash", Some("0")),
+            ("cost_allocation", Some("0.3")),
+        ]),
+        Accept,
+    );
+    c.split(
+        "merger: neither new_symbol nor cash",
+        m(&[
+            ("new_symbol", None),
+            ("numerator", None),
+            ("denominator", None),
+            ("cash", None),
+        ]),
+        Refuse("cash"),
+    );
+    c.split(
+        "merger: a ratio without new_symbol",
+        m(&[("new_symbol", None)]),
+        Refuse("new_symbol"),
+    );
+    c.split(
+        "merger: a denominator alone",
+        m(&[("numerator", None)]),
+        Refuse("numerator"),
+    );
+    c.split(
+        "merger: cash < 0",
+        m(&[("cash", Some(r#""-5""#))]),
+        Refuse("cash"),
+    );
+    c.split(
+        "merger: shares and cash without cost_allocation",
+        m(&[("cost_allocation", None)]),
+        ParserOnly("cost_allocation"),
+    );
+    c.split(
+        "merger: cash in pence",
+        m(&[("currency", Some(r#""GBX""#))]),
+        Refuse("currency"),
+    );
+    let roc = v2(
+        "return_of_capital",
+        &[("symbol", r#""ROC""#), ("amount", r#""300""#)],
+    );
+    let rc = |changes: &[(&str, Option<&str>)]| with(&roc, changes);
+    c.tx("return_of_capital: the docs' example", rc(&[]), Accept);
+    c.tx(
+        "return_of_capital: in another currency at a rate",
+        rc(&[
+            ("currency", Some(r#""USD""#)),
+            ("fx_rate", Some(r#""0.92""#)),
+        ]),
+        Accept,
+    );
+    c.tx(
+        "return_of_capital: missing symbol",
+        rc(&[("symbol", None)]),
+        Refuse("symbol"),
+    );
+    c.tx(
+        "return_of_capital: amount 0",
+        rc(&[("amount", Some(r#""0""#))]),
+        Refuse("amount"),
+    );
+    c.tx(
+        "return_of_capital: version 1",
+        rc(&[("schema_version", Some("1"))]),
+        Refuse("type"),
+    );
+    let rename = owned(RENAME);
+    let r = |changes: &[(&str, Option<&str>)]| with(&rename, changes);
+    c.split("symbol_change: the docs' example", r(&[]), Accept);
+    c.split(
+        "symbol_change: missing new_symbol",
+        r(&[("new_symbol", None)]),
+        Refuse("new_symbol"),
+    );
+    c.split(
+        "symbol_change: new_symbol equal to symbol",
+        r(&[("new_symbol", Some(r#""OLD""#))]),
+        ParserOnly("new_symbol"),
+    );
+    c.split(
+        "symbol_change: an empty new_symbol",
+        r(&[("new_symbol", Some(r#""""#))]),
+        Refuse("new_symbol"),
+    );
+    c.split(
+        "merger: cancelled, with nothing else",
+        with(
+            &owned(MERGER),
+            &[
+                ("new_symbol", None),
+                ("numerator", None),
+                ("denominator", None),
+                ("cash", None),
+                ("cost_allocation", None),
+                ("cancelled", Some("true")),
+            ],
+        ),
+        Accept,
+    );
+    c.split(
+        "split: cancelled, without its ratio",
+        with(
+            &owned(SPLIT),
+            &[
+                ("numerator", None),
+                ("denominator", None),
+                ("cancelled", Some("true")),
+            ],
+        ),
+        Accept,
+    );
+    c.split(
+        "spin_off: cancelled \"yes\"",
+        sp(&[("cancelled", Some(r#""yes""#))]),
+        Refuse("cancelled"),
+    );
+    c.split(
+        "symbol_change: cancelled false is an action",
+        r(&[("cancelled", Some("false"))]),
+        Accept,
+    );
+}
+
+const SPIN_OFF: &[(&str, &str)] = &[
+    ("event_id", ID),
+    ("type", r#""spin_off""#),
+    ("symbol", r#""PAR""#),
+    ("ex_date", r#""2024-06-06""#),
+    ("new_symbol", r#""KID""#),
+    ("numerator", "1"),
+    ("denominator", "2"),
+    ("cost_allocation", r#""0.2""#),
+    ("price", r#""24.8""#),
+    ("schema_version", "2"),
+];
+
+const MERGER: &[(&str, &str)] = &[
+    ("event_id", ID),
+    ("type", r#""merger""#),
+    ("symbol", r#""TGT""#),
+    ("ex_date", r#""2024-06-10""#),
+    ("new_symbol", r#""ACQ""#),
+    ("numerator", "2"),
+    ("denominator", "5"),
+    ("cash", r#""5""#),
+    ("cost_allocation", r#""0.1""#),
+    ("schema_version", "2"),
+];
+
+const RENAME: &[(&str, &str)] = &[
+    ("event_id", ID),
+    ("type", r#""symbol_change""#),
+    ("symbol", r#""OLD""#),
+    ("ex_date", r#""2024-06-07""#),
+    ("new_symbol", r#""NEW""#),
+    ("schema_version", "2"),
+];

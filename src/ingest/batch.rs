@@ -10,7 +10,8 @@ use std::time::Duration;
 use anyhow::Result;
 use projections::event::printable;
 use projections::{
-    echo, parse_fx_with, parse_price_with, parse_split_with, parse_transaction_with,
+    echo, parse_corporate_action_with, parse_fx_with, parse_price_with, parse_transaction_with,
+    CorporateEvent,
 };
 use rdkafka::message::{Message, OwnedMessage};
 
@@ -103,6 +104,7 @@ impl BatchOutcome {
         r.duplicates_ignored += o.report.duplicates_ignored;
         r.prices_stored += o.report.prices_stored;
         r.splits_stored += o.report.splits_stored;
+        r.actions_stored += o.report.actions_stored;
         r.dead_letters += o.report.dead_letters;
         r.affected.extend(o.report.affected);
         r.affected.sort();
@@ -234,11 +236,19 @@ fn parse_into(
             Err(e) => batch.dead_letters.push(dead(e.to_string())),
         }
     } else if m.topic() == cfg.corporate_actions_topic {
-        match parse_split_with(&source.payload, &cfg.rules) {
-            Ok(s) => match key_mismatch(m.key(), s.symbol.as_str(), "symbol") {
-                None => batch.splits.push((s, source)),
-                Some(reason) => batch.dead_letters.push(dead(reason)),
-            },
+        match parse_corporate_action_with(&source.payload, &cfg.rules) {
+            Ok(CorporateEvent::Split(s)) => {
+                match key_mismatch(m.key(), s.symbol.as_str(), "symbol") {
+                    None => batch.splits.push((s, source)),
+                    Some(reason) => batch.dead_letters.push(dead(reason)),
+                }
+            }
+            Ok(CorporateEvent::Action(a)) => {
+                match key_mismatch(m.key(), a.symbol.as_str(), "symbol") {
+                    None => batch.actions.push((a, source)),
+                    Some(reason) => batch.dead_letters.push(dead(reason)),
+                }
+            }
             Err(e) => batch.dead_letters.push(dead(e.to_string())),
         }
     } else {

@@ -243,6 +243,9 @@ fn fields_of(t: &Transaction) -> Map<String, Value> {
             base_currency,
         } => json!({"cash": cash.as_str(),
             "base_currency": base_currency.as_ref().map(|c| c.as_str())}),
+        Kind::ReturnOfCapital { symbol, amount } => {
+            json!({"symbol": symbol.as_str(), "amount": d(amount)})
+        }
         Kind::Cancel => json!({}),
     };
     let m = m.as_object_mut().expect("an object").clone();

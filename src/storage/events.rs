@@ -10,7 +10,9 @@
 use std::collections::{BTreeMap, HashSet};
 
 use chrono::NaiveDate;
-use projections::{ClosePrice, Currency, FxRate, Invalidation, Split, Transaction};
+use projections::{
+    ClosePrice, CorporateAction, Currency, FxRate, Invalidation, Split, Transaction,
+};
 use sqlx::PgConnection;
 
 use super::dead_letters::{insert_dead_letters, DeadLetter, Source};
@@ -23,6 +25,8 @@ pub struct IngestBatch {
     pub transactions: Vec<(Transaction, Source)>,
     pub prices: Vec<(ClosePrice, Source)>,
     pub splits: Vec<(Split, Source)>,
+    /// Spin-offs, mergers and symbol changes (and their cancellations).
+    pub actions: Vec<(CorporateAction, Source)>,
     pub rates: Vec<(FxRate, Source)>,
     pub dead_letters: Vec<DeadLetter>,
     /// The currency of closes and portfolios that name none (`None`: USD).
@@ -35,6 +39,7 @@ pub struct IngestReport {
     pub duplicates_ignored: usize,
     pub prices_stored: usize,
     pub splits_stored: usize,
+    pub actions_stored: usize,
     pub rates_stored: usize,
     pub dead_letters: usize,
     /// Portfolios whose projection is now pending.
@@ -45,7 +50,7 @@ impl IngestReport {
     /// Whether the batch stored closes, splits or rates (which cached reads
     /// with a benchmark depend on).
     pub fn prices_changed(&self) -> bool {
-        self.prices_stored + self.splits_stored + self.rates_stored > 0
+        self.prices_stored + self.splits_stored + self.actions_stored + self.rates_stored > 0
     }
 }
 
@@ -94,6 +99,11 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
     report.splits_stored = splits.len();
     for (symbol, ex_date) in &splits {
         invalid.split(symbol, *ex_date);
+    }
+    let actions = super::actions::store_actions(conn, batch.actions, &mut dead).await?;
+    report.actions_stored = actions.len();
+    for a in &actions {
+        invalid.corporate_action(a);
     }
     let rates = store_rates(conn, batch.rates).await?;
     report.rates_stored = rates.len();
@@ -145,11 +155,7 @@ async fn mark_invalidated(
         .map(|(p, d)| (p.to_string(), *d))
         .collect();
     if !invalid.holders.is_empty() {
-        let (s2, d2): (Vec<&str>, Vec<NaiveDate>) = invalid
-            .holders
-            .iter()
-            .map(|(s, d)| (s.as_str(), *d))
-            .unzip();
+        let (s2, d2) = linked_holders(conn, &invalid.holders).await?;
         let holders: Vec<(String, NaiveDate)> = sqlx::query_as(
             "SELECT h.portfolio_id, min(u.day)
                FROM UNNEST($1::text[], $2::date[]) AS u(symbol, day)
@@ -192,6 +198,24 @@ async fn mark_invalidated(
     affected.sort();
     affected.dedup();
     Ok(affected)
+}
+
+/// The symbols whose holders are invalidated, each from its day: those
+/// named, and the symbols corporate actions link to them (a holder of a
+/// spin-off's parent holds its child without a trade in it).
+async fn linked_holders(
+    conn: &mut PgConnection,
+    holders: &BTreeMap<projections::Symbol, NaiveDate>,
+) -> sqlx::Result<(Vec<String>, Vec<NaiveDate>)> {
+    let actions = super::actions::all_actions(conn, None).await?;
+    let mut out: BTreeMap<String, NaiveDate> = BTreeMap::new();
+    for (s, d) in holders {
+        for l in super::actions::linked(&[s.to_string()], &actions) {
+            let e = out.entry(l).or_insert(*d);
+            *e = (*e).min(*d);
+        }
+    }
+    Ok(out.into_iter().unzip())
 }
 
 /// Inserts the portfolios not stored yet (first day: their earliest event)

@@ -43,7 +43,8 @@ pub(crate) async fn log_known_at(
     Ok(log)
 }
 
-/// The closes and splits of `symbols` and every exchange rate, as known at
+/// The closes, splits and corporate actions of `symbols` (and of the
+/// symbols those actions link to them) and every exchange rate, as known at
 /// `at`, in a book whose default currency is `default_currency`.
 pub(crate) async fn book_known_at(
     conn: &mut PgConnection,
@@ -52,6 +53,10 @@ pub(crate) async fn book_known_at(
     default_currency: Currency,
 ) -> anyhow::Result<PriceBook> {
     let mut book = PriceBook::with_default_currency(default_currency);
+    // Corporate actions as known then, with the symbols they link.
+    let actions = super::actions::all_actions(conn, Some(at)).await?;
+    let symbols = &super::actions::linked(symbols, &actions);
+    super::actions::add_to_book(&mut book, symbols, &actions);
     // The version in effect if it was received by then, else the replaced
     // version that was in effect then (at most one per day).
     let closes = sqlx::query(

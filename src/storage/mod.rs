@@ -14,6 +14,8 @@
 //!   rows, and a portfolio's log read back;
 //! - [`market`]: closes, splits and exchange rates as a batch writes them,
 //!   and the price versions that tell caches what to reload;
+//! - [`actions`]: spin-offs, mergers and symbol changes as a batch writes
+//!   them, and read back with the symbols they link;
 //! - [`copy`]: rows in the binary `COPY` format (how event rows go in);
 //! - [`numeric`]: PostgreSQL's binary `numeric`, both ways;
 //! - [`dead_letters`]: messages that are not valid events;
@@ -37,6 +39,7 @@
 //! Connection-level statements live here beside [`connect`]: [`ping`] (is
 //! the database there) and [`read_snapshot`] (the transaction reads run in).
 
+pub(crate) mod actions;
 pub(crate) mod audit;
 pub(crate) mod changes;
 pub mod copy;

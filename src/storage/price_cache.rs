@@ -167,6 +167,11 @@ impl PriceCache {
         if symbols.is_empty() {
             return Ok(book);
         }
+        // Symbols a corporate action links to these are needed too: a
+        // spin-off's child, an acquirer, a renamed symbol's old closes.
+        let actions = storage::actions::all_actions(conn, None).await?;
+        let symbols = &storage::actions::linked(symbols, &actions);
+        storage::actions::add_to_book(&mut book, symbols, &actions);
         let versions = storage::prices::versions(conn, symbols).await?;
         let mut have: HashMap<String, Arc<Series>> = HashMap::new();
         let mut missing: Vec<String> = Vec::new();

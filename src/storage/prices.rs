@@ -22,6 +22,9 @@ pub async fn load_prices(
     if symbols.is_empty() {
         return Ok(book);
     }
+    let actions = super::actions::all_actions(conn, None).await?;
+    let symbols = &super::actions::linked(symbols, &actions);
+    super::actions::add_to_book(&mut book, symbols, &actions);
     let rows = sqlx::query(
         "SELECT symbol, day, close, currency FROM prices
           WHERE symbol = ANY($1::text[]) AND day > $2::date AND day <= $3::date

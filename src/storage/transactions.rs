@@ -402,6 +402,9 @@ fn kind_columns(kind: &Kind) -> KindColumns<'_> {
             rq = d.reinvest.map(|r| r.quantity);
             rp = d.reinvest.map(|r| r.price);
         }
+        Kind::ReturnOfCapital { symbol, amount: a } => {
+            (sym, amount) = (Some(symbol.as_str()), Some(*a))
+        }
     }
     KindColumns {
         sym,
@@ -537,6 +540,10 @@ fn kind_of(r: &PgRow) -> anyhow::Result<Kind> {
                 _ => None,
             },
         }),
+        "return_of_capital" => Kind::ReturnOfCapital {
+            symbol: k.symbol()?,
+            amount: k.need("amount")?,
+        },
         "cancel" => Kind::Cancel,
         other => anyhow::bail!("stored transaction of unknown kind `{other}`"),
     })

@@ -9,7 +9,7 @@ use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
 use crate::decimal::{self as dec, ArithmeticError};
-use crate::types::{ClosePrice, Currency, FxRate, Split, Symbol};
+use crate::types::{ActionKind, ClosePrice, CorporateAction, Currency, FxRate, Split, Symbol};
 
 /// Closing prices by symbol and day. A later insert for the same
 /// (symbol, day) replaces the earlier one (docs/events.md).
@@ -34,6 +34,16 @@ pub struct PriceBook {
     /// Rates by (from, to) and day: 1 from = rate to.
     rates: BTreeMap<(Currency, Currency), BTreeMap<NaiveDate, Decimal>>,
     default_currency: Currency,
+    /// Spin-offs, mergers and symbol changes in effect, by (ex-date, kind,
+    /// symbol): a later one of the same key replaced the earlier.
+    actions: BTreeMap<(NaiveDate, ActionKind, Symbol), CorporateAction>,
+    /// Derived from `actions`: each spin-off parent's price factor 1 − a
+    /// by ex-date (its closes before the ex-date are worth that much of
+    /// themselves after it).
+    factors: BTreeMap<Symbol, BTreeMap<NaiveDate, Decimal>>,
+    /// Derived from `actions`: the symbol each new ticker was renamed
+    /// from, and when (the latest rename into it).
+    renamed_from: BTreeMap<Symbol, (NaiveDate, Symbol)>,
 }
 
 impl Default for PriceBook {
@@ -44,6 +54,9 @@ impl Default for PriceBook {
             splits: BTreeMap::new(),
             rates: BTreeMap::new(),
             default_currency: Currency::parse("USD").expect("a currency code"),
+            actions: BTreeMap::new(),
+            factors: BTreeMap::new(),
+            renamed_from: BTreeMap::new(),
         }
     }
 }
@@ -252,8 +265,8 @@ impl PriceBook {
             .flat_map(|(s, m)| m.iter().map(move |(d, (n, q))| (s, *d, *n, *q)))
     }
 
-    /// The same splits, rates and default currency, and no closes: what
-    /// a replay of positions and flows needs.
+    /// The same splits, corporate actions, rates and default currency, and
+    /// no closes: what a replay of positions and flows needs.
     pub fn splits_only(&self) -> PriceBook {
         PriceBook {
             by_symbol: BTreeMap::new(),
@@ -261,6 +274,9 @@ impl PriceBook {
             splits: self.splits.clone(),
             rates: self.rates.clone(),
             default_currency: self.default_currency.clone(),
+            actions: self.actions.clone(),
+            factors: self.factors.clone(),
+            renamed_from: self.renamed_from.clone(),
         }
     }
 
@@ -301,5 +317,123 @@ impl PriceBook {
     /// The currencies of `symbol`'s closes not in the default currency.
     pub(super) fn quotes(&self, symbol: &Symbol) -> Option<&BTreeMap<NaiveDate, Currency>> {
         self.quoted_in.get(symbol)
+    }
+
+    /// Records a spin-off, merger or symbol change; a later one for the
+    /// same (kind, symbol, ex-date) replaces the earlier, a cancelled one
+    /// removes it (docs/events.md). Give them in log order, `seq` rising.
+    pub fn apply_action(&mut self, action: &CorporateAction) {
+        let key = (action.ex_date, action.kind, action.symbol.clone());
+        if action.cancelled {
+            self.actions.remove(&key);
+        } else {
+            self.actions.insert(key, action.clone());
+        }
+        self.factors.clear();
+        self.renamed_from.clear();
+        for a in self.actions.values() {
+            match (a.kind, &a.new_symbol) {
+                (ActionKind::SpinOff, _) => {
+                    self.factors
+                        .entry(a.symbol.clone())
+                        .or_default()
+                        .insert(a.ex_date, Decimal::ONE - a.cost_allocation);
+                }
+                (ActionKind::SymbolChange, Some(new)) => {
+                    // By ex-date ascending: the latest rename wins.
+                    self.renamed_from
+                        .insert(new.clone(), (a.ex_date, a.symbol.clone()));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The corporate actions in effect with ex-date after `origin`, in the
+    /// order they apply: by ex-date, then kind (spin-offs, mergers, symbol
+    /// changes), then log order.
+    pub fn actions_after(&self, origin: NaiveDate) -> Vec<&CorporateAction> {
+        let mut out: Vec<&CorporateAction> = self
+            .actions
+            .values()
+            .filter(|a| a.ex_date > origin)
+            .collect();
+        out.sort_by_key(|a| (a.ex_date, a.kind, a.seq));
+        out
+    }
+
+    /// Every corporate action in effect (what a store of them needs to
+    /// know which symbols are linked).
+    pub fn actions(&self) -> impl Iterator<Item = &CorporateAction> {
+        self.actions.values()
+    }
+
+    /// A close of `symbol` dated `t` as used on `day`: adjusted for the
+    /// splits and spin-offs with `t < ex-date <= day` (docs/valuation.md).
+    pub fn adjust_close(
+        &self,
+        symbol: &Symbol,
+        t: NaiveDate,
+        day: NaiveDate,
+        close: Decimal,
+    ) -> Result<Decimal, ArithmeticError> {
+        let split = self
+            .splits_between(symbol, t, day)
+            .try_fold(close, super::positions::split_price)?;
+        match self.factors.get(symbol).filter(|_| t < day) {
+            None => Ok(split),
+            Some(m) => m
+                .range((Bound::Excluded(t), Bound::Included(day)))
+                .try_fold(split, |c, (_, f)| dec::mul(c, *f)),
+        }
+    }
+
+    /// The close a renamed symbol inherits from its old one
+    /// (docs/valuation.md, symbol changes), when it has no close of its
+    /// own dated before the change: (ex-date, date of the old close, the
+    /// old close adjusted through the ex-date, its currency).
+    pub fn inherited_close(
+        &self,
+        symbol: &Symbol,
+    ) -> Result<Option<(NaiveDate, NaiveDate, Decimal, Currency)>, ArithmeticError> {
+        let Some((ex, old)) = self.renamed_from.get(symbol) else {
+            return Ok(None);
+        };
+        let Some(before) = ex.pred_opt() else {
+            return Ok(None);
+        };
+        if self.close_dated(symbol, before).is_some() {
+            return Ok(None);
+        }
+        let Some((t, c)) = self.close_dated(old, before) else {
+            return Ok(None);
+        };
+        let adjusted = self.adjust_close(old, t, *ex, c)?;
+        Ok(Some((
+            *ex,
+            t,
+            adjusted,
+            self.close_currency(old, t).clone(),
+        )))
+    }
+
+    /// The close valuing `symbol` on `day`: its latest dated ≤ `day`, else
+    /// (from a rename's ex-date on) the one inherited from its old symbol;
+    /// adjusted, with its date and currency.
+    pub fn valuation_close(
+        &self,
+        symbol: &Symbol,
+        day: NaiveDate,
+    ) -> Result<Option<(NaiveDate, Decimal, Currency)>, ArithmeticError> {
+        if let Some((t, c)) = self.close_dated(symbol, day) {
+            let price = self.adjust_close(symbol, t, day, c)?;
+            return Ok(Some((t, price, self.close_currency(symbol, t).clone())));
+        }
+        Ok(match self.inherited_close(symbol)? {
+            Some((ex, t, c, ccy)) if ex <= day => {
+                Some((t, self.adjust_close(symbol, ex, day, c)?, ccy))
+            }
+            _ => None,
+        })
     }
 }

@@ -4,6 +4,7 @@
 //! sums of the terms and costs, and the positions a day touches before it
 //! commits ([`Touched`]).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use chrono::NaiveDate;
@@ -85,7 +86,7 @@ impl Slot {
         origin: NaiveDate,
         day: NaiveDate,
     ) -> Result<Self, ArithmeticError> {
-        let run = series.run(prices, origin, symbol);
+        let run = series.run(prices, origin, symbol)?;
         let trade_ccy = series.intern_opt(pos.currency.as_ref());
         let closes = &series.runs[run];
         let cursor = closes.partition_point(|(d, _)| *d <= day);
@@ -94,11 +95,7 @@ impl Slot {
             None => trade_ccy,
         };
         let close = match cursor.checked_sub(1).map(|i| closes[i]) {
-            Some((t, c)) => Some(
-                prices
-                    .splits_between(symbol, t, day)
-                    .try_fold(c, split_price)?,
-            ),
+            Some((t, c)) => Some(prices.adjust_close(symbol, t, day, c)?),
             None => None,
         };
         let name = (
@@ -170,8 +167,8 @@ impl Slot {
 /// for when the symbol is bought again.
 struct Series<'p> {
     /// Borrowed from the price book: from the close carried into the
-    /// start day on.
-    runs: Vec<&'p [(NaiveDate, Decimal)]>,
+    /// start day on (owned when a rename prepends an inherited close).
+    runs: Vec<Cow<'p, [(NaiveDate, Decimal)]>>,
     /// Per run, the currency of each close (indexes of `ccys`); empty when
     /// all are in the default currency, as in most books.
     run_ccys: Vec<Vec<u16>>,
@@ -222,12 +219,19 @@ impl<'p> Series<'p> {
             .unwrap_or(self.default_ccy)
     }
 
-    /// The run of `symbol`, copied from `prices` on first use.
-    fn run(&mut self, prices: &'p PriceBook, origin: NaiveDate, symbol: &Symbol) -> usize {
+    /// The run of `symbol`, copied from `prices` on first use. A renamed
+    /// symbol without closes of its own before the change starts with the
+    /// close it inherits from its old symbol, dated the ex-date.
+    fn run(
+        &mut self,
+        prices: &'p PriceBook,
+        origin: NaiveDate,
+        symbol: &Symbol,
+    ) -> Result<usize, ArithmeticError> {
         if let Some(r) = self.dormant.remove(symbol) {
-            return r;
+            return Ok(r);
         }
-        let closes: &'p [(NaiveDate, Decimal)] = match prices.closes(symbol) {
+        let own: &'p [(NaiveDate, Decimal)] = match prices.closes(symbol) {
             Some(all) => {
                 // From the latest close on or before the origin (if any).
                 let later = all.partition_point(|(d, _)| *d <= origin);
@@ -235,19 +239,38 @@ impl<'p> Series<'p> {
             }
             None => &[],
         };
-        let ccys = match prices.quotes(symbol) {
-            None => Vec::new(),
-            Some(q) => closes
-                .iter()
-                .map(|(d, _)| match q.get(d) {
+        let inherited = prices.inherited_close(symbol)?;
+        let quotes = prices.quotes(symbol);
+        let (closes, first_ccy): (Cow<'p, [(NaiveDate, Decimal)]>, Option<Currency>) =
+            match inherited {
+                Some((ex, _, close, ccy)) => {
+                    let mut v = Vec::with_capacity(own.len() + 1);
+                    v.push((ex, close));
+                    v.extend_from_slice(own);
+                    (Cow::Owned(v), Some(ccy))
+                }
+                None => (Cow::Borrowed(own), None),
+            };
+        let plain = first_ccy
+            .as_ref()
+            .is_none_or(|c| *c == self.ccys[usize::from(self.default_ccy)]);
+        let ccys = if quotes.is_none() && plain {
+            Vec::new()
+        } else {
+            let skip = usize::from(first_ccy.is_some());
+            let mut ccys: Vec<u16> = first_ccy.iter().map(|c| self.intern(c)).collect();
+            for (d, _) in &closes[skip..] {
+                let c = match quotes.and_then(|q| q.get(d)) {
                     Some(c) => self.intern(c),
                     None => self.default_ccy,
-                })
-                .collect(),
+                };
+                ccys.push(c);
+            }
+            ccys
         };
         self.runs.push(closes);
         self.run_ccys.push(ccys);
-        self.runs.len() - 1
+        Ok(self.runs.len() - 1)
     }
 }
 
@@ -262,9 +285,22 @@ pub(super) struct Touched<'t> {
     pub(super) pos: Option<Position>,
     /// A split today: the carried close is adjusted at commit.
     split: Option<(u32, u32)>,
+    /// A spin-off today: the carried close is multiplied by this at
+    /// commit (after any split).
+    factor: Option<Decimal>,
 }
 
 impl Touched<'_> {
+    /// The carried close of this position is worth `f` of itself from
+    /// today on (a spin-off's 1 − a).
+    pub(super) fn scale_close(&mut self, f: Decimal) -> Result<(), ArithmeticError> {
+        self.factor = Some(match self.factor {
+            Some(g) => crate::decimal::mul(g, f)?,
+            None => f,
+        });
+        Ok(())
+    }
+
     /// Order relative to `key` (for `binary_search_by`): by prefix, then
     /// by symbol, which is the symbols' own order.
     #[inline]
@@ -401,6 +437,7 @@ impl<'p> Cache<'p> {
                         slot,
                         pos,
                         split: None,
+                        factor: None,
                     },
                 );
                 i
@@ -437,6 +474,7 @@ impl<'p> Cache<'p> {
                         slot: Ok(j),
                         pos,
                         split: Some(*ratio),
+                        factor: None,
                     },
                 );
             }
@@ -457,7 +495,7 @@ impl<'p> Cache<'p> {
         for t in touched.into_iter().rev() {
             let positions = positions.as_deref_mut();
             match (t.pos, t.slot) {
-                (Some(p), Ok(i)) => self.update(i, t.symbol, p, t.split, positions)?,
+                (Some(p), Ok(i)) => self.update(i, t.symbol, p, (t.split, t.factor), positions)?,
                 (Some(p), Err(i)) => self.open(i, t.symbol, p, day, positions)?,
                 (None, Ok(i)) => self.close(i, t.symbol, positions),
                 (None, Err(_)) => {}
@@ -472,7 +510,7 @@ impl<'p> Cache<'p> {
         i: usize,
         symbol: &Symbol,
         p: Position,
-        split: Option<(u32, u32)>,
+        (split, factor): (Option<(u32, u32)>, Option<Decimal>),
         positions: Option<&mut BTreeMap<Symbol, Position>>,
     ) -> Result<(), ArithmeticError> {
         let trade_ccy = self.series.intern_opt(p.currency.as_ref());
@@ -490,6 +528,12 @@ impl<'p> Cache<'p> {
         if let Some(ratio) = split {
             slot.close = match slot.close {
                 Some(c) => Some(split_price(c, ratio)?),
+                None => None,
+            };
+        }
+        if let Some(f) = factor {
+            slot.close = match slot.close {
+                Some(c) => Some(crate::decimal::mul(c, f)?),
                 None => None,
             };
         }
@@ -557,7 +601,7 @@ impl<'p> Cache<'p> {
         }
         for slot in &mut self.slots {
             // Both, not short-circuited: the cursor must move in any case.
-            if slot.advance(runs[slot.run], &run_ccys[slot.run], default_ccy, day)
+            if slot.advance(&runs[slot.run], &run_ccys[slot.run], default_ccy, day)
                 | std::mem::take(&mut slot.dirty)
             {
                 let term = slot.value()?;

@@ -64,6 +64,7 @@ pub(super) fn apply(
             price,
         } => step.transfer_out(symbol, *quantity, *price),
         Kind::Dividend(d) => step.accrue_dividend(d),
+        Kind::ReturnOfCapital { amount, .. } => step.return_of_capital(*amount),
         // Only effective events are folded, and a cancel never is one.
         Kind::Cancel => step.settings(),
     }
@@ -202,6 +203,25 @@ impl Step<'_, '_> {
         } else {
             ledger.receivables.push(r);
         }
+        Ok(Ok(()))
+    }
+
+    /// Capital paid back: the position's cost falls by it, down to 0, and
+    /// any excess is realized; received like proceeds, never income.
+    fn return_of_capital(self, amount: Decimal) -> Outcome {
+        let fx = self.fx;
+        let paid = fx.base(amount)?;
+        let lowered = match self.pos.as_mut() {
+            Some(p) => {
+                let lowered = paid.min(p.cost);
+                p.cost = dec::sub(p.cost, lowered)?;
+                lowered
+            }
+            None => Decimal::ZERO,
+        };
+        let ledger = self.ledger;
+        ledger.realized_pnl = dec::add(ledger.realized_pnl, dec::sub(paid, lowered)?)?;
+        ledger.receive(amount, fx)?;
         Ok(Ok(()))
     }
 }

@@ -8,6 +8,7 @@ use std::ops::Range;
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
+use super::actions::DayStart;
 use super::book::PriceBook;
 use super::cache::{Cache, Touched};
 use super::error::{next_day, overflow_stops_history, FoldError};
@@ -17,7 +18,7 @@ use super::positions::pay_dividend;
 use super::state::{DayState, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::status::Inconsistency;
-use crate::types::{Currency, DailyRecord, Symbol, Transaction};
+use crate::types::{CorporateAction, Currency, DailyRecord, Symbol, Transaction};
 
 /// Folds one day at a time from a starting state.
 ///
@@ -56,6 +57,11 @@ pub struct Folder<'a> {
     split_days: Vec<(NaiveDate, Symbol, (u32, u32))>,
     /// Index of the first split not yet applied.
     split_cursor: usize,
+    /// The spin-offs, mergers and symbol changes after the start day, in
+    /// the order they apply.
+    action_days: Vec<&'a CorporateAction>,
+    /// Index of the first action not yet applied.
+    action_cursor: usize,
     /// Whether a missing rate for a valuation stops the history (a replay
     /// only wants positions and flows, and values nothing).
     pub(super) valuing: bool,
@@ -100,6 +106,8 @@ impl<'a> Folder<'a> {
             holdings: Decimal::ZERO,
             split_days,
             split_cursor: 0,
+            action_days: prices.actions_after(origin),
+            action_cursor: 0,
             valuing: true,
             poisoned: false,
             last_flows: (Decimal::ZERO, Decimal::ZERO),
@@ -188,24 +196,29 @@ impl<'a> Folder<'a> {
             return Err(overflow(e));
         }
         let splits_today = self.splits_through(day);
+        let actions_today = self.actions_through(day);
         if self.before_history(day, day_transactions) {
             return Ok(Ok(None));
         }
 
-        // The day in the order of docs/valuation.md: splits, then payments
-        // due, then the day's transactions; each on copies of the touched
+        // The day in the order of docs/valuation.md: splits, corporate
+        // actions, then payments due, then the day's transactions; each on copies of the touched
         // positions (kept sorted by symbol) and of the ledger, so that an
         // oversell leaves the state as it was.
         let mut ledger = Ledger::of(&self.state);
         // Sized once: a day touches at most one position per split,
         // payment and transaction.
-        let mut touched: Vec<Touched<'_>> = Vec::with_capacity(
-            day_transactions.len() + self.state.receivables.len() + splits_today.len(),
-        );
-        let split_days = &self.split_days;
-        self.cache
-            .touch_splits(&split_days[splits_today], &mut touched)
-            .map_err(overflow)?;
+        let n = day_transactions.len() + self.state.receivables.len() + splits_today.len();
+        let mut touched: Vec<Touched<'_>> = Vec::with_capacity(n + 2 * actions_today.len());
+        let day_start = DayStart {
+            splits: &self.split_days[splits_today],
+            actions: &self.action_days[actions_today],
+            valuing: self.valuing,
+        };
+        let started = day_start.apply(&self.cache, &mut touched, &mut ledger, day);
+        if let Err(inconsistency) = started.map_err(overflow)? {
+            return Ok(Err(inconsistency));
+        }
         let paid = self.take_due(&mut ledger, day);
         for r in &paid {
             let i = self.cache.touch(&mut touched, &r.symbol);
@@ -275,6 +288,20 @@ impl<'a> Folder<'a> {
             self.split_cursor += 1;
         }
         from..self.split_cursor
+    }
+
+    /// Moves the action cursor past the actions dated ≤ `day`; returns the
+    /// range of `action_days` it passed.
+    fn actions_through(&mut self, day: NaiveDate) -> Range<usize> {
+        let from = self.action_cursor;
+        while self
+            .action_days
+            .get(self.action_cursor)
+            .is_some_and(|a| a.ex_date <= day)
+        {
+            self.action_cursor += 1;
+        }
+        from..self.action_cursor
     }
 
     /// The receivables due by `day`, to pay; those still pending go to the

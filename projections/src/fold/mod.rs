@@ -35,12 +35,14 @@
 //!   dividend payments;
 //! - `events`: what each kind of transaction does on its day;
 //! - `cache`: the folder's valuation cache (slots, closes, exact sums);
+//! - `actions`: what a spin-off, merger or symbol change does to holders;
 //! - `settings`: a log's cash mode and base currency;
 //! - `folder`: [`Folder`], one day's step;
 //! - `driver`: the day loop ([`fold`], [`resume`], [`replay`]);
 //! - `valuation`: a state's positions and cash valued for reports;
 //! - `explain`: one day folded by the folder and laid open with its inputs.
 
+mod actions;
 mod book;
 mod cache;
 mod driver;

@@ -8,7 +8,6 @@ use rust_decimal::Decimal;
 
 use super::book::PriceBook;
 use super::ledger::no_rate;
-use super::positions::split_price;
 use super::state::DayState;
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::types::{CashMode, Currency, Symbol};
@@ -21,8 +20,9 @@ pub struct ValuedPosition {
     pub quantity: Decimal,
     /// In the base currency, at the rates of the trades.
     pub cost: Decimal,
-    /// The valuation price: the latest close on or before the day, adjusted
-    /// for the splits since it, else the last trade price.
+    /// The valuation price: the latest close on or before the day (or the
+    /// one a renamed symbol inherits), adjusted for the splits and
+    /// spin-offs since it, else the last trade price.
     pub price: Decimal,
     /// The close's date, or the last trade's.
     pub price_date: Option<NaiveDate>,
@@ -121,18 +121,13 @@ pub fn value_positions(
         .positions
         .iter()
         .map(|(symbol, pos)| {
-            let close = prices.close_dated(symbol, day);
-            // The price exactly as the fold computes it (the splits applied
-            // one after the other), and the factor they amount to beside it.
+            // The price exactly as the fold computes it (splits, spin-offs
+            // and an inherited close applied), and beside it the factor
+            // that took the close dated `t` to it.
+            let close = prices.valuation_close(symbol, day)?;
+            let own = prices.close_dated(symbol, day);
             let (price, price_date, price_source, currency) = match close {
-                Some((t, c)) => (
-                    prices
-                        .splits_between(symbol, t, day)
-                        .try_fold(c, split_price)?,
-                    Some(t),
-                    PriceSource::Close,
-                    prices.close_currency(symbol, t).clone(),
-                ),
+                Some((t, c, ccy)) => (c, Some(t), PriceSource::Close, ccy),
                 None => (
                     pos.last_trade_price,
                     pos.last_trade_date,
@@ -140,9 +135,10 @@ pub fn value_positions(
                     pos.currency.clone().unwrap_or_else(|| base.clone()),
                 ),
             };
-            let split_factor = match price_date {
-                Some(t) => factor_of(prices.splits_between(symbol, t, day))?,
-                None => Decimal::ONE,
+            let split_factor = match (price_date, own) {
+                (Some(t), Some((t0, raw))) if t == t0 && !raw.is_zero() => dec::div(price, raw)?,
+                (Some(t), _) => factor_of(prices.splits_between(symbol, t, day))?,
+                (None, _) => Decimal::ONE,
             };
             let (fx_rate, fx_date) = rate_or_missing(prices, &currency, base, day)?;
             let local = dec::mul(pos.qty, price)?;

@@ -1608,7 +1608,21 @@ proptest! {
         let amend = correction_of(&b.txs[i], 9_000_004, seq, b.txs[i].trade_date, b.txs[i].kind.clone(), 1);
         let mut log = b.txs.clone();
         log.push(amend.clone());
+        // A settings event (the book's own, or one that changes nothing).
+        let settings = match log.iter().find(|t| matches!(t.kind, Kind::PortfolioSettings { .. })) {
+            Some(s) => s.clone(),
+            None => {
+                let cash = if spec.tracked { CashMode::Tracked } else { CashMode::None };
+                let s = event(9_000_007, seq + 3, b.txs[0].trade_date, Kind::PortfolioSettings { cash, base_currency: None });
+                log.push(s.clone());
+                s
+            }
+        };
         let want = fold(&log, &b.prices, b.as_of).unwrap();
+        // A correction naming the settings event: set aside, the settings
+        // stand.
+        let deposit = Kind::Deposit { amount: Decimal::from(1000) };
+        log.push(correction_of(&settings, 9_000_008, seq + 4, b.txs[i].trade_date, deposit, 3));
         // A cancel of the amendment itself (a correction of a correction).
         log.push(correction_of(&amend, 9_000_005, seq + 1, b.as_of, Kind::Cancel, 1));
         // A cancel from another portfolio.

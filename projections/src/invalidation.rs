@@ -145,6 +145,32 @@ mod tests {
     }
 
     #[test]
+    fn a_correction_refolds_from_the_earlier_of_the_two_versions() {
+        let pid = PortfolioId::parse("p1").unwrap();
+        let old = tx("p1", "2024-03-09", buy("AAA"));
+        let new = tx("p1", "2024-03-04", buy("AAA"));
+        let mut inv = Invalidation::default();
+        inv.correction(Some(&old), Some(&new));
+        assert_eq!(inv.portfolios.get(&pid), Some(&day("2024-03-04")));
+        // A cancel: from the cancelled version's date; a first version in
+        // effect (its original not stored): from its own.
+        let mut inv = Invalidation::default();
+        inv.correction(Some(&old), None);
+        assert_eq!(inv.portfolios.get(&pid), Some(&day("2024-03-09")));
+        let mut inv = Invalidation::default();
+        inv.correction(None, Some(&new));
+        assert_eq!(inv.portfolios.get(&pid), Some(&day("2024-03-04")));
+        // Nothing in effect before or after: nothing to refold.
+        let mut inv = Invalidation::default();
+        inv.correction(None, None);
+        assert!(inv.is_empty());
+        // Only that portfolio, never its whole history or a symbol's holders.
+        let mut inv = Invalidation::default();
+        inv.correction(Some(&old), Some(&new));
+        assert!(inv.whole_history.is_empty() && inv.holders.is_empty());
+    }
+
+    #[test]
     fn a_portfolio_is_refolded_from_its_earliest_new_event() {
         let mut inv = Invalidation::default();
         inv.transaction(&tx("p1", "2024-03-05", buy("AAA")));

@@ -174,11 +174,20 @@ async fn readyz(State(s): State<AppState>) -> Response {
         StatusCode::SERVICE_UNAVAILABLE
     };
     let database = if db_ok { "ok" } else { "unreachable" };
+    // Detail only: a broker outage delays the feed, it does not make the
+    // process unready (ingestion and reads go on).
+    let feed = match *s.health.feed_backlog.lock().unwrap() {
+        None => serde_json::Value::Null,
+        Some((messages, oldest)) => serde_json::json!({
+            "backlog_messages": messages,
+            "oldest_unsent_seconds": (oldest * 1000.0).round() / 1000.0,
+        }),
+    };
     (
         code,
-        Json(
-            serde_json::json!({ "ready": ready, "database": database, "consumer": consumer_state }),
-        ),
+        Json(serde_json::json!({
+            "ready": ready, "database": database, "consumer": consumer_state, "feed": feed
+        })),
     )
         .into_response()
 }

@@ -232,6 +232,10 @@ impl Service {
                 config.read_cache_mb << 20,
             )),
             guards: Arc::new(crate::http::guard::Guards::new(&config.protection)),
+            streams: Arc::new(crate::feed::stream::Streams::new(
+                &config.feed,
+                stop.clone(),
+            )),
             ..AppState::new(db.clone(), config.clock, Authenticator::new(&config.auth)?)
         };
         let limits = http::server::fit_to_nofile(

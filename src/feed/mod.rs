@@ -2,8 +2,9 @@
 //! or status as a message (docs/feed.md). This module owns the message —
 //! its shape, its parts, how a consumer applies it ([`replica`]) — and
 //! staging it in the writer's own transaction ([`stage`]); the [`relay`]
-//! publishes the staged messages to Kafka after commit, and [`check`] is
-//! the operator's proof that the topic is whole.
+//! publishes the staged messages to Kafka after commit, [`stream`] pushes
+//! them to HTTP clients as they commit, and [`check`] is the operator's
+//! proof that the topic is whole.
 //!
 //! A message's records are the API's points (`query::Point`), built from
 //! the records as the writing transaction left them, read back the way the
@@ -13,6 +14,7 @@
 pub mod check;
 pub mod relay;
 pub mod replica;
+pub mod stream;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 

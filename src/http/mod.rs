@@ -24,6 +24,7 @@ pub(crate) mod request_id;
 pub mod schema;
 pub mod server;
 pub(crate) mod state;
+pub(crate) mod stream;
 
 use std::time::Duration;
 
@@ -58,7 +59,8 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .route("/portfolio/{id}/nav-history.csv", get(nav::get_history_csv))
         .route("/admin/dead-letters", get(admin::dead_letters))
         .route("/admin/replay", post(admin::replay))
-        .route("/openapi.json", get(openapi::document));
+        .route("/openapi.json", get(openapi::document))
+        .merge(stream::routes());
     Router::new()
         .nest("/api/v1", api)
         .route("/", get(chart::index))

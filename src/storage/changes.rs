@@ -135,7 +135,6 @@ impl Changes {
 
     /// Portfolio `id`'s counters (epoch, slot), listening or not: equal
     /// stamps mean no change of it was heard in between.
-    #[allow(dead_code)] // the change streams' (next commit)
     pub(crate) fn stamp(&self, id: &str) -> (u64, u64) {
         (
             self.epoch.load(Ordering::Acquire),

@@ -20,11 +20,11 @@
 -- against databases prepared with this script (deploy/README.md, Citus).
 --
 -- Layout
---   distributed by portfolio_id, co-located (a portfolio's rows in all six
+--   distributed by portfolio_id, co-located (a portfolio's rows in all seven
 --   tables live on the same worker, so a portfolio's fold, its row lock and
 --   its writes are single-node work):
 --       portfolios, transactions, transactions_superseded, portfolio_symbols,
---       portfolio_nav_history, portfolio_marks
+--       portfolio_nav_history, portfolio_marks, history_outbox
 --   distributed by event_id:
 --       event_ids (one row per stored transaction: the database's guard that
 --       an event id is used once across all portfolios)
@@ -70,6 +70,10 @@ SELECT create_distributed_table('portfolio_nav_history', 'portfolio_id', colocat
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'portfolio_nav_history'::regclass);
 SELECT create_distributed_table('portfolio_marks', 'portfolio_id', colocate_with => 'portfolios')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'portfolio_marks'::regclass);
+-- The change feed's outbox: written in the transaction that changes the
+-- portfolio's records, so on the same worker as they are.
+SELECT create_distributed_table('history_outbox', 'portfolio_id', colocate_with => 'portfolios')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'history_outbox'::regclass);
 
 -- ---------------------------------------------------------------------------
 -- 2. event_ids: distributed by event_id, so its primary key (event_id)
@@ -145,11 +149,11 @@ SELECT create_reference_table('symbol_currencies')
 
 SELECT truncate_local_data_after_distributing_table(t)
   FROM unnest(ARRAY['portfolios', 'transactions', 'transactions_superseded', 'portfolio_symbols', 'portfolio_nav_history',
-                    'portfolio_marks', 'event_ids', 'prices', 'price_versions', 'splits',
-                    'corporate_actions', 'fx_rates', 'symbol_currencies', 'prices_replaced',
-                    'fx_rates_replaced']) AS t;
+                    'portfolio_marks', 'history_outbox', 'event_ids', 'prices', 'price_versions',
+                    'splits', 'corporate_actions', 'fx_rates', 'symbol_currencies',
+                    'prices_replaced', 'fx_rates_replaced']) AS t;
 
--- Check: six tables co-located by portfolio_id, event_ids in a group of
+-- Check: seven tables co-located by portfolio_id, event_ids in a group of
 -- its own, eight reference tables.
 SELECT logicalrelid AS table_name,
        CASE partmethod WHEN 'h' THEN 'distributed' WHEN 'n' THEN 'reference' ELSE partmethod::text END AS kind,

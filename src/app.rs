@@ -127,6 +127,9 @@ pub struct Service {
     http: JoinHandle<std::io::Result<()>>,
 }
 
+/// A running part of the service, by name.
+type Part = (&'static str, JoinHandle<Result<()>>);
+
 /// Runs `work` as a part of the service: when it ends with an error (or
 /// panics) before `stop`, everything stops, and [`Service::join`] reports
 /// the failure so the process exits non-zero and a supervisor restarts it.
@@ -149,6 +152,36 @@ fn spawn_part(
     (name, handle)
 }
 
+/// The parts that talk to Kafka: the consumer, and the change feed's
+/// relay when the feed is on.
+fn spawn_kafka_parts(
+    config: &Config,
+    k: &crate::config::KafkaConfig,
+    db: &Db,
+    health: &Arc<Health>,
+    wake: &Arc<Notify>,
+    stop: &CancellationToken,
+) -> Result<Vec<Part>> {
+    let consumer =
+        crate::ingest::Consumer::new(k.clone(), db.clone(), health.clone(), wake.clone())?;
+    let mut parts = vec![spawn_part(
+        "consumer",
+        stop.clone(),
+        consumer.run(stop.clone()),
+    )];
+    if config.feed.topic.is_some() {
+        let relay = crate::feed::relay::run(
+            db.clone(),
+            k.clone(),
+            config.feed.clone(),
+            health.clone(),
+            stop.clone(),
+        );
+        parts.push(spawn_part("change feed relay", stop.clone(), relay));
+    }
+    Ok(parts)
+}
+
 impl Service {
     /// Starts worker, consumer (when Kafka is configured) and HTTP on an
     /// already migrated pool; they share one [`Db`] built here.
@@ -166,7 +199,7 @@ impl Service {
         listener: TcpListener,
         stop: CancellationToken,
     ) -> Result<Service> {
-        let db = Db::new(pool);
+        let db = Db::new(pool).with_feed(config.feed.topic.is_some());
         // Every fold and read of this database values in this default.
         db.prices()
             .set_default_currency(config.default_currency.clone());
@@ -190,10 +223,7 @@ impl Service {
             }));
         }
         if let Some(k) = config.kafka.as_ref().filter(|_| config.role.ingests()) {
-            let consumer =
-                crate::ingest::Consumer::new(k.clone(), db.clone(), health.clone(), wake.clone())?;
-            let run = consumer.run(stop.clone());
-            tasks.push(spawn_part("consumer", stop.clone(), run));
+            tasks.extend(spawn_kafka_parts(config, k, &db, &health, &wake, &stop)?);
         }
         let state = AppState {
             health,
@@ -202,6 +232,10 @@ impl Service {
                 config.read_cache_mb << 20,
             )),
             guards: Arc::new(crate::http::guard::Guards::new(&config.protection)),
+            streams: Arc::new(crate::feed::stream::Streams::new(
+                &config.feed,
+                stop.clone(),
+            )),
             ..AppState::new(db.clone(), config.clock, Authenticator::new(&config.auth)?)
         };
         let limits = http::server::fit_to_nofile(

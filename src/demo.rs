@@ -291,6 +291,7 @@ fn demo_config(database_url: String, kafka: &KafkaConfig, addr: SocketAddr) -> C
             cookie_secure: false,
             ..Default::default()
         },
+        feed: Default::default(),
     }
 }
 

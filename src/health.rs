@@ -11,6 +11,16 @@ pub struct Health {
     /// The consumer's last batch was full: it is working through a backlog,
     /// and the refresh worker yields the CPU to it (see `worker`).
     pub catching_up: std::sync::atomic::AtomicBool,
+    /// The change feed's unsent messages and the age of the oldest, as the
+    /// relay last measured them; `None` when this process runs no relay.
+    pub(crate) feed_backlog: std::sync::Mutex<Option<(i64, f64)>>,
+}
+
+impl Health {
+    /// The relay's latest measure of its backlog.
+    pub(crate) fn set_feed_backlog(&self, messages: i64, oldest_seconds: f64) {
+        *self.feed_backlog.lock().unwrap() = Some((messages, oldest_seconds));
+    }
 }
 
 #[derive(Debug, Clone, Default)]

@@ -17,6 +17,7 @@
 //! | [`projection`] | refresh orchestration (plan → load → fold → write), backfill, calculate, the worker |
 //! | [`query`] | the read model: curve, statistics, status, knowing nothing of HTTP |
 //! | [`storage`] | every SQL statement, one file per table family; the in-process price cache |
+//! | [`feed`] | the change feed: messages staged with each write (outbox), the relay to Kafka, the consumer's rule, `feed-check` |
 //! | [`health`], [`config`], [`clock`], [`observability`], [`telemetry`], [`log_limit`] | leaves: runtime health, settings, "today", metrics, logging |
 //!
 //! The fold itself (the only day loop) and the statistics are the
@@ -30,6 +31,7 @@ pub mod clock;
 pub mod config;
 #[cfg(feature = "demo")]
 pub mod demo;
+pub mod feed;
 pub mod health;
 pub mod http;
 pub mod ingest;

@@ -24,6 +24,12 @@
 //!   records written;
 //! - `batch_seconds`, `refresh_seconds` histograms;
 //! - `portfolios_became_inconsistent_total` counter;
+//! - `feed_messages_staged_total`, `feed_published_total`,
+//!   `feed_pruned_total` counters, `feed_publish_lag_seconds` histogram
+//!   (commit → acknowledged), `feed_backlog_messages` and
+//!   `feed_backlog_age_seconds` gauges: the change feed (`feed`);
+//!   `feed_streams_open` gauge, `feed_streams_refused_total`,
+//!   `feed_stream_events_total` counters: its server-sent event streams;
 //! - `build_info{version}`, always 1: which release is running.
 
 use std::sync::OnceLock;
@@ -183,6 +189,51 @@ pub const METRICS: &[Metric] = &[
         "navd_portfolios_became_inconsistent_total",
         Kind::Counter,
         "Refreshes that stopped a portfolio's history at an inconsistency (an oversell, an overflow) or moved where it stops.",
+    ),
+    metric(
+        "navd_feed_messages_staged_total",
+        Kind::Counter,
+        "Change feed messages (parts) written to the outbox with their change.",
+    ),
+    metric(
+        "navd_feed_published_total",
+        Kind::Counter,
+        "Change feed messages (parts) published to the history topic and acknowledged.",
+    ),
+    metric(
+        "navd_feed_publish_lag_seconds",
+        Kind::Histogram,
+        "Time from a change's commit (its outbox row) to the broker's acknowledgement of its message.",
+    ),
+    metric(
+        "navd_feed_backlog_messages",
+        Kind::Gauge,
+        "Change feed messages in the outbox not yet published.",
+    ),
+    metric(
+        "navd_feed_backlog_age_seconds",
+        Kind::Gauge,
+        "Age of the oldest change feed message not yet published (0: none).",
+    ),
+    metric(
+        "navd_feed_pruned_total",
+        Kind::Counter,
+        "Published change feed messages deleted from the outbox after the retention.",
+    ),
+    metric(
+        "navd_feed_streams_open",
+        Kind::Gauge,
+        "Change streams (server-sent events) open in this process.",
+    ),
+    metric(
+        "navd_feed_streams_refused_total",
+        Kind::Counter,
+        "Change streams refused at the per-process or per-token bound.",
+    ),
+    metric(
+        "navd_feed_stream_events_total",
+        Kind::Counter,
+        "Change messages pushed on change streams.",
     ),
 ];
 

@@ -108,6 +108,7 @@ async fn start(pool: &PgPool, k: KafkaConfig, today: chrono::NaiveDate) -> Servi
         default_currency: k.default_currency.clone(),
         role: navd::config::Role::All,
         protection: Default::default(),
+        feed: Default::default(),
     };
     Service::start(&config, pool.clone(), CancellationToken::new())
         .await

@@ -336,6 +336,7 @@ fn config(brokers: String) -> Config {
         default_currency: usd,
         role: navd::config::Role::All,
         protection: Default::default(),
+        feed: Default::default(),
     }
 }
 

@@ -47,6 +47,7 @@ fn config(role: Role) -> Config {
         default_currency: projections::Currency::parse("USD").unwrap(),
         role,
         protection: Default::default(),
+        feed: Default::default(),
     }
 }
 

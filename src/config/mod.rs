@@ -126,6 +126,38 @@ pub struct Config {
     pub role: Role,
     /// What keeps one client from starving the others.
     pub protection: Protection,
+    /// The change feed: its topic, outbox retention, streams.
+    pub feed: FeedConfig,
+}
+
+/// The change feed (docs/feed.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedConfig {
+    /// `NAVD_HISTORY_TOPIC`; `None` (set empty) turns the feed off: no
+    /// outbox rows, no relay.
+    pub topic: Option<String>,
+    /// How long a published message stays in the outbox, for streams to
+    /// resume from (`NAVD_HISTORY_RETENTION_HOURS`).
+    pub retention: Duration,
+    /// Most change streams open in this process (`NAVD_STREAMS_MAX`).
+    pub max_streams: usize,
+    /// Most change streams open per token or signed-in user
+    /// (`NAVD_STREAMS_PER_TOKEN`).
+    pub max_streams_per_token: usize,
+    /// A stream's keep-alive comment period (`NAVD_STREAM_KEEPALIVE_MS`).
+    pub keepalive: Duration,
+}
+
+impl Default for FeedConfig {
+    fn default() -> Self {
+        FeedConfig {
+            topic: Some("nav.history".into()),
+            retention: Duration::from_secs(7 * 24 * 3600),
+            max_streams: 1000,
+            max_streams_per_token: 8,
+            keepalive: Duration::from_secs(15),
+        }
+    }
 }
 
 /// The per-client limits of the HTTP edge (the README's "Limits"): each
@@ -233,6 +265,23 @@ pub const VARIABLES: &[(&str, &str, &str)] = &[
         "splits topic",
     ),
     ("NAVD_FX_TOPIC", "nav.fx", "exchange rates topic"),
+    (
+        "NAVD_HISTORY_TOPIC",
+        "nav.history",
+        "change feed topic (empty: no feed, no outbox)",
+    ),
+    (
+        "NAVD_HISTORY_RETENTION_HOURS",
+        "168",
+        "hours a published change stays in the outbox",
+    ),
+    ("NAVD_STREAMS_MAX", "1000", "change streams open at once"),
+    ("NAVD_STREAMS_PER_TOKEN", "8", "change streams per token"),
+    (
+        "NAVD_STREAM_KEEPALIVE_MS",
+        "15000",
+        "keep-alive comment period of a stream",
+    ),
     (
         "NAVD_CONSUMER_ASSIGNMENT_GRACE_MS",
         "30000",
@@ -562,6 +611,24 @@ impl Reader<'_> {
         }
     }
 
+    /// The change feed's variables.
+    fn feed(&mut self) -> FeedConfig {
+        let d = FeedConfig::default();
+        let topic = match self.get("NAVD_HISTORY_TOPIC") {
+            Some(t) if t.trim().is_empty() => None,
+            Some(t) => Some(t),
+            None => d.topic,
+        };
+        let hours: u64 = self.positive("NAVD_HISTORY_RETENTION_HOURS", 168);
+        FeedConfig {
+            topic,
+            retention: Duration::from_secs(hours * 3600),
+            max_streams: self.positive("NAVD_STREAMS_MAX", d.max_streams),
+            max_streams_per_token: self.positive("NAVD_STREAMS_PER_TOKEN", d.max_streams_per_token),
+            keepalive: Duration::from_millis(self.millis("NAVD_STREAM_KEEPALIVE_MS", 15_000, 10)),
+        }
+    }
+
     /// `config` if no variable had a problem, else every problem.
     fn finish(self, config: Config) -> Result<Config> {
         if self.problems.is_empty() {
@@ -693,6 +760,7 @@ impl Config {
             default_currency,
             role,
             protection,
+            feed: r.feed(),
         }
     }
 

@@ -25,6 +25,7 @@ pub(crate) mod request_id;
 pub mod schema;
 pub mod server;
 pub(crate) mod state;
+pub(crate) mod stream;
 pub(crate) mod transactions;
 
 use std::time::Duration;
@@ -62,7 +63,8 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .route("/admin/replay", post(admin::replay))
         .route("/openapi.json", get(openapi::document))
         .merge(explain::routes())
-        .merge(transactions::routes());
+        .merge(transactions::routes())
+        .merge(stream::routes());
     Router::new()
         .nest("/api/v1", api)
         .route("/", get(chart::index))
@@ -180,11 +182,20 @@ async fn readyz(State(s): State<AppState>) -> Response {
         StatusCode::SERVICE_UNAVAILABLE
     };
     let database = if db_ok { "ok" } else { "unreachable" };
+    // Detail only: a broker outage delays the feed, it does not make the
+    // process unready (ingestion and reads go on).
+    let feed = match *s.health.feed_backlog.lock().unwrap() {
+        None => serde_json::Value::Null,
+        Some((messages, oldest)) => serde_json::json!({
+            "backlog_messages": messages,
+            "oldest_unsent_seconds": (oldest * 1000.0).round() / 1000.0,
+        }),
+    };
     (
         code,
-        Json(
-            serde_json::json!({ "ready": ready, "database": database, "consumer": consumer_state }),
-        ),
+        Json(serde_json::json!({
+            "ready": ready, "database": database, "consumer": consumer_state, "feed": feed
+        })),
     )
         .into_response()
 }

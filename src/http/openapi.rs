@@ -89,6 +89,7 @@ impl Modify for BodiesAreObjects {
         super::chart::svg,
         super::admin::dead_letters,
         super::admin::replay,
+        super::stream::stream,
     ),
     components(schemas(
         HistoryResponse,

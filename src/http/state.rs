@@ -27,6 +27,8 @@ pub struct AppState {
     pub cache: Arc<ReadCache>,
     /// Per-caller limits, the cookie's `Secure`, the readiness check.
     pub guards: Arc<super::guard::Guards>,
+    /// The change streams open, their bounds, and the stop that closes them.
+    pub streams: Arc<crate::feed::stream::Streams>,
 }
 
 impl AppState {
@@ -42,6 +44,10 @@ impl AppState {
             wake: Default::default(),
             cache: Arc::new(ReadCache::new(64 << 20)),
             guards: Default::default(),
+            streams: Arc::new(crate::feed::stream::Streams::new(
+                &Default::default(),
+                tokio_util::sync::CancellationToken::new(),
+            )),
         }
     }
 }

@@ -32,6 +32,7 @@ use chrono::NaiveDate;
 use projections::ReportedStatus;
 use projections::{FoldError, Inconsistency};
 
+use crate::feed::Staging;
 use crate::storage::{Db, HistoryRow};
 
 pub use ops::{backfill, calculate, BackfillReport, OpError};
@@ -69,7 +70,9 @@ pub struct Refreshed {
 pub async fn refresh(db: &Db, portfolio_id: &str, today: NaiveDate) -> Result<Option<Refreshed>> {
     let mut w = db.begin().await?;
     let ids = [portfolio_id.to_string()];
-    let mut out = refresh_in(&mut w, db.prices(), &ids, today, Lock::Wait).await?;
+    let staging = Staging::of(db, None);
+    let mut out =
+        refresh::refresh_staged(&mut w, db.prices(), &ids, today, Lock::Wait, staging).await?;
     w.changed(&ids);
     w.commit().await?;
     Ok(out.pop().map(|(_, r)| r))
@@ -81,7 +84,8 @@ pub async fn refresh(db: &Db, portfolio_id: &str, today: NaiveDate) -> Result<Op
 #[tracing::instrument(level = "debug", skip_all, fields(portfolios = ids.len()))]
 pub(crate) async fn try_refresh_many(db: &Db, ids: &[String], today: NaiveDate) -> Result<usize> {
     let mut w = db.begin().await?;
-    let out = refresh_in(&mut w, db.prices(), ids, today, Lock::Skip).await?;
+    let staging = Staging::of(db, None);
+    let out = refresh::refresh_staged(&mut w, db.prices(), ids, today, Lock::Skip, staging).await?;
     w.changed(out.iter().map(|(id, _)| id));
     w.commit().await?;
     Ok(out.len())

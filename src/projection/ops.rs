@@ -5,8 +5,9 @@
 use chrono::NaiveDate;
 use projections::{Inconsistency, ReportedStatus};
 
-use super::refresh::{prices_for, refresh_in, run_fold, Lock};
+use super::refresh::{prices_for, refresh_staged, run_fold, Lock};
 use super::{pred, refresh, succ, ProjectorError};
+use crate::feed::{Cause, Change, Staging};
 use crate::storage::{self, Db, HistoryRow};
 
 #[derive(Debug)]
@@ -73,8 +74,8 @@ pub async fn backfill(
         .filter(|r| r.record.date >= from)
         .cloned()
         .collect();
-    let digest = if from <= to {
-        storage::replace_history(
+    let (digest, changed) = if from <= to {
+        storage::replace_history_changed(
             &mut tx,
             portfolio_id,
             from,
@@ -84,7 +85,7 @@ pub async fn backfill(
         )
         .await?
     } else {
-        p.history_digest
+        (p.history_digest, storage::Changed::default())
     };
     if from <= to {
         set_extent(&mut tx, &p, &run, (from, to), digest).await?;
@@ -92,6 +93,15 @@ pub async fn backfill(
     let p = storage::get_portfolio(&mut tx, portfolio_id)
         .await?
         .ok_or(OpError::NotFound)?;
+    if db.feed() && changed != storage::Changed::default() {
+        let change = Change {
+            portfolio_id: portfolio_id.to_string(),
+            status: p.reported_status(),
+            changed,
+            cause: Cause::of(&["backfill".to_string()], &[]),
+        };
+        crate::feed::stage(&mut tx, vec![change]).await?;
+    }
     tx.changed([portfolio_id]);
     tx.commit().await?;
     Ok(BackfillReport {
@@ -131,7 +141,7 @@ async fn set_extent(
     if p.pending_from.is_some_and(|d| d >= from && d <= to) {
         storage::delete_marks(conn, id, &p.mark_ids).await?;
         if last_day.is_some_and(|l| succ(to) <= l) {
-            storage::add_mark(conn, id, succ(to)).await?;
+            storage::add_mark(conn, id, succ(to), "backfill").await?;
         }
     }
     Ok(())
@@ -146,7 +156,8 @@ pub async fn calculate(
 ) -> std::result::Result<(Option<HistoryRow>, ReportedStatus), OpError> {
     let mut tx = db.begin().await?;
     let ids = [portfolio_id.to_string()];
-    let out = refresh_in(&mut tx, db.prices(), &ids, today, Lock::Full)
+    let staging = Staging::of(db, Some("calculate"));
+    let out = refresh_staged(&mut tx, db.prices(), &ids, today, Lock::Full, staging)
         .await?
         .pop()
         .map(|(_, r)| r)

@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 use sqlx::PgConnection;
 
 use super::{pred, succ, Refreshed, Result};
+use crate::feed::{Cause, Change, Staging};
 use crate::storage::portfolios::BaseState;
 use crate::storage::price_cache::PriceCache;
 use crate::storage::{self, HistoryRow, PortfolioRow};
@@ -67,6 +68,19 @@ pub async fn refresh_in(
     today: NaiveDate,
     lock: Lock,
 ) -> Result<Vec<(String, Refreshed)>> {
+    refresh_staged(conn, prices, ids, today, lock, Staging::OFF).await
+}
+
+/// [`refresh_in`], staging the change feed's messages of what it changed
+/// as `staging` says.
+pub(crate) async fn refresh_staged(
+    conn: &mut PgConnection,
+    prices: &PriceCache,
+    ids: &[String],
+    today: NaiveDate,
+    lock: Lock,
+    staging: Staging,
+) -> Result<Vec<(String, Refreshed)>> {
     let rows = storage::lock_portfolios(conn, ids, lock == Lock::Skip).await?;
     let (mut out, plans) = plan(rows, today, lock == Lock::Full);
     let (ready, book) = load(conn, prices, &plans, today).await?;
@@ -80,7 +94,7 @@ pub async fn refresh_in(
         let (date, n) = (r.start.date, r.txs.len());
         folded[r.plan] = Some((date, run_fold(r.start, &r.txs, &book, today)?, n));
     }
-    out.extend(write(conn, plans, folded, today).await?);
+    out.extend(write(conn, plans, folded, today, staging).await?);
     Ok(out)
 }
 
@@ -337,8 +351,10 @@ async fn write(
     plans: Vec<Plan>,
     folded: Vec<Option<(NaiveDate, FoldRun, usize)>>,
     today: NaiveDate,
+    staging: Staging,
 ) -> Result<Vec<(String, Refreshed)>> {
-    let synced = write_history(conn, &plans, &folded).await?;
+    let mut synced = write_history(conn, &plans, &folded).await?;
+    let mut feed = Vec::new();
     let mut out = Vec::with_capacity(plans.len());
     let mut upd = storage::portfolios::RefreshUpdates::default();
     for (pl, f) in plans.into_iter().zip(folded) {
@@ -379,12 +395,16 @@ async fn write(
         if !quiet {
             upd.push(&p, o.last_day, o.base_state, today, &status, digest);
         }
+        let status_changed = status != p.status;
         let row = PortfolioRow {
             last_day: o.last_day,
             pending_from: None,
             status,
             ..p
         };
+        if staging.on {
+            feed.extend(feed_change(&row, &mut synced, status_changed));
+        }
         out.push((
             row.portfolio_id.clone(),
             Refreshed {
@@ -397,8 +417,53 @@ async fn write(
             },
         ));
     }
-    upd.apply(conn).await?;
+    stage_with(conn, staging, feed, upd).await?;
     Ok(out)
+}
+
+/// The feed's change of a refreshed portfolio (`row` as the refresh leaves
+/// it), if its records or status changed, with the marks it consumed.
+fn feed_change(
+    row: &PortfolioRow,
+    synced: &mut storage::Synced,
+    status_changed: bool,
+) -> Option<(Change, Vec<i64>)> {
+    let changed = synced.changed.remove(&row.portfolio_id);
+    if changed.is_none() && !status_changed {
+        return None;
+    }
+    let change = Change {
+        portfolio_id: row.portfolio_id.clone(),
+        status: row.reported_status(),
+        changed: changed.unwrap_or_default(),
+        cause: Cause::default(),
+    };
+    Some((change, row.mark_ids.clone()))
+}
+
+/// Applies the portfolios' updates and stages the feed's messages of
+/// `feed`, their causes read from the marks before the updates consume
+/// them.
+async fn stage_with(
+    conn: &mut PgConnection,
+    staging: Staging,
+    feed: Vec<(Change, Vec<i64>)>,
+    upd: storage::portfolios::RefreshUpdates,
+) -> Result<()> {
+    let pids: Vec<&str> = feed.iter().map(|(c, _)| c.portfolio_id.as_str()).collect();
+    let marks: Vec<i64> = feed.iter().flat_map(|(_, m)| m.iter().copied()).collect();
+    let mut causes = storage::marks::mark_causes(conn, &pids, &marks).await?;
+    upd.apply(conn).await?;
+    let changes: Vec<Change> = feed
+        .into_iter()
+        .map(|(mut c, _)| {
+            let (kinds, events) = causes.remove(&c.portfolio_id).unwrap_or_default();
+            c.cause = Cause::of(&crate::feed::refresh_kinds(&kinds, staging.op), &events);
+            c
+        })
+        .collect();
+    crate::feed::stage(conn, changes).await?;
+    Ok(())
 }
 
 /// Replaces the folded spans of the group's histories in one pass.

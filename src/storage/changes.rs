@@ -59,6 +59,9 @@ pub struct Changes {
     epoch: AtomicU64,
     prices: AtomicU64,
     slots: Box<[AtomicU64]>,
+    /// Moves with every portfolio change heard: what the change feed's
+    /// relay and streams wait on instead of polling.
+    tick: tokio::sync::watch::Sender<u64>,
 }
 
 /// The counters a read was made under: equal counters later mean nothing it
@@ -90,6 +93,7 @@ impl Default for Changes {
             epoch: AtomicU64::new(0),
             prices: AtomicU64::new(0),
             slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            tick: tokio::sync::watch::channel(0).0,
         }
     }
 }
@@ -123,6 +127,25 @@ impl Changes {
         })
     }
 
+    /// A receiver that sees every portfolio change this process hears of
+    /// (its own commits, and notifications while listening).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.tick.subscribe()
+    }
+
+    /// Portfolio `id`'s counters (epoch, slot), listening or not: equal
+    /// stamps mean no change of it was heard in between.
+    pub(crate) fn stamp(&self, id: &str) -> (u64, u64) {
+        (
+            self.epoch.load(Ordering::Acquire),
+            self.slots[slot(id)].load(Ordering::Acquire),
+        )
+    }
+
+    fn ticked(&self) {
+        self.tick.send_modify(|t| *t = t.wrapping_add(1));
+    }
+
     /// Whether this process is listening now.
     pub fn is_listening(&self) -> bool {
         self.listening.load(Ordering::Acquire)
@@ -134,6 +157,7 @@ impl Changes {
         for id in ids {
             self.slots[slot(id.as_ref())].fetch_add(1, Ordering::AcqRel);
         }
+        self.ticked();
     }
 
     /// Closes, splits or exchange rates changed.
@@ -144,6 +168,7 @@ impl Changes {
     /// Anything may have changed: nothing seen before is trusted.
     pub(crate) fn everything_changed(&self) {
         self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.ticked();
     }
 
     /// Applies one notification's payload; an unknown one counts as
@@ -155,6 +180,7 @@ impl Changes {
                 for id in lines {
                     self.slots[slot(id)].fetch_add(1, Ordering::AcqRel);
                 }
+                self.ticked();
             }
             Some(PRICES) => self.prices_changed(),
             _ => self.everything_changed(),

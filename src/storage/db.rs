@@ -24,6 +24,7 @@ pub struct Db {
     pool: PgPool,
     prices: Arc<PriceCache>,
     changes: Arc<Changes>,
+    feed: bool,
 }
 
 impl Db {
@@ -39,7 +40,21 @@ impl Db {
             pool,
             prices: Arc::new(PriceCache::new(max)),
             changes: Arc::new(Changes::default()),
+            feed: false,
         }
+    }
+
+    /// This handle with the change feed on or off: on, every write that
+    /// changes a portfolio's records or status also stages its change
+    /// message in the outbox (`feed`); off, nothing is written there.
+    pub fn with_feed(mut self, on: bool) -> Db {
+        self.feed = on;
+        self
+    }
+
+    /// Whether writes stage change messages (see [`Db::with_feed`]).
+    pub fn feed(&self) -> bool {
+        self.feed
     }
 
     pub(crate) fn pool(&self) -> &PgPool {

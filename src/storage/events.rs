@@ -7,7 +7,7 @@
 //! can write a batch's events, its dead letters and its partitions' next
 //! offsets atomically.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use chrono::NaiveDate;
 use projections::{
@@ -114,7 +114,8 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
         .default_currency
         .as_ref()
         .map_or("USD", Currency::as_str);
-    report.affected = mark_invalidated(conn, &invalid, default_currency).await?;
+    let causes = Causes::of(&fresh, &report, splits.len());
+    report.affected = mark_invalidated(conn, &invalid, &causes, default_currency).await?;
 
     if !dead.is_empty() {
         insert_dead_letters(conn, &dead).await?;
@@ -122,6 +123,59 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
     }
     super::changes::notify(conn, &report.affected, report.prices_changed()).await?;
     Ok(report)
+}
+
+/// Why the batch marks each portfolio, for the change feed: per portfolio
+/// the kinds and ids of its own stored events, and the kinds of the
+/// market data the batch stored (which marks their holders).
+#[derive(Debug, Default)]
+struct Causes {
+    own: BTreeMap<String, (BTreeSet<&'static str>, Vec<String>)>,
+    market: Vec<&'static str>,
+}
+
+/// Event ids a mark keeps at most (the feed message lists up to 100).
+const MARK_EVENT_IDS: usize = 100;
+
+impl Causes {
+    fn of(fresh: &[(Transaction, Source, String)], report: &IngestReport, splits: usize) -> Causes {
+        let mut own: BTreeMap<String, (BTreeSet<&'static str>, Vec<String>)> = BTreeMap::new();
+        for (t, _, _) in fresh {
+            let e = own.entry(t.portfolio_id.to_string()).or_default();
+            e.0.insert(match t.kind {
+                projections::Kind::PortfolioSettings { .. } => "settings",
+                _ => "transaction",
+            });
+            if e.1.len() < MARK_EVENT_IDS {
+                e.1.push(t.event_id.to_string());
+            }
+        }
+        let mut market = Vec::new();
+        if report.prices_stored > 0 {
+            market.push("price");
+        }
+        if splits > 0 {
+            market.push("split");
+        }
+        if report.actions_stored > 0 {
+            market.push("corporate_action");
+        }
+        Causes { own, market }
+    }
+
+    /// A mark's kinds and event ids, each joined by commas.
+    fn of_portfolio(&self, p: &str) -> (String, String) {
+        let (mut kinds, ids) = match self.own.get(p) {
+            Some((k, e)) => (k.iter().copied().collect::<Vec<_>>(), e.join(",")),
+            None => (Vec::new(), String::new()),
+        };
+        // A portfolio with none of its own events here was marked by the
+        // closes or splits of a symbol it holds.
+        if kinds.is_empty() {
+            kinds.extend(&self.market);
+        }
+        (kinds.join(","), ids)
+    }
 }
 
 /// Turns what stored events invalidate into pending marks (and registers
@@ -132,6 +186,7 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
 async fn mark_invalidated(
     conn: &mut PgConnection,
     invalid: &Invalidation,
+    causes: &Causes,
     default_currency: &str,
 ) -> sqlx::Result<Vec<String>> {
     let mut affected = Vec::new();
@@ -173,21 +228,14 @@ async fn mark_invalidated(
     }
     if !marks.is_empty() {
         let (ids, days): (Vec<String>, Vec<NaiveDate>) = marks.into_iter().unzip();
-        sqlx::query(
-            "INSERT INTO portfolio_marks (portfolio_id, from_day)
-             SELECT * FROM UNNEST($1::text[], $2::date[])",
-        )
-        .bind(&ids)
-        .bind(&days)
-        .execute(&mut *conn)
-        .await?;
+        insert_marks(conn, &ids, &days, causes).await?;
         affected.extend(ids);
     }
     if !invalid.whole_history.is_empty() {
         let ids: Vec<&str> = invalid.whole_history.iter().map(|p| p.as_str()).collect();
         let marked: Vec<String> = sqlx::query_scalar(
-            "INSERT INTO portfolio_marks (portfolio_id, from_day)
-             SELECT portfolio_id, first_day FROM portfolios WHERE portfolio_id = ANY($1::text[])
+            "INSERT INTO portfolio_marks (portfolio_id, from_day, kinds)
+             SELECT portfolio_id, first_day, '{settings}'::text[] FROM portfolios WHERE portfolio_id = ANY($1::text[])
              RETURNING portfolio_id",
         )
         .bind(&ids)
@@ -216,6 +264,30 @@ async fn linked_holders(
         }
     }
     Ok(out.into_iter().unzip())
+}
+
+/// Appends one mark per portfolio `ids[i]` from `days[i]`, with its causes.
+async fn insert_marks(
+    conn: &mut PgConnection,
+    ids: &[String],
+    days: &[NaiveDate],
+    causes: &Causes,
+) -> sqlx::Result<()> {
+    let (kinds, events): (Vec<String>, Vec<String>) =
+        ids.iter().map(|p| causes.of_portfolio(p)).unzip();
+    sqlx::query(
+        "INSERT INTO portfolio_marks (portfolio_id, from_day, kinds, event_ids)
+         SELECT u.p, u.d, COALESCE(string_to_array(NULLIF(u.k, ''), ','), '{}'),
+                COALESCE(string_to_array(NULLIF(u.e, ''), ','), '{}')
+           FROM UNNEST($1::text[], $2::date[], $3::text[], $4::text[]) AS u(p, d, k, e)",
+    )
+    .bind(ids)
+    .bind(days)
+    .bind(&kinds)
+    .bind(&events)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// Inserts the portfolios not stored yet (first day: their earliest event)
@@ -301,8 +373,8 @@ async fn mark_exposed(
                                      AND t.kind = 'portfolio_settings'
                                    ORDER BY t.seq DESC LIMIT 1) st ON true
          )
-         INSERT INTO portfolio_marks (portfolio_id, from_day)
-         SELECT b.portfolio_id, min(r.day) FROM based b
+         INSERT INTO portfolio_marks (portfolio_id, from_day, kinds)
+         SELECT b.portfolio_id, min(r.day), '{fx}'::text[] FROM based b
            JOIN r ON (b.base = r.t AND b.currency = r.f) OR (b.base = r.f AND b.currency = r.t)
           GROUP BY b.portfolio_id
          RETURNING portfolio_id",

@@ -278,6 +278,23 @@ pub async fn replace_history(
     rows: &[HistoryRow],
     digest: Option<Digest>,
 ) -> sqlx::Result<Option<Digest>> {
+    Ok(
+        replace_history_changed(conn, portfolio_id, from, to, rows, digest)
+            .await?
+            .0,
+    )
+}
+
+/// [`replace_history`], also returning what it changed: the days it wrote
+/// and whether it deleted any (the change feed's message).
+pub async fn replace_history_changed(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    from: NaiveDate,
+    to: Option<NaiveDate>,
+    rows: &[HistoryRow],
+    digest: Option<Digest>,
+) -> sqlx::Result<(Option<Digest>, Changed)> {
     let sql = format!(
         "SELECT portfolio_id, day, {} FROM portfolio_nav_history
           WHERE portfolio_id = $1::text AND day >= $2::date AND day <= COALESCE($3::date, 'infinity'::date)",
@@ -291,12 +308,23 @@ pub async fn replace_history(
     let rows: Vec<(&str, &HistoryRow)> = rows.iter().map(|r| (portfolio_id, r)).collect();
     let packed = Packed::of(&rows);
     let new = packed.sums(&rows);
-    let outcome = sync(conn, stored, &rows, &packed, &HashSet::new()).await?;
+    let mut outcome = sync(conn, stored, &rows, &packed, &HashSet::new()).await?;
     let old = outcome.old_sums.get(portfolio_id).copied();
-    Ok(digest.map(|d| {
+    let digest = digest.map(|d| {
         d.minus(old.unwrap_or_default())
             .plus(new.get(portfolio_id).map_or(Digest::EMPTY, |s| s.0))
-    }))
+    });
+    let changed = outcome.days.remove(portfolio_id).unwrap_or_default();
+    Ok((digest, changed))
+}
+
+/// What a write changed of one portfolio's stored records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changed {
+    /// The days it inserted or rewrote, in order.
+    pub written: Vec<NaiveDate>,
+    /// Whether it deleted stored days.
+    pub deleted: bool,
 }
 
 /// The stored rows of (portfolio, day) pairs.
@@ -346,6 +374,8 @@ pub struct Span {
 pub struct Synced {
     /// The portfolios whose stored records it changed.
     pub rewritten: HashSet<String>,
+    /// What it changed of each of them.
+    pub changed: HashMap<String, Changed>,
     /// Each portfolio's digest after it (`None`: unknown).
     pub digests: HashMap<String, Option<Digest>>,
 }
@@ -415,6 +445,7 @@ pub async fn replace_history_many(
         .collect();
     Ok(Synced {
         rewritten: outcome.changed,
+        changed: outcome.days,
         digests,
     })
 }
@@ -590,6 +621,7 @@ async fn sync<'q>(
     }
     count_rows(rows, skip, &unchanged, gone.len());
     let changed = changed_portfolios(rows, &unchanged, &gone);
+    let days = changed_days(rows, &unchanged, &gone);
     delete_days(conn, gone).await?;
     // Rows with no stored day are inserted by `COPY`; the writer holds the
     // portfolios' row locks, so none can appear before it runs.
@@ -603,7 +635,40 @@ async fn sync<'q>(
     }
     upsert_history(conn, &differing).await?;
     copy_history(conn, &fresh).await?;
-    Ok(Outcome { changed, old_sums })
+    Ok(Outcome {
+        changed,
+        days,
+        old_sums,
+    })
+}
+
+/// Per portfolio: the days written and whether any was deleted.
+fn changed_days(
+    rows: &[(&str, &HistoryRow)],
+    unchanged: &[Option<bool>],
+    gone: &[(String, NaiveDate)],
+) -> HashMap<String, Changed> {
+    let mut out: HashMap<String, Changed> = HashMap::new();
+    for ((p, r), u) in rows.iter().zip(unchanged) {
+        if *u != Some(true) {
+            match out.get_mut(*p) {
+                Some(c) => c.written.push(r.record.date),
+                None => {
+                    out.entry(p.to_string())
+                        .or_default()
+                        .written
+                        .push(r.record.date);
+                }
+            }
+        }
+    }
+    for (p, _) in gone {
+        out.entry(p.clone()).or_default().deleted = true;
+    }
+    for c in out.values_mut() {
+        c.written.sort_unstable();
+    }
+    out
 }
 
 /// Counts what [`sync`] found: rows unchanged, rows to write, rows to
@@ -661,6 +726,7 @@ async fn delete_days(conn: &mut PgConnection, gone: Vec<(String, NaiveDate)>) ->
 #[derive(Default)]
 struct Outcome {
     changed: HashSet<String>,
+    days: HashMap<String, Changed>,
     old_sums: HashMap<String, Digest>,
 }
 

@@ -21,7 +21,9 @@
 //! - [`dead_letters`]: messages that are not valid events;
 //! - [`offsets`]: where each partition resumes (the truth behind exactly-once);
 //! - [`portfolios`]: projection state per portfolio, its row lock, what is due;
-//! - [`marks`]: pending recomputes;
+//! - [`marks`]: pending recomputes and their causes;
+//! - [`outbox`]: the change feed's outbox (messages staged with a write,
+//!   claimed and marked sent by the relay, read back by streams);
 //! - [`history`]: the daily records;
 //! - [`explain`]: what explaining one day of a portfolio reads;
 //! - [`dashboard`]: the index page's figures per portfolio, filtered and
@@ -57,6 +59,7 @@ pub(crate) mod market;
 pub(crate) mod marks;
 pub(crate) mod numeric;
 pub(crate) mod offsets;
+pub mod outbox;
 pub mod portfolios;
 pub mod price_cache;
 pub(crate) mod prices;
@@ -77,8 +80,8 @@ pub use digest::Digest;
 pub use error::StorageError;
 pub use events::{ingest, IngestBatch, IngestReport};
 pub use history::{
-    history_row, history_rows_at, load_history, replace_history, replace_history_many, HistoryRow,
-    Span, Synced,
+    history_row, history_rows_at, load_history, replace_history, replace_history_changed,
+    replace_history_many, Changed, HistoryRow, Span, Synced,
 };
 pub use marks::{add_mark, delete_marks, delete_marks_many, mark_all_pending, vacuum_marks};
 pub use portfolios::{

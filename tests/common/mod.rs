@@ -391,6 +391,7 @@ pub async fn spawn_app_with(
             busy_idle_timeout_ms: ms(limits.busy_idle_timeout),
             ..Default::default()
         },
+        feed: Default::default(),
     };
     let service = navd::app::Service::start(&config, pool.clone(), stop.clone())
         .await

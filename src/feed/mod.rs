@@ -1,0 +1,363 @@
+//! The change feed: every committed change of a portfolio's stored records
+//! or status as a message (docs/feed.md). This module owns the message —
+//! its shape, its parts, how a consumer applies it ([`replica`]) — and
+//! staging it in the writer's own transaction ([`stage`]); the [`relay`]
+//! publishes the staged messages to Kafka after commit, [`stream`] pushes
+//! them to HTTP clients as they commit, and [`check`] is the operator's
+//! proof that the topic is whole.
+//!
+//! A message's records are the API's points (`query::Point`), built from
+//! the records as the writing transaction left them, read back the way the
+//! API reads them: the one place the write side reaches the read model's
+//! shape, so a consumer's copy and a GET can only agree.
+
+pub mod check;
+pub mod relay;
+pub mod replica;
+pub mod stream;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use projections::ReportedStatus;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use sqlx::PgConnection;
+
+use crate::query::{Point, PortfolioStatus};
+use crate::storage::outbox::{self, Head, OutboxRow};
+use crate::storage::{self, Changed, HistoryRow};
+
+/// A message (one part) stays under this many bytes: Kafka's default
+/// `message.max.bytes` is 1 MB, and the margin leaves room for headers.
+pub const MAX_MESSAGE_BYTES: usize = 900_000;
+
+/// Event ids a message lists at most.
+pub const MAX_EVENT_IDS: usize = 100;
+
+/// The cause kinds, in the order a message lists them.
+pub const KINDS: [&str; 10] = [
+    "transaction",
+    "price",
+    "split",
+    "corporate_action",
+    "fx",
+    "settings",
+    "calculate",
+    "backfill",
+    "replay",
+    "day",
+];
+
+/// One part of a change message; `R` is a record: a [`Point`] when read,
+/// its JSON when written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Message<R = Point> {
+    pub portfolio_id: String,
+    pub version: i64,
+    /// When the change committed (its transaction staged it), UTC.
+    pub known_at: String,
+    pub status: serde_json::Value,
+    pub first_day: Option<NaiveDate>,
+    pub last_day: Option<NaiveDate>,
+    pub changed_from: Option<NaiveDate>,
+    pub records: Vec<R>,
+    pub cause: Cause,
+    pub part: u32,
+    pub parts: u32,
+}
+
+/// Why a change happened.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cause {
+    pub kinds: Vec<String>,
+    pub event_ids: Vec<String>,
+}
+
+impl Cause {
+    /// Kinds deduplicated in [`KINDS`] order (unknown ones dropped), at
+    /// most [`MAX_EVENT_IDS`] distinct event ids in the order given.
+    pub fn of(kinds: &[String], event_ids: &[String]) -> Cause {
+        let kinds = KINDS
+            .iter()
+            .filter(|k| kinds.iter().any(|c| c == *k))
+            .map(|k| k.to_string())
+            .collect();
+        let mut seen = HashSet::new();
+        let event_ids = event_ids
+            .iter()
+            .filter(|e| seen.insert(e.as_str()))
+            .take(MAX_EVENT_IDS)
+            .cloned()
+            .collect();
+        Cause { kinds, event_ids }
+    }
+}
+
+/// Whether a write stages messages, and the operation it runs (its own
+/// cause kind: `calculate`, `backfill`), if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Staging {
+    pub on: bool,
+    pub op: Option<&'static str>,
+}
+
+impl Staging {
+    /// Nothing is staged.
+    pub const OFF: Staging = Staging {
+        on: false,
+        op: None,
+    };
+
+    /// As `db` has the feed, for the operation `op`.
+    pub fn of(db: &crate::storage::Db, op: Option<&'static str>) -> Staging {
+        Staging { on: db.feed(), op }
+    }
+}
+
+/// What a write changed of one portfolio, to be staged as a message.
+#[derive(Debug, Clone)]
+pub(crate) struct Change {
+    pub portfolio_id: String,
+    /// The status readers see once the write commits.
+    pub status: ReportedStatus,
+    pub changed: Changed,
+    pub cause: Cause,
+}
+
+/// A whole message before it is cut into parts.
+#[derive(Debug)]
+pub(crate) struct Draft<'a> {
+    pub portfolio_id: &'a str,
+    pub head: Head,
+    pub known_at: DateTime<Utc>,
+    pub status: &'a ReportedStatus,
+    pub changed_from: Option<NaiveDate>,
+    pub records: Vec<Point>,
+    pub cause: &'a Cause,
+}
+
+impl Draft<'_> {
+    /// The draft's parts, each under [`MAX_MESSAGE_BYTES`]: its records cut
+    /// into consecutive day ranges, each part carrying the whole header
+    /// (so each applies alone) and its own first day as `changed_from`.
+    pub(crate) fn parts(self) -> serde_json::Result<Vec<String>> {
+        let records: Vec<Box<RawValue>> = self
+            .records
+            .iter()
+            .map(serde_json::value::to_raw_value)
+            .collect::<serde_json::Result<_>>()?;
+        let header = self.part_json(Vec::new(), None, u32::MAX, u32::MAX)?.len();
+        // A record costs its bytes and a comma.
+        let budget = MAX_MESSAGE_BYTES.saturating_sub(header + 16).max(1);
+        let mut groups: Vec<Vec<Box<RawValue>>> = vec![Vec::new()];
+        let mut used = 0;
+        for r in records {
+            let size = r.get().len() + 1;
+            let last = groups.last_mut().expect("one group");
+            if !last.is_empty() && used + size > budget {
+                groups.push(Vec::new());
+                used = 0;
+            }
+            used += size;
+            groups.last_mut().expect("one group").push(r);
+        }
+        let parts = groups.len() as u32;
+        let dates: Vec<NaiveDate> = self.records.iter().map(|p| p.date).collect();
+        let mut out = Vec::with_capacity(groups.len());
+        let mut at = 0;
+        for (i, g) in groups.into_iter().enumerate() {
+            let from = if g.is_empty() {
+                self.changed_from
+            } else {
+                Some(dates[at])
+            };
+            at += g.len();
+            out.push(self.part_json(g, from, i as u32 + 1, parts)?);
+        }
+        Ok(out)
+    }
+
+    fn part_json(
+        &self,
+        records: Vec<Box<RawValue>>,
+        changed_from: Option<NaiveDate>,
+        part: u32,
+        parts: u32,
+    ) -> serde_json::Result<String> {
+        serde_json::to_string(&Message {
+            portfolio_id: self.portfolio_id.to_string(),
+            version: self.head.version,
+            known_at: self.known_at.to_rfc3339_opts(SecondsFormat::Millis, true),
+            status: serde_json::to_value(PortfolioStatus::from(self.status))?,
+            first_day: self.head.first_day,
+            last_day: self.head.last_day,
+            changed_from,
+            records,
+            cause: self.cause.clone(),
+            part,
+            parts,
+        })
+    }
+}
+
+/// The points of the days `written` changed, from the stored rows `rows`
+/// (in day order, starting at the day before the first written one when
+/// it exists). A day after a written one is listed too: its inflow and
+/// outflow are taken from the difference with the day before.
+pub(crate) fn changed_points(rows: &[HistoryRow], written: &[NaiveDate]) -> Vec<Point> {
+    let written: HashSet<NaiveDate> = written.iter().copied().collect();
+    let mut out = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let d = r.record.date;
+        let after_written = d.pred_opt().is_some_and(|p| written.contains(&p));
+        if !written.contains(&d) && !after_written {
+            continue;
+        }
+        let prev = i
+            .checked_sub(1)
+            .map(|j| &rows[j])
+            .filter(|p| Some(p.record.date) == d.pred_opt());
+        out.push(Point::of(r, prev));
+    }
+    out
+}
+
+/// Stages the messages of `changes` in the writer's transaction `conn`
+/// (after its writes: the versions and records are read back as it left
+/// them). Returns how many parts it staged.
+pub(crate) async fn stage(conn: &mut PgConnection, changes: Vec<Change>) -> sqlx::Result<usize> {
+    if changes.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<&str> = changes.iter().map(|c| c.portfolio_id.as_str()).collect();
+    let heads: HashMap<String, Head> = outbox::heads(conn, &ids).await?;
+    let known_at = Utc::now();
+    let mut rows = Vec::new();
+    for c in &changes {
+        let Some(head) = heads.get(&c.portfolio_id).copied() else {
+            continue;
+        };
+        let written = &c.changed.written;
+        let records = match written.first() {
+            Some(first) => {
+                let from = first.pred_opt().unwrap_or(*first);
+                let stored = storage::load_history(conn, &c.portfolio_id, Some(from), None).await?;
+                changed_points(&stored, written)
+            }
+            None => Vec::new(),
+        };
+        let draft = Draft {
+            portfolio_id: &c.portfolio_id,
+            head,
+            known_at,
+            status: &c.status,
+            changed_from: records.first().map(|p| p.date),
+            records,
+            cause: &c.cause,
+        };
+        let parts = draft.parts().map_err(|e| sqlx::Error::Encode(e.into()))?;
+        let n = parts.len() as i32;
+        rows.extend(parts.into_iter().enumerate().map(|(i, message)| OutboxRow {
+            portfolio_id: c.portfolio_id.clone(),
+            version: head.version,
+            part: i as i32 + 1,
+            parts: n,
+            message,
+            age: 0.0,
+        }));
+    }
+    outbox::insert(conn, &rows).await?;
+    metrics::counter!("navd_feed_messages_staged_total").increment(rows.len() as u64);
+    Ok(rows.len())
+}
+
+/// Cause kinds of a refresh: those of the marks it consumed, and `op`
+/// (an operation's own kind); with neither, the roll-over to a new day.
+pub(crate) fn refresh_kinds(marks: &[String], op: Option<&str>) -> Vec<String> {
+    let mut kinds: BTreeSet<String> = marks.iter().cloned().collect();
+    kinds.extend(op.map(str::to_string));
+    if kinds.is_empty() {
+        kinds.insert("day".to_string());
+    }
+    kinds.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(date: NaiveDate) -> Point {
+        let money = "123456789.12345678";
+        let ratio = "1.234567890123";
+        serde_json::from_value(serde_json::json!({
+            "date": date, "net_value": ratio, "return_rate": ratio, "daily_return": ratio,
+            "market_value": money, "cost": money, "net_flow": money, "profit": money,
+            "holdings_value": money, "cash": money, "receivable": money, "income": money,
+            "realized_pnl": money, "inflow": money, "outflow": money
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_ten_year_change_is_cut_into_parts_each_usable_alone() {
+        let first = NaiveDate::from_ymd_opt(2016, 1, 1).unwrap();
+        let records: Vec<Point> = first.iter_days().take(3653).map(point).collect();
+        let last = records.last().unwrap().date;
+        let head = Head {
+            version: 7,
+            first_day: Some(first),
+            last_day: Some(last),
+        };
+        let cause = Cause::of(&["backfill".into()], &[]);
+        let draft = Draft {
+            portfolio_id: "p-1",
+            head,
+            known_at: Utc::now(),
+            status: &ReportedStatus::Ok,
+            changed_from: Some(first),
+            records,
+            cause: &cause,
+        };
+        let parts = draft.parts().unwrap();
+        assert!(parts.len() >= 2, "{} parts", parts.len());
+        let mut days = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            assert!(
+                p.len() < MAX_MESSAGE_BYTES,
+                "part {} is {} bytes",
+                i + 1,
+                p.len()
+            );
+            let m: Message = serde_json::from_str(p).unwrap();
+            assert_eq!((m.part, m.parts), (i as u32 + 1, parts.len() as u32));
+            assert_eq!(
+                (m.version, m.first_day, m.last_day),
+                (7, Some(first), Some(last))
+            );
+            assert_eq!(m.changed_from, m.records.first().map(|r| r.date));
+            days.extend(m.records.iter().map(|r| r.date));
+        }
+        // Consecutive day ranges, nothing lost or repeated.
+        let all: Vec<NaiveDate> = first.iter_days().take(3653).collect();
+        assert_eq!(days, all);
+    }
+
+    #[test]
+    fn causes_are_known_kinds_in_order_and_at_most_a_hundred_ids() {
+        let ids: Vec<String> = (0..150).map(|i| format!("e{}", i % 120)).collect();
+        let c = Cause::of(
+            &[
+                "price".into(),
+                "bogus".into(),
+                "transaction".into(),
+                "price".into(),
+            ],
+            &ids,
+        );
+        assert_eq!(c.kinds, ["transaction", "price"]);
+        assert_eq!(c.event_ids.len(), MAX_EVENT_IDS);
+        assert_eq!(refresh_kinds(&[], None), ["day"]);
+        assert_eq!(refresh_kinds(&[], Some("calculate")), ["calculate"]);
+    }
+}

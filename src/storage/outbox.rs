@@ -1,0 +1,190 @@
+//! The change feed's outbox (`history_outbox`): the messages a write stages
+//! in its own transaction, what the relay claims, publishes and marks sent,
+//! what it prunes, and what a server-sent events stream resumes from. The
+//! messages themselves are built by `feed`; here they are opaque text.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDate;
+use sqlx::{PgConnection, PgPool};
+
+/// One stored part of a change message.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct OutboxRow {
+    pub portfolio_id: String,
+    pub version: i64,
+    pub part: i32,
+    pub parts: i32,
+    pub message: String,
+    /// Seconds since it was staged (read by the relay's claim; 0 elsewhere).
+    #[sqlx(default)]
+    pub age: f64,
+}
+
+/// What a change message says of a portfolio besides its records: its
+/// version after the write, and the days its stored history spans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub version: i64,
+    pub first_day: Option<NaiveDate>,
+    pub last_day: Option<NaiveDate>,
+}
+
+/// The version and extent of each of `ids` as this transaction sees them.
+pub async fn heads(conn: &mut PgConnection, ids: &[&str]) -> sqlx::Result<HashMap<String, Head>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    // min/max over the primary key: two index probes per portfolio.
+    let rows: Vec<(String, i64, Option<NaiveDate>, Option<NaiveDate>)> = sqlx::query_as(
+        "SELECT p.portfolio_id, p.version,
+                (SELECT min(h.day) FROM portfolio_nav_history h WHERE h.portfolio_id = p.portfolio_id),
+                (SELECT max(h.day) FROM portfolio_nav_history h WHERE h.portfolio_id = p.portfolio_id)
+           FROM portfolios p WHERE p.portfolio_id = ANY($1::text[])",
+    )
+    .bind(ids)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(p, version, first_day, last_day)| {
+            (
+                p,
+                Head {
+                    version,
+                    first_day,
+                    last_day,
+                },
+            )
+        })
+        .collect())
+}
+
+/// Stages messages in the caller's transaction.
+pub async fn insert(conn: &mut PgConnection, rows: &[OutboxRow]) -> sqlx::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let pid: Vec<&str> = rows.iter().map(|r| r.portfolio_id.as_str()).collect();
+    let version: Vec<i64> = rows.iter().map(|r| r.version).collect();
+    let part: Vec<i32> = rows.iter().map(|r| r.part).collect();
+    let parts: Vec<i32> = rows.iter().map(|r| r.parts).collect();
+    let message: Vec<&str> = rows.iter().map(|r| r.message.as_str()).collect();
+    sqlx::query(
+        "INSERT INTO history_outbox (portfolio_id, version, part, parts, message)
+         SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int4[], $4::int4[], $5::text[])",
+    )
+    .bind(&pid)
+    .bind(&version)
+    .bind(&part)
+    .bind(&parts)
+    .bind(&message)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Portfolios with unsent messages, oldest first, at most `limit`.
+pub async fn pending_portfolios(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<String>> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT portfolio_id FROM history_outbox WHERE sent_at IS NULL
+          GROUP BY portfolio_id ORDER BY min(created_at) LIMIT $1::int8",
+    )
+    .bind(limit)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|(p,)| p).collect())
+}
+
+/// Claims `ids` for this transaction (those another relay holds are left
+/// out; see the migration's `navd_claim_outbox`) and returns their unsent
+/// rows in publishing order.
+pub async fn claim(conn: &mut PgConnection, ids: &[String]) -> sqlx::Result<Vec<OutboxRow>> {
+    let claimed: Vec<String> = sqlx::query_scalar("SELECT navd_claim_outbox($1::text[])")
+        .bind(ids)
+        .fetch_all(&mut *conn)
+        .await?;
+    if claimed.is_empty() {
+        return Ok(vec![]);
+    }
+    sqlx::query_as(
+        "SELECT portfolio_id, version, part, parts, message,
+                EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8 AS age
+           FROM history_outbox
+          WHERE portfolio_id = ANY($1::text[]) AND sent_at IS NULL
+          ORDER BY portfolio_id, version, part",
+    )
+    .bind(&claimed)
+    .fetch_all(conn)
+    .await
+}
+
+/// Marks rows published.
+pub async fn mark_sent(conn: &mut PgConnection, rows: &[OutboxRow]) -> sqlx::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let pid: Vec<&str> = rows.iter().map(|r| r.portfolio_id.as_str()).collect();
+    let version: Vec<i64> = rows.iter().map(|r| r.version).collect();
+    let part: Vec<i32> = rows.iter().map(|r| r.part).collect();
+    sqlx::query(
+        "UPDATE history_outbox o SET sent_at = now()
+           FROM UNNEST($1::text[], $2::int8[], $3::int4[]) AS u(pid, version, part)
+          WHERE o.portfolio_id = u.pid AND o.version = u.version AND o.part = u.part",
+    )
+    .bind(&pid)
+    .bind(&version)
+    .bind(&part)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Deletes rows sent more than `retention` ago; returns how many.
+pub async fn prune(pool: &PgPool, retention: std::time::Duration) -> sqlx::Result<u64> {
+    let secs = retention.as_secs_f64();
+    Ok(sqlx::query(
+        "DELETE FROM history_outbox
+          WHERE sent_at IS NOT NULL AND sent_at < now() - make_interval(secs => $1::float8)",
+    )
+    .bind(secs)
+    .execute(pool)
+    .await?
+    .rows_affected())
+}
+
+/// How many rows wait to be published, and the age in seconds of the
+/// oldest (0 when none).
+pub async fn backlog(pool: &PgPool) -> sqlx::Result<(i64, f64)> {
+    sqlx::query_as(
+        "SELECT count(*),
+                COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0)
+           FROM history_outbox WHERE sent_at IS NULL",
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// A portfolio's stored messages after `after` (committed, sent or not),
+/// in order, and whether the outbox still holds version `after` itself
+/// (then nothing between it and the first returned row is missing).
+pub async fn since(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
+    after: i64,
+) -> sqlx::Result<(bool, Vec<OutboxRow>)> {
+    let rows: Vec<OutboxRow> = sqlx::query_as(
+        "SELECT portfolio_id, version, part, parts, message FROM history_outbox
+          WHERE portfolio_id = $1::text AND version >= $2::int8
+          ORDER BY version, part",
+    )
+    .bind(portfolio_id)
+    .bind(after)
+    .fetch_all(conn)
+    .await?;
+    let held = rows.iter().any(|r| r.version == after);
+    Ok((
+        held,
+        rows.into_iter().filter(|r| r.version > after).collect(),
+    ))
+}

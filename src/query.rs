@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use crate::storage::{self, Db, HistoryRow, PortfolioRow};
 
+pub(crate) mod attribution;
 pub(crate) mod audit;
 mod dashboard;
 pub(crate) mod explain;

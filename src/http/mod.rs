@@ -8,6 +8,7 @@
 //! never see a plain-text error.
 
 pub(crate) mod admin;
+pub(crate) mod attribution;
 pub(crate) mod auth;
 pub mod cache;
 pub mod chart;
@@ -62,6 +63,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .route("/admin/replay", post(admin::replay))
         .route("/openapi.json", get(openapi::document))
         .merge(explain::routes())
+        .merge(attribution::routes())
         .merge(transactions::routes());
     Router::new()
         .nest("/api/v1", api)

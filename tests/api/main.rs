@@ -10,6 +10,7 @@
 //! - `auth`: tokens, scopes, and the portfolios a token may see;
 //! - `errors`: problem+json for every client error, bad bodies, database down;
 //! - `wire`: the numeric and `COPY` bytes exchanged with PostgreSQL;
+//! - `attribution`: the attribution golden, `as_known_at`, 409 and bad input;
 //! - `explain`: explain a day, over the golden books' days and bad input;
 //! - `history`: the history table's reads, writes, derived values, migration;
 //! - `tear_sheet`: the tear-sheet golden, trailing returns, `rolling`, flows;
@@ -19,6 +20,7 @@
 mod common;
 mod support;
 
+mod attribution;
 mod auth;
 mod curve;
 mod errors;

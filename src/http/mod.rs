@@ -12,6 +12,7 @@ pub(crate) mod attribution;
 pub(crate) mod auth;
 pub mod cache;
 pub mod chart;
+pub(crate) mod composite;
 pub(crate) mod encoding;
 pub(crate) mod error;
 pub(crate) mod explain;
@@ -64,6 +65,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .route("/openapi.json", get(openapi::document))
         .merge(explain::routes())
         .merge(attribution::routes())
+        .merge(composite::routes())
         .merge(transactions::routes());
     Router::new()
         .nest("/api/v1", api)

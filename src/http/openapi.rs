@@ -83,6 +83,8 @@ impl Modify for BodiesAreObjects {
         super::explain::explain,
         super::attribution::attribution,
         super::attribution::attribution_csv,
+        super::composite::composite,
+        super::composite::composite_csv,
         super::transactions::transactions,
         super::nav::get_history_csv,
         super::nav::list_portfolios,

@@ -15,7 +15,9 @@ use uuid::Uuid;
 
 use crate::storage::{self, Db, HistoryRow, PortfolioRow};
 
+pub(crate) mod attribution;
 pub(crate) mod audit;
+pub(crate) mod composite;
 mod dashboard;
 pub(crate) mod explain;
 mod known;

@@ -11,13 +11,17 @@
 //! docs/valuation.md: events ([`event`], [`types`]), valuation and positions
 //! ([`fold`](mod@fold)), time-weighted statistics ([`stats`]), money-weighted
 //! figures and period returns ([`money`]), the tear sheet ([`tearsheet`]),
+//! attribution over components ([`attribution`]), composites of several
+//! portfolios ([`composite`]),
 //! statistics against a benchmark
 //! ([`benchmark`](mod@benchmark)), rounding of reported values ([`decimal`]),
 //! and which portfolios stored events invalidate, from which day
 //! ([`invalidation`]).
 
 mod arithmetic;
+pub mod attribution;
 pub mod benchmark;
+pub mod composite;
 pub mod corrections;
 pub mod decimal;
 pub mod event;
@@ -31,6 +35,7 @@ pub mod status;
 pub mod tearsheet;
 pub mod types;
 
+pub use attribution::{attribute, Attribution, ComponentShare};
 pub use benchmark::{benchmark, Benchmark, BenchmarkStats};
 pub use corrections::{effective, effective_of};
 pub use decimal::{money_text, ratio_text, round_money, round_ratio, ArithmeticError};
@@ -41,9 +46,10 @@ pub use event::{
 };
 pub use fold::{
     base_currency_of, base_of, cash_mode_of, explain_day, fold, replay, resume, value_cash,
-    value_positions, CashBalance, DayExplanation, DayState, ExplainError, FlowRate, FoldError,
-    FoldOutput, Folder, ForeignAmount, Inconsistency, Position, PriceBook, PriceSource, Receivable,
-    ReportedStatus, Status, ValuationError, ValuedPosition,
+    value_positions, walk_components, AttributionError, CashBalance, Component, DayExplanation,
+    DayState, ExplainError, FlowRate, FoldError, FoldOutput, Folder, ForeignAmount, Inconsistency,
+    Position, PriceBook, PriceSource, Receivable, ReportedStatus, Status, ValuationError,
+    ValuedPosition,
 };
 pub use invalidation::Invalidation;
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};

@@ -8,9 +8,11 @@
 //! never see a plain-text error.
 
 pub(crate) mod admin;
+pub(crate) mod attribution;
 pub(crate) mod auth;
 pub mod cache;
 pub mod chart;
+pub(crate) mod composite;
 pub(crate) mod encoding;
 pub(crate) mod error;
 pub(crate) mod explain;
@@ -64,7 +66,9 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .route("/openapi.json", get(openapi::document))
         .merge(explain::routes())
         .merge(transactions::routes())
-        .merge(stream::routes());
+        .merge(stream::routes())
+        .merge(attribution::routes())
+        .merge(composite::routes());
     Router::new()
         .nest("/api/v1", api)
         .route("/", get(chart::index))

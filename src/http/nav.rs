@@ -203,7 +203,7 @@ const CSV_HEADER: &str = "date,net_value,return_rate,daily_return,market_value,c
 /// without one, no such column, as the JSON has no such key. With
 /// `rolling=`, two last columns `rolling_volatility` and `rolling_sharpe`
 /// likewise (numbers written as the JSON writes them).
-fn csv_of(points: &[Point], with_benchmark: bool, with_rolling: bool) -> String {
+pub(super) fn csv_of(points: &[Point], with_benchmark: bool, with_rolling: bool) -> String {
     let mut out = String::with_capacity(200 * (points.len() + 1));
     out.push_str(CSV_HEADER);
     if with_benchmark {

@@ -158,39 +158,49 @@ pub(crate) async fn read_history_known_at(
             )));
         }
     }
-    let in_range = |d: NaiveDate| q.from.is_none_or(|f| d >= f) && q.to.is_none_or(|t| d <= t);
-    let first = k.rows.iter().position(|r| in_range(r.record.date));
-    let w0_date = match first {
-        Some(i) => k.rows[i].record.date.pred_opt().expect("date in range"),
-        None => q
-            .from
-            .unwrap_or(k.portfolio.first_day)
-            .pred_opt()
-            .expect("date in range"),
-    };
-    let before = k.rows.iter().find(|r| r.record.date == w0_date).cloned();
-    // Trailing returns reach back over the whole history.
-    let earlier: Vec<(NaiveDate, rust_decimal::Decimal)> = k
-        .rows
-        .iter()
-        .filter(|r| r.record.date < w0_date)
-        .map(|r| (r.record.date, r.nav_exact))
-        .collect();
-    let rows: Vec<HistoryRow> = k
-        .rows
-        .into_iter()
-        .filter(|r| in_range(r.record.date))
-        .collect();
-    let read = Read {
-        portfolio: k.portfolio,
-        rows,
-        before,
-        w0_date,
-        earlier,
-        bench_book: q.benchmark.as_ref().map(|_| k.book),
-    };
+    let read = read_of_rows(k.portfolio, k.rows, q, q.benchmark.as_ref().map(|_| k.book));
     let q = q.clone();
     tokio::task::spawn_blocking(move || read.history(&q))
         .await
         .map_err(|e| QueryError::Failed(e.into()))
+}
+
+/// The read of `q`'s range from a whole history's rows (a fold's, or a
+/// composite's): the range's rows, the day before it (W0) and the earlier
+/// NAVs trailing returns start from.
+pub(super) fn read_of_rows(
+    portfolio: PortfolioRow,
+    all: Vec<HistoryRow>,
+    q: &HistoryQuery,
+    bench_book: Option<PriceBook>,
+) -> Read {
+    let in_range = |d: NaiveDate| q.from.is_none_or(|f| d >= f) && q.to.is_none_or(|t| d <= t);
+    let first = all.iter().position(|r| in_range(r.record.date));
+    let w0_date = match first {
+        Some(i) => all[i].record.date.pred_opt().expect("date in range"),
+        None => q
+            .from
+            .unwrap_or(portfolio.first_day)
+            .pred_opt()
+            .expect("date in range"),
+    };
+    let before = all.iter().find(|r| r.record.date == w0_date).cloned();
+    // Trailing returns reach back over the whole history.
+    let earlier: Vec<(NaiveDate, rust_decimal::Decimal)> = all
+        .iter()
+        .filter(|r| r.record.date < w0_date)
+        .map(|r| (r.record.date, r.nav_exact))
+        .collect();
+    let rows: Vec<HistoryRow> = all
+        .into_iter()
+        .filter(|r| in_range(r.record.date))
+        .collect();
+    Read {
+        portfolio,
+        rows,
+        before,
+        w0_date,
+        earlier,
+        bench_book,
+    }
 }

@@ -10,6 +10,8 @@
 //! - `auth`: tokens, scopes, and the portfolios a token may see;
 //! - `errors`: problem+json for every client error, bad bodies, database down;
 //! - `wire`: the numeric and `COPY` bytes exchanged with PostgreSQL;
+//! - `attribution`: the attribution golden, `as_known_at`, 409 and bad input;
+//! - `composite`: the composite golden, one member = the portfolio, bad input;
 //! - `explain`: explain a day, over the golden books' days and bad input;
 //! - `history`: the history table's reads, writes, derived values, migration;
 //! - `tear_sheet`: the tear-sheet golden, trailing returns, `rolling`, flows;
@@ -19,7 +21,9 @@
 mod common;
 mod support;
 
+mod attribution;
 mod auth;
+mod composite;
 mod curve;
 mod errors;
 mod explain;

@@ -42,7 +42,7 @@ impl FoldOutput {
 /// Transactions dated ≤ `as_of`, in fold order. Settings events are left
 /// out: they hold for the whole history, whatever their date, and reach the
 /// fold as the state's cash mode.
-fn in_fold_order(transactions: &[Transaction], as_of: NaiveDate) -> Vec<&Transaction> {
+pub(super) fn in_fold_order(transactions: &[Transaction], as_of: NaiveDate) -> Vec<&Transaction> {
     // Keys computed once: `effective_time` is not free and a sort compares
     // each element many times.
     let mut keyed: Vec<_> = transactions

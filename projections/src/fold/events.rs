@@ -5,6 +5,7 @@
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
+use super::flows::Component;
 use super::ledger::{Fx, Ledger};
 use super::positions::{buy_into, pay_dividend, take_out};
 use super::state::{ForeignAmount, Position, Receivable};
@@ -53,11 +54,11 @@ pub(super) fn apply(
         Kind::FeeRefund { amount, .. } | Kind::TaxRefund { amount, .. } => step.refund(*amount),
         Kind::Interest { amount, tax } => step.interest(*amount, *tax),
         Kind::TransferIn {
+            symbol,
             quantity,
             price,
             cost,
-            ..
-        } => step.transfer_in(*quantity, *price, *cost),
+        } => step.transfer_in(symbol, *quantity, *price, *cost),
         Kind::TransferOut {
             symbol,
             quantity,
@@ -74,14 +75,10 @@ impl Step<'_, '_> {
     /// Quantity · price + fee, paid; the position's cost grows by it.
     fn buy(self, t: &Trade) -> Outcome {
         let amount = dec::add(dec::mul(t.quantity, t.price)?, t.fee)?;
-        buy_into(
-            self.pos,
-            t.quantity,
-            t.price,
-            self.fx.base(amount)?,
-            self.day,
-            self.fx,
-        )?;
+        let paid = self.fx.base(amount)?;
+        buy_into(self.pos, t.quantity, t.price, paid, self.day, self.fx)?;
+        self.ledger
+            .tap(|| Component::Symbol(t.symbol.clone()), paid);
         self.ledger.pay(amount, self.fx)?;
         Ok(Ok(()))
     }
@@ -98,8 +95,9 @@ impl Step<'_, '_> {
         };
         let proceeds = dec::sub(dec::mul(t.quantity, t.price)?, t.fee)?;
         let ledger = self.ledger;
-        ledger.realized_pnl =
-            dec::add(ledger.realized_pnl, dec::sub(fx.base(proceeds)?, released)?)?;
+        let received = fx.base(proceeds)?;
+        ledger.realized_pnl = dec::add(ledger.realized_pnl, dec::sub(received, released)?)?;
+        ledger.tap(|| Component::Symbol(t.symbol.clone()), -received);
         ledger.receive(proceeds, fx)?;
         Ok(Ok(()))
     }
@@ -132,12 +130,16 @@ impl Step<'_, '_> {
 
     /// A fee or a tax: paid by the portfolio.
     fn charge(self, amount: Decimal) -> Outcome {
+        let paid = self.fx.base(amount)?;
+        self.ledger.tap(|| Component::FeesAndTaxes, paid);
         self.ledger.pay(amount, self.fx)?;
         Ok(Ok(()))
     }
 
     /// A fee or tax refund: received by the portfolio.
     fn refund(self, amount: Decimal) -> Outcome {
+        let received = self.fx.base(amount)?;
+        self.ledger.tap(|| Component::FeesAndTaxes, -received);
         self.ledger.receive(amount, self.fx)?;
         Ok(Ok(()))
     }
@@ -145,19 +147,30 @@ impl Step<'_, '_> {
     /// Interest net of its tax: income, received.
     fn interest(self, amount: Decimal, tax: Decimal) -> Outcome {
         let net = dec::sub(amount, tax)?;
-        self.ledger.income = dec::add(self.ledger.income, self.fx.base(net)?)?;
+        let received = self.fx.base(net)?;
+        self.ledger.income = dec::add(self.ledger.income, received)?;
+        self.ledger.tap(|| Component::Interest, -received);
         self.ledger.receive(net, self.fx)?;
         Ok(Ok(()))
     }
 
     /// Securities brought in at `price` (an In of their value), with the
     /// carried-over cost basis, else their value, as cost.
-    fn transfer_in(self, quantity: Decimal, price: Decimal, cost: Option<Decimal>) -> Outcome {
+    fn transfer_in(
+        self,
+        symbol: &Symbol,
+        quantity: Decimal,
+        price: Decimal,
+        cost: Option<Decimal>,
+    ) -> Outcome {
         let fx = self.fx;
         let value = dec::mul(quantity, price)?;
         let basis = fx.base(cost.unwrap_or(value))?;
         buy_into(self.pos, quantity, price, basis, self.day, fx)?;
-        self.ledger.inflow(fx.base(value)?)?;
+        let brought = fx.base(value)?;
+        self.ledger
+            .tap(|| Component::Symbol(symbol.clone()), brought);
+        self.ledger.inflow(brought)?;
         Ok(Ok(()))
     }
 
@@ -175,7 +188,10 @@ impl Step<'_, '_> {
         )? {
             return Ok(Err(detail));
         }
-        self.ledger.outflow(fx.base(dec::mul(quantity, price)?)?)?;
+        let taken = fx.base(dec::mul(quantity, price)?)?;
+        self.ledger
+            .tap(|| Component::Symbol(symbol.clone()), -taken);
+        self.ledger.outflow(taken)?;
         Ok(Ok(()))
     }
 
@@ -198,6 +214,9 @@ impl Step<'_, '_> {
         let ledger = self.ledger;
         ledger.receivable = dec::add(ledger.receivable, r.net)?;
         ledger.income = dec::add(ledger.income, r.net)?;
+        // N leaves the security at its ex-date into the receivable.
+        ledger.tap(|| Component::Symbol(d.symbol.clone()), -r.net);
+        ledger.tap(|| Component::Receivable, r.net);
         if d.pay_date == self.day {
             pay_dividend(self.pos, &r, ledger, self.day)?;
         } else {

@@ -13,6 +13,7 @@ use super::book::PriceBook;
 use super::cache::{Cache, Touched};
 use super::error::{next_day, overflow_stops_history, FoldError};
 use super::events::apply;
+use super::flows::ComponentFlow;
 use super::ledger::{no_rate, Fx, Ledger};
 use super::positions::pay_dividend;
 use super::state::{DayState, Receivable};
@@ -71,6 +72,10 @@ pub struct Folder<'a> {
     /// In(d) and Out(d) of the last day recorded: the record keeps only
     /// their difference, an explanation of the day shows both.
     pub(super) last_flows: (Decimal, Decimal),
+    /// Whether each day's component flows are recorded (attribution).
+    pub(super) tapping: bool,
+    /// The component flows of the last day recorded, when tapping.
+    pub(super) last_taps: Vec<ComponentFlow>,
 }
 
 impl std::fmt::Debug for Folder<'_> {
@@ -111,6 +116,8 @@ impl<'a> Folder<'a> {
             valuing: true,
             poisoned: false,
             last_flows: (Decimal::ZERO, Decimal::ZERO),
+            tapping: false,
+            last_taps: Vec::new(),
         }
     }
 
@@ -206,6 +213,9 @@ impl<'a> Folder<'a> {
         // positions (kept sorted by symbol) and of the ledger, so that an
         // oversell leaves the state as it was.
         let mut ledger = Ledger::of(&self.state);
+        if self.tapping {
+            ledger.tap = Some(Vec::new());
+        }
         // Sized once: a day touches at most one position per split,
         // payment and transaction.
         let n = day_transactions.len() + self.state.receivables.len() + splits_today.len();
@@ -432,7 +442,7 @@ impl<'a> Folder<'a> {
     fn close_day(
         &mut self,
         day: NaiveDate,
-        ledger: Ledger,
+        mut ledger: Ledger,
         cash: Decimal,
         cum_in: Decimal,
         cum_out: Decimal,
@@ -472,6 +482,7 @@ impl<'a> Folder<'a> {
         self.state.cum_in = cum_in;
         self.state.cum_out = cum_out;
         self.last_flows = (ledger.inflow, ledger.outflow);
+        self.last_taps = ledger.tap.take().unwrap_or_default();
         self.commit_ledger(ledger);
         Ok(record)
     }

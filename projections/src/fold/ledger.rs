@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
+use super::flows::{Component, ComponentFlow};
 use super::state::{DayState, ForeignAmount, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::types::{CashMode, Currency};
@@ -29,6 +30,9 @@ pub(super) struct Ledger {
     pub(super) income: Decimal,
     pub(super) realized_pnl: Decimal,
     pub(super) foreign_cash: BTreeMap<Currency, Decimal>,
+    /// The components' flows of the day, when the folder taps them
+    /// (attribution); `None` otherwise, and then nothing is recorded.
+    pub(super) tap: Option<Vec<ComponentFlow>>,
 }
 
 /// The currency of an event's amounts and the rate φ that converts them
@@ -86,6 +90,15 @@ impl Ledger {
             realized_pnl: state.realized_pnl,
             // Likewise free without foreign cash.
             foreign_cash: state.foreign_cash.clone(),
+            tap: None,
+        }
+    }
+
+    /// Records that `a` (in the base; negative: out) moved into the
+    /// component `c` today, when the day is tapped.
+    pub(super) fn tap(&mut self, c: impl FnOnce() -> Component, a: Decimal) {
+        if let Some(t) = &mut self.tap {
+            t.push((c(), a));
         }
     }
 

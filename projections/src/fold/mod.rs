@@ -40,15 +40,20 @@
 //! - `folder`: [`Folder`], one day's step;
 //! - `driver`: the day loop ([`fold`], [`resume`], [`replay`]);
 //! - `valuation`: a state's positions and cash valued for reports;
-//! - `explain`: one day folded by the folder and laid open with its inputs.
+//! - `explain`: one day folded by the folder and laid open with its inputs;
+//! - `flows`: the attribution components and the flows the folder taps;
+//! - `attribute`: the day loop walked with tapping on, each day of a range
+//!   valued per component.
 
 mod actions;
+mod attribute;
 mod book;
 mod cache;
 mod driver;
 mod error;
 mod events;
 mod explain;
+mod flows;
 mod folder;
 mod ledger;
 mod positions;
@@ -56,10 +61,14 @@ mod settings;
 mod state;
 mod valuation;
 
+pub use self::attribute::{
+    walk_components, AttributionError, ComponentDay, ComponentValue, ComponentWalk,
+};
 pub use self::book::PriceBook;
 pub use self::driver::{fold, replay, resume, FoldOutput};
 pub use self::error::FoldError;
 pub use self::explain::{explain_day, DayExplanation, ExplainError, FlowRate};
+pub use self::flows::{Component, ComponentFlow};
 pub use self::folder::Folder;
 pub use self::settings::{base_currency_of, cash_mode_of};
 pub use self::state::{DayState, ForeignAmount, Position, Receivable};

@@ -5,6 +5,7 @@
 use chrono::NaiveDate;
 use rust_decimal::{Decimal, RoundingStrategy};
 
+use super::flows::Component;
 use super::ledger::{Fx, Ledger};
 use super::state::{Position, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
@@ -96,13 +97,16 @@ pub(super) fn pay_dividend(
     day: NaiveDate,
 ) -> Result<(), ArithmeticError> {
     ledger.receivable = dec::sub(ledger.receivable, r.net)?;
+    ledger.tap(|| Component::Receivable, -r.net);
     // Amounts in the dividend's currency, converted at its ex-date's rate.
     let fx = Fx::of(r.foreign.as_ref());
     let net = r.foreign.as_ref().map_or(r.net, |f| f.amount);
     let bought = match r.reinvest {
         Some(x) => {
             let spent = dec::mul(x.quantity, x.price)?;
-            buy_into(pos, x.quantity, x.price, fx.base(spent)?, day, fx)?;
+            let bought = fx.base(spent)?;
+            buy_into(pos, x.quantity, x.price, bought, day, fx)?;
+            ledger.tap(|| Component::Symbol(r.symbol.clone()), bought);
             spent
         }
         None => Decimal::ZERO,

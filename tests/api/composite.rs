@@ -1,0 +1,143 @@
+//! Composites through the API: the composite golden (records exactly,
+//! every statistic to 1e-9), a composite of one portfolio equal to the
+//! portfolio, the CSV, and the bad-input answers (400 before anything for
+//! the member list, 404 for a hidden member, 400 naming the currencies,
+//! 409 naming an inconsistent member).
+
+use crate::attribution::stored_book;
+use crate::common::*;
+use crate::support::*;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+fn query_of(q: &Value) -> String {
+    q.as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().map_or(v.to_string(), str::to_string)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+#[tokio::test]
+async fn the_composite_golden_through_the_api() {
+    let (app, g, _) = stored_book(include_str!("../../fixtures/golden/composite.json")).await;
+    let tok = token("nav:read", &["*"]);
+    for c in g["composites"].as_array().unwrap() {
+        let members = c["query"]["portfolios"].as_str().unwrap();
+        let path = format!("/api/v1/composite/nav-history?calendar=all&portfolios={members}");
+        let (s, got) = get_json(&app, &path, &tok).await;
+        assert_eq!(s, StatusCode::OK, "{path}: {got}");
+        let ids: Vec<&str> = members.split(',').collect();
+        assert_eq!(got["portfolios"], serde_json::json!(ids));
+        assert!(got.get("portfolio_id").is_none());
+        let points = got["points"].as_array().unwrap();
+        let want = c["expected_records"].as_array().unwrap();
+        assert_eq!(points.len(), want.len(), "{members}");
+        for (p, w) in points.iter().zip(want) {
+            for (k, v) in w.as_object().unwrap() {
+                assert_eq!(&p[k], v, "{members} {} {k}", w["date"]);
+            }
+        }
+        for block in c["expected_statistics"].as_array().unwrap() {
+            let q = query_of(&block["query"]);
+            let path = format!("/api/v1/composite/nav-history?portfolios={members}&{q}");
+            let (s, got) = get_json(&app, &path, &tok).await;
+            assert_eq!(s, StatusCode::OK, "{path}");
+            assert_stats(&got["statistics"], &block["statistics"]);
+        }
+        // One member: exactly that portfolio's curve and statistics.
+        if ids.len() == 1 {
+            let (_, own) = get_json(
+                &app,
+                &format!("/api/v1/portfolio/{members}/nav-history?calendar=all"),
+                &tok,
+            )
+            .await;
+            assert_eq!(own["points"], got["points"]);
+            assert_eq!(own["statistics"], got["statistics"]);
+        }
+    }
+    // The CSV: a header and a line per day.
+    let r = app
+        .client
+        .get(app.url("/api/v1/composite/nav-history.csv?portfolios=hh-a,hh-b"))
+        .bearer_auth(&tok)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let text = r.text().await.unwrap();
+    assert!(text.starts_with("date,net_value,"), "{text}");
+    assert_eq!(text.lines().count(), 1 + 12);
+}
+
+#[tokio::test]
+async fn composite_bad_input() {
+    let (app, g, _) = stored_book(include_str!("../../fixtures/golden/composite.json")).await;
+    let tok = token("nav:read", &["*"]);
+    let over_long = (0..1001)
+        .map(|i| format!("p{i}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    for (q, says) in [
+        ("", "portfolios"),
+        ("portfolios=", "empty"),
+        ("portfolios=hh-a,,hh-b", "portfolios"),
+        ("portfolios=hh-a,hh-a", "twice"),
+        ("portfolios=bad%20id", "portfolios"),
+        (&format!("portfolios={over_long}"), "1000"),
+        ("portfolios=hh-a&rolling=1", "rolling"),
+        ("portfolios=hh-a&whatever=1", "whatever"),
+    ] {
+        let r = app
+            .client
+            .get(app.url(&format!("/api/v1/composite/nav-history?{q}")))
+            .bearer_auth(&tok)
+            .send()
+            .await
+            .unwrap();
+        let p = problem(r, StatusCode::BAD_REQUEST).await;
+        assert!(p["detail"].as_str().unwrap().contains(says), "{q}: {p}");
+    }
+    // A malformed list is refused before visibility is looked at.
+    let narrow = token("nav:read", &["hh-a"]);
+    let (s, _) = get_json(
+        &app,
+        "/api/v1/composite/nav-history?portfolios=hh-b,hh-b",
+        &narrow,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    // A member hidden from the token, or unknown: 404.
+    let (s, _) = get_json(
+        &app,
+        "/api/v1/composite/nav-history?portfolios=hh-a,hh-b",
+        &narrow,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = get_json(
+        &app,
+        "/api/v1/composite/nav-history?portfolios=hh-a,nobody",
+        &tok,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // The golden's errors: currencies (400) and an inconsistent member (409).
+    for e in g["expected_composite_errors"].as_array().unwrap() {
+        let members = e["query"]["portfolios"].as_str().unwrap();
+        let (s, p) = get_json(
+            &app,
+            &format!("/api/v1/composite/nav-history?portfolios={members}"),
+            &tok,
+        )
+        .await;
+        assert_eq!(
+            s.as_u16() as u64,
+            e["status"].as_u64().unwrap(),
+            "{members}: {p}"
+        );
+        assert_eq!(p["detail"], e["detail"], "{members}");
+    }
+}

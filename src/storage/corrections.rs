@@ -13,6 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use chrono::NaiveDate;
 use projections::{Invalidation, Kind, PortfolioId, Transaction};
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
@@ -190,46 +191,83 @@ async fn stored_targets(
     conn: &mut PgConnection,
     ids: &[Uuid],
 ) -> sqlx::Result<HashMap<Uuid, Target>> {
-    if ids.is_empty() {
-        return Ok(HashMap::new());
+    let rows = rows_of(conn, ids, "event_id, portfolio_id, kind, corrects").await?;
+    let mut out = HashMap::with_capacity(rows.len());
+    for r in rows {
+        let kind: String = r.try_get("kind")?;
+        out.insert(
+            r.try_get("event_id")?,
+            Target {
+                portfolio: r.try_get("portfolio_id")?,
+                corrects: r.try_get("corrects")?,
+                settings: kind == "portfolio_settings",
+            },
+        );
     }
-    // Through event_ids (keyed by event id) to the portfolios, then each
-    // portfolio's rows: the log has no index by event id.
-    let owners: Vec<(Uuid, String)> = sqlx::query_as(
-        "SELECT event_id, portfolio_id FROM event_ids WHERE event_id = ANY($1::uuid[])",
+    Ok(out)
+}
+
+/// The stored rows (`columns` and `in_log`) of the events `ids`, in both
+/// tables. `event_ids` says where each one is: its portfolio and its place
+/// in the log, so each row is found by a table's key (the log has no key by
+/// event id); an event stored before places were kept is looked for in its
+/// portfolio's log.
+async fn rows_of(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+    columns: &str,
+) -> sqlx::Result<Vec<sqlx::postgres::PgRow>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let places: Vec<(Uuid, String, Option<NaiveDate>, Option<i64>)> = sqlx::query_as(
+        "SELECT event_id, portfolio_id, trade_date, seq FROM event_ids
+          WHERE event_id = ANY($1::uuid[])",
     )
     .bind(ids)
     .fetch_all(&mut *conn)
     .await?;
-    if owners.is_empty() {
-        return Ok(HashMap::new());
+    if places.is_empty() {
+        return Ok(Vec::new());
     }
-    let (e, p): (Vec<Uuid>, Vec<String>) = owners.into_iter().unzip();
-    let rows: Vec<(Uuid, String, String, Option<Uuid>)> = sqlx::query_as(
-        "SELECT event_id, portfolio_id, kind, corrects FROM transactions
-          WHERE portfolio_id = ANY($2::text[]) AND event_id = ANY($1::uuid[])
+    let (mut pp, mut pd, mut ps) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut up, mut ue) = (Vec::new(), Vec::new());
+    for (e, p, d, s) in &places {
+        match (d, s) {
+            (Some(d), Some(s)) => {
+                pp.push(p.as_str());
+                pd.push(*d);
+                ps.push(*s);
+            }
+            _ => {
+                up.push(p.as_str());
+                ue.push(*e);
+            }
+        }
+    }
+    let all_p: Vec<&str> = places.iter().map(|(_, p, _, _)| p.as_str()).collect();
+    let all_e: Vec<Uuid> = places.iter().map(|(e, _, _, _)| *e).collect();
+    sqlx::query(&format!(
+        "SELECT {columns}, true AS in_log
+           FROM transactions t
+           JOIN UNNEST($1::text[], $2::date[], $3::int8[]) AS u(p, d, s)
+             ON t.portfolio_id = u.p AND t.trade_date = u.d AND t.seq = u.s
          UNION ALL
-         SELECT event_id, portfolio_id, kind, corrects FROM transactions_superseded
-          WHERE portfolio_id = ANY($2::text[]) AND event_id = ANY($1::uuid[])",
-    )
-    .bind(&e)
-    .bind(&p)
+         SELECT {columns}, true AS in_log FROM transactions
+          WHERE portfolio_id = ANY($4::text[]) AND event_id = ANY($5::uuid[])
+         UNION ALL
+         SELECT {columns}, false AS in_log FROM transactions_superseded
+          WHERE portfolio_id = ANY($6::text[]) AND event_id = ANY($7::uuid[])"
+    ))
+    .bind(&pp)
+    .bind(&pd)
+    .bind(&ps)
+    .bind(&up)
+    .bind(&ue)
+    .bind(&all_p)
+    .bind(&all_e)
     .fetch_all(&mut *conn)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, portfolio, kind, corrects)| {
-            let settings = kind == "portfolio_settings";
-            (
-                id,
-                Target {
-                    portfolio,
-                    corrects,
-                    settings,
-                },
-            )
-        })
-        .collect())
+    .await
 }
 
 /// One stored version of a logical transaction, and where it is.
@@ -299,27 +337,30 @@ async fn load_versions(
     conn: &mut PgConnection,
     keys: &[(String, Uuid)],
 ) -> anyhow::Result<Vec<Version>> {
-    let (p, k): (Vec<&str>, Vec<Uuid>) = keys.iter().map(|(p, k)| (p.as_str(), *k)).unzip();
-    let select = |table: &str, in_log: bool| {
-        format!(
-            "SELECT {COLUMNS}, {in_log} AS in_log FROM {table}
-              WHERE portfolio_id = ANY($1::text[])
-                AND (corrects = ANY($2::uuid[]) OR event_id = ANY($2::uuid[]))"
-        )
-    };
-    let sql = format!(
-        "{} UNION ALL {}",
-        select("transactions", true),
-        select("transactions_superseded", false)
-    );
-    let rows = sqlx::query(&sql)
-        .bind(&p)
+    let k: Vec<Uuid> = keys.iter().map(|(_, k)| *k).collect();
+    // The originals by their place; the corrections by the index that holds
+    // only corrections.
+    let mut rows = rows_of(conn, &k, COLUMNS).await?;
+    rows.extend(
+        sqlx::query(&format!(
+            "SELECT {COLUMNS}, true AS in_log FROM transactions
+              WHERE corrects = ANY($1::uuid[])
+             UNION ALL
+             SELECT {COLUMNS}, false AS in_log FROM transactions_superseded
+              WHERE corrects = ANY($1::uuid[])"
+        ))
         .bind(&k)
         .fetch_all(&mut *conn)
-        .await?;
+        .await?,
+    );
+    let wanted: HashSet<&str> = keys.iter().map(|(p, _)| p.as_str()).collect();
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
-        let pid = PortfolioId::parse(r.try_get::<&str, _>("portfolio_id")?)?;
+        let pid_text: &str = r.try_get("portfolio_id")?;
+        if !wanted.contains(pid_text) {
+            continue;
+        }
+        let pid = PortfolioId::parse(pid_text)?;
         out.push(Version {
             tx: transaction_of(&r, pid, true)?,
             in_log: r.try_get("in_log")?,

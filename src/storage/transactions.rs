@@ -97,7 +97,7 @@ pub(super) async fn insert_transactions(
     seqs.sort_unstable();
     let mut events = BinaryRows::new(26);
     let mut set_aside = BinaryRows::new(26);
-    let mut ids = BinaryRows::new(3);
+    let mut ids = BinaryRows::new(5);
     for ((t, src, fp), seq) in rows.iter().zip(&seqs) {
         let to = match aside.contains(&t.event_id) {
             true => &mut set_aside,
@@ -107,7 +107,9 @@ pub(super) async fn insert_transactions(
         ids.row()
             .uuid(t.event_id)
             .text(t.portfolio_id.as_str())
-            .text(fp);
+            .text(fp)
+            .date(t.trade_date)
+            .int8(*seq);
     }
     for (table, rows) in [
         ("transactions", events),
@@ -129,7 +131,8 @@ pub(super) async fn insert_transactions(
     // when the lookup above finds it): migrations/…_citus_ready.sql.
     copy_in(
         conn,
-        "COPY event_ids (event_id, portfolio_id, fingerprint) FROM STDIN (FORMAT binary)",
+        "COPY event_ids (event_id, portfolio_id, fingerprint, trade_date, seq)
+         FROM STDIN (FORMAT binary)",
         ids,
     )
     .await?;

@@ -212,10 +212,7 @@ impl<'a> Folder<'a> {
         // actions, then payments due, then the day's transactions; each on copies of the touched
         // positions (kept sorted by symbol) and of the ledger, so that an
         // oversell leaves the state as it was.
-        let mut ledger = Ledger::of(&self.state);
-        if self.tapping {
-            ledger.tap = Some(Vec::new());
-        }
+        let mut ledger = self.day_ledger();
         // Sized once: a day touches at most one position per split,
         // payment and transaction.
         let n = day_transactions.len() + self.state.receivables.len() + splits_today.len();
@@ -268,6 +265,16 @@ impl<'a> Folder<'a> {
         };
         let record = self.close_day(day, ledger, cash, cum_in, cum_out);
         Ok(Ok(Some(record.map_err(overflow)?)))
+    }
+
+    /// The ledger a day starts with (recording the flows per component when
+    /// attribution asks for them).
+    fn day_ledger(&self) -> Ledger {
+        let mut ledger = Ledger::of(&self.state);
+        if self.tapping {
+            ledger.tap = Some(Vec::new());
+        }
+        ledger
     }
 
     /// True, moving the state to `day`, when `day` is before the

@@ -13,8 +13,10 @@ pub(crate) struct BenchArgs {
     /// The `navd` executable under test (default: `navd` next to this one).
     #[arg(long)]
     pub(crate) navd: Option<PathBuf>,
-    /// Scenarios to run, comma separated. `freshness`, `replay` and
-    /// `price-day` run on the `ingest` data set, so they ingest it first.
+    /// Scenarios to run, comma separated. `freshness`, `replay`,
+    /// `price-day` and `corrections` run on the `ingest` data set, so they
+    /// ingest it first (`corrections` also runs `price-day`, whose closes
+    /// it restates, and loads the ten-year book of `backfill`).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
     pub(crate) scenario: Vec<Scenario>,
     /// Seed of the generated books.
@@ -94,6 +96,7 @@ pub(crate) enum Scenario {
     Replay,
     PriceDay,
     V2,
+    Corrections,
 }
 
 /// `NAME=VALUE` of `--pg-setting`.

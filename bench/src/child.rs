@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use chrono::NaiveDate;
 
-use crate::kafka::{CA_TOPIC, FX_TOPIC, PX_TOPIC, TX_TOPIC};
+use crate::kafka::TOPIC_PREFIX;
 use crate::procfs;
 
 /// A running `navd serve`.
@@ -27,7 +27,8 @@ impl NavdChild {
     /// `navd serve` configured like production except: the bench's database
     /// and broker, no authentication (loopback), "today" pinned. Other
     /// `NAVD_*` variables (batch size, pool size, …) are inherited, so a
-    /// tuning can be tried without rebuilding.
+    /// tuning can be tried without rebuilding. It reads the bench's topics
+    /// (`nav.transactions`, …); [`Self::spawn_on`] names others.
     pub(crate) fn spawn(
         exe: &Path,
         db: &str,
@@ -35,6 +36,20 @@ impl NavdChild {
         group: &str,
         today: NaiveDate,
         log: &Path,
+    ) -> Result<NavdChild> {
+        Self::spawn_on(exe, db, brokers, group, today, log, TOPIC_PREFIX)
+    }
+
+    /// [`Self::spawn`] reading the topics `{prefix}transactions`,
+    /// `{prefix}prices`, `{prefix}corporate_actions` and `{prefix}fx`.
+    pub(crate) fn spawn_on(
+        exe: &Path,
+        db: &str,
+        brokers: &str,
+        group: &str,
+        today: NaiveDate,
+        log: &Path,
+        prefix: &str,
     ) -> Result<NavdChild> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
@@ -46,10 +61,13 @@ impl NavdChild {
             .env("DATABASE_URL", db)
             .env("NAVD_KAFKA_BROKERS", brokers)
             .env("NAVD_KAFKA_GROUP", group)
-            .env("NAVD_TRANSACTIONS_TOPIC", TX_TOPIC)
-            .env("NAVD_PRICES_TOPIC", PX_TOPIC)
-            .env("NAVD_CORPORATE_ACTIONS_TOPIC", CA_TOPIC)
-            .env("NAVD_FX_TOPIC", FX_TOPIC)
+            .env("NAVD_TRANSACTIONS_TOPIC", format!("{prefix}transactions"))
+            .env("NAVD_PRICES_TOPIC", format!("{prefix}prices"))
+            .env(
+                "NAVD_CORPORATE_ACTIONS_TOPIC",
+                format!("{prefix}corporate_actions"),
+            )
+            .env("NAVD_FX_TOPIC", format!("{prefix}fx"))
             .env("NAVD_HTTP_ADDR", format!("127.0.0.1:{port}"))
             .env("NAVD_AUTH", "none")
             .env("NAVD_TODAY", today.to_string())

@@ -41,7 +41,7 @@ pub(crate) struct Bench {
     pub(crate) pool: PgPool,
     /// Kept alive for the whole run: dropping it stops the broker (`None`
     /// with `--brokers`).
-    _cluster: Option<MockCluster<'static, DefaultProducerContext>>,
+    cluster: Option<MockCluster<'static, DefaultProducerContext>>,
     pub(crate) brokers: String,
     pub(crate) topics: Topics,
     pub(crate) http: reqwest::Client,
@@ -125,7 +125,7 @@ impl Bench {
             pg,
             db_url,
             pool,
-            _cluster: cluster,
+            cluster,
             brokers,
             topics,
             http,
@@ -208,6 +208,30 @@ impl Bench {
         child.wait_healthy(&self.http).await?;
         self.child = Some(child);
         Ok(())
+    }
+
+    /// The four topics `{prefix}transactions`, `{prefix}prices`,
+    /// `{prefix}corporate_actions` and `{prefix}fx`, with the partitions of
+    /// the bench's own, on the mock cluster or the external broker.
+    pub(crate) async fn create_topic_set(&self, prefix: &str) -> Result<()> {
+        let names = [
+            (format!("{prefix}transactions"), self.topics.tx),
+            (format!("{prefix}prices"), self.topics.px),
+            (format!("{prefix}corporate_actions"), 1),
+            (format!("{prefix}fx"), 1),
+        ];
+        match &self.cluster {
+            Some(cluster) => {
+                for (name, partitions) in &names {
+                    cluster.create_topic(name, *partitions, 1)?;
+                }
+                Ok(())
+            }
+            None => {
+                let named: Vec<(&str, i32)> = names.iter().map(|(n, p)| (n.as_str(), *p)).collect();
+                kafka::create_topics(&self.brokers, &named).await
+            }
+        }
     }
 
     pub(crate) fn child(&self) -> &NavdChild {

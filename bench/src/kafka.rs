@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use navd_testkit::book::Book;
+use navd_testkit::book::{Amend, Book};
 use navd_testkit::broker::Sender;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::mocking::MockCluster;
@@ -13,6 +13,8 @@ use rdkafka::producer::DefaultProducerContext;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
 
+/// The prefix of the bench's topic names.
+pub(crate) const TOPIC_PREFIX: &str = "nav.";
 pub(crate) const TX_TOPIC: &str = "nav.transactions";
 pub(crate) const PX_TOPIC: &str = "nav.prices";
 pub(crate) const CA_TOPIC: &str = "nav.corporate_actions";
@@ -85,7 +87,7 @@ pub(crate) async fn start_broker(
 
 /// Creates the bench's topics on an external broker; a topic that exists
 /// already is an error (its offsets would not start at 0).
-async fn create_topics(brokers: &str, topics: &[(&str, i32)]) -> Result<()> {
+pub(crate) async fn create_topics(brokers: &str, topics: &[(&str, i32)]) -> Result<()> {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::client::DefaultClientContext;
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
@@ -108,21 +110,39 @@ async fn create_topics(brokers: &str, topics: &[(&str, i32)]) -> Result<()> {
 /// Produces a book day by day — the day's trades, then its closes — the
 /// order in which a platform would have emitted them.
 pub(crate) fn produce_book(brokers: &str, topics: Topics, book: &Book) -> Result<()> {
+    produce_stream(brokers, TOPIC_PREFIX, topics, book, &[])
+}
+
+/// [`produce_book`] on the topics named `{prefix}transactions` and
+/// `{prefix}prices`, with `amends` each sent after its day's trades.
+pub(crate) fn produce_stream(
+    brokers: &str,
+    prefix: &str,
+    topics: Topics,
+    book: &Book,
+    amends: &[Amend],
+) -> Result<()> {
+    let (tx, px) = (format!("{prefix}transactions"), format!("{prefix}prices"));
     let sender = Sender::new(brokers, 20)?;
-    let mut i = 0;
+    let (mut i, mut a) = (0, 0);
     for day in 0..book.weekdays.len() {
         while i < book.trades.len() && book.trades[i].day as usize == day {
             let (key, json) = book.trade_event(i);
-            sender.send(TX_TOPIC, &key, json.as_bytes())?;
+            sender.send(&tx, &key, json.as_bytes())?;
             i += 1;
+        }
+        while a < amends.len() && amends[a].sent_on as usize == day {
+            let (key, json) = book.amend_event(&amends[a], a as u64);
+            sender.send(&tx, &key, json.as_bytes())?;
+            a += 1;
         }
         for s in 0..book.spec.symbols {
             let (key, json) = book.close_event(s, day);
-            sender.send(PX_TOPIC, &key, json.as_bytes())?;
+            sender.send(&px, &key, json.as_bytes())?;
         }
     }
     sender.flush()?;
-    sender.check_retained(&topics.each())
+    sender.check_retained(&[(&tx, topics.tx), (&px, topics.px)])
 }
 
 /// Seconds a bare consumer in this process takes to read `total` messages

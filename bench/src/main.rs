@@ -22,7 +22,8 @@
 //!
 //! The scenarios, one file each under [`scenarios`], with the targets of
 //! the second performance round (issue 13, a 2-core machine): `ingest`,
-//! `freshness`, `price-day`, `replay`, `backfill`, `read`, `v2`. Every phase
+//! `freshness`, `price-day`, `replay`, `backfill`, `read`, `v2`, and
+//! `corrections` (issue 38). Every phase
 //! also records where the time went ([`probe`]). `--scale` multiplies event
 //! counts for a quick smoke run. Benchmarks are not part of `cargo test`:
 //! they print figures, they do not pass or fail on time.
@@ -82,11 +83,14 @@ async fn run(args: BenchArgs) -> Result<()> {
 async fn scenarios(b: &mut Bench) -> Result<()> {
     use Scenario::*;
     let want = |s: Scenario| b.args.wants(s);
+    let corrections = want(Corrections);
     let (ingest, store_only, freshness, price_day, replay) = (
-        [Ingest, Freshness, Replay, PriceDay].into_iter().any(want),
+        [Ingest, Freshness, Replay, PriceDay, Corrections]
+            .into_iter()
+            .any(want),
         want(Ingest),
         want(Freshness),
-        want(PriceDay),
+        want(PriceDay) || corrections,
         want(Replay),
     );
     let (backfill, read, v2) = (want(Backfill), want(Read), want(V2));
@@ -105,7 +109,10 @@ async fn scenarios(b: &mut Bench) -> Result<()> {
     if replay {
         b.replay().await?;
     }
-    if backfill || read {
+    if corrections {
+        b.price_versions().await?;
+    }
+    if backfill || read || corrections {
         b.load_backfill_book().await?;
     }
     if backfill {
@@ -116,6 +123,10 @@ async fn scenarios(b: &mut Bench) -> Result<()> {
     }
     if v2 {
         b.v2().await?;
+    }
+    if corrections {
+        b.known_at_reads().await?;
+        b.corrections_ingest().await?;
     }
     Ok(())
 }

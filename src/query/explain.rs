@@ -151,7 +151,7 @@ pub(crate) async fn read_explanation(
     let cache = db.prices();
     let failed = |e: anyhow::Error| ExplainFailure::Query(QueryError::Failed(e));
     let at = past.map(|(at, _)| at);
-    let mut inputs = storage::explain::load_day(&mut tx, id, day, &cache.default_currency(), at)
+    let mut inputs = storage::explain::load_day(&mut tx, id, day, cache, at)
         .await
         .map_err(failed)?;
     if at.is_none() {

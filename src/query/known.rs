@@ -59,8 +59,7 @@ pub(crate) async fn known_at(
         .collect();
     symbols.sort();
     symbols.dedup();
-    let default = db.prices().empty_book().default_currency().clone();
-    let book = storage::known::book_known_at(&mut tx, &symbols, at, default)
+    let book = storage::known::book_known_at(&mut tx, db.prices(), &symbols, at, today)
         .await
         .map_err(QueryError::Failed)?;
     tx.commit().await?;

@@ -5,11 +5,12 @@
 //! or as known at an instant (`as_known_at`).
 
 use chrono::{DateTime, NaiveDate, Utc};
-use projections::{Currency, PortfolioId, PriceBook, Transaction};
+use projections::{PortfolioId, PriceBook, Transaction};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
+use super::price_cache::PriceCache;
 use super::transactions::transaction_of;
 
 /// Where a stored event came from.
@@ -61,7 +62,7 @@ pub(crate) async fn load_day(
     conn: &mut PgConnection,
     id: &str,
     day: NaiveDate,
-    default_currency: &Currency,
+    prices: &PriceCache,
     known_at: Option<DateTime<Utc>>,
 ) -> anyhow::Result<DayInputs> {
     let log = match known_at {
@@ -82,10 +83,10 @@ pub(crate) async fn load_day(
     symbols.sort();
     symbols.dedup();
     let book = match known_at {
-        None => super::prices::load_prices(conn, &symbols, day, day, default_currency).await?,
-        Some(at) => {
-            super::known::book_known_at(conn, &symbols, at, default_currency.clone()).await?
+        None => {
+            super::prices::load_prices(conn, &symbols, day, day, &prices.default_currency()).await?
         }
+        Some(at) => super::known::book_known_at(conn, prices, &symbols, at, day).await?,
     };
     let mut day_events = day_events(conn, id, day, known_at).await?;
     if known_at.is_some() {

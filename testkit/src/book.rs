@@ -129,14 +129,7 @@ impl Book {
 
     /// A close dated today, 1% up from the last one.
     pub fn today_close(&self, symbol: usize) -> (String, Vec<u8>) {
-        let s = self.symbol(symbol as u16);
-        let last = *self.closes[symbol].last().expect("closes");
-        let json = format!(
-            r#"{{"symbol":"{s}","date":"{}","close":"{}"}}"#,
-            self.today,
-            cents(last + last / 100)
-        );
-        (s, json.into_bytes())
+        self.today_close_at(symbol, 1)
     }
 
     /// A small buy dated today in a random portfolio (never an oversell).
@@ -155,6 +148,91 @@ impl Book {
             self.today,
         );
         (pid, id, json.into_bytes())
+    }
+}
+
+/// A trade sent again later in the stream with another quantity (an
+/// amendment: a new event id, `corrects` = the trade's, revision 1).
+#[derive(Debug, Clone, Copy)]
+pub struct Amend {
+    /// Index of the amended trade in [`Book::trades`].
+    pub trade: usize,
+    /// The weekday (index) on whose part of the stream it is produced:
+    /// after its trade, up to 20 weekdays later.
+    pub sent_on: u32,
+    /// The quantity as it should have been: a buy's larger, a sell's
+    /// smaller, so that no later sell becomes an oversell.
+    pub qty: u32,
+}
+
+impl Book {
+    /// Amendments of `share` of the trades (0.05: one in twenty), chosen
+    /// from `seed` with a generator of their own — the book itself is
+    /// unchanged — and ordered by the weekday they are sent on. Sells of a
+    /// single share cannot be made smaller and are never picked.
+    pub fn amends(&self, share: f64, seed: u64) -> Vec<Amend> {
+        let mut rng =
+            StdRng::seed_from_u64(seed ^ 0x00a3_e0d5_u64 ^ (u64::from(self.spec.tag) << 40));
+        let last = self.weekdays.len().saturating_sub(1) as u32;
+        let eligible: Vec<usize> = (0..self.trades.len())
+            .filter(|&i| !self.trades[i].sell || self.trades[i].qty > 1)
+            .collect();
+        let n = ((self.trades.len() as f64 * share).round() as usize).min(eligible.len());
+        let mut amends: Vec<Amend> = rand::seq::index::sample(&mut rng, eligible.len(), n)
+            .into_iter()
+            .map(|k| {
+                let i = eligible[k];
+                let t = &self.trades[i];
+                let qty = if t.sell {
+                    t.qty - rng.gen_range(1..=t.qty / 2)
+                } else {
+                    t.qty + rng.gen_range(1..=10)
+                };
+                let sent_on = (t.day + rng.gen_range(1..=20)).min(last);
+                Amend {
+                    trade: i,
+                    sent_on,
+                    qty,
+                }
+            })
+            .collect();
+        amends.sort_by_key(|a| (a.sent_on, a.trade));
+        amends
+    }
+
+    /// (key, payload) of the `n`-th amendment `a`: the trade again as a
+    /// version-2 event with its new quantity, a new event id, `corrects`
+    /// naming the original and revision 1.
+    pub fn amend_event(&self, a: &Amend, n: u64) -> (String, String) {
+        let t = &self.trades[a.trade];
+        let pid = self.portfolio(t.portfolio);
+        let d = self.weekdays[t.day as usize];
+        let json = format!(
+            r#"{{"event_id":"{}","type":"{}","portfolio_id":"{pid}","symbol":"{}","quantity":"{}","price":"{}","fee":"1.00","trade_date":"{d}","occurred_at":"{d}T14:{:02}:{:02}Z","corrects":"{}","revision":1,"schema_version":2}}"#,
+            event_id(self.spec.tag | 0x2000_0000, n),
+            if t.sell { "sell" } else { "buy" },
+            self.symbol(t.symbol),
+            a.qty,
+            cents(t.price_cents),
+            t.nth / 60,
+            t.nth % 60,
+            event_id(self.spec.tag, a.trade as u64),
+        );
+        (pid, json)
+    }
+
+    /// A close dated today `pct` percent up from the last one (100 + pct
+    /// hundredths): [`Book::today_close`] is `pct` = 1; another `pct` is the
+    /// same close restated with another value.
+    pub fn today_close_at(&self, symbol: usize, pct: u64) -> (String, Vec<u8>) {
+        let s = self.symbol(symbol as u16);
+        let last = *self.closes[symbol].last().expect("closes");
+        let json = format!(
+            r#"{{"symbol":"{s}","date":"{}","close":"{}"}}"#,
+            self.today,
+            cents(last + last * pct / 100)
+        );
+        (s, json.into_bytes())
     }
 }
 

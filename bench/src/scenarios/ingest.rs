@@ -40,8 +40,11 @@ struct Timed {
 }
 
 impl Bench {
-    pub(crate) async fn ingest(&mut self) -> Result<()> {
-        let spec = BookSpec {
+    /// 1,000 portfolios × 1,000 trades over two years, 200 symbols
+    /// (portfolios and symbols scaled): the book of `ingest` and of the
+    /// ingest with corrections.
+    pub(crate) fn ingest_spec(&self) -> BookSpec {
+        BookSpec {
             tag: 1,
             portfolio_prefix: "p-",
             portfolios: scaled(1000, self.args.scale, 2),
@@ -50,7 +53,11 @@ impl Bench {
             universe: 20,
             trades_per_portfolio: 1000,
             days: 731,
-        };
+        }
+    }
+
+    pub(crate) async fn ingest(&mut self) -> Result<()> {
+        let spec = self.ingest_spec();
         println!(
             "\n[ingest] generating {} portfolios × {} trades, {} symbols over {} days...",
             spec.portfolios, spec.trades_per_portfolio, spec.symbols, spec.days

@@ -27,8 +27,16 @@
 //!    version 2 (cash, fees, dividends paid later and reinvested, splits,
 //!    holdings quoted in another currency with daily rates): backfill and
 //!    pure fold beside the v1 book's.
+//! 8. [`corrections`] (issue 38) — the ten-year curve `as_known_at` an
+//!    instant, computed on every request (≤ 50 ms median), explain of its
+//!    days (≤ 20 ms), the price day restated (the price tables grow by the
+//!    versions only), and [`corrections_ingest`]: the ingest book with 5 %
+//!    of its trades amended later in the stream against the same book
+//!    without, in turns (≥ 90 % of the plain events/s).
 
 pub(crate) mod backfill;
+pub(crate) mod corrections;
+pub(crate) mod corrections_ingest;
 pub(crate) mod freshness;
 pub(crate) mod ingest;
 pub(crate) mod price_day;

@@ -107,6 +107,20 @@ impl PriceBook {
         }
     }
 
+    /// Takes the close of (`symbol`, `date`) out, if there is one (a book
+    /// of what was known before that close arrived).
+    pub fn remove_close(&mut self, symbol: &Symbol, date: NaiveDate) {
+        self.quote_in(symbol, date, None);
+        if let Some(closes) = self.by_symbol.get_mut(symbol) {
+            if let Ok(i) = closes.binary_search_by_key(&date, |(d, _)| *d) {
+                closes.remove(i);
+            }
+            if closes.is_empty() {
+                self.by_symbol.remove(symbol);
+            }
+        }
+    }
+
     /// Sets the currency of the close of (`symbol`, `date`) (`None`: the
     /// default currency).
     pub fn quote_in(&mut self, symbol: &Symbol, date: NaiveDate, currency: Option<Currency>) {
@@ -435,5 +449,31 @@ impl PriceBook {
             }
             _ => None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remove_close_takes_out_one_day_and_its_currency() {
+        let s = Symbol::parse("AAA").unwrap();
+        let d = |n: u32| NaiveDate::from_ymd_opt(2024, 3, n).unwrap();
+        let mut book = PriceBook::new();
+        book.insert(s.clone(), d(1), Decimal::ONE);
+        book.insert_priced(
+            s.clone(),
+            d(4),
+            Decimal::TWO,
+            Some(Currency::parse("EUR").unwrap()),
+        );
+        book.remove_close(&s, d(4));
+        book.remove_close(&s, d(2));
+        assert_eq!(book.close_dated(&s, d(5)), Some((d(1), Decimal::ONE)));
+        assert!(!book.has_quoted_closes());
+        book.remove_close(&s, d(1));
+        assert_eq!(book.close_dated(&s, d(5)), None);
+        assert!(book.closes(&s).is_none());
     }
 }

@@ -104,6 +104,9 @@ async fn run(base: &str, token: &str, label: &str) {
         .args(["--header", &format!("Authorization: Bearer {token}")])
         .args(["--checks", "all"])
         .args(["--exclude-checks", EXCLUDED_CHECKS])
+        // A stream answers 200 and never ends: tests/feed_stream.rs tests
+        // it (its refusals included).
+        .args(["--exclude-path-regex", "/stream$"])
         .args(["--phases", "examples,coverage,fuzzing,stateful"])
         .args(["--max-examples", &examples])
         .args(["--seed", "20240115"])

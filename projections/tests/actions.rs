@@ -196,7 +196,11 @@ proptest! {
         let (b, e) = (&recs[ex as usize - 1], &recs[ex as usize]);
         let t_cost = b.cost - Decimal::ONE;
         let c = (held - sold) * cents(cash);
-        prop_assert_eq!(e.realized_pnl - b.realized_pnl, c - t_cost);
+        // Exact but for the last of 28 digits: after a partial sell the
+        // position's cost is a quotient (moving average), which the fold
+        // and this sum round at different steps.
+        let off = (e.realized_pnl - b.realized_pnl - (c - t_cost)).abs();
+        prop_assert!(off <= Decimal::new(1, 20), "{off}");
         prop_assert_eq!(e.cost, Decimal::ONE);
         prop_assert_eq!(e.net_flow, -c);
     }

@@ -11,7 +11,7 @@ use sqlx::{PgConnection, Row};
 
 use super::numeric::Numeric;
 use super::price_cache::PriceCache;
-use super::transactions::{transaction_of, COLUMNS};
+use super::transactions::transaction_of;
 
 /// Every transaction version of a portfolio stored by `at` (corrections,
 /// cancels and the settings included), in log order: the set whose
@@ -21,9 +21,15 @@ pub(crate) async fn log_known_at(
     portfolio_id: &PortfolioId,
     at: DateTime<Utc>,
 ) -> anyhow::Result<Vec<Transaction>> {
+    // What a fold reads, and what makes a version a correction; not the
+    // fingerprint and origin columns, which a 20,000-event log would decode
+    // for nothing.
     let select = |table: &str| {
         format!(
-            "SELECT {COLUMNS} FROM {table}
+            "SELECT event_id, kind, symbol, quantity, price, fee, trade_date, occurred_at, seq,
+                    amount, tax, cost_basis, pay_date, reinvest_quantity, reinvest_price,
+                    cash_mode, base_currency, currency, fx_rate, corrects, revision
+               FROM {table}
               WHERE portfolio_id = $1::text AND received_at <= $2::timestamptz"
         )
     };

@@ -11,7 +11,7 @@ use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::price_cache::PriceCache;
-use super::transactions::transaction_of;
+use super::transactions::{transaction_of, VERSION_COLUMNS};
 
 /// Where a stored event came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,10 +113,8 @@ async fn day_events(
 ) -> anyhow::Result<Vec<StoredTransaction>> {
     let select = |table: &str| {
         format!(
-            "SELECT event_id, kind, symbol, quantity, price, fee, trade_date, occurred_at, seq,
-                    amount, tax, cost_basis, pay_date, reinvest_quantity, reinvest_price,
-                    cash_mode, base_currency, currency, fx_rate, corrects, revision,
-                    source_topic, source_partition, source_offset, received_at
+            "SELECT {VERSION_COLUMNS}, source_topic, source_partition, source_offset,
+                    received_at
                FROM {table}
               WHERE portfolio_id = $1::text
                 AND received_at <= COALESCE($3::timestamptz, 'infinity'::timestamptz)

@@ -11,7 +11,7 @@ use sqlx::{PgConnection, Row};
 
 use super::numeric::Numeric;
 use super::price_cache::PriceCache;
-use super::transactions::transaction_of;
+use super::transactions::{transaction_of, VERSION_COLUMNS};
 
 /// Every transaction version of a portfolio stored by `at` (corrections,
 /// cancels and the settings included), in log order: the set whose
@@ -26,9 +26,7 @@ pub(crate) async fn log_known_at(
     // for nothing.
     let select = |table: &str| {
         format!(
-            "SELECT event_id, kind, symbol, quantity, price, fee, trade_date, occurred_at, seq,
-                    amount, tax, cost_basis, pay_date, reinvest_quantity, reinvest_price,
-                    cash_mode, base_currency, currency, fx_rate, corrects, revision
+            "SELECT {VERSION_COLUMNS}
                FROM {table}
               WHERE portfolio_id = $1::text AND received_at <= $2::timestamptz"
         )

@@ -77,6 +77,12 @@ pub(super) const COLUMNS: &str = "portfolio_id, event_id, seq, kind, symbol, qua
      tax, cost_basis, pay_date, reinvest_quantity, reinvest_price, cash_mode, base_currency,
      currency, fx_rate, corrects, revision, received_at";
 
+/// The columns [`transaction_of`] decodes a version from (with
+/// `corrections`), for reads that need no origin or fingerprint.
+pub(super) const VERSION_COLUMNS: &str = "event_id, kind, symbol, quantity, price, fee, trade_date,
+     occurred_at, seq, amount, tax, cost_basis, pay_date, reinvest_quantity, reinvest_price,
+     cash_mode, base_currency, currency, fx_rate, corrects, revision";
+
 /// Writes new transactions (log positions, rows, ids) and the symbols
 /// their portfolios may hold. The events in `aside` go to
 /// `transactions_superseded` (corrections and the originals they name,

@@ -614,9 +614,11 @@ impl Reader<'_> {
     /// The change feed's variables.
     fn feed(&mut self) -> FeedConfig {
         let d = FeedConfig::default();
-        let topic = match self.get("NAVD_HISTORY_TOPIC") {
+        // Read raw: `get` treats a blank value as unset, and here blank
+        // is the documented way to turn the feed off.
+        let topic = match self.env.get("NAVD_HISTORY_TOPIC") {
             Some(t) if t.trim().is_empty() => None,
-            Some(t) => Some(t),
+            Some(t) => Some(t.trim().to_string()),
             None => d.topic,
         };
         let hours: u64 = self.positive("NAVD_HISTORY_RETENTION_HOURS", 168);

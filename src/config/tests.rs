@@ -216,3 +216,19 @@ fn durations_past_a_day_are_refused() {
         assert!(Config::from_map(&m).is_ok(), "{k}");
     }
 }
+
+#[test]
+fn an_empty_history_topic_turns_the_feed_off() {
+    let base = [("NAVD_AUTH", "none"), ("NAVD_KAFKA_BROKERS", "k:9092")];
+    let with = |v: Option<&str>| {
+        let mut m = map(&base);
+        if let Some(v) = v {
+            m.insert("NAVD_HISTORY_TOPIC".into(), v.into());
+        }
+        Config::from_map(&m).unwrap().feed.topic
+    };
+    assert_eq!(with(None).as_deref(), Some("nav.history"));
+    assert_eq!(with(Some("")), None);
+    assert_eq!(with(Some("  ")), None);
+    assert_eq!(with(Some(" mine ")).as_deref(), Some("mine"));
+}

@@ -123,6 +123,11 @@ pub(crate) struct Change {
     pub status: ReportedStatus,
     pub changed: Changed,
     pub cause: Cause,
+    /// The rows the write handed to storage, in day order: each is now
+    /// stored as it is (written, or found byte for byte equal), so the
+    /// message is built from them instead of reading them back. Empty:
+    /// read back.
+    pub rows: Vec<HistoryRow>,
 }
 
 /// A whole message before it is cut into parts.
@@ -206,21 +211,85 @@ impl Draft<'_> {
 /// it exists). A day after a written one is listed too: its inflow and
 /// outflow are taken from the difference with the day before.
 pub(crate) fn changed_points(rows: &[HistoryRow], written: &[NaiveDate]) -> Vec<Point> {
+    points_after(None, rows, written)
+}
+
+/// [`changed_points`] of `rows` preceded by the stored row `before`.
+fn points_after(
+    before: Option<&HistoryRow>,
+    rows: &[HistoryRow],
+    written: &[NaiveDate],
+) -> Vec<Point> {
     let written: HashSet<NaiveDate> = written.iter().copied().collect();
     let mut out = Vec::new();
-    for (i, r) in rows.iter().enumerate() {
+    let mut last = before;
+    for r in rows {
         let d = r.record.date;
         let after_written = d.pred_opt().is_some_and(|p| written.contains(&p));
-        if !written.contains(&d) && !after_written {
-            continue;
+        if written.contains(&d) || after_written {
+            let prev = last.filter(|p| Some(p.record.date) == d.pred_opt());
+            out.push(Point::of(r, prev));
         }
-        let prev = i
-            .checked_sub(1)
-            .map(|j| &rows[j])
-            .filter(|p| Some(p.record.date) == d.pred_opt());
-        out.push(Point::of(r, prev));
+        last = Some(r);
     }
     out
+}
+
+/// Whether `c.rows` hold every row its message lists: the written days,
+/// and the day after the last one unless that is beyond the history.
+/// (Within the rows' span, storage holds exactly the rows: the write
+/// replaced the span whole.)
+fn rows_suffice(c: &Change, head: &Head) -> bool {
+    let (Some(first), Some(last)) = (c.rows.first(), c.rows.last()) else {
+        return false;
+    };
+    let span = first.record.date..=last.record.date;
+    let written = &c.changed.written;
+    written.iter().all(|d| span.contains(d))
+        && (written.last() != Some(&last.record.date) || head.last_day == Some(last.record.date))
+}
+
+/// The day before each first written day that the change's own rows do
+/// not hold, read in one statement.
+async fn rows_before(
+    conn: &mut PgConnection,
+    changes: &[Change],
+    heads: &HashMap<String, Head>,
+) -> sqlx::Result<HashMap<String, HistoryRow>> {
+    let wanted: Vec<(String, NaiveDate)> = changes
+        .iter()
+        .filter(|c| {
+            heads
+                .get(&c.portfolio_id)
+                .is_some_and(|h| rows_suffice(c, h))
+        })
+        .filter_map(|c| {
+            let prev = c.changed.written.first()?.pred_opt()?;
+            let held = c.rows.first().is_some_and(|r| r.record.date <= prev);
+            (!held).then(|| (c.portfolio_id.clone(), prev))
+        })
+        .collect();
+    storage::history_rows_at(conn, &wanted).await
+}
+
+/// The records of `c`'s message: from its own rows when they suffice,
+/// else read back from what the transaction stored.
+async fn records_of(
+    conn: &mut PgConnection,
+    c: &Change,
+    head: &Head,
+    before: &HashMap<String, HistoryRow>,
+) -> sqlx::Result<Vec<Point>> {
+    let written = &c.changed.written;
+    let Some(first) = written.first() else {
+        return Ok(Vec::new());
+    };
+    if rows_suffice(c, head) {
+        return Ok(points_after(before.get(&c.portfolio_id), &c.rows, written));
+    }
+    let from = first.pred_opt().unwrap_or(*first);
+    let stored = storage::load_history(conn, &c.portfolio_id, Some(from), None).await?;
+    Ok(changed_points(&stored, written))
 }
 
 /// Stages the messages of `changes` in the writer's transaction `conn`
@@ -232,21 +301,14 @@ pub(crate) async fn stage(conn: &mut PgConnection, changes: Vec<Change>) -> sqlx
     }
     let ids: Vec<&str> = changes.iter().map(|c| c.portfolio_id.as_str()).collect();
     let heads: HashMap<String, Head> = outbox::heads(conn, &ids).await?;
+    let before = rows_before(conn, &changes, &heads).await?;
     let known_at = Utc::now();
     let mut rows = Vec::new();
     for c in &changes {
         let Some(head) = heads.get(&c.portfolio_id).copied() else {
             continue;
         };
-        let written = &c.changed.written;
-        let records = match written.first() {
-            Some(first) => {
-                let from = first.pred_opt().unwrap_or(*first);
-                let stored = storage::load_history(conn, &c.portfolio_id, Some(from), None).await?;
-                changed_points(&stored, written)
-            }
-            None => Vec::new(),
-        };
+        let records = records_of(conn, c, &head, &before).await?;
         let draft = Draft {
             portfolio_id: &c.portfolio_id,
             head,

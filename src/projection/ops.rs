@@ -99,6 +99,7 @@ pub async fn backfill(
             status: p.reported_status(),
             changed,
             cause: Cause::of(&["backfill".to_string()], &[]),
+            rows: rows.clone(),
         };
         crate::feed::stage(&mut tx, vec![change]).await?;
     }

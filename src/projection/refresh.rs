@@ -367,6 +367,7 @@ async fn write(
             Some(Start::State(s)) if from_stored => Some(s),
             _ => None,
         };
+        let written_rows = rows_for_feed(staging, &synced, &p.portfolio_id, &f);
         let o = Outcome::of(&p, stored.as_deref(), f, today)?;
         if let Some(since) = p.pending_since {
             let lag = (chrono::Utc::now() - since).num_microseconds().unwrap_or(0) as f64 / 1e6;
@@ -403,7 +404,7 @@ async fn write(
             ..p
         };
         if staging.on {
-            feed.extend(feed_change(&row, &mut synced, status_changed));
+            feed.extend(feed_change(&row, &mut synced, status_changed, written_rows));
         }
         out.push((
             row.portfolio_id.clone(),
@@ -421,12 +422,28 @@ async fn write(
     Ok(out)
 }
 
+/// The rows just written of a portfolio whose records changed, when the
+/// feed is on: its message is built from them (see `feed::Change::rows`),
+/// taken before the outcome consumes them.
+fn rows_for_feed(
+    staging: Staging,
+    synced: &storage::Synced,
+    id: &str,
+    f: &Option<(NaiveDate, FoldRun, usize)>,
+) -> Vec<HistoryRow> {
+    match f {
+        Some((_, run, _)) if staging.on && synced.changed.contains_key(id) => run.rows.clone(),
+        _ => Vec::new(),
+    }
+}
+
 /// The feed's change of a refreshed portfolio (`row` as the refresh leaves
 /// it), if its records or status changed, with the marks it consumed.
 fn feed_change(
     row: &PortfolioRow,
     synced: &mut storage::Synced,
     status_changed: bool,
+    rows: Vec<HistoryRow>,
 ) -> Option<(Change, Vec<i64>)> {
     let changed = synced.changed.remove(&row.portfolio_id);
     if changed.is_none() && !status_changed {
@@ -437,6 +454,7 @@ fn feed_change(
         status: row.reported_status(),
         changed: changed.unwrap_or_default(),
         cause: Cause::default(),
+        rows,
     };
     Some((change, row.mark_ids.clone()))
 }

@@ -97,6 +97,9 @@ pub(crate) enum Scenario {
     PriceDay,
     V2,
     Corrections,
+    /// The `as_known_at` and explain reads of `corrections` alone, on the
+    /// ten-year book (no ingest data set).
+    KnownAt,
 }
 
 /// `NAME=VALUE` of `--pg-setting`.

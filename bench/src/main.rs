@@ -94,6 +94,7 @@ async fn scenarios(b: &mut Bench) -> Result<()> {
         want(Replay),
     );
     let (backfill, read, v2) = (want(Backfill), want(Read), want(V2));
+    let known_reads = corrections || want(KnownAt);
     if ingest {
         b.ingest().await?;
     }
@@ -112,7 +113,7 @@ async fn scenarios(b: &mut Bench) -> Result<()> {
     if corrections {
         b.price_versions().await?;
     }
-    if backfill || read || corrections {
+    if backfill || read || known_reads {
         b.load_backfill_book().await?;
     }
     if backfill {
@@ -124,8 +125,10 @@ async fn scenarios(b: &mut Bench) -> Result<()> {
     if v2 {
         b.v2().await?;
     }
-    if corrections {
+    if known_reads {
         b.known_at_reads().await?;
+    }
+    if corrections {
         b.corrections_ingest().await?;
     }
     Ok(())

@@ -178,7 +178,7 @@ pub(crate) struct WaitSampler {
 }
 
 impl WaitSampler {
-    fn start(pool: PgPool) -> WaitSampler {
+    pub(crate) fn start(pool: PgPool) -> WaitSampler {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let task = tokio::spawn(async move {

@@ -151,7 +151,15 @@ pub(crate) async fn read_explanation(
     let cache = db.prices();
     let failed = |e: anyhow::Error| ExplainFailure::Query(QueryError::Failed(e));
     let at = past.map(|(at, _)| at);
-    let mut inputs = storage::explain::load_day(&mut tx, id, day, cache, at)
+    let preloaded = match (known, at) {
+        (Some(k), Some(at)) => Some(storage::explain::KnownInputs {
+            at,
+            versions: k.log,
+            book: k.book,
+        }),
+        _ => None,
+    };
+    let mut inputs = storage::explain::load_day(&mut tx, id, day, cache, preloaded)
         .await
         .map_err(failed)?;
     if at.is_none() {

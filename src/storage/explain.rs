@@ -57,37 +57,44 @@ pub(crate) struct DayInputs {
     pub book: PriceBook,
 }
 
-/// Loads the inputs of portfolio `id`'s `day`.
+/// What was known at an instant, already read: every transaction version
+/// stored by then and the book as known then (`query::known`'s fold read
+/// them; explaining a day as known at that instant reuses them).
+#[derive(Debug)]
+pub(crate) struct KnownInputs {
+    pub at: DateTime<Utc>,
+    pub versions: Vec<Transaction>,
+    pub book: PriceBook,
+}
+
+/// Loads the inputs of portfolio `id`'s `day`, as stored or, with
+/// `known`, as known at its instant.
 pub(crate) async fn load_day(
     conn: &mut PgConnection,
     id: &str,
     day: NaiveDate,
     prices: &PriceCache,
-    known_at: Option<DateTime<Utc>>,
+    known: Option<KnownInputs>,
 ) -> anyhow::Result<DayInputs> {
-    let log = match known_at {
-        None => super::load_transactions(conn, id, None, day).await?,
-        Some(at) => {
-            let stored = super::known::log_known_at(conn, &PortfolioId::parse(id)?, at).await?;
-            projections::effective(&stored)
+    let known_at = known.as_ref().map(|k| k.at);
+    let (log, book) = match known {
+        None => {
+            let log = super::load_transactions(conn, id, None, day).await?;
+            let symbols = symbols_of(&log);
+            let book =
+                super::prices::load_prices(conn, &symbols, day, day, &prices.default_currency())
+                    .await?;
+            (log, book)
+        }
+        Some(k) => {
+            let log: Vec<Transaction> = projections::effective(&k.versions)
                 .into_iter()
                 .filter(|t| t.trade_date <= day)
-                .collect()
+                .collect();
+            (log, k.book)
         }
     };
-    let mut symbols: Vec<String> = log
-        .iter()
-        .filter_map(|t| t.kind.position_symbol())
-        .map(|s| s.to_string())
-        .collect();
-    symbols.sort();
-    symbols.dedup();
-    let book = match known_at {
-        None => {
-            super::prices::load_prices(conn, &symbols, day, day, &prices.default_currency()).await?
-        }
-        Some(at) => super::known::book_known_at(conn, prices, &symbols, at, day).await?,
-    };
+    let symbols = symbols_of(&log);
     let mut day_events = day_events(conn, id, day, known_at).await?;
     if known_at.is_some() {
         // Only the versions in effect then.
@@ -101,6 +108,18 @@ pub(crate) async fn load_day(
         splits,
         book,
     })
+}
+
+/// The symbols `log`'s positions name, sorted.
+fn symbols_of(log: &[Transaction]) -> Vec<String> {
+    let mut symbols: Vec<String> = log
+        .iter()
+        .filter_map(|t| t.kind.position_symbol())
+        .map(|s| s.to_string())
+        .collect();
+    symbols.sort();
+    symbols.dedup();
+    symbols
 }
 
 /// The effective transactions of `id` dated `day`, and its dividends paid

@@ -11,7 +11,7 @@ use sqlx::{PgConnection, Row};
 
 use super::numeric::Numeric;
 use super::price_cache::PriceCache;
-use super::transactions::{transaction_of, VERSION_COLUMNS};
+use super::transactions::{transaction_at, TxColumns, VERSION_COLUMNS};
 
 /// Every transaction version of a portfolio stored by `at` (corrections,
 /// cancels and the settings included), in log order: the set whose
@@ -41,8 +41,11 @@ pub(crate) async fn log_known_at(
     .fetch_all(&mut *conn)
     .await?;
     let mut log = Vec::with_capacity(rows.len());
+    let Some(at) = rows.first().map(|r| TxColumns::of(r, true)).transpose()? else {
+        return Ok(log);
+    };
     for r in rows {
-        log.push(transaction_of(&r, portfolio_id.clone(), true)?);
+        log.push(transaction_at(&r, &at, portfolio_id.clone())?);
     }
     log.sort_by_key(|t| (t.trade_date, t.seq));
     Ok(log)

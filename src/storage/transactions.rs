@@ -218,8 +218,12 @@ pub async fn load_transactions_many(
     .fetch_all(&mut *conn)
     .await?;
     let mut ids: HashMap<String, PortfolioId> = HashMap::new();
+    let Some(at) = rows.first().map(|r| TxColumns::of(r, false)).transpose()? else {
+        return Ok(out);
+    };
     for r in rows {
-        let pid_text: String = r.try_get("portfolio_id")?;
+        // `portfolio_id` is the statement's first column.
+        let pid_text: String = r.try_get_unchecked(0)?;
         let pid = match ids.get(&pid_text) {
             Some(p) => p.clone(),
             None => {
@@ -230,7 +234,7 @@ pub async fn load_transactions_many(
         };
         out.entry(pid_text)
             .or_default()
-            .push(transaction_of(&r, pid, false)?);
+            .push(transaction_at(&r, &at, pid)?);
     }
     // Sorted here rather than by an `ORDER BY`: PostgreSQL would sort the
     // rows by the portfolio id's collation, which cost more than the read
@@ -244,16 +248,126 @@ pub async fn load_transactions_many(
 
 /// A stored transaction row (columns as [`load_transactions_many`] selects
 /// them, and `corrects`, `revision` when `corrections`) of `portfolio_id`.
+/// For a few rows; a log is read with [`TxColumns`] and [`transaction_at`].
 pub(super) fn transaction_of(
     r: &PgRow,
     portfolio_id: PortfolioId,
     corrections: bool,
 ) -> anyhow::Result<Transaction> {
-    let correction = match corrections {
-        false => None,
-        true => match (
-            r.try_get::<Option<Uuid>, _>("corrects")?,
-            r.try_get::<Option<i32>, _>("revision")?,
+    let at = TxColumns::of(r, corrections)?;
+    transaction_at(r, &at, portfolio_id)
+}
+
+/// The columns a transaction is read from, by position in a statement.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TxColumns {
+    at: [usize; TX_COLUMNS.len()],
+    /// `corrects` and `revision`, when read.
+    correction: Option<(usize, usize)>,
+}
+
+/// The columns of [`TxColumns`], in the order of [`Col`].
+const TX_COLUMNS: [&str; 19] = [
+    "event_id",
+    "kind",
+    "symbol",
+    "quantity",
+    "price",
+    "fee",
+    "trade_date",
+    "occurred_at",
+    "seq",
+    "amount",
+    "tax",
+    "cost_basis",
+    "pay_date",
+    "reinvest_quantity",
+    "reinvest_price",
+    "cash_mode",
+    "base_currency",
+    "currency",
+    "fx_rate",
+];
+
+/// A column of [`TX_COLUMNS`].
+#[derive(Debug, Clone, Copy)]
+enum Col {
+    EventId,
+    Kind,
+    Symbol,
+    Quantity,
+    Price,
+    Fee,
+    TradeDate,
+    OccurredAt,
+    Seq,
+    Amount,
+    Tax,
+    CostBasis,
+    PayDate,
+    ReinvestQuantity,
+    ReinvestPrice,
+    CashMode,
+    BaseCurrency,
+    Currency,
+    FxRate,
+}
+
+impl Col {
+    fn name(self) -> &'static str {
+        TX_COLUMNS[self as usize]
+    }
+}
+
+impl TxColumns {
+    /// The columns of `r`'s statement (any row of it): looked up by name
+    /// once, so that each row's values are read by position. A log of
+    /// 20,000 rows spent more in the by-name lookups and type checks than
+    /// in decoding.
+    pub(super) fn of(r: &PgRow, corrections: bool) -> sqlx::Result<Self> {
+        use sqlx::Column as _;
+        let ordinal = |name: &str| r.try_column(name).map(|c| c.ordinal());
+        let mut at = [0; TX_COLUMNS.len()];
+        for (i, name) in at.iter_mut().zip(TX_COLUMNS) {
+            *i = ordinal(name)?;
+        }
+        let correction = match corrections {
+            true => Some((ordinal("corrects")?, ordinal("revision")?)),
+            false => None,
+        };
+        Ok(TxColumns { at, correction })
+    }
+
+    /// `c`'s value in `r`, read by position. Unchecked: the statement's
+    /// column types are the table's, which [`TxColumns::of`] looked up.
+    fn get<'r, T: sqlx::Decode<'r, sqlx::Postgres>>(
+        &self,
+        r: &'r PgRow,
+        c: Col,
+    ) -> anyhow::Result<T> {
+        r.try_get_unchecked(self.at[c as usize])
+            .map_err(|e| anyhow::anyhow!("stored transaction: column {}: {e}", c.name()))
+    }
+
+    /// A nullable `numeric` column, decoded by [`super::numeric`].
+    fn decimal(&self, r: &PgRow, c: Col) -> anyhow::Result<Option<Decimal>> {
+        Ok(self
+            .get::<Option<super::numeric::Numeric>>(r, c)?
+            .map(|n| n.0))
+    }
+}
+
+/// The transaction of row `r` of a statement whose columns are `at`.
+pub(super) fn transaction_at(
+    r: &PgRow,
+    at: &TxColumns,
+    portfolio_id: PortfolioId,
+) -> anyhow::Result<Transaction> {
+    let correction = match at.correction {
+        None => None,
+        Some((c, v)) => match (
+            r.try_get_unchecked::<Option<Uuid>, _>(c)?,
+            r.try_get_unchecked::<Option<i32>, _>(v)?,
         ) {
             (Some(corrects), Some(revision)) => Some(projections::Correction {
                 corrects,
@@ -263,17 +377,17 @@ pub(super) fn transaction_of(
         },
     };
     Ok(Transaction {
-        event_id: r.try_get("event_id")?,
+        event_id: at.get(r, Col::EventId)?,
         portfolio_id,
-        trade_date: r.try_get("trade_date")?,
-        occurred_at: r.try_get("occurred_at")?,
-        seq: r.try_get("seq")?,
-        kind: kind_of(r)?,
-        currency: r
-            .try_get::<Option<&str>, _>("currency")?
+        trade_date: at.get(r, Col::TradeDate)?,
+        occurred_at: at.get(r, Col::OccurredAt)?,
+        seq: at.get(r, Col::Seq)?,
+        kind: kind_of(r, at)?,
+        currency: at
+            .get::<Option<&str>>(r, Col::Currency)?
             .map(Currency::parse)
             .transpose()?,
-        fx_rate: decimal(r, "fx_rate")?,
+        fx_rate: at.decimal(r, Col::FxRate)?,
         correction,
     })
 }
@@ -431,127 +545,122 @@ fn kind_columns(kind: &Kind) -> KindColumns<'_> {
     }
 }
 
-/// A nullable `numeric` column, decoded by [`super::numeric`] (a stored
-/// log is tens of thousands of values per backfill).
-fn decimal(r: &PgRow, column: &str) -> sqlx::Result<Option<Decimal>> {
-    Ok(r.try_get::<Option<super::numeric::Numeric>, _>(column)?
-        .map(|n| n.0))
-}
-
 /// A stored transaction row of kind `name`, read column by column: a
 /// column the kind needs and the row lacks is an error naming both.
 struct StoredKind<'r> {
     r: &'r PgRow,
+    at: &'r TxColumns,
     name: &'r str,
 }
 
 impl StoredKind<'_> {
-    /// The `numeric` column `column`, which the kind needs.
-    fn need(&self, column: &str) -> anyhow::Result<Decimal> {
+    /// The `numeric` column `c`, which the kind needs.
+    fn need(&self, c: Col) -> anyhow::Result<Decimal> {
         let name = self.name;
-        decimal(self.r, column)?.ok_or_else(|| anyhow::anyhow!("stored {name} without {column}"))
+        self.at
+            .decimal(self.r, c)?
+            .ok_or_else(|| anyhow::anyhow!("stored {name} without {}", c.name()))
+    }
+
+    fn opt(&self, c: Col) -> anyhow::Result<Option<Decimal>> {
+        self.at.decimal(self.r, c)
     }
 
     fn symbol(&self) -> anyhow::Result<Symbol> {
         let name = self.name;
-        let s: Option<&str> = self.r.try_get("symbol")?;
-        Ok(Symbol::parse(s.ok_or_else(|| {
-            anyhow::anyhow!("stored {name} without symbol")
-        })?)?)
+        Ok(Symbol::parse(self.opt_text(Col::Symbol)?.ok_or_else(
+            || anyhow::anyhow!("stored {name} without symbol"),
+        )?)?)
+    }
+
+    fn opt_text(&self, c: Col) -> anyhow::Result<Option<&str>> {
+        self.at.get::<Option<&str>>(self.r, c)
     }
 
     fn opt_symbol(&self) -> anyhow::Result<Option<Symbol>> {
-        Ok(self
-            .r
-            .try_get::<Option<&str>, _>("symbol")?
-            .map(Symbol::parse)
-            .transpose()?)
+        Ok(self.opt_text(Col::Symbol)?.map(Symbol::parse).transpose()?)
     }
 
     fn trade(&self) -> anyhow::Result<Trade> {
         Ok(Trade {
             symbol: self.symbol()?,
-            quantity: self.need("quantity")?,
-            price: self.need("price")?,
-            fee: self.need("fee")?,
+            quantity: self.need(Col::Quantity)?,
+            price: self.need(Col::Price)?,
+            fee: self.need(Col::Fee)?,
         })
     }
 }
 
-/// The event kind of a stored transaction row (columns as selected by
-/// [`load_transactions_many`]).
-fn kind_of(r: &PgRow) -> anyhow::Result<Kind> {
-    let name: &str = r.try_get("kind")?;
-    let k = StoredKind { r, name };
+/// The event kind of a stored transaction row.
+fn kind_of(r: &PgRow, at: &TxColumns) -> anyhow::Result<Kind> {
+    let name: &str = at.get(r, Col::Kind)?;
+    let k = StoredKind { r, at, name };
     Ok(match name {
         "buy" => Kind::Buy(k.trade()?),
         "sell" => Kind::Sell(k.trade()?),
         "portfolio_settings" => Kind::PortfolioSettings {
-            cash: r
-                .try_get::<Option<&str>, _>("cash_mode")?
+            cash: k
+                .opt_text(Col::CashMode)?
                 .and_then(CashMode::parse)
                 .unwrap_or_default(),
-            base_currency: r
-                .try_get::<Option<&str>, _>("base_currency")?
+            base_currency: k
+                .opt_text(Col::BaseCurrency)?
                 .map(Currency::parse)
                 .transpose()?,
         },
         "deposit" => Kind::Deposit {
-            amount: k.need("amount")?,
+            amount: k.need(Col::Amount)?,
         },
         "withdrawal" => Kind::Withdrawal {
-            amount: k.need("amount")?,
+            amount: k.need(Col::Amount)?,
         },
         "fee" => Kind::Fee {
-            amount: k.need("amount")?,
+            amount: k.need(Col::Amount)?,
             symbol: k.opt_symbol()?,
         },
         "tax" => Kind::Tax {
-            amount: k.need("amount")?,
+            amount: k.need(Col::Amount)?,
             symbol: k.opt_symbol()?,
         },
         "fee_refund" => Kind::FeeRefund {
-            amount: k.need("amount")?,
+            amount: k.need(Col::Amount)?,
             symbol: k.opt_symbol()?,
         },
         "tax_refund" => Kind::TaxRefund {
-            amount: k.need("amount")?,
+            amount: k.need(Col::Amount)?,
             symbol: k.opt_symbol()?,
         },
         "interest" => Kind::Interest {
-            amount: k.need("amount")?,
-            tax: k.need("tax")?,
+            amount: k.need(Col::Amount)?,
+            tax: k.need(Col::Tax)?,
         },
         "transfer_in" => Kind::TransferIn {
             symbol: k.symbol()?,
-            quantity: k.need("quantity")?,
-            price: k.need("price")?,
-            cost: decimal(r, "cost_basis")?,
+            quantity: k.need(Col::Quantity)?,
+            price: k.need(Col::Price)?,
+            cost: k.opt(Col::CostBasis)?,
         },
         "transfer_out" => Kind::TransferOut {
             symbol: k.symbol()?,
-            quantity: k.need("quantity")?,
-            price: k.need("price")?,
+            quantity: k.need(Col::Quantity)?,
+            price: k.need(Col::Price)?,
         },
         "dividend" => Kind::Dividend(Dividend {
             symbol: k.symbol()?,
-            amount: k.need("amount")?,
-            tax: k.need("tax")?,
-            fee: k.need("fee")?,
-            pay_date: r
-                .try_get::<Option<NaiveDate>, _>("pay_date")?
+            amount: k.need(Col::Amount)?,
+            tax: k.need(Col::Tax)?,
+            fee: k.need(Col::Fee)?,
+            pay_date: at
+                .get::<Option<NaiveDate>>(r, Col::PayDate)?
                 .ok_or_else(|| anyhow::anyhow!("stored dividend without pay_date"))?,
-            reinvest: match (
-                decimal(r, "reinvest_quantity")?,
-                decimal(r, "reinvest_price")?,
-            ) {
+            reinvest: match (k.opt(Col::ReinvestQuantity)?, k.opt(Col::ReinvestPrice)?) {
                 (Some(quantity), Some(price)) => Some(Reinvest { quantity, price }),
                 _ => None,
             },
         }),
         "return_of_capital" => Kind::ReturnOfCapital {
             symbol: k.symbol()?,
-            amount: k.need("amount")?,
+            amount: k.need(Col::Amount)?,
         },
         "cancel" => Kind::Cancel,
         other => anyhow::bail!("stored transaction of unknown kind `{other}`"),

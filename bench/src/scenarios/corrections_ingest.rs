@@ -58,6 +58,8 @@ struct Run {
     caught_up_s: f64,
     navd_cpu_s: f64,
     pg_cpu_s: f64,
+    /// What the database sessions did while the events were stored.
+    storing: Value,
 }
 
 /// What each stream holds.
@@ -155,7 +157,9 @@ impl Bench {
             cpu_seconds(child.pid, false),
             self.postmaster.map_or(0.0, pg_cpu_seconds),
         );
+        let sampler = crate::probe::WaitSampler::start(self.pool.clone());
         let followed = follow_offsets(&pool, &group, expected, &child, spawned).await?;
+        let storing = sampler.stop().await;
         self.wait_folded(&pool, &child).await?;
         let caught_up_s = spawned.elapsed().as_secs_f64();
         let cpu1 = (
@@ -174,6 +178,7 @@ impl Bench {
             caught_up_s,
             navd_cpu_s: cpu1.0 - cpu0.0,
             pg_cpu_s: cpu1.1 - cpu0.1,
+            storing,
         };
         println!(
             "[corrections] run {n}, {}: {:.0} events/s sustained, caught up {:.1} s after spawn (CPU navd {:.1} s, PostgreSQL {:.1} s)",
@@ -226,7 +231,8 @@ impl Bench {
         );
         let run_json = |r: &Run| -> Value {
             json!({"stream": r.stream.name(), "events_per_s_sustained": r.events_per_s.round(),
-                   "caught_up_s": round3(r.caught_up_s), "cpu_s": {"navd": round3(r.navd_cpu_s), "postgresql": round3(r.pg_cpu_s)}})
+                   "caught_up_s": round3(r.caught_up_s), "cpu_s": {"navd": round3(r.navd_cpu_s), "postgresql": round3(r.pg_cpu_s)},
+                   "db_sessions_storing": r.storing})
         };
         self.results.insert(
             "corrections_ingest".into(),

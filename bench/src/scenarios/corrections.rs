@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use crate::harness::Bench;
 use crate::kafka::{PX_TOPIC, WARM_TOPIC};
 use crate::probe::metric_delta;
+use crate::procfs::{cpu_seconds, pg_cpu_seconds};
 use crate::report::{ms, round3, Dist};
 
 /// Timed `as_known_at` reads of the curve (after two untimed ones).
@@ -35,6 +36,9 @@ struct Timed {
     /// none of them went through it.
     cache_counted: f64,
     response_bytes: usize,
+    /// CPU milliseconds per request of navd and of PostgreSQL: the cost
+    /// of a read, less moved by other work on the machine than its time.
+    cpu_ms: (f64, f64),
 }
 
 impl Timed {
@@ -44,6 +48,7 @@ impl Timed {
             "server_mean_ms": round3(self.server_mean_ms),
             "read_cache_counted": self.cache_counted,
             "response_bytes": self.response_bytes,
+            "cpu_ms_per_request": {"navd": round3(self.cpu_ms.0), "postgresql": round3(self.cpu_ms.1)},
         })
     }
 }
@@ -72,6 +77,15 @@ impl Bench {
     /// first.
     async fn timed_gets(&self, urls: &[String], route: &str) -> Result<(Timed, Value)> {
         let before = self.metrics().await;
+        let cpu = || {
+            (
+                self.child
+                    .as_ref()
+                    .map_or(0.0, |c| cpu_seconds(c.pid, false)),
+                self.postmaster.map_or(0.0, pg_cpu_seconds),
+            )
+        };
+        let cpu0 = cpu();
         let (mut lat, mut first, mut bytes) = (Vec::with_capacity(urls.len()), None, 0);
         for u in urls {
             let t = Instant::now();
@@ -89,6 +103,8 @@ impl Bench {
                 first = Some(serde_json::from_slice::<Value>(&body)?);
             }
         }
+        let cpu1 = cpu();
+        let n = urls.len().max(1) as f64;
         let after = self.metrics().await;
         let delta = |name: &str, filter: &str| metric_delta(&before, &after, name, filter);
         let count = delta("navd_http_request_duration_seconds_count", route);
@@ -98,6 +114,7 @@ impl Bench {
                 / count.max(1.0),
             cache_counted: delta("navd_read_cache_total", ""),
             response_bytes: bytes,
+            cpu_ms: (1e3 * (cpu1.0 - cpu0.0) / n, 1e3 * (cpu1.1 - cpu0.1) / n),
         };
         Ok((timed, first.unwrap_or(Value::Null)))
     }
@@ -169,12 +186,12 @@ impl Bench {
     ) {
         let (d, e, ek) = (&known.end_to_end, &ex[0].end_to_end, &ex[1].end_to_end);
         println!(
-            "[corrections] as_known_at curve ({points} points): median {:.1} ms, p90 {:.1} ms (navd {:.1} ms); {} requests through the read cache; same as the stored curve: {same}",
-            d.p50, d.p90, known.server_mean_ms, known.cache_counted
+            "[corrections] as_known_at curve ({points} points): median {:.1} ms, p90 {:.1} ms (navd {:.1} ms; CPU a request: navd {:.1} ms, PostgreSQL {:.1} ms); {} requests through the read cache; same as the stored curve: {same}",
+            d.p50, d.p90, known.server_mean_ms, known.cpu_ms.0, known.cpu_ms.1, known.cache_counted
         );
         println!(
-            "[corrections] explain: median {:.1} ms, p90 {:.1} ms (navd {:.1} ms); as known at an instant: median {:.1} ms, p90 {:.1} ms",
-            e.p50, e.p90, ex[0].server_mean_ms, ek.p50, ek.p90
+            "[corrections] explain: median {:.1} ms, p90 {:.1} ms (navd {:.1} ms; CPU a request: navd {:.1} ms, PostgreSQL {:.1} ms); as known at an instant: median {:.1} ms, p90 {:.1} ms (CPU navd {:.1} ms, PostgreSQL {:.1} ms)",
+            e.p50, e.p90, ex[0].server_mean_ms, ex[0].cpu_ms.0, ex[0].cpu_ms.1, ek.p50, ek.p90, ex[1].cpu_ms.0, ex[1].cpu_ms.1
         );
         self.results.insert(
             "known_at".into(),

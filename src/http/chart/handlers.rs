@@ -668,9 +668,11 @@ mod page_tests {
                         value: "100.50000000".into(),
                         weight: Some(1.0),
                         unrealized_pnl: "10.50000000".into(),
+                        actions: vec![],
                     }],
                     cash: vec![],
                     receivable: "0.00000000".into(),
+                    corporate_actions: vec![],
                 }),
             }),
         );

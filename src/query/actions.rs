@@ -152,3 +152,110 @@ pub(crate) fn effects_on(
         Err(i) => Err(QueryError::NoRecord(i.detail)),
     }
 }
+
+/// A split or corporate action that moved a position of the portfolio on
+/// its ex-date: what the portfolio page marks on its chart.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ExDate {
+    pub date: NaiveDate,
+    pub what: ExDateKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ExDateKind {
+    /// A split of a held position: symbol, numerator, denominator.
+    Split(String, u32, u32),
+    Action(ActionEffect),
+}
+
+/// The ex-dates in `from ..= to` of the splits and corporate actions that
+/// moved a position of portfolio `id` (as known at `known_at`, when it is
+/// in the past), in the order they applied.
+pub(crate) async fn ex_dates(
+    db: &crate::storage::Db,
+    id: &str,
+    (from, to): (NaiveDate, NaiveDate),
+    known_at: Option<chrono::DateTime<chrono::Utc>>,
+    clock: &crate::clock::Clock,
+) -> Result<Vec<ExDate>, QueryError> {
+    use crate::storage;
+    let at = super::known::past(known_at, clock).map(|(at, _)| at);
+    let mut tx = storage::read_snapshot(db.pool()).await?;
+    let p = storage::get_portfolio(&mut tx, id)
+        .await?
+        .ok_or(QueryError::NotFound)?;
+    let cache = db.prices();
+    let mut inputs = storage::explain::load_day(&mut tx, id, to, cache, at)
+        .await
+        .map_err(QueryError::Failed)?;
+    let base = super::base_currency(&p, &inputs.book);
+    // A merger's cash converts at the rate of its ex-date (as known then,
+    // the book has its rates already).
+    if at.is_none() {
+        cache
+            .add_rates(&mut tx, &mut inputs.book, std::slice::from_ref(&base), to)
+            .await
+            .map_err(QueryError::Failed)?;
+    }
+    tx.commit().await?;
+    let start = DayState::initial_for(
+        p.first_day,
+        p.cash_mode,
+        (base != *inputs.book.default_currency()).then_some(base),
+    );
+    // A replay of the log: off the async threads, as curve reads are.
+    tokio::task::spawn_blocking(move || {
+        let mut log = inputs.log;
+        log.sort_by_key(|t| t.fold_key());
+        ex_dates_of(start, &log, &inputs.book, (from, to))
+    })
+    .await
+    .map_err(|e| QueryError::Failed(e.into()))?
+}
+
+/// [`ex_dates`] of the log `txs` (in fold order) replayed from `start`
+/// with `book`: the state before each ex-date is replayed on from the one
+/// before the previous ex-date, so the whole costs one replay.
+fn ex_dates_of(
+    mut state: DayState,
+    txs: &[Transaction],
+    book: &PriceBook,
+    (from, to): (NaiveDate, NaiveDate),
+) -> Result<Vec<ExDate>, QueryError> {
+    let mut days: Vec<NaiveDate> = book
+        .splits()
+        .map(|(_, d, _, _)| d)
+        .chain(book.actions().map(|a| a.ex_date))
+        .filter(|d| from <= *d && *d <= to && *d > state.date)
+        .collect();
+    days.sort_unstable();
+    days.dedup();
+    let failed = |e: projections::FoldError| QueryError::Failed(e.into());
+    let mut out = Vec::new();
+    for day in days {
+        let before = day.pred_opt().expect("after the state's day");
+        let first = txs.partition_point(|t| t.trade_date <= state.date);
+        let last = txs.partition_point(|t| t.trade_date <= before);
+        state = match projections::replay(&state, &txs[first..last], book, before) {
+            Ok(Ok(s)) => s,
+            // An inconsistent history is drawn up to where it stops.
+            Ok(Err(_)) => break,
+            Err(e) => return Err(failed(e)),
+        };
+        state.date = state.date.max(before);
+        for (symbol, _, n, d) in book.splits().filter(|(_, d, _, _)| *d == day) {
+            if state.positions.contains_key(symbol) {
+                let what = ExDateKind::Split(symbol.to_string(), n, d);
+                out.push(ExDate { date: day, what });
+            }
+        }
+        match projections::day_actions(&state, book).map_err(failed)? {
+            Ok(effects) => out.extend(effects.into_iter().map(|e| ExDate {
+                date: day,
+                what: ExDateKind::Action(e),
+            })),
+            Err(_) => break,
+        }
+    }
+    Ok(out)
+}

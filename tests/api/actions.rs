@@ -266,3 +266,39 @@ fn strict(v: &mut Value) {
         a.iter_mut().for_each(strict);
     }
 }
+
+/// The portfolio page marks the ex-dates of its range on the chart (both
+/// pictures), each with a title saying what the actions of the day did.
+#[tokio::test]
+async fn the_page_marks_the_ex_dates_of_its_range() {
+    let app = golden().await;
+    let page = |path: String| {
+        let r = app.client.get(app.url(&path)).bearer_auth(admin()).send();
+        async move {
+            let r = r.await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{path}");
+            r.text().await.unwrap()
+        }
+    };
+    let html = page("/portfolio/rename".into()).await;
+    assert_eq!(
+        html.matches("<g class=\"ex\"").count(),
+        2,
+        "wide and compact"
+    );
+    assert!(html.contains(
+        "<title>2024-06-07\nsymbol change: 40 OLD \u{2192} NEW\nsymbol change: 100 OLD2 \u{2192} NEW2</title>"
+    ));
+    let html = page("/portfolio/spin-off".into()).await;
+    assert!(html.contains(
+        "<title>2024-06-06\nspin-off: 50 KID from 100 PAR, cost moved 1,200.00 USD</title>"
+    ));
+    // Outside the range, or for a book no action touched, nothing is marked.
+    let html = page("/portfolio/spin-off?from=2024-06-07".into()).await;
+    assert!(!html.contains("class=\"ex\""));
+    let html = page("/portfolio/cancelled-action".into()).await;
+    assert!(!html.contains("class=\"ex\""));
+    let html = page("/portfolio/takeover".into()).await;
+    assert!(html.contains("merger: 10 DEAD, written off"));
+    assert!(html.contains("merger: 20 TKO, cash 660.00 USD (realized 61.80 EUR)"));
+}

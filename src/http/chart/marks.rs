@@ -1,4 +1,4 @@
-//! The ex-dates on the portfolio page's chart (docs/chart.md): a dashed
+//! The ex-dates on the portfolio page's chart (docs/valuation.md): a dashed
 //! vertical line over both panels, with a small ▼ at the top, on each day
 //! of the range where a split or corporate action moved a position, and a
 //! `<title>` saying what each did ([`ExMark`], [`mark_layer`]). The day's

@@ -165,7 +165,7 @@ pub(crate) struct ExDate {
 pub(crate) enum ExDateKind {
     /// A split of a held position: symbol, numerator, denominator.
     Split(String, u32, u32),
-    Action(ActionEffect),
+    Action(Box<ActionEffect>),
 }
 
 /// The ex-dates in `from ..= to` of the splits and corporate actions that
@@ -252,7 +252,7 @@ fn ex_dates_of(
         match projections::day_actions(&state, book).map_err(failed)? {
             Ok(effects) => out.extend(effects.into_iter().map(|e| ExDate {
                 date: day,
-                what: ExDateKind::Action(e),
+                what: ExDateKind::Action(Box::new(e)),
             })),
             Err(_) => break,
         }

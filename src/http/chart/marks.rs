@@ -174,14 +174,14 @@ mod tests {
             (day("2024-06-06"), ExDateKind::Split("PAR".into(), 2, 1)),
             (
                 day("2024-06-06"),
-                ExDateKind::Action(effect(ActionKind::SpinOff, Some("KID"))),
+                ExDateKind::Action(Box::new(effect(ActionKind::SpinOff, Some("KID")))),
             ),
             (
                 day("2024-06-07"),
-                ExDateKind::Action(effect(ActionKind::SymbolChange, Some("NEW"))),
+                ExDateKind::Action(Box::new(effect(ActionKind::SymbolChange, Some("NEW")))),
             ),
-            (day("2024-06-08"), ExDateKind::Action(merger)),
-            (day("2024-06-09"), ExDateKind::Action(write_off)),
+            (day("2024-06-08"), ExDateKind::Action(Box::new(merger))),
+            (day("2024-06-09"), ExDateKind::Action(Box::new(write_off))),
         ]
         .map(|(date, what)| ExDate { date, what });
         let marks = ex_marks(&dates, "USD");

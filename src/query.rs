@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use crate::storage::{self, Db, HistoryRow, PortfolioRow};
 
+pub(crate) mod actions;
 pub(crate) mod attribution;
 pub(crate) mod audit;
 pub(crate) mod composite;
@@ -588,6 +589,10 @@ pub(crate) struct PositionView {
     pub weight: Option<f64>,
     /// value − cost.
     pub unrealized_pnl: String,
+    /// The corporate actions dated the day that moved this row (a child,
+    /// acquirer or new ticker received shares and cost, a spin-off's
+    /// parent gave cost away); empty on other days.
+    pub actions: Vec<actions::PositionActionView>,
 }
 
 /// A cash balance, as reported.
@@ -612,6 +617,10 @@ pub(crate) struct Positions {
     pub cash: Vec<CashView>,
     /// Dividends past their ex-date, not yet paid.
     pub receivable: String,
+    /// What the corporate actions dated the day did to the positions held
+    /// at its start (a merged or renamed position is closed: it is listed
+    /// here, not among the positions).
+    pub corporate_actions: Vec<actions::ActionEffectView>,
 }
 
 /// The positions of a portfolio at the end of `date` (default: its last
@@ -695,19 +704,25 @@ fn positions_of(
     let failed = |e: projections::ValuationError| QueryError::Failed(e.into());
     let valued = projections::value_positions(&state, book).map_err(failed)?;
     let balances = projections::value_cash(&state, book).map_err(failed)?;
+    let effects = actions::effects_on(&start, txs, book, day)?;
     Ok(Positions {
         portfolio_id: p.portfolio_id.clone(),
         date: day,
         market_value: projections::money_text(record.record.market_value),
-        positions: position_views(&valued, record.market_value_exact),
+        positions: position_views(&valued, record.market_value_exact, &effects),
         cash: balances.iter().map(CashView::of).collect(),
         receivable: projections::money_text(state.receivable),
+        corporate_actions: effects.iter().map(actions::ActionEffectView::of).collect(),
     })
 }
 
 /// The positions as reported, each with its weight in the day's market
-/// value `v`.
-fn position_views(valued: &[projections::ValuedPosition], v: Decimal) -> Vec<PositionView> {
+/// value `v` and its part of the day's corporate actions `effects`.
+fn position_views(
+    valued: &[projections::ValuedPosition],
+    v: Decimal,
+    effects: &[projections::ActionEffect],
+) -> Vec<PositionView> {
     use projections::money_text;
     valued
         .iter()
@@ -726,6 +741,7 @@ fn position_views(valued: &[projections::ValuedPosition], v: Decimal) -> Vec<Pos
                 .flatten()
                 .and_then(|w| w.to_string().parse().ok()),
             unrealized_pnl: money_text(x.value - x.cost),
+            actions: actions::row_marks(x.symbol.as_str(), effects),
         })
         .collect()
 }

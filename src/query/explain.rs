@@ -2,7 +2,8 @@
 //! with the previous day's, the events applied that day in fold order with
 //! where each came from, and the valuation inputs — each position's price
 //! (its source, date and split factor) and rate (and its date), each cash
-//! balance, the receivable and the day's flows.
+//! balance, the receivable and the day's flows — and what each corporate
+//! action of the day did to the positions held at its start.
 //!
 //! The state at the end of the previous day is replayed from the stored
 //! log and completed with the stored record's exact value and NAV (as the
@@ -16,6 +17,7 @@ use projections::{
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+use super::actions::ActionEffectView;
 use super::{base_currency, CashView, Point, QueryError};
 use crate::storage::explain::{DayInputs, Origin, StoredSplit, StoredTransaction};
 use crate::storage::{self, Db, HistoryRow, PortfolioRow};
@@ -81,8 +83,9 @@ pub(crate) struct Explanation {
     /// The day before's record; null on the history's first day.
     pub previous: Option<Point>,
     /// The events applied on the day, in fold order: splits of held
-    /// positions, dividends paid (as their dividend event), then the day's
-    /// effective transactions; each with `event_id`, `type`, `revision`,
+    /// positions, the corporate actions that touched a held position,
+    /// dividends paid (as their dividend event), then the day's effective
+    /// transactions; each with `event_id`, `type`, `revision`,
     /// `corrects`, `topic`, `partition`, `offset`, `received_at` and its
     /// own fields.
     #[schema(value_type = Vec<Object>)]
@@ -100,6 +103,10 @@ pub(crate) struct Explanation {
     /// The rates the day's flows were converted at, when the events carry
     /// none of their own.
     pub flow_rates: Vec<FlowRateView>,
+    /// What each corporate action of the day did to the positions held at
+    /// its start, in the order they applied (after the day's splits,
+    /// before its dividends and transactions).
+    pub corporate_actions: Vec<ActionEffectView>,
 }
 
 /// Explains portfolio `id`'s `day` from one consistent snapshot.
@@ -234,12 +241,27 @@ fn explain(
         Ok(Err(i)) => return Err(ExplainFailure::Inconsistent(i)),
         Err(e) => return Err(failed(e.into())),
     };
+    // The day folded without an inconsistency: its actions apply.
+    let effects = match projections::day_actions(&state, book) {
+        Ok(Ok(effects)) => effects,
+        Ok(Err(i)) => return Err(ExplainFailure::Inconsistent(i)),
+        Err(e) => return Err(failed(e.into())),
+    };
+    let actions = effects
+        .iter()
+        .map(|x| action_json(x, book, &inputs.action_origins));
     Ok(Explanation {
         portfolio_id: p.portfolio_id.clone(),
         date: day,
         record,
         previous: previous_point,
-        events: events_of(&e, inputs.day_events, &inputs.splits, day),
+        events: events_of(
+            &e,
+            actions.collect(),
+            inputs.day_events,
+            &inputs.splits,
+            day,
+        ),
         valuation: e.valuation.iter().map(line_of).collect(),
         cash: e.cash.iter().map(CashView::of).collect(),
         receivable: money_text(e.receivable),
@@ -254,6 +276,7 @@ fn explain(
                 fx_date: r.fx_date,
             })
             .collect(),
+        corporate_actions: effects.iter().map(ActionEffectView::of).collect(),
     })
 }
 
@@ -273,11 +296,13 @@ fn line_of(v: &projections::ValuedPosition) -> ValuationLine {
 }
 
 /// The day's events in fold order: the splits the fold applied to held
-/// positions, the dividends it paid (ex-date before the day; one paid on
+/// positions, the corporate actions that touched one (`actions`, already
+/// in order), the dividends it paid (ex-date before the day; one paid on
 /// its ex-date is listed once, as the day's transaction), then the day's
 /// transactions.
 fn events_of(
     e: &DayExplanation,
+    actions: Vec<Value>,
     mut stored: Vec<StoredTransaction>,
     splits: &[StoredSplit],
     day: NaiveDate,
@@ -287,6 +312,7 @@ fn events_of(
         .filter(|s| e.splits.iter().any(|(sym, _, _)| sym.as_str() == s.symbol))
         .map(split_json)
         .collect();
+    out.extend(actions);
     stored.retain(|s| s.tx.kind.name() != "portfolio_settings");
     stored.sort_by_key(|s| (s.tx.trade_date == day, s.tx.fold_key()));
     out.extend(stored.iter().map(transaction_json));
@@ -299,6 +325,50 @@ fn split_json(s: &StoredSplit) -> Value {
     m.insert("ex_date".into(), json!(s.ex_date));
     m.insert("numerator".into(), json!(s.numerator));
     m.insert("denominator".into(), json!(s.denominator));
+    Value::Object(m)
+}
+
+/// The action event behind `effect` (the version in effect, from the
+/// book) as its producer wrote it, with where it came from; an action
+/// event is never a correction (revision 0). An origin missing from
+/// `origins` (the event stored after the snapshot's book was read) leaves
+/// it unknown rather than failing the day.
+fn action_json(
+    effect: &projections::ActionEffect,
+    book: &projections::PriceBook,
+    origins: &std::collections::HashMap<uuid::Uuid, Origin>,
+) -> Value {
+    let unknown = Origin {
+        topic: None,
+        partition: None,
+        offset: None,
+        received_at: chrono::DateTime::UNIX_EPOCH,
+    };
+    let origin = origins.get(&effect.event_id).unwrap_or(&unknown);
+    let mut m = head(effect.event_id, effect.kind.name(), 0, None, origin);
+    let Some(a) = book.actions().find(|a| a.event_id == effect.event_id) else {
+        return Value::Object(m);
+    };
+    m.insert("symbol".into(), json!(a.symbol.as_str()));
+    m.insert("ex_date".into(), json!(a.ex_date));
+    if let Some(new) = &a.new_symbol {
+        m.insert("new_symbol".into(), json!(new.as_str()));
+        m.insert("numerator".into(), json!(a.numerator));
+        m.insert("denominator".into(), json!(a.denominator));
+    }
+    m.insert(
+        "cost_allocation".into(),
+        json!(a.cost_allocation.normalize().to_string()),
+    );
+    let decimals = [("cash", a.cash), ("price", a.price)];
+    for (k, v) in decimals {
+        if let Some(v) = v {
+            m.insert(k.into(), json!(v.normalize().to_string()));
+        }
+    }
+    if let Some(c) = &a.currency {
+        m.insert("currency".into(), json!(c.as_str()));
+    }
     Value::Object(m)
 }
 

@@ -1,8 +1,11 @@
 //! What explaining one day of a portfolio reads ([`load_day`]): its log up
 //! to the day, the day's stored events with where they came from (topic,
-//! partition, offset, `received_at`), the splits dated that day, and the
-//! closes and splits that value it. One function loads all of it, as stored
+//! partition, offset, `received_at`), the splits dated that day, where
+//! the corporate actions dated that day came from, and the closes, splits
+//! and actions that value it. One function loads all of it, as stored
 //! or as known at an instant (`as_known_at`).
+
+use std::collections::HashMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use projections::{PortfolioId, PriceBook, Transaction};
@@ -51,6 +54,9 @@ pub(crate) struct DayInputs {
     /// The splits in effect dated the day, of the symbols the portfolio's
     /// events name (whether a position was held is the fold's to say).
     pub splits: Vec<StoredSplit>,
+    /// Where each corporate action of the book dated the day came from,
+    /// by event id (which of them touched a position is the fold's to say).
+    pub action_origins: HashMap<Uuid, Origin>,
     /// The closes valuing the day (the latest on or before it per symbol)
     /// and every split of those symbols; no rates (the price cache adds
     /// them).
@@ -102,10 +108,12 @@ pub(crate) async fn load_day(
         day_events.retain(|e| effective.contains(&e.tx.event_id));
     }
     let splits = splits_on(conn, &symbols, day, known_at).await?;
+    let action_origins = action_origins(conn, &book, day).await?;
     Ok(DayInputs {
         log,
         day_events,
         splits,
+        action_origins,
         book,
     })
 }
@@ -209,6 +217,36 @@ async fn splits_on(
         });
     }
     Ok(out)
+}
+
+/// The origins of `book`'s corporate actions dated `day` (the versions in
+/// effect, as the book holds them).
+async fn action_origins(
+    conn: &mut PgConnection,
+    book: &PriceBook,
+    day: NaiveDate,
+) -> anyhow::Result<HashMap<Uuid, Origin>> {
+    let before = day.pred_opt().unwrap_or(day);
+    let ids: Vec<Uuid> = book
+        .actions_after(before)
+        .into_iter()
+        .filter(|a| a.ex_date == day)
+        .map(|a| a.event_id)
+        .collect();
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = sqlx::query(
+        "SELECT event_id, source_topic, source_partition, source_offset, received_at
+           FROM corporate_actions
+          WHERE event_id = ANY($1::uuid[])",
+    )
+    .bind(&ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter()
+        .map(|r| Ok((r.try_get("event_id")?, origin_of(r)?)))
+        .collect()
 }
 
 pub(super) fn origin_of(r: &PgRow) -> sqlx::Result<Origin> {

@@ -13,6 +13,8 @@
 //! - `attribution`: the attribution golden, `as_known_at`, 409 and bad input;
 //! - `composite`: the composite golden, one member = the portfolio, bad input;
 //! - `explain`: explain a day, over the golden books' days and bad input;
+//! - `actions`: what a corporate action did on its day, in explain and
+//!   positions;
 //! - `history`: the history table's reads, writes, derived values, migration;
 //! - `tear_sheet`: the tear-sheet golden, trailing returns, `rolling`, flows;
 //! - `support`: the helpers they share.
@@ -21,6 +23,7 @@
 mod common;
 mod support;
 
+mod actions;
 mod attribution;
 mod auth;
 mod composite;

@@ -2,7 +2,8 @@
 //! (docs/valuation.md, corporate actions): what each does to the positions
 //! in the old and new symbols and to the day's [`Ledger`]. Only holders
 //! are touched: an action on a symbol the portfolio does not hold changes
-//! nothing.
+//! nothing. Each action applied says what it did ([`ActionEffect`]): the
+//! fold drops it, explain and positions report it.
 
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
@@ -16,6 +17,57 @@ use crate::status::Inconsistency;
 use crate::types::{ActionKind, CorporateAction, Currency, Symbol};
 
 type Outcome = Result<Result<(), Inconsistency>, ArithmeticError>;
+
+/// What a merger or a symbol change leaves of the old position.
+const CLOSED: (Decimal, Decimal) = (Decimal::ZERO, Decimal::ZERO);
+
+/// What an action applied: its effect, or the day's inconsistency.
+type Applied = Result<Result<ActionEffect, Inconsistency>, ArithmeticError>;
+
+/// What one corporate action did to one portfolio at the start of its
+/// ex-date: the old symbol's position before and after, the shares and
+/// cost the new symbol received, and a merger's cash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionEffect {
+    pub event_id: uuid::Uuid,
+    pub kind: ActionKind,
+    /// The parent (spin-off), target (merger) or old ticker.
+    pub symbol: Symbol,
+    /// The child, acquirer or new ticker; none for a cash-only merger.
+    pub new_symbol: Option<Symbol>,
+    /// The old symbol's quantity and cost when the action applied (after
+    /// the day's splits).
+    pub quantity: Decimal,
+    pub cost: Decimal,
+    /// What the old symbol kept: a spin-off's parent keeps its shares and
+    /// cost · (1 − a); a merger or a symbol change closes it (0, 0).
+    pub quantity_after: Decimal,
+    pub cost_after: Decimal,
+    /// Shares of `new_symbol` received (rounded half-even to 10 places)
+    /// and the cost that went with them.
+    pub new_quantity: Decimal,
+    pub cost_moved: Decimal,
+    /// A merger's cash (when the event has `cash`).
+    pub cash: Option<ActionCash>,
+}
+
+/// The cash a merger paid one portfolio.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionCash {
+    /// The currency it was paid in.
+    pub currency: Currency,
+    /// quantity · cash per share, in `currency`.
+    pub amount: Decimal,
+    /// Units of the base per unit of `currency` on the ex-date (1 in the
+    /// base).
+    pub fx_rate: Decimal,
+    /// amount · fx_rate: what the portfolio received, in the base.
+    pub value: Decimal,
+    /// The share of the old cost that went with the cash (cost · a).
+    pub cost: Decimal,
+    /// value − cost, added to the realized P&L.
+    pub realized_pnl: Decimal,
+}
 
 /// What happens at the start of a day, before its payments and
 /// transactions: its splits, then its corporate actions.
@@ -39,14 +91,46 @@ impl<'t> DayStart<'t> {
         day: NaiveDate,
     ) -> Outcome {
         cache.touch_splits(self.splits, touched)?;
-        apply_actions(cache, self.actions, touched, ledger, day, self.valuing)
+        apply_actions(
+            cache,
+            self.actions,
+            touched,
+            ledger,
+            day,
+            self.valuing,
+            None,
+        )
+    }
+
+    /// [`DayStart::apply`], pushing each applied action's effect to
+    /// `effects` (in the order they applied).
+    pub(super) fn apply_recorded(
+        &self,
+        cache: &Cache<'_>,
+        touched: &mut Vec<Touched<'t>>,
+        ledger: &mut Ledger,
+        day: NaiveDate,
+        effects: &mut Vec<ActionEffect>,
+    ) -> Outcome {
+        cache.touch_splits(self.splits, touched)?;
+        let record = Some(effects);
+        apply_actions(
+            cache,
+            self.actions,
+            touched,
+            ledger,
+            day,
+            self.valuing,
+            record,
+        )
     }
 }
 
 /// Applies the day's actions (already in order) to the touched positions
 /// and the ledger; the first that cannot be valued is the day's
 /// inconsistency. Without `valuing` (a replay) a new symbol without a
-/// price is no inconsistency: nothing is valued.
+/// price is no inconsistency: nothing is valued. The effects go to
+/// `record` when given.
 fn apply_actions<'t>(
     cache: &Cache<'_>,
     actions: &[&'t CorporateAction],
@@ -54,6 +138,7 @@ fn apply_actions<'t>(
     ledger: &mut Ledger,
     day: NaiveDate,
     valuing: bool,
+    mut record: Option<&mut Vec<ActionEffect>>,
 ) -> Outcome {
     for &a in actions {
         let i = cache.touch(touched, &a.symbol);
@@ -72,11 +157,13 @@ fn apply_actions<'t>(
             ActionKind::SymbolChange => {
                 touched[i].pos = None;
                 step.add_new(touched, old.qty, old.cost, Some(&old))?;
-                Ok(())
+                Ok(step.effect(&old, CLOSED, (old.qty, old.cost), None))
             }
         };
-        if done.is_err() {
-            return Ok(done);
+        match (done, record.as_deref_mut()) {
+            (Err(inconsistency), _) => return Ok(Err(inconsistency)),
+            (Ok(effect), Some(r)) => r.push(effect),
+            (Ok(_), None) => {}
         }
     }
     Ok(Ok(()))
@@ -98,20 +185,21 @@ impl<'t> Action<'_, '_, 't> {
 
     /// qty[S] += qty[P]·n/d; cost[P]·a moves to S; P's carried close and
     /// last trade price are worth 1 − a of themselves from today.
-    fn spin_off(&self, touched: &mut Vec<Touched<'t>>, i: usize, old: &Position) -> Outcome {
+    fn spin_off(&self, touched: &mut Vec<Touched<'t>>, i: usize, old: &Position) -> Applied {
         let keep = Decimal::ONE - self.a.cost_allocation;
         let moved = dec::mul(old.cost, self.a.cost_allocation)?;
         let qty = split_qty(old.qty, (self.a.numerator, self.a.denominator))?;
         let p = touched[i].pos.as_mut().expect("held");
         p.cost = dec::sub(p.cost, moved)?;
         p.last_trade_price = dec::mul(p.last_trade_price, keep)?;
+        let kept = (p.qty, p.cost);
         touched[i].scale_close(keep)?;
         let ccy = self.price_currency(old);
         if let Err(missing) = self.priced(touched)? {
             return Ok(Err(missing));
         }
         self.add_new_priced(touched, qty, moved, &ccy)?;
-        Ok(Ok(()))
+        Ok(Ok(self.effect(old, kept, (qty, moved), None)))
     }
 
     /// T's position closes; A receives q·n/d shares with cost c·(1 − a),
@@ -123,7 +211,7 @@ impl<'t> Action<'_, '_, 't> {
         i: usize,
         old: &Position,
         ledger: &mut Ledger,
-    ) -> Outcome {
+    ) -> Applied {
         let a = self.a;
         let ccy = a
             .currency
@@ -148,6 +236,7 @@ impl<'t> Action<'_, '_, 't> {
         };
         // Before anything else is touched: `i` is the index until then.
         touched[i].pos = None;
+        let mut shares = (Decimal::ZERO, Decimal::ZERO);
         if a.new_symbol.is_some() {
             if let Err(missing) = self.priced(touched)? {
                 return Ok(Err(missing));
@@ -155,16 +244,52 @@ impl<'t> Action<'_, '_, 't> {
             let qty = split_qty(old.qty, (a.numerator, a.denominator))?;
             let cost = dec::sub(old.cost, with_cash)?;
             self.add_new_priced(touched, qty, cost, &ccy)?;
+            shares = (qty, cost);
         }
         let received = dec::mul(cash, rate)?;
-        ledger.realized_pnl = dec::add(ledger.realized_pnl, dec::sub(received, with_cash)?)?;
+        let realized = dec::sub(received, with_cash)?;
+        ledger.realized_pnl = dec::add(ledger.realized_pnl, realized)?;
         if ledger.tracked() {
             let c = (ccy != *base).then_some(&ccy);
             ledger.add_cash(c, cash)?;
         } else {
             ledger.outflow(received)?;
         }
-        Ok(Ok(()))
+        let paid = a.cash.map(|_| ActionCash {
+            currency: ccy,
+            amount: cash,
+            fx_rate: rate,
+            value: received,
+            cost: with_cash,
+            realized_pnl: realized,
+        });
+        Ok(Ok(self.effect(old, CLOSED, shares, paid)))
+    }
+
+    /// The effect of the action on `old`'s holder: `kept` is what the old
+    /// symbol kept and `moved` what the new symbol received (quantity,
+    /// cost).
+    fn effect(
+        &self,
+        old: &Position,
+        kept: (Decimal, Decimal),
+        moved: (Decimal, Decimal),
+        cash: Option<ActionCash>,
+    ) -> ActionEffect {
+        let a = self.a;
+        ActionEffect {
+            event_id: a.event_id,
+            kind: a.kind,
+            symbol: a.symbol.clone(),
+            new_symbol: a.new_symbol.clone(),
+            quantity: old.qty,
+            cost: old.cost,
+            quantity_after: kept.0,
+            cost_after: kept.1,
+            new_quantity: moved.0,
+            cost_moved: moved.1,
+            cash,
+        }
     }
 
     /// The currency of the old symbol's price: of its close on or before

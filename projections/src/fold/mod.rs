@@ -35,12 +35,14 @@
 //!   dividend payments;
 //! - `events`: what each kind of transaction does on its day;
 //! - `cache`: the folder's valuation cache (slots, closes, exact sums);
-//! - `actions`: what a spin-off, merger or symbol change does to holders;
+//! - `actions`: what a spin-off, merger or symbol change does to holders,
+//!   and what each says it did ([`ActionEffect`]);
 //! - `settings`: a log's cash mode and base currency;
 //! - `folder`: [`Folder`], one day's step;
 //! - `driver`: the day loop ([`fold`], [`resume`], [`replay`]);
 //! - `valuation`: a state's positions and cash valued for reports;
 //! - `explain`: one day folded by the folder and laid open with its inputs;
+//! - `effects`: what a day's corporate actions did to a portfolio;
 //! - `flows`: the attribution components and the flows the folder taps;
 //! - `attribute`: the day loop walked with tapping on, each day of a range
 //!   valued per component.
@@ -50,6 +52,7 @@ mod attribute;
 mod book;
 mod cache;
 mod driver;
+mod effects;
 mod error;
 mod events;
 mod explain;
@@ -61,11 +64,13 @@ mod settings;
 mod state;
 mod valuation;
 
+pub use self::actions::{ActionCash, ActionEffect};
 pub use self::attribute::{
     walk_components, AttributionError, ComponentDay, ComponentValue, ComponentWalk,
 };
 pub use self::book::PriceBook;
 pub use self::driver::{fold, replay, resume, FoldOutput};
+pub use self::effects::day_actions;
 pub use self::error::FoldError;
 pub use self::explain::{explain_day, DayExplanation, ExplainError, FlowRate};
 pub use self::flows::{Component, ComponentFlow};

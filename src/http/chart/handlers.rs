@@ -12,6 +12,7 @@ use chrono::NaiveDate;
 use rust_decimal::prelude::ToPrimitive;
 
 use super::index::{parse_index_query, render_index, PER_PAGE};
+use super::marks::{ex_marks, ExMark};
 use super::page::{render_page, Charts, FormValues, PageData};
 use super::picture::{Base, Picture};
 use super::pool::RenderPool;
@@ -68,7 +69,7 @@ pub async fn svg(
         let _permit = permit;
         let curve = curve_of(&h)?;
         draw(
-            &picture(&h, &curve, &wide_title(&h), false, bench.as_deref()),
+            &picture(&h, &curve, &wide_title(&h), (false, bench.as_deref()), &[]),
             WIDTH,
             HEIGHT,
         )
@@ -194,12 +195,14 @@ fn refused(id: &str, form: &FormValues, query: Option<&str>, reason: &str) -> Re
     html_response(StatusCode::BAD_REQUEST, html)
 }
 
-/// What a page shows beside the read: the currency of its money, and
-/// when a benchmark was asked for but has no level on the range, the span
-/// of its closes (to say why and which range would draw it).
+/// What a page shows beside the read: the currency of its money, when a
+/// benchmark was asked for but has no level on the range, the span of its
+/// closes (to say why and which range would draw it), and the ex-dates of
+/// the range to mark on the chart.
 pub(super) struct PageExtra {
     currency: String,
     bench_span: Option<(NaiveDate, NaiveDate)>,
+    marks: Vec<ExMark>,
 }
 
 async fn page_extra(
@@ -218,9 +221,22 @@ async fn page_extra(
         Some(b) if undrawn => crate::query::close_span(&s.db, b.as_str()).await?,
         _ => None,
     };
+    // Like the positions table, the marks are a convenience: a read that
+    // fails draws the chart without them.
+    let marks = match (h.points.first(), h.points.last()) {
+        (Some(first), Some(last)) => {
+            let range = (first.date, last.date);
+            crate::query::actions::ex_dates(&s.db, id, range, q.known_at, &s.clock)
+                .await
+                .map(|dates| ex_marks(&dates, &currency))
+                .unwrap_or_default()
+        }
+        _ => Vec::new(),
+    };
     Ok(PageExtra {
         currency,
         bench_span,
+        marks,
     })
 }
 
@@ -267,12 +283,24 @@ fn draw_page(
     let bench = bench.as_deref();
     let charts = Charts {
         wide: draw(
-            &picture(h, &curve, &wide_title(h), form.rebase, bench),
+            &picture(
+                h,
+                &curve,
+                &wide_title(h),
+                (form.rebase, bench),
+                &extra.marks,
+            ),
             WIDTH,
             HEIGHT,
         )?,
         narrow: draw(
-            &picture(h, &curve, &narrow_title(h), form.rebase, bench),
+            &picture(
+                h,
+                &curve,
+                &narrow_title(h),
+                (form.rebase, bench),
+                &extra.marks,
+            ),
             NARROW.0,
             NARROW.1,
         )?,
@@ -361,8 +389,8 @@ pub(super) fn picture<'a>(
     h: &History,
     c: &'a Curve,
     title: &'a str,
-    rebased: bool,
-    bench: Option<&'a str>,
+    (rebased, bench): (bool, Option<&'a str>),
+    marks: &'a [ExMark],
 ) -> Picture<'a> {
     let compared = bench.is_some() && h.points.iter().any(|p| p.benchmark_index.is_some());
     let base = c
@@ -378,6 +406,7 @@ pub(super) fn picture<'a>(
         title,
         nav: &c.nav,
         base,
+        marks,
     }
 }
 
@@ -638,8 +667,18 @@ mod page_tests {
         let q = HistoryQuery::parse(Some("from=2021-01-01&calendar=all&benchmark=IDX")).unwrap();
         let curve = curve_of(&history).unwrap();
         let charts = Charts {
-            wide: draw(&picture(&history, &curve, "t", false, None), WIDTH, HEIGHT).unwrap(),
-            narrow: draw(&picture(&history, &curve, "t", false, None), 400, 520).unwrap(),
+            wide: draw(
+                &picture(&history, &curve, "t", (false, None), &[]),
+                WIDTH,
+                HEIGHT,
+            )
+            .unwrap(),
+            narrow: draw(
+                &picture(&history, &curve, "t", (false, None), &[]),
+                400,
+                520,
+            )
+            .unwrap(),
         };
         let form = FormValues::of(&non_empty_pairs(Some("from=2021-01-01&calendar=all")));
         let html = render_page(
@@ -668,9 +707,11 @@ mod page_tests {
                         value: "100.50000000".into(),
                         weight: Some(1.0),
                         unrealized_pnl: "10.50000000".into(),
+                        actions: vec![],
                     }],
                     cash: vec![],
                     receivable: "0.00000000".into(),
+                    corporate_actions: vec![],
                 }),
             }),
         );

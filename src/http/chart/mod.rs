@@ -48,6 +48,8 @@
 //! - `explain.rs`: the page explaining one day (`/portfolio/{id}/explain/{date}`);
 //! - `index.rs`: the index's dashboard — its query, table, sparklines, pager;
 //! - `value.rs`: the value chart (money, net invested, flows marked);
+//! - `marks.rs`: the ex-dates of splits and corporate actions marked on
+//!   the page's NAV chart, with what each did;
 //! - `format.rs`: money, amounts and returns written for people;
 //! - `tables.rs`: the page's tables (lines, statistics, monthly returns, last
 //!   day, positions) and the number formatting shared with the hover titles.
@@ -57,6 +59,7 @@ mod explain;
 mod format;
 mod handlers;
 mod index;
+mod marks;
 mod notices;
 mod page;
 mod picture;
@@ -69,6 +72,7 @@ mod value;
 // `svg`; the `OpenApi` derive (`http::openapi`) finds it next to `svg`.
 pub use explain::{explain_form, explain_page};
 pub use handlers::{__path_svg, index, page, svg};
+pub use marks::ExMark;
 pub use picture::{Base, Picture};
 pub use pool::RenderPool;
 pub use svg::{downsample, render, render_svg, MAX_PLOT_POINTS};

@@ -15,6 +15,9 @@ pub struct Picture<'a> {
     /// (day, recorded NAV).
     pub nav: &'a [(NaiveDate, f64)],
     pub base: Option<Base<'a>>,
+    /// The ex-dates of splits and corporate actions to mark (none outside
+    /// the portfolio page).
+    pub marks: &'a [super::marks::ExMark],
 }
 
 /// The range's starting point, W0 on the day before its first record

@@ -19,6 +19,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::axis::{DateAxis, X_LABELS};
 use super::format::fixed;
+use super::marks::mark_layer;
 use super::picture::{prepare, Legend, Picture, Prepared};
 use crate::http::html::escape_html;
 
@@ -82,6 +83,7 @@ pub fn render_svg(
             title,
             nav: points,
             base: None,
+            marks: &[],
         },
         width,
         height,
@@ -108,7 +110,7 @@ pub fn render(p: &Picture<'_>, width: u32, height: u32) -> Result<String, String
         let result = if prepared.nav.len() < 2 {
             draw_no_data(&root, &prepared.nav, p.title, &style).map(|()| String::new())
         } else {
-            draw_chart(&root, &prepared, p.title, &style)
+            draw_chart(&root, &prepared, p, &style)
         };
         hover = result.map_err(|e| format!("could not draw the chart: {e}"))?;
         root.present()
@@ -203,9 +205,15 @@ fn draw_no_data(
     Ok(())
 }
 
-/// Draws both panels; answers the hover layer (an SVG fragment).
-fn draw_chart(root: &Area<'_>, p: &Prepared, title: &str, style: &Style) -> DrawResult<String> {
-    let series = &p.nav;
+/// Draws both panels; answers the hover layer and the ex-date marks (SVG
+/// fragments, the marks on top).
+fn draw_chart(
+    root: &Area<'_>,
+    p: &Prepared,
+    picture: &Picture<'_>,
+    style: &Style,
+) -> DrawResult<String> {
+    let (title, series) = (picture.title, &p.nav);
     root.fill(&WHITE)?;
     let body = root.titled(title, (FONT, style.title).into_font().color(&TEXT_COLOR))?;
     let (_, h) = body.dim_in_pixel();
@@ -227,13 +235,16 @@ fn draw_chart(root: &Area<'_>, p: &Prepared, title: &str, style: &Style) -> Draw
     };
     let nav_chart = draw_nav_panel(&top, p, &x, &y, drawdown.worst, style)?;
     let dd_chart = draw_drawdown_panel(&bottom, &x, &drawdown, y.label_area, style)?;
-    Ok(hover_layer(
-        p,
-        &drawdown.series,
-        &nav_chart,
-        &dd_chart,
-        y.range.start,
-    ))
+    let mut layers = hover_layer(p, &drawdown.series, &nav_chart, &dd_chart, y.range.start);
+    let (_, ys) = nav_chart.plotting_area().get_pixel_range();
+    let (_, dd_ys) = dd_chart.plotting_area().get_pixel_range();
+    layers.push_str(&mark_layer(
+        picture.marks,
+        (series[0].0, series[series.len() - 1].0),
+        |d| nav_chart.backend_coord(&(d, y.range.start)).0,
+        (ys.start, dd_ys.end),
+    ));
+    Ok(layers)
 }
 
 /// A panel of the picture: dates across, numbers up.
@@ -741,6 +752,7 @@ mod tests {
             title: "p-1",
             nav: &nav,
             base: Some(base),
+            marks: &[],
         };
         let svg = render(&p, 960, 540).unwrap();
         dump("rebased.svg", &svg);
@@ -761,6 +773,18 @@ mod tests {
         )));
         // The drawdown now starts from W0, like the statistic.
         assert!(svg.contains("deepest"));
+        // An ex-date in the range is marked over both panels, on top.
+        let marks = [super::super::marks::ExMark {
+            day: day("2024-03-15"),
+            lines: vec!["split 2:1 of X".into()],
+        }];
+        let marked = render(&Picture { marks: &marks, ..p }, 960, 540).unwrap();
+        dump("marked.svg", &marked);
+        assert_eq!(marked.matches("<g class=\"ex\"").count(), 1);
+        let at = marked
+            .find("<title>2024-03-15\nsplit 2:1 of X</title>")
+            .unwrap();
+        assert!(at > marked.rfind("<g class=\"hv\"").unwrap());
 
         // Not rebased: the benchmark starts from W0 instead.
         let plain = render(
@@ -801,6 +825,7 @@ mod tests {
                 rebased: true,
                 benchmark: Some(("IDX", &index)),
             }),
+            marks: &[],
         };
         let svg = render(&p, NARROW.0, NARROW.1).unwrap();
         dump("compact.svg", &svg);

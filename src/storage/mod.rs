@@ -24,6 +24,8 @@
 //! - [`marks`]: pending recomputes and their causes;
 //! - [`outbox`]: the change feed's outbox (messages staged with a write,
 //!   claimed and marked sent by the relay, read back by streams);
+//! - [`feed_check`]: what `navd feed-check` reads beside the API's reads
+//!   (every portfolio id, each portfolio's newest staged message);
 //! - [`history`]: the daily records;
 //! - [`explain`]: what explaining one day of a portfolio reads;
 //! - [`dashboard`]: the index page's figures per portfolio, filtered and
@@ -53,6 +55,7 @@ pub(crate) mod digest;
 pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod explain;
+pub(crate) mod feed_check;
 pub mod history;
 pub(crate) mod known;
 pub(crate) mod market;

@@ -185,7 +185,15 @@ pub(crate) async fn ex_dates(
         .await?
         .ok_or(QueryError::NotFound)?;
     let cache = db.prices();
-    let mut inputs = storage::explain::load_day(&mut tx, id, to, cache, at)
+    let known = match at {
+        Some(at) => Some(
+            storage::explain::KnownInputs::read(&mut tx, id, at, cache, to)
+                .await
+                .map_err(QueryError::Failed)?,
+        ),
+        None => None,
+    };
+    let mut inputs = storage::explain::load_day(&mut tx, id, to, cache, known)
         .await
         .map_err(QueryError::Failed)?;
     let base = super::base_currency(&p, &inputs.book);

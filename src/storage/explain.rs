@@ -73,6 +73,23 @@ pub(crate) struct KnownInputs {
     pub book: PriceBook,
 }
 
+impl KnownInputs {
+    /// Reads what was known of portfolio `id` at `at`: its transaction
+    /// versions and the book of their symbols through `through`.
+    pub(crate) async fn read(
+        conn: &mut PgConnection,
+        id: &str,
+        at: DateTime<Utc>,
+        prices: &PriceCache,
+        through: NaiveDate,
+    ) -> anyhow::Result<KnownInputs> {
+        let versions = super::known::log_known_at(conn, &PortfolioId::parse(id)?, at).await?;
+        let symbols = symbols_of(&versions);
+        let book = super::known::book_known_at(conn, prices, &symbols, at, through).await?;
+        Ok(KnownInputs { at, versions, book })
+    }
+}
+
 /// Loads the inputs of portfolio `id`'s `day`, as stored or, with
 /// `known`, as known at its instant.
 pub(crate) async fn load_day(

@@ -663,25 +663,26 @@ proptest! {
         prop_assume!(k > 0 && full.records[k - 1].market_value > Decimal::ZERO);
         let amount = q * close;
         if b.tracked {
-            // Paid from cash: the value, the flows and the NAV stand.
-            prop_assert_eq!(new.market_value, old.market_value);
-            prop_assert_eq!(new.holdings_value, old.holdings_value + amount);
-            prop_assert_eq!(new.cash, old.cash - amount);
+            // Paid from cash: the value, the flows and the NAV stand (a sum
+            // of 28-digit decimals may round its last digit either way).
+            prop_assert!(same_28(new.market_value, old.market_value));
+            prop_assert!(same_28(new.holdings_value, old.holdings_value + amount));
+            prop_assert!(same_28(new.cash, old.cash - amount));
             prop_assert_eq!(new.net_flow, old.net_flow);
-            prop_assert_eq!(new.net_value, old.net_value);
+            prop_assert!(same_28(new.net_value, old.net_value));
             return Ok(());
         }
-        prop_assert_eq!(new.market_value, old.market_value + amount);
+        prop_assert!(same_28(new.market_value, old.market_value + amount));
         // A later sell that day releases cost at the new average.
         let extra_key = txs.last().unwrap().fold_key();
         if !b.txs.iter().any(|t| touches(t, symbol) && t.trade_date == *day && t.fold_key() > extra_key) {
             // Equal up to the 28-digit rounding of a moving-average cost.
             prop_assert!((new.cost - (old.cost + amount)).abs() < Decimal::new(1, 15));
         }
-        prop_assert_eq!(new.net_flow, old.net_flow + amount);
-        prop_assert_eq!(new.profit, old.profit);
+        prop_assert!(same_28(new.net_flow, old.net_flow + amount));
+        prop_assert!((new.profit - old.profit).abs() < Decimal::new(1, 15));
         if old.daily_return.is_zero() {
-            prop_assert_eq!(new.net_value, old.net_value);
+            prop_assert!(same_28(new.net_value, old.net_value));
             prop_assert!(new.daily_return.is_zero());
         } else {
             prop_assert!(new.daily_return.abs() <= old.daily_return.abs());
@@ -921,15 +922,15 @@ proptest! {
         prop_assert!(with.inconsistency.is_none());
         prop_assert_eq!(&with.records[..k], &full.records[..k]);
         let (old, new) = (&full.records[k], &with.records[k]);
-        prop_assert_eq!(new.market_value, old.market_value);
-        prop_assert_eq!(new.cash, old.cash);
+        prop_assert!(same_28(new.market_value, old.market_value));
+        prop_assert!(same_28(new.cash, old.cash));
         // A day with nothing (or a negative value) at work has r = 0
         // whatever flowed.
         prop_assume!(k > 0 && full.records[k - 1].market_value > Decimal::ZERO);
         prop_assert_eq!(new.net_flow, old.net_flow);
         if old.daily_return.is_zero() {
             for (w, f) in with.records.iter().zip(&full.records) {
-                prop_assert_eq!(w.net_value, f.net_value, "{}", w.date);
+                prop_assert!(same_28(w.net_value, f.net_value), "{}", w.date);
             }
         } else {
             prop_assert!(new.daily_return.abs() <= old.daily_return.abs());
@@ -1772,4 +1773,12 @@ proptest! {
             prop_assert!((c.net_value - r.net_value).abs() <= tolerance);
         }
     }
+}
+
+/// Equal but for the last of 28 significant digits: a sum or difference of
+/// exact 28-digit decimals rounds its last digit, so two routes to one value
+/// may differ there (relative 1e-24 leaves room for a few such steps).
+fn same_28(a: Decimal, b: Decimal) -> bool {
+    let scale = a.abs().max(b.abs()).max(Decimal::ONE);
+    (a - b).abs() <= scale * Decimal::new(1, 24)
 }

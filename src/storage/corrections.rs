@@ -64,12 +64,12 @@ pub(super) async fn check(
     let keys: Vec<Uuid> = fresh.iter().map(|(t, _, _)| t.logical_id()).collect();
     probes_only(conn, true).await?;
     let mut named = stored_corrections(conn, &keys).await?;
-    probes_only(conn, false).await?;
     let targets: Vec<Uuid> = fresh
         .iter()
         .filter_map(|(t, _, _)| t.correction.map(|c| c.corrects))
         .collect();
     let mut known = stored_targets(conn, &targets).await?;
+    probes_only(conn, false).await?;
     let mut resolve: HashSet<(String, Uuid)> = HashSet::new();
     for (t, src, fp) in fresh {
         let pid = t.portfolio_id.as_str().to_string();
@@ -167,8 +167,9 @@ fn refusal(t: &Transaction, known: &HashMap<Uuid, Target>, named: &Named) -> Opt
 }
 
 /// Turns sequential scans off (`on`) or back on for the rest of the
-/// caller's transaction. The look-ups of corrections by the id they name
-/// go through the partial indexes that hold only corrections; a log the
+/// caller's transaction: every statement of this module is a look-up by
+/// key. The look-ups of corrections by the id they name go through the
+/// partial indexes that hold only corrections; a log the
 /// planner has no statistics of yet (a fresh database filling up, before
 /// autovacuum's first ANALYZE) takes `corrects = key` for 0.5 % of its rows
 /// per key, so a batch's thousands of keys looked like every row and each
@@ -316,9 +317,9 @@ pub(super) async fn resolve(
         return Ok(());
     }
     probes_only(conn, true).await?;
-    let versions = load_versions(conn, keys).await;
-    probes_only(conn, false).await?;
-    let versions = versions.map_err(|e| sqlx::Error::Decode(e.into()))?;
+    let versions = load_versions(conn, keys)
+        .await
+        .map_err(|e| sqlx::Error::Decode(e.into()))?;
     let mut out_of_log: Vec<&Transaction> = Vec::new();
     let mut into_log: Vec<&Transaction> = Vec::new();
     for (pid, key) in keys {
@@ -358,7 +359,7 @@ pub(super) async fn resolve(
         }
     }
     move_versions(conn, &out_of_log, &into_log).await?;
-    Ok(())
+    probes_only(conn, false).await
 }
 
 /// Every stored version of the logical transactions `keys`, in both tables.

@@ -10,7 +10,10 @@
 //! - every answer is `nosniff`, and every answer to a request with
 //!   credentials is `private`;
 //! - the CSV carries every field of the JSON's points;
-//! - a client that takes brotli and not gzip gets brotli, fresh or cached.
+//! - a client that takes brotli and not gzip gets brotli, fresh or cached;
+//! - the portfolio page runs one script, its live update, from navd itself
+//!   (hashed name, immutable, `text/javascript`): its policy allows that
+//!   and no inline script, and the pages that do not subscribe allow none.
 
 mod common;
 
@@ -662,4 +665,139 @@ async fn a_client_taking_brotli_and_not_gzip_gets_brotli_fresh_or_cached() {
     }
     let later = later.expect("brotli made in the background");
     serde_json::from_slice::<Value>(&unbrotli(&later)).unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// G. The page's one script (its live update)
+// ---------------------------------------------------------------------------
+
+/// The policy's directives by name.
+fn csp(h: &HeaderMap) -> std::collections::BTreeMap<String, String> {
+    h["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .filter_map(|d| {
+            let d = d.trim();
+            let (name, value) = d.split_once(' ').unwrap_or((d, ""));
+            (!name.is_empty()).then(|| (name.to_string(), value.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Every `<script …>` tag of a page.
+fn script_tags(html: &str) -> Vec<&str> {
+    html.match_indices("<script")
+        .map(|(i, _)| &html[i..i + html[i..].find('>').unwrap() + 1])
+        .collect()
+}
+
+#[tokio::test]
+async fn the_page_runs_only_its_own_script_served_immutable() {
+    let app = spawn(jwt_auth(), protection(), golden_today()).await;
+    golden_book(&app).await;
+    let cookie = format!("navd_token={}", reader());
+    let get = |path: String, cookie: Option<String>| {
+        let c = client();
+        let url = app.url(&path);
+        async move {
+            let mut req = c.get(url);
+            if let Some(v) = cookie {
+                req = req.header(COOKIE, v);
+            }
+            req.send().await.unwrap()
+        }
+    };
+
+    // The page names the script once, by a hashed path, deferred, with
+    // its integrity; nothing inline, no handler attributes.
+    let page = get(PAGE.into(), Some(cookie.clone())).await;
+    assert_eq!(page.status(), 200);
+    let policy = csp(page.headers());
+    let html = page.text().await.unwrap();
+    let tags = script_tags(&html);
+    assert_eq!(tags.len(), 1, "{tags:?}");
+    let src = tags[0]
+        .split("src=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap();
+    assert!(
+        src.starts_with("/assets/live-") && src.ends_with(".js"),
+        "{src}"
+    );
+    assert!(tags[0].contains(" defer") && tags[0].contains("integrity=\"sha256-"));
+    assert!(html.contains("</script>") && html.matches("</script>").count() == 1);
+    assert!(!html.contains(" onclick=") && !html.contains(" onload="));
+    assert!(html.contains("data-stream=\"/api/v1/portfolio/golden-1/nav-history/stream\""));
+    // The policy lets that script run and reach the stream, nothing else.
+    assert_eq!(policy["default-src"], "'none'");
+    assert_eq!(policy["script-src"], "'self'");
+    assert_eq!(policy["connect-src"], "'self'");
+    for (name, value) in &policy {
+        if name != "style-src" {
+            assert!(!value.contains("unsafe"), "{name} {value}");
+        }
+    }
+
+    // The script: JavaScript, the same for everyone, cached for a year,
+    // with or without the cookie (a public answer stays public).
+    for c in [None, Some(cookie.clone())] {
+        let r = get(src.into(), c.clone()).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()[CONTENT_TYPE], "text/javascript; charset=utf-8");
+        assert_eq!(
+            cache_control(r.headers()),
+            "public, max-age=31536000, immutable",
+            "{c:?}"
+        );
+        assert_eq!(r.headers()["x-content-type-options"], "nosniff");
+        let body = r.text().await.unwrap();
+        assert!(body.contains("new EventSource(") && !body.contains("eval("));
+        // Its integrity is what the page says.
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(body.as_bytes());
+        let sri = base64::engine::general_purpose::STANDARD.encode(digest);
+        assert!(tags[0].contains(&format!("integrity=\"sha256-{sri}\"")));
+    }
+    // Another name is no script (a cache never holds new content under it).
+    let r = get("/assets/live-000000000000.js".into(), None).await;
+    assert_eq!(r.status(), 404);
+
+    // The stream takes the page's sign-in cookie.
+    let r = get(
+        "/api/v1/portfolio/golden-1/nav-history/stream".into(),
+        Some(cookie.clone()),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()[CONTENT_TYPE], "text/event-stream");
+    drop(r);
+
+    // A page as known at an instant never changes: no script, and a
+    // policy that allows none; nor do the other pages run one.
+    // (An instant after the book was stored: it is known then.)
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    for path in [
+        format!("{PAGE}?as_known_at={at}"),
+        "/".to_string(),
+        format!("{PAGE}/explain/2024-01-15"),
+        format!("{PAGE}?from=x"),
+    ] {
+        let r = get(path.clone(), Some(cookie.clone())).await;
+        assert!(
+            r.headers().contains_key("content-security-policy"),
+            "{path}: {} {:?}",
+            r.status(),
+            r.headers()
+        );
+        let policy = csp(r.headers());
+        assert_eq!(policy["default-src"], "'none'", "{path}");
+        assert!(!policy.contains_key("script-src"), "{path}: {policy:?}");
+        let html = r.text().await.unwrap();
+        assert!(script_tags(&html).is_empty(), "{path}");
+        assert!(!html.contains("data-stream"), "{path}");
+    }
 }

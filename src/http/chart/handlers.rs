@@ -11,6 +11,7 @@ use axum::Extension;
 use chrono::NaiveDate;
 use rust_decimal::prelude::ToPrimitive;
 
+use super::assets::{subscribes, PAGE_CSP};
 use super::index::{parse_index_query, render_index, PER_PAGE};
 use super::marks::{ex_marks, ExMark};
 use super::page::{render_page, Charts, FormValues, PageData};
@@ -101,8 +102,10 @@ pub async fn svg(
 }
 
 /// `GET /portfolio/{id}`: a human view of the curve (status, statistics,
-/// picture, date-range form). Plain HTML without JavaScript or external
-/// assets, so it works behind any proxy and prints or screenshots as is.
+/// picture, date-range form). Plain HTML without external assets, so it
+/// works behind any proxy and prints or screenshots as is; it needs no
+/// JavaScript, and with it redraws itself when its history changes (one
+/// small script of navd's own, `assets.rs`; not as known at an instant).
 ///
 /// Its query is the JSON GET's plus the page's own `rebase=1` (draw the
 /// range rebased to 1 on the day before it; docs/chart.md). With
@@ -172,6 +175,7 @@ pub async fn page(
         None => None,
     };
     let extra = page_extra(&s, id.as_str(), &h, &q).await?;
+    let live = subscribes(&q);
     let html = RenderPool::run(slot, move || {
         let _permit = permit;
         draw_page(
@@ -185,7 +189,15 @@ pub async fn page(
         )
     })
     .await?;
-    Ok(html_response(StatusCode::OK, html))
+    let mut resp = html_response(StatusCode::OK, html);
+    if live {
+        // The page then runs its live update's script (assets.rs).
+        resp.headers_mut().insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(PAGE_CSP),
+        );
+    }
+    Ok(resp)
 }
 
 /// The page's answer to a query it cannot show (400): the form as typed,
@@ -482,7 +494,9 @@ pub(super) fn html_response(status: StatusCode, html: String) -> Response {
                 header::X_CONTENT_TYPE_OPTIONS,
                 HeaderValue::from_static("nosniff"),
             ),
-            // No script anywhere: say so, so an injection could not run one.
+            // No script: say so, so an injection could not run one. (The
+            // portfolio page that redraws itself allows its one script,
+            // from its own origin: `assets::PAGE_CSP`.)
             (
                 header::CONTENT_SECURITY_POLICY,
                 HeaderValue::from_static(
@@ -716,7 +730,10 @@ mod page_tests {
             }),
         );
         assert!(html.contains("<svg"));
-        assert!(!html.contains("<script"));
+        // One script only: the live update's, from navd itself.
+        assert_eq!(html.matches("<script").count(), 1);
+        assert!(html.contains("<script src=\"/assets/live-"));
+        assert!(html.contains("data-stream=\"/api/v1/portfolio/"));
         assert!(html.contains("sell of &lt;XYZ&gt; exceeds"));
         assert!(html.contains("-12.34%") && html.contains("15.67%") && html.contains("0.81"));
         assert!(html.contains("not recovered yet"));

@@ -12,9 +12,13 @@
 //!   `image/svg+xml`; a browser's login cookie is accepted as well as the
 //!   header (`auth::BrowserCaller`), since the page links to it;
 //! - [`page()`]: `GET /portfolio/{id}`, a small self-contained HTML page (no
-//!   JavaScript, no external assets) with a date-range form, the SVG inlined
-//!   (wide and compact, CSS picks by width), the status and the statistics;
-//!   `benchmark=` and the page's own `rebase=1` (docs/chart.md);
+//!   external assets; JavaScript only for the live update) with a
+//!   date-range form, the SVG inlined (wide and compact, CSS picks by
+//!   width), the status and the statistics; `benchmark=` and the page's
+//!   own `rebase=1` (docs/chart.md);
+//! - [`live_script`]: `GET /assets/live-<hash>.js`, the page's one script:
+//!   with JavaScript the page redraws itself when a change of its history
+//!   arrives on its change stream (`assets.rs`);
 //! - [`index`]: `GET /`, a dashboard of the portfolios the caller may see
 //!   (value in money, the day's, year's and total return, status, a
 //!   sparkline), sorted, filtered and paged by the server.
@@ -46,6 +50,8 @@
 //! - `notices.rs`: what the page says it cannot show and what to do —
 //!   the inconsistency's advice, an undrawable benchmark or range;
 //! - `explain.rs`: the page explaining one day (`/portfolio/{id}/explain/{date}`);
+//! - `assets.rs` and `live.js`: the live update — the script, its route,
+//!   the page's attributes for it and the policy that lets it run;
 //! - `index.rs`: the index's dashboard — its query, table, sparklines, pager;
 //! - `value.rs`: the value chart (money, net invested, flows marked);
 //! - `marks.rs`: the ex-dates of splits and corporate actions marked on
@@ -54,6 +60,7 @@
 //! - `tables.rs`: the page's tables (lines, statistics, monthly returns, last
 //!   day, positions) and the number formatting shared with the hover titles.
 
+mod assets;
 mod axis;
 mod explain;
 mod format;
@@ -70,6 +77,7 @@ mod value;
 
 // `__path_svg` is the OpenAPI description `#[utoipa::path]` generates for
 // `svg`; the `OpenApi` derive (`http::openapi`) finds it next to `svg`.
+pub use assets::{live_script, live_script_path};
 pub use explain::{explain_form, explain_page};
 pub use handlers::{__path_svg, index, page, svg};
 pub use marks::ExMark;

@@ -2,13 +2,15 @@
 //! status, the date-range form, the inlined pictures and the tables under
 //! them) and [`render_index`] (the portfolios the caller may see), with
 //! their stylesheet, the form's values and what a page is made of. Plain
-//! HTML without JavaScript or external assets; everything a person typed
-//! or a record holds is escaped.
+//! HTML that needs no JavaScript (the portfolio page's one script, its
+//! live update, is `assets.rs`'s); everything a person typed or a record
+//! holds is escaped.
 
 use std::fmt::Write as _;
 
 use chrono::NaiveDate;
 
+use super::assets::live_region;
 use super::notices::{page_link, write_inconsistency, write_undrawn, Asked};
 use super::tables::{
     opt_date, write_last_day, write_lines, write_periods, write_positions, write_stats,
@@ -199,7 +201,12 @@ pub(super) fn render_page(
     let mut h = String::with_capacity(64 * 1024);
     head(&mut h, &format!("NAV \u{2014} {id}"), CSS_PAGE);
     match &data {
-        Ok(d) => write_heading(&mut h, &id_e, d.history),
+        // `live-head` and `live` are what the live update swaps (assets.rs).
+        Ok(d) => {
+            h.push_str("<div id=\"live-head\">\n");
+            write_heading(&mut h, &id_e, d.history);
+            h.push_str("</div>\n");
+        }
         Err(_) => {
             let _ = writeln!(h, "<h1>Portfolio {id_e}</h1>");
         }
@@ -213,7 +220,13 @@ pub(super) fn render_page(
                 escape_html(reason)
             );
         }
-        Ok(d) => write_sections(&mut h, id, form, query, d),
+        Ok(d) => {
+            let (attrs, script) = live_region(id, d.history, d.query);
+            let _ = writeln!(h, "<div id=\"live\"{attrs}>");
+            write_sections(&mut h, id, form, query, d);
+            h.push_str("</div>\n");
+            h.push_str(&script);
+        }
     }
     h.push_str("</main>\n</body>\n</html>\n");
     h

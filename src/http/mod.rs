@@ -73,6 +73,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .nest("/api/v1", api)
         .route("/", get(chart::index))
         .route("/portfolio/{id}", get(chart::page))
+        .route("/composite", get(chart::composite_page))
         .route("/portfolio/{id}/explain", get(chart::explain_form))
         .route("/portfolio/{id}/explain/{date}", get(chart::explain_page))
         .route("/login", get(login::form).post(login::login))

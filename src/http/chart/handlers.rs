@@ -151,6 +151,11 @@ pub async fn page(
         }
         Err(e) => return Err(e),
     };
+    // The rolling chart's window, unless the address gives one.
+    let q = HistoryQuery {
+        rolling: q.rolling.or(Some(super::rolling::ROLLING_DEFAULT)),
+        ..q
+    };
     let permit = s.guards.admit_work(&caller, peer)?;
     let slot = RenderPool::global().slot().await?;
     let h = match read_history(&s.db, id.as_str(), &q, &s.clock).await {
@@ -203,6 +208,7 @@ pub(super) struct PageExtra {
     currency: String,
     bench_span: Option<(NaiveDate, NaiveDate)>,
     marks: Vec<ExMark>,
+    movers: Option<crate::query::attribution::Attribution>,
 }
 
 async fn page_extra(
@@ -233,10 +239,12 @@ async fn page_extra(
         }
         _ => Vec::new(),
     };
+    let movers = super::movers::read_movers(s, id, h, q).await;
     Ok(PageExtra {
         currency,
         bench_span,
         marks,
+        movers,
     })
 }
 
@@ -258,6 +266,7 @@ fn draw_page(
         positions: held,
         currency: &extra.currency,
         bench_span: extra.bench_span,
+        movers: extra.movers.as_ref(),
     };
     if form.value_view {
         let charts = Charts {
@@ -691,6 +700,7 @@ mod page_tests {
                 charts: &charts,
                 currency: "USD",
                 bench_span: None,
+                movers: None,
                 positions: Some(&crate::query::Positions {
                     portfolio_id: "p-1001".into(),
                     date: day("2023-12-29"),

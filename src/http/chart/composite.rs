@@ -31,8 +31,8 @@ use super::page::{head, write_form, FormValues, CSS_PAGE};
 use super::pool::RenderPool;
 use super::rolling::ROLLING_DEFAULT;
 use super::svg::{HEIGHT, NARROW, WIDTH};
-use super::tables::{opt_date, write_last_day, write_lines, write_periods, write_stats};
-use super::tearsheet::{write_rolling, write_tear_sheet, CSS_TEAR};
+use super::tables::{opt_date, write_last_day, write_lines, write_periods};
+use super::tearsheet::{write_rolling, write_statistics, CSS_TEAR};
 use crate::http::auth::SCOPE_READ;
 use crate::http::error::ApiError;
 use crate::http::guard::PeerAddr;
@@ -311,11 +311,8 @@ fn write_sections(h: &mut String, asked: &Asked, d: &Shown<'_>) {
     let bench = d.query.benchmark.as_ref().map(|b| b.as_str());
     write_lines(h, d.history, asked.form.rebase, bench);
     h.push_str("</div>\n");
-    if let Some(n) = d.query.rolling {
-        write_rolling(h, &d.history.points, n);
-    }
-    write_stats(h, &d.history.statistics, d.query);
-    write_tear_sheet(h, &d.history.statistics);
+    write_rolling(h, &d.history.points, d.query.rolling);
+    write_statistics(h, &d.history.statistics, d.query);
     write_periods(h, &d.history.statistics.periods);
     if let Some(last) = d.history.points.last() {
         write_last_day(h, last, d.currency);

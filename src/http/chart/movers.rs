@@ -115,8 +115,12 @@ fn rows(a: &Attribution, top: usize) -> Vec<Row> {
 }
 
 /// The "what moved it" card: the range, then a row per mover (its P&L in
-/// money and its contribution to the return) and the totals.
-pub(super) fn write_movers(h: &mut String, a: &Attribution, currency: &str) {
+/// money and its contribution to the return) and the totals; nothing
+/// without an attribution.
+pub(super) fn write_movers(h: &mut String, a: Option<&Attribution>, currency: &str) {
+    let Some(a) = a else {
+        return;
+    };
     let _ = writeln!(
         h,
         "<div class=\"card scroll movers\"><h2>What moved it, {} to {}</h2>\
@@ -203,7 +207,7 @@ mod tests {
             ("28.00000000", "0.023890164562"),
         );
         let mut h = String::new();
-        write_movers(&mut h, &a, "USD");
+        write_movers(&mut h, Some(&a), "USD");
         let aaa = h.find(">AAA</th>").unwrap();
         let fees = h.find(">Fees and taxes</th>").unwrap();
         let total = h.find(">Total</th>").unwrap();

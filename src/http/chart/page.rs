@@ -11,8 +11,7 @@ use chrono::NaiveDate;
 
 use super::notices::{page_link, write_inconsistency, write_undrawn, Asked};
 use super::tables::{
-    opt_date, write_last_day, write_lines, write_periods, write_positions, write_stats,
-    write_value_summary,
+    opt_date, write_last_day, write_lines, write_periods, write_positions, write_value_summary,
 };
 use crate::http::html::escape_html;
 use crate::query::attribution::Attribution;
@@ -380,15 +379,10 @@ fn write_sections(
         );
     }
     h.push_str("</div>\n");
-    if let Some(n) = d.query.rolling {
-        super::tearsheet::write_rolling(h, &d.history.points, n);
-    }
-    write_stats(h, &d.history.statistics, d.query);
-    super::tearsheet::write_tear_sheet(h, &d.history.statistics);
+    super::tearsheet::write_rolling(h, &d.history.points, d.query.rolling);
+    super::tearsheet::write_statistics(h, &d.history.statistics, d.query);
     write_periods(h, &d.history.statistics.periods);
-    if let Some(a) = d.movers {
-        super::movers::write_movers(h, a, d.currency);
-    }
+    super::movers::write_movers(h, d.movers, d.currency);
     if let Some(last) = d.history.points.last() {
         write_last_day(h, last, d.currency);
         write_explain_links(h, id, d.history);

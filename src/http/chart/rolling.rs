@@ -109,10 +109,10 @@ pub(super) fn render_rolling(points: &[Point], window: usize, width: u32, height
     let vol = runs(points, volatility);
     let shp = runs(points, sharpe);
     let (Some(first), Some(last)) = (points.first(), points.last()) else {
-        return no_data(s, w, h, window);
+        return no_data(s, (w, h), window, compact);
     };
     if vol.iter().all(|r| r.len() < 2) {
-        return no_data(s, w, h, window);
+        return no_data(s, (w, h), window, compact);
     }
     let left = if compact { 46.0 } else { 64.0 };
     let (right, gap) = (14.0, if compact { 62.0 } else { 56.0 });
@@ -145,8 +145,18 @@ pub(super) fn render_rolling(points: &[Point], window: usize, width: u32, height
     };
     let (top, step_v) = frame(34.0, &vol, true);
     let (bottom, step_s) = frame(34.0 + panel_h + gap, &shp, false);
-    let vol_title = format!("Volatility of the last {window} returns (annualised)");
-    let shp_title = format!("Sharpe ratio of the last {window} returns");
+    // Compact titles fit a phone's 360 px from the picture's left edge.
+    let (vol_title, shp_title) = if compact {
+        (
+            format!("Volatility, last {window} returns (annualised)"),
+            format!("Sharpe ratio, last {window} returns"),
+        )
+    } else {
+        (
+            format!("Volatility of the last {window} returns (annualised)"),
+            format!("Sharpe ratio of the last {window} returns"),
+        )
+    };
     panel(&mut s, &top, (step_v, true), (&vol_title, compact));
     panel(&mut s, &bottom, (step_s, false), (&shp_title, compact));
     lines(&mut s, &top, &vol, (VOL_COLOR, "volatility", true));
@@ -155,13 +165,14 @@ pub(super) fn render_rolling(points: &[Point], window: usize, width: u32, height
     s
 }
 
-fn no_data(mut s: String, w: f64, h: f64, window: usize) -> String {
+fn no_data(mut s: String, (w, h): (f64, f64), window: usize, compact: bool) -> String {
     let _ = write!(
         s,
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#787878\">\
-         fewer than {window} returns in this range: no rolling figures</text></svg>",
+         fewer than {window} returns{}: no rolling figures</text></svg>",
         w / 2.0,
-        h / 2.0
+        h / 2.0,
+        if compact { "" } else { " in this range" }
     );
     s
 }
@@ -171,7 +182,7 @@ fn panel(s: &mut String, p: &Panel, (step, pct): (f64, bool), (title, compact): 
     let _ = write!(
         s,
         "<text x=\"{}\" y=\"{}\" fill=\"#282828\" font-weight=\"600\">{}</text>",
-        p.x,
+        if compact { 8.0 } else { p.x },
         p.y - 10.0,
         escape_html(title)
     );

@@ -12,8 +12,9 @@ use projections::{Statistics, Trailing};
 use super::format::{fixed, signed_pct, NULL};
 use super::rolling::render_rolling;
 use super::svg::NARROW;
+use super::tables::write_stats;
 use crate::http::html::escape_html;
-use crate::query::Point;
+use crate::query::{HistoryQuery, Point};
 
 /// The rolling chart's size on a screen and on a phone.
 const ROLLING_WIDE: (u32, u32) = (960, 340);
@@ -26,8 +27,12 @@ fn pct(v: Option<f64>) -> (String, &'static str) {
 }
 
 /// The card of the rolling chart (wide and compact, CSS picks), under the
-/// NAV and drawdown panels; `window` is the read's `rolling`.
-pub(super) fn write_rolling(h: &mut String, points: &[Point], window: usize) {
+/// NAV and drawdown panels; `window` is the read's `rolling` (none: no
+/// card).
+pub(super) fn write_rolling(h: &mut String, points: &[Point], window: Option<usize>) {
+    let Some(window) = window else {
+        return;
+    };
     let label = format!("rolling volatility and Sharpe ratio over {window} returns");
     let _ = writeln!(
         h,
@@ -42,9 +47,15 @@ pub(super) fn write_rolling(h: &mut String, points: &[Point], window: usize) {
     );
 }
 
+/// The statistics' card, then the tear sheet's.
+pub(super) fn write_statistics(h: &mut String, s: &Statistics, q: &HistoryQuery) {
+    write_stats(h, s, q);
+    write_tear_sheet(h, s);
+}
+
 /// The tear sheet's cards: the trailing returns, the drawdowns, and the
 /// distribution of the returns.
-pub(super) fn write_tear_sheet(h: &mut String, s: &Statistics) {
+fn write_tear_sheet(h: &mut String, s: &Statistics) {
     write_trailing(h, &s.tear_sheet.trailing);
     write_drawdowns(h, s);
     write_distribution(h, s);

@@ -11,8 +11,8 @@
 //! horizontal overflow (measured by a probe script run in the page), and
 //! screenshots: the viewport's in the target directory, the whole page's
 //! in `docs/screenshots/` (committed, rewritten by each run: the index, a
-//! portfolio with a benchmark, its value chart, an inconsistent one, at
-//! 1400 and 400 px; docs/chart.md). Every page looked at is checked for
+//! portfolio with a benchmark, its value chart, an inconsistent one, the
+//! composite of two, at 1400 and 400 px; docs/chart.md). Every page looked at is checked for
 //! horizontal overflow at both widths. The page's own answers that need no
 //! browser (as recorded, refusals, the dashboard's sorting, filtering and
 //! paging) are checked over plain HTTP.
@@ -408,6 +408,15 @@ async fn portfolio_page_with_benchmark_and_rebase_at_1400_and_400_px() {
             "ACME's value {acme_value} {ctx}"
         );
         assert!(dom.contains("aria-current=\"page\">Unit NAV</a>"), "{ctx}");
+        // The tear sheet, the rolling chart and what moved the range.
+        assert!(dom.contains("<h2>Deepest drawdowns</h2>"), "{ctx}");
+        assert!(dom.contains("data-period=\"YTD\">"), "{ctx}");
+        assert!(dom.matches("class=\"rolling\"").count() >= 4, "{ctx}");
+        assert!(
+            dom.contains("<h2>What moved it, 2023-04-01 to 2023-09-30</h2>")
+                && dom.contains("<th>P&amp;L since 2023-04-01</th>"),
+            "{ctx}"
+        );
 
         // Layout: no horizontal overflow, and the picture for the width.
         assert_fits(&probe, w, &format!("portfolio {ctx}"));
@@ -717,9 +726,44 @@ async fn value_chart_inconsistent_and_undrawable_pages_at_1400_and_400_px() {
         assert!(dom.contains("records run through 2024-01-05"));
     }
 
-    // The index lists every portfolio, the inconsistent one too, and
-    // fits a phone.
+    // The composite of two portfolios, drawn like a portfolio's page.
+    let api = json(
+        &app,
+        "/api/v1/composite/nav-history?portfolios=chart-1,chart-2&benchmark=IDX",
+    )
+    .await;
+    let last = api["points"].as_array().unwrap().last().unwrap().clone();
+    let total = money(last["market_value"].as_str().unwrap());
+    let url = app.url("/composite?portfolios=chart-1&portfolios=chart-2&benchmark=IDX");
+    for ((w, h), dom, probe) in look_at(&url, "composite").await {
+        let ctx = format!("composite at {w}x{h}");
+        assert!(dom.contains("Composite of 2 portfolios"), "{ctx}");
+        assert!(
+            dom.contains("href=\"/portfolio/chart-2\">chart-2</a>"),
+            "{ctx}"
+        );
+        assert!(
+            dom.contains(&format!("<td class=\"num\">{total}</td>")),
+            "{total} {ctx}"
+        );
+        assert!(
+            dom.contains(">Beta<") && dom.contains("<h2>Deepest drawdowns</h2>"),
+            "{ctx}"
+        );
+        assert!(dom.matches("class=\"rolling\"").count() >= 4, "{ctx}");
+        assert!(
+            dom.contains("name=\"portfolios\" value=\"chart-1,chart-2\""),
+            "{ctx}"
+        );
+        let shown = if w < 600 { "narrow" } else { "wide" };
+        assert_eq!(probe[shown]["display"], "block", "{ctx}: {probe}");
+    }
+
+    // The index lists every portfolio, the inconsistent one too, with a
+    // box to combine each, and fits a phone.
     for ((w, h), dom, probe) in look_at(&app.url("/"), "index").await {
+        assert!(dom.contains("value=\"chart-2\" form=\"combine\""));
+        assert!(dom.contains("Combine the selected portfolios</button>"));
         let ctx = format!("index at {w}x{h}");
         assert!(
             dom.contains("href=\"/portfolio/chart-1\">chart-1</a>"),
@@ -740,9 +784,12 @@ async fn value_chart_inconsistent_and_undrawable_pages_at_1400_and_400_px() {
 
 /// The rows' portfolio ids, in order.
 fn ids_in(html: &str) -> Vec<String> {
-    html.split("<th scope=\"row\" class=\"pid\"><a href=\"/portfolio/")
+    html.split("<th scope=\"row\" class=\"pid\">")
         .skip(1)
-        .map(|s| s.split('"').next().unwrap().to_string())
+        .map(|s| {
+            let link = s.split("<a href=\"/portfolio/").nth(1).unwrap();
+            link.split('"').next().unwrap().to_string()
+        })
         .collect()
 }
 

@@ -2,16 +2,15 @@
 //! pure code: every listed range's total and components, money exactly and
 //! contributions to 12 places, and the two sums exact before rounding.
 //!
-//! A portfolio whose events the fold cannot read yet (corporate actions
-//! beyond splits, return of capital) is reported pending, by name, rather
-//! than compared: it is compared as soon as those events parse.
-
-use std::collections::BTreeSet;
+//! Every portfolio of the golden is compared, those with corporate actions
+//! too: a symbol change carries the position's value (and so its P&L from
+//! then on) to the new symbol at the ex-date's price, a return of capital
+//! is an Out of its security.
 
 use chrono::NaiveDate;
 use projections::{
-    attribute, fold, money_text, parse_fx, parse_price, parse_split, parse_transaction, ratio_text,
-    Currency, PriceBook, Transaction,
+    attribute, fold, money_text, parse_corporate_action, parse_fx, parse_price, parse_transaction,
+    ratio_text, CorporateEvent, Currency, PriceBook, Transaction,
 };
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -22,23 +21,16 @@ fn date(v: &Value) -> NaiveDate {
     v.as_str().unwrap().parse().unwrap()
 }
 
-/// The golden's log, and the portfolios it cannot be folded for yet.
-fn log(json: &Value) -> (Vec<Transaction>, PriceBook, BTreeSet<String>) {
-    let mut pending = BTreeSet::new();
+/// The golden's log and its prices, rates and corporate actions.
+fn log(json: &Value) -> (Vec<Transaction>, PriceBook) {
     let mut txs = Vec::new();
     let mut prices = PriceBook::with_default_currency(
         Currency::parse(json["default_currency"].as_str().unwrap()).unwrap(),
     );
     for v in json["transactions"].as_array().unwrap() {
-        match parse_transaction(v.to_string().as_bytes()) {
-            Ok(mut t) => {
-                t.seq = txs.len() as i64;
-                txs.push(t);
-            }
-            Err(_) => {
-                pending.insert(v["portfolio_id"].as_str().unwrap().to_string());
-            }
-        }
+        let mut t = parse_transaction(v.to_string().as_bytes()).unwrap();
+        t.seq = txs.len() as i64;
+        txs.push(t);
     }
     for v in json["prices"].as_array().unwrap() {
         let p = parse_price(v.to_string().as_bytes()).unwrap();
@@ -47,37 +39,28 @@ fn log(json: &Value) -> (Vec<Transaction>, PriceBook, BTreeSet<String>) {
     for v in json["fx"].as_array().unwrap() {
         prices.insert_rate(&parse_fx(v.to_string().as_bytes()).unwrap());
     }
+    let mut seq = 0;
     for v in json["corporate_actions"].as_array().unwrap() {
-        match parse_split(v.to_string().as_bytes()) {
-            Ok(s) => prices.apply_split(&s),
-            Err(_) => {
-                // Every portfolio trading the action's symbol.
-                let sym = v["symbol"].as_str().unwrap();
-                for t in json["transactions"].as_array().unwrap() {
-                    if t["symbol"].as_str() == Some(sym) {
-                        pending.insert(t["portfolio_id"].as_str().unwrap().to_string());
-                    }
-                }
+        match parse_corporate_action(v.to_string().as_bytes()).unwrap() {
+            CorporateEvent::Split(s) => prices.apply_split(&s),
+            CorporateEvent::Action(mut a) => {
+                seq += 1;
+                a.seq = seq;
+                prices.apply_action(&a);
             }
         }
     }
-    (txs, prices, pending)
+    (txs, prices)
 }
 
 #[test]
 fn attribution_golden() {
     let json: Value = serde_json::from_str(GOLDEN).unwrap();
     let today = date(&json["today"]);
-    let (txs, prices, pending) = log(&json);
+    let (txs, prices) = log(&json);
     let mut compared = 0;
-    for (id, book) in json["portfolios"].as_object().unwrap() {
-        if pending.contains(id) {
-            eprintln!(
-                "PENDING {id}: its events include corporate actions or a return of capital, \
-                 which the fold does not read yet"
-            );
-            continue;
-        }
+    let portfolios = json["portfolios"].as_object().unwrap();
+    for (id, book) in portfolios {
         let mine: Vec<Transaction> = txs
             .iter()
             .filter(|t| t.portfolio_id.as_str() == id)
@@ -147,5 +130,81 @@ fn attribution_golden() {
             compared += 1;
         }
     }
-    assert!(compared > 0, "no range compared");
+    let ranges: usize = portfolios
+        .values()
+        .map(|b| b["expected_attribution"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(compared, ranges, "every range of every portfolio compared");
+}
+
+/// The corporate-actions golden (spin-offs, mergers with and without
+/// shares or cash, a rename, returns of capital, none and tracked cash):
+/// every single day and the whole history of each portfolio attributed,
+/// the parts adding up to the fold's own profit and return, and on each
+/// action's ex-date the new symbol gaining nothing the day it arrives (it
+/// comes in at the price it is valued at that day) unless the portfolio
+/// also traded it that day.
+#[test]
+fn corporate_actions_move_value_between_symbols() {
+    let json: Value =
+        serde_json::from_str(include_str!("../../fixtures/golden/corporate-actions.json")).unwrap();
+    let today = date(&json["today"]);
+    let (txs, prices) = log(&json);
+    let actions = json["corporate_actions"].as_array().unwrap();
+    let mut days = 0;
+    for id in json["portfolios"].as_object().unwrap().keys() {
+        let mine: Vec<Transaction> = txs
+            .iter()
+            .filter(|t| t.portfolio_id.as_str() == id)
+            .cloned()
+            .collect();
+        let records = fold(&mine, &prices, today).unwrap().records;
+        let ranges = records
+            .iter()
+            .map(|r| (r.date, r.date))
+            .chain(records.first().map(|r| (r.date, today)));
+        for (from, to) in ranges {
+            let Ok(Some(a)) = attribute(&mine, &prices, from, to).unwrap() else {
+                continue;
+            };
+            let at = |d: NaiveDate| records.iter().find(|r| r.date == d);
+            let before = from.pred_opt().and_then(at);
+            let (p0, n0) =
+                before.map_or((Decimal::ZERO, Decimal::ONE), |r| (r.profit, r.net_value));
+            let last = at(a.to).unwrap();
+            let ctx = format!("{id} {from}..{to}");
+            let pnl: Decimal = a.components.iter().map(|c| c.pnl).sum();
+            assert_eq!(pnl, a.pnl, "{ctx} Σ pnl");
+            // Carried at 20 places (projections::attribution).
+            assert!(
+                (a.pnl - (last.profit - p0)).abs() <= Decimal::new(1, 20),
+                "{ctx} pnl {} {}",
+                a.pnl,
+                last.profit - p0
+            );
+            let ratio = last.net_value / n0 - Decimal::ONE;
+            assert!(
+                (a.total_return - ratio).abs() <= Decimal::new(1, 26),
+                "{ctx} return"
+            );
+            for act in actions.iter().filter(|x| x["ex_date"] == from.to_string()) {
+                let Some(new) = act["new_symbol"].as_str() else {
+                    continue;
+                };
+                let traded = mine.iter().any(|t| {
+                    t.trade_date <= from
+                        && t.kind.position_symbol().map(|s| s.as_str()) == Some(new)
+                });
+                let arrived = a
+                    .components
+                    .iter()
+                    .find(|c| c.component.name() == format!("symbol:{new}"));
+                if let (Some(c), false, true) = (arrived, traded, from == to) {
+                    assert_eq!(c.pnl, Decimal::ZERO, "{ctx}: {new} arrives at its value");
+                }
+            }
+            days += 1;
+        }
+    }
+    assert!(days > 20, "{days} ranges attributed");
 }

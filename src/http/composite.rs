@@ -181,6 +181,9 @@ impl From<CompositeFailure> for ApiError {
     fn from(e: CompositeFailure) -> Self {
         match e {
             CompositeFailure::Query(q) => q.into(),
+            // The same 404 as any unknown portfolio: the API does not say
+            // which member (a hidden one is a 404 without a name too).
+            CompositeFailure::Unknown(_) => ApiError::NotFound,
             e @ CompositeFailure::Currencies(_) => ApiError::BadRequest(e.to_string()),
             e @ CompositeFailure::Inconsistent(_) => ApiError::Conflict(e.to_string()),
         }

@@ -74,6 +74,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .route("/", get(chart::index))
         .route("/portfolio/{id}", get(chart::page))
         .route(chart::live_script_path(), get(chart::live_script))
+        .route("/composite", get(chart::composite_page))
         .route("/portfolio/{id}/explain", get(chart::explain_form))
         .route("/portfolio/{id}/explain/{date}", get(chart::explain_page))
         .route("/login", get(login::form).post(login::login))

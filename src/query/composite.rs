@@ -21,6 +21,10 @@ use crate::storage::{self, Db, HistoryRow, PortfolioRow};
 pub(crate) enum CompositeFailure {
     #[error(transparent)]
     Query(#[from] QueryError),
+    /// A member that does not exist (the API answers it as any unknown
+    /// portfolio; the composite page names it).
+    #[error("portfolio `{0}` is unknown")]
+    Unknown(String),
     /// The members do not share a base currency: each with its own.
     #[error("members do not share a base currency: {}", .0.iter().map(|(p, c)| format!("{p} ({c})")).collect::<Vec<_>>().join(", "))]
     Currencies(Vec<(String, Currency)>),
@@ -54,8 +58,12 @@ pub(crate) async fn read_composite(
         Some((at, today)) => {
             let mut out = Vec::with_capacity(ids.len());
             for id in ids {
-                let pid = projections::PortfolioId::parse(id).map_err(|_| QueryError::NotFound)?;
-                let k = super::known::known_at(db, &pid, at, today, &[]).await?;
+                let unknown = || CompositeFailure::Unknown(id.clone());
+                let pid = projections::PortfolioId::parse(id).map_err(|_| unknown())?;
+                let k = match super::known::known_at(db, &pid, at, today, &[]).await {
+                    Err(QueryError::NotFound) => return Err(unknown()),
+                    k => k?,
+                };
                 out.push(Member {
                     row: k.portfolio,
                     rows: k.rows,
@@ -109,14 +117,14 @@ pub(crate) async fn read_composite(
 }
 
 /// Every member's row and records, in one snapshot; an unknown member is
-/// [`QueryError::NotFound`].
+/// [`CompositeFailure::Unknown`].
 async fn stored_members(db: &Db, ids: &[String]) -> Result<Vec<Member>, CompositeFailure> {
     let mut tx = storage::read_snapshot(db.pool()).await?;
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
         let row = storage::get_portfolio(&mut tx, id)
             .await?
-            .ok_or(QueryError::NotFound)?;
+            .ok_or_else(|| CompositeFailure::Unknown(id.clone()))?;
         let rows = storage::load_history(&mut tx, id, None, None).await?;
         out.push(Member { row, rows });
     }

@@ -1,8 +1,8 @@
 //! Attribution through the API: the attribution golden's ranges (JSON and
 //! CSV), `as_known_at`, an inconsistent history (409) and bad input (400
-//! naming the parameter). Portfolios of the golden whose events are
-//! corporate actions beyond splits or a return of capital are pending
-//! until the fold reads those events (see projections/tests/golden_attribution.rs).
+//! naming the parameter). Every portfolio of the golden is compared (a
+//! transaction that does not parse would make its portfolio pending, by
+//! name; none does).
 
 use std::collections::BTreeSet;
 
@@ -10,7 +10,9 @@ use crate::common::*;
 use crate::support::*;
 use navd::clock::Clock;
 use navd::storage::{self, IngestBatch, Source};
-use projections::{parse_fx, parse_price, parse_split, parse_transaction};
+use projections::{
+    parse_corporate_action, parse_fx, parse_price, parse_transaction, CorporateEvent,
+};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -43,16 +45,10 @@ pub(crate) async fn stored_book(text: &str) -> (TestApp, Value, BTreeSet<String>
     }
     for (off, v) in list("corporate_actions").into_iter().enumerate() {
         let raw = serde_json::to_vec(&v).unwrap();
-        match parse_split(&raw) {
-            Ok(s) => b.splits.push((s, Source::direct(off as i64, raw))),
-            Err(_) => {
-                let sym = v["symbol"].as_str();
-                for t in list("transactions") {
-                    if t["symbol"].as_str() == sym {
-                        pending.insert(t["portfolio_id"].as_str().unwrap().to_string());
-                    }
-                }
-            }
+        let src = Source::direct(off as i64, raw.clone());
+        match parse_corporate_action(&raw).unwrap() {
+            CorporateEvent::Split(s) => b.splits.push((s, src)),
+            CorporateEvent::Action(a) => b.actions.push((a, src)),
         }
     }
     for (off, v) in list("fx").into_iter().enumerate() {
@@ -93,12 +89,9 @@ async fn the_attribution_golden_through_the_api() {
     let (app, g, pending) =
         stored_book(include_str!("../../fixtures/golden/attribution.json")).await;
     let tok = token("nav:read", &["*"]);
+    assert!(pending.is_empty(), "pending: {pending:?}");
     let mut compared = 0;
     for (id, book) in g["portfolios"].as_object().unwrap() {
-        if pending.contains(id) {
-            eprintln!("PENDING {id}: needs corporate actions beyond splits / return of capital");
-            continue;
-        }
         for case in book["expected_attribution"].as_array().unwrap() {
             let q = query_of(&case["query"]);
             let path = format!("/api/v1/portfolio/{id}/nav-history/attribution?{q}");

@@ -17,6 +17,7 @@
 //!   positions;
 //! - `history`: the history table's reads, writes, derived values, migration;
 //! - `tear_sheet`: the tear-sheet golden, trailing returns, `rolling`, flows;
+//! - `pages`: the pages' movers, tear sheet and composite over the goldens;
 //! - `support`: the helpers they share.
 
 #[path = "../common/mod.rs"]
@@ -31,6 +32,7 @@ mod curve;
 mod errors;
 mod explain;
 mod history;
+mod pages;
 mod tear_sheet;
 mod wire;
 mod writes;

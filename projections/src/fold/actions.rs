@@ -9,6 +9,7 @@ use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
 use super::cache::{Cache, Touched};
+use super::flows::{Component, ValueMove};
 use super::ledger::{no_rate, Ledger};
 use super::positions::split_qty;
 use super::state::Position;
@@ -160,6 +161,9 @@ fn apply_actions<'t>(
                 Ok(step.effect(&old, CLOSED, (old.qty, old.cost), None))
             }
         };
+        if let (Ok(effect), true) = (&done, ledger.tapping()) {
+            tap_effect(ledger, effect, (cache, touched), a);
+        }
         match (done, record.as_deref_mut()) {
             (Err(inconsistency), _) => return Ok(Err(inconsistency)),
             (Ok(effect), Some(r)) => r.push(effect),
@@ -167,6 +171,32 @@ fn apply_actions<'t>(
         }
     }
     Ok(Ok(()))
+}
+
+/// What the attribution sees of an applied action (on a tapped day): the
+/// new symbol's shares carry value from the old symbol (valued at the
+/// day's end, see [`ValueMove`]), and a merger's cash leaves the old one.
+fn tap_effect<'t>(
+    ledger: &mut Ledger,
+    e: &ActionEffect,
+    (cache, touched): (&Cache<'_>, &mut Vec<Touched<'t>>),
+    a: &'t CorporateAction,
+) {
+    if let Some(c) = &e.cash {
+        ledger.tap(|| Component::Symbol(e.symbol.clone()), -c.value);
+    }
+    if let Some(new) = &a.new_symbol {
+        let j = cache.touch(touched, new);
+        let last_trade = touched[j].pos.as_ref().map_or((Decimal::ZERO, None), |p| {
+            (p.last_trade_price, p.currency.clone())
+        });
+        ledger.tap_move(|| ValueMove {
+            from: e.symbol.clone(),
+            to: new.clone(),
+            quantity: e.new_quantity,
+            last_trade,
+        });
+    }
 }
 
 /// One action applied to one portfolio.

@@ -11,11 +11,11 @@ use rust_decimal::Decimal;
 use super::book::PriceBook;
 use super::driver::in_fold_order;
 use super::error::{next_day, FoldError};
-use super::flows::{Component, ComponentFlow};
+use super::flows::{Component, ComponentFlow, ValueMove};
 use super::folder::Folder;
 use super::settings::{base_currency_of, cash_mode_of};
 use super::state::DayState;
-use super::valuation::{value_cash, value_positions, ValuationError};
+use super::valuation::{base_of, value_cash, value_positions, ValuationError};
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::status::Inconsistency;
 use crate::types::{CashMode, DailyRecord, Transaction};
@@ -115,8 +115,14 @@ pub fn walk_components(
         // inside it every day is valued from it.
         match folder.step_inner(&sorted[i..j], in_range)? {
             Ok(Some(record)) if in_range => {
-                let flows = std::mem::take(&mut folder.last_taps);
+                let mut flows = std::mem::take(&mut folder.last_taps);
+                let moves = std::mem::take(&mut folder.last_moves);
                 let state = folder.state();
+                for m in &moves {
+                    let v = moved_value(state, prices, m)?;
+                    flows.push((Component::Symbol(m.from.clone()), -v));
+                    flows.push((Component::Symbol(m.to.clone()), v));
+                }
                 walk.days.push(ComponentDay {
                     values: component_values(state, prices)?,
                     flows,
@@ -134,6 +140,38 @@ pub fn walk_components(
             return Ok(Ok(walk));
         }
         i = j;
+    }
+}
+
+/// What shares a corporate action moved were worth at the end of their
+/// day (`state`'s), priced as [`value_positions`] prices the new symbol:
+/// its valuation close (for a renamed symbol, the old one's carried
+/// close), else its last trade price at the day's end (or, when no
+/// position is left by then, just after the action), at the day's rate.
+fn moved_value(
+    state: &DayState,
+    prices: &PriceBook,
+    m: &ValueMove,
+) -> Result<Decimal, AttributionError> {
+    let day = state.date;
+    let base = base_of(state, prices);
+    let (price, currency) = match prices.valuation_close(&m.to, day)? {
+        Some((_, close, currency)) => (close, currency),
+        None => {
+            let (price, currency) = match state.positions.get(&m.to) {
+                Some(p) => (p.last_trade_price, p.currency.clone()),
+                None => m.last_trade.clone(),
+            };
+            (price, currency.unwrap_or_else(|| base.clone()))
+        }
+    };
+    let local = dec::mul(m.quantity, price)?;
+    if currency == *base {
+        return Ok(local);
+    }
+    match prices.rate_dated(&currency, base, day)? {
+        Some((rate, _)) => Ok(dec::mul(local, rate)?),
+        None => Err(ValuationError::NoRate(super::ledger::no_rate(&currency, base, day)).into()),
     }
 }
 

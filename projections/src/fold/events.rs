@@ -65,7 +65,7 @@ pub(super) fn apply(
             price,
         } => step.transfer_out(symbol, *quantity, *price),
         Kind::Dividend(d) => step.accrue_dividend(d),
-        Kind::ReturnOfCapital { amount, .. } => step.return_of_capital(*amount),
+        Kind::ReturnOfCapital { symbol, amount } => step.return_of_capital(symbol, *amount),
         // Only effective events are folded, and a cancel never is one.
         Kind::Cancel => step.settings(),
     }
@@ -227,7 +227,7 @@ impl Step<'_, '_> {
 
     /// Capital paid back: the position's cost falls by it, down to 0, and
     /// any excess is realized; received like proceeds, never income.
-    fn return_of_capital(self, amount: Decimal) -> Outcome {
+    fn return_of_capital(self, symbol: &Symbol, amount: Decimal) -> Outcome {
         let fx = self.fx;
         let paid = fx.base(amount)?;
         let lowered = match self.pos.as_mut() {
@@ -240,6 +240,8 @@ impl Step<'_, '_> {
         };
         let ledger = self.ledger;
         ledger.realized_pnl = dec::add(ledger.realized_pnl, dec::sub(paid, lowered)?)?;
+        // Value the security gave back: Out of it.
+        ledger.tap(|| Component::Symbol(symbol.clone()), -paid);
         ledger.receive(amount, fx)?;
         Ok(Ok(()))
     }

@@ -7,7 +7,7 @@
 
 use rust_decimal::Decimal;
 
-use crate::types::Symbol;
+use crate::types::{Currency, Symbol};
 
 /// A part of a portfolio whose value and flows are followed separately.
 /// Ordered as reported: by name (`cash`, `fees_and_taxes`, `interest`,
@@ -43,3 +43,20 @@ impl Component {
 /// A component's flow of a day, in the base currency: In_x − Out_x
 /// (positive: value came into the component).
 pub type ComponentFlow = (Component, Decimal);
+
+/// Shares a corporate action gave one symbol's holder in another (a
+/// spin-off's child, a merger's acquirer, a symbol change's new ticker):
+/// their value at the price the new symbol is valued at that day is Out of
+/// `from` and In of `to` (docs/valuation.md, "Attribution"). That price is
+/// known only once the day's closes and trades are in, so the fold records
+/// the shares and the attribution values them at the end of the day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ValueMove {
+    pub(super) from: Symbol,
+    pub(super) to: Symbol,
+    pub(super) quantity: Decimal,
+    /// The new symbol's last trade price and its currency (`None`: the
+    /// base) just after the action: its price that day when it has no
+    /// close and no longer has a position at the day's end.
+    pub(super) last_trade: (Decimal, Option<Currency>),
+}

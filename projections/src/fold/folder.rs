@@ -13,7 +13,7 @@ use super::book::PriceBook;
 use super::cache::{Cache, Touched};
 use super::error::{next_day, overflow_stops_history, FoldError};
 use super::events::apply;
-use super::flows::ComponentFlow;
+use super::flows::{ComponentFlow, ValueMove};
 use super::ledger::{no_rate, Fx, Ledger};
 use super::positions::pay_dividend;
 use super::state::{DayState, Receivable};
@@ -76,6 +76,9 @@ pub struct Folder<'a> {
     pub(super) tapping: bool,
     /// The component flows of the last day recorded, when tapping.
     pub(super) last_taps: Vec<ComponentFlow>,
+    /// The shares corporate actions moved between symbols on the last day
+    /// recorded, when tapping.
+    pub(super) last_moves: Vec<ValueMove>,
 }
 
 impl std::fmt::Debug for Folder<'_> {
@@ -118,6 +121,7 @@ impl<'a> Folder<'a> {
             last_flows: (Decimal::ZERO, Decimal::ZERO),
             tapping: false,
             last_taps: Vec::new(),
+            last_moves: Vec::new(),
         }
     }
 
@@ -490,6 +494,7 @@ impl<'a> Folder<'a> {
         self.state.cum_out = cum_out;
         self.last_flows = (ledger.inflow, ledger.outflow);
         self.last_taps = ledger.tap.take().unwrap_or_default();
+        self.last_moves = std::mem::take(&mut ledger.moved);
         self.commit_ledger(ledger);
         Ok(record)
     }

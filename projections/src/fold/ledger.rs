@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
-use super::flows::{Component, ComponentFlow};
+use super::flows::{Component, ComponentFlow, ValueMove};
 use super::state::{DayState, ForeignAmount, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::types::{CashMode, Currency};
@@ -33,6 +33,9 @@ pub(super) struct Ledger {
     /// The components' flows of the day, when the folder taps them
     /// (attribution); `None` otherwise, and then nothing is recorded.
     pub(super) tap: Option<Vec<ComponentFlow>>,
+    /// The shares corporate actions moved between symbols today, when the
+    /// folder taps (valued by the attribution at the day's end).
+    pub(super) moved: Vec<ValueMove>,
 }
 
 /// The currency of an event's amounts and the rate φ that converts them
@@ -91,6 +94,7 @@ impl Ledger {
             // Likewise free without foreign cash.
             foreign_cash: state.foreign_cash.clone(),
             tap: None,
+            moved: Vec::new(),
         }
     }
 
@@ -99,6 +103,14 @@ impl Ledger {
     pub(super) fn tap(&mut self, c: impl FnOnce() -> Component, a: Decimal) {
         if let Some(t) = &mut self.tap {
             t.push((c(), a));
+        }
+    }
+
+    /// Records shares moved between symbols by a corporate action, when
+    /// the day is tapped.
+    pub(super) fn tap_move(&mut self, m: impl FnOnce() -> ValueMove) {
+        if self.tap.is_some() {
+            self.moved.push(m());
         }
     }
 
@@ -120,6 +132,11 @@ impl Ledger {
             }
         }
         Ok(())
+    }
+
+    /// Whether the day's component flows are recorded.
+    pub(super) fn tapping(&self) -> bool {
+        self.tap.is_some()
     }
 
     pub(super) fn tracked(&self) -> bool {

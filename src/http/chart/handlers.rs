@@ -154,6 +154,11 @@ pub async fn page(
         }
         Err(e) => return Err(e),
     };
+    // The rolling chart's window, unless the address gives one.
+    let q = HistoryQuery {
+        rolling: q.rolling.or(Some(super::rolling::ROLLING_DEFAULT)),
+        ..q
+    };
     let permit = s.guards.admit_work(&caller, peer)?;
     let slot = RenderPool::global().slot().await?;
     let h = match read_history(&s.db, id.as_str(), &q, &s.clock).await {
@@ -215,6 +220,7 @@ pub(super) struct PageExtra {
     currency: String,
     bench_span: Option<(NaiveDate, NaiveDate)>,
     marks: Vec<ExMark>,
+    movers: Option<crate::query::attribution::Attribution>,
 }
 
 async fn page_extra(
@@ -245,10 +251,12 @@ async fn page_extra(
         }
         _ => Vec::new(),
     };
+    let movers = super::movers::read_movers(s, id, h, q).await;
     Ok(PageExtra {
         currency,
         bench_span,
         marks,
+        movers,
     })
 }
 
@@ -270,6 +278,7 @@ fn draw_page(
         positions: held,
         currency: &extra.currency,
         bench_span: extra.bench_span,
+        movers: extra.movers.as_ref(),
     };
     if form.value_view {
         let charts = Charts {
@@ -705,6 +714,7 @@ mod page_tests {
                 charts: &charts,
                 currency: "USD",
                 bench_span: None,
+                movers: None,
                 positions: Some(&crate::query::Positions {
                     portfolio_id: "p-1001".into(),
                     date: day("2023-12-29"),

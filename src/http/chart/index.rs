@@ -125,7 +125,8 @@ fn href(q: &DashboardQuery, sort: DashboardSort, desc: bool, page: u32) -> Strin
 /// cannot be shown.
 pub(super) fn render_index(q: &DashboardQuery, data: Result<&Dashboard, &str>) -> String {
     let mut h = String::with_capacity(64 * 1024);
-    head(&mut h, "NAV \u{2014} portfolios", CSS_DASHBOARD);
+    let css = [CSS_DASHBOARD, CSS_COMBINE].concat();
+    head(&mut h, "NAV \u{2014} portfolios", &css);
     h.push_str("<h1>Portfolios</h1>\n");
     write_filter(&mut h, q);
     match data {
@@ -144,6 +145,10 @@ pub(super) fn render_index(q: &DashboardQuery, data: Result<&Dashboard, &str>) -
     h.push_str("</main>\n</body>\n</html>\n");
     h
 }
+
+/// The combine form under the table.
+const CSS_COMBINE: &str =
+    "form.combine{margin-top:12px;align-items:center}form.combine .sub{margin:0}";
 
 fn write_filter(h: &mut String, q: &DashboardQuery) {
     let sel = |on: bool| if on { " selected" } else { "" };
@@ -235,7 +240,15 @@ fn write_table(h: &mut String, q: &DashboardQuery, d: &Dashboard) {
     h.push_str(
         "</table>\n<p class=\"sub\">Value: the last record's market value in the \
         portfolio's currency. Day: its return over the day before; year to date: since the \
-        last record of the year before; total: since the first day (NAV \u{2212} 1).</p></div>\n",
+        last record of the year before; total: since the first day (NAV \u{2212} 1).</p>\n",
+    );
+    // The checkboxes belong to this form through their `form` attribute,
+    // so the table needs no form around it; a plain GET, no script.
+    h.push_str(
+        "<form id=\"combine\" class=\"combine\" method=\"get\" action=\"/composite\">\
+         <button type=\"submit\">Combine the selected portfolios</button>\
+         <span class=\"sub\">one curve of their summed values and flows, on its own page \
+         (members in one currency)</span></form></div>\n",
     );
 }
 
@@ -263,7 +276,9 @@ fn write_row(h: &mut String, e: &DashboardEntry) {
         .unwrap_or_default();
     let _ = writeln!(
         h,
-        "<tr><th scope=\"row\" class=\"pid\"><a href=\"/portfolio/{id}\">{id}</a></th>\
+        "<tr><th scope=\"row\" class=\"pid\"><input type=\"checkbox\" name=\"portfolios\" \
+         value=\"{id}\" form=\"combine\" aria-label=\"combine {id}\"> \
+         <a href=\"/portfolio/{id}\">{id}</a></th>\
          <td class=\"st\"><span class=\"badge {state}\">{state}</span></td>\
          <td class=\"num value\" data-label=\"Value\">{}</td>{}{}{}\
          <td class=\"spark\">{}</td><td class=\"days\" data-label=\"Through\"{since}>{through}</td></tr>",

@@ -58,26 +58,38 @@
 //!   the page's NAV chart, with what each did;
 //! - `format.rs`: money, amounts and returns written for people;
 //! - `tables.rs`: the page's tables (lines, statistics, monthly returns, last
-//!   day, positions) and the number formatting shared with the hover titles.
+//!   day, positions) and the number formatting shared with the hover titles;
+//! - `movers.rs`: "what moved it", the range's attribution sorted by
+//!   contribution (and each position's P&L of the range);
+//! - `tearsheet.rs`: the tear sheet's tables (trailing returns, deepest
+//!   drawdowns, distribution) and the rolling chart's card;
+//! - `rolling.rs`: the rolling volatility and Sharpe chart (`rolling=N`);
+//! - `composite.rs`: the composite page (`GET /composite?portfolios=…`),
+//!   drawn like a portfolio's from the composite API's read.
 
 mod assets;
 mod axis;
+mod composite;
 mod explain;
 mod format;
 mod handlers;
 mod index;
 mod marks;
+mod movers;
 mod notices;
 mod page;
 mod picture;
 mod pool;
+mod rolling;
 mod svg;
 mod tables;
+mod tearsheet;
 mod value;
 
 // `__path_svg` is the OpenAPI description `#[utoipa::path]` generates for
 // `svg`; the `OpenApi` derive (`http::openapi`) finds it next to `svg`.
 pub use assets::{live_script, live_script_path};
+pub use composite::composite_page;
 pub use explain::{explain_form, explain_page};
 pub use handlers::{__path_svg, index, page, svg};
 pub use marks::ExMark;

@@ -13,10 +13,10 @@ use chrono::NaiveDate;
 use super::assets::live_region;
 use super::notices::{page_link, write_inconsistency, write_undrawn, Asked};
 use super::tables::{
-    opt_date, write_last_day, write_lines, write_periods, write_positions, write_stats,
-    write_value_summary,
+    opt_date, write_last_day, write_lines, write_periods, write_positions, write_value_summary,
 };
 use crate::http::html::escape_html;
+use crate::query::attribution::Attribution;
 use crate::query::{History, HistoryQuery, Positions, State};
 
 /// The page's two pictures of one read: wide for screens, compact for
@@ -76,6 +76,9 @@ pub(super) struct PageData<'a> {
     /// A benchmark asked for that has no level on the range: the days of
     /// its first and last close (none: it has no close, or it is drawn).
     pub(super) bench_span: Option<(NaiveDate, NaiveDate)>,
+    /// The range's attribution ("what moved it"; none when it cannot be
+    /// attributed).
+    pub(super) movers: Option<&'a Attribution>,
 }
 
 /// The pages' stylesheet, inlined (no external assets).
@@ -142,7 +145,7 @@ pub(super) fn head(h: &mut String, title: &str, extra: &str) {
 /// The portfolio page's own rules: the tabs, the advice, the monthly
 /// returns (a fixed grid of 14 columns on a screen, a card per year of 6
 /// or 4 months a row on narrower ones: every column stays).
-const CSS_PAGE: &str = "\
+pub(super) const CSS_PAGE: &str = "\
 .tabs{display:flex;gap:4px;flex-wrap:wrap}\
 .tab{padding:3px 12px;border:1px solid #c8ccd2;border-radius:5px;text-decoration:none}\
 .tab.on{background:#0072b2;color:#fff;border-color:#0072b2}\
@@ -199,7 +202,13 @@ pub(super) fn render_page(
 ) -> String {
     let id_e = escape_html(id);
     let mut h = String::with_capacity(64 * 1024);
-    head(&mut h, &format!("NAV \u{2014} {id}"), CSS_PAGE);
+    let css = [
+        CSS_PAGE,
+        super::movers::CSS_MOVERS,
+        super::tearsheet::CSS_TEAR,
+    ]
+    .concat();
+    head(&mut h, &format!("NAV \u{2014} {id}"), &css);
     match &data {
         // `live-head` and `live` are what the live update swaps (assets.rs).
         Ok(d) => {
@@ -211,7 +220,7 @@ pub(super) fn render_page(
             let _ = writeln!(h, "<h1>Portfolio {id_e}</h1>");
         }
     }
-    write_form(&mut h, id, form);
+    write_form(&mut h, &format!("/portfolio/{id}"), "", form);
     match &data {
         Err(reason) => {
             let _ = writeln!(
@@ -266,9 +275,10 @@ fn write_heading(h: &mut String, id_e: &str, history: &History) {
     }
 }
 
-/// The form: a plain GET to this same page, showing what was typed.
-fn write_form(h: &mut String, id: &str, form: &FormValues) {
-    let page_href = escape_html(&format!("/portfolio/{id}"));
+/// The form: a plain GET to this same page (`action`, with the `hidden`
+/// inputs it keeps), showing what was typed.
+pub(super) fn write_form(h: &mut String, action: &str, hidden: &str, form: &FormValues) {
+    let page_href = escape_html(action);
     let selected = |v: &str| {
         if form.calendar == v {
             " selected"
@@ -292,7 +302,7 @@ fn write_form(h: &mut String, id: &str, form: &FormValues) {
          name=\"as_known_at\" maxlength=\"40\" placeholder=\"now\" value=\"{}\"></label>\n\
          <label class=\"check\"><input type=\"checkbox\" name=\"rebase\" value=\"1\"{}>\
          Rebased to 1</label>\n\
-         {}<button type=\"submit\">Show</button> <a href=\"{page_href}\">reset</a>\n\
+         {}{hidden}<button type=\"submit\">Show</button> <a href=\"{page_href}\">reset</a>\n\
          </form></div>",
         escape_html(&form.from),
         escape_html(&form.to),
@@ -382,14 +392,16 @@ fn write_sections(
         );
     }
     h.push_str("</div>\n");
-    write_stats(h, &d.history.statistics, d.query);
+    super::tearsheet::write_rolling(h, &d.history.points, d.query.rolling);
+    super::tearsheet::write_statistics(h, &d.history.statistics, d.query);
     write_periods(h, &d.history.statistics.periods);
+    super::movers::write_movers(h, d.movers, d.currency);
     if let Some(last) = d.history.points.last() {
         write_last_day(h, last, d.currency);
         write_explain_links(h, id, d.history);
     }
     if let Some(p) = d.positions {
-        write_positions(h, p, d.currency);
+        write_positions(h, p, d.currency, d.movers);
     }
     write_links(h, id, query);
 }

@@ -12,7 +12,9 @@ use rust_decimal::{Decimal, RoundingStrategy};
 
 use super::format::{amount_str, money, money_str};
 use super::format::{fixed, NULL};
+use super::movers::symbol_pnl;
 use crate::http::html::escape_html;
+use crate::query::attribution::Attribution;
 use crate::query::{History, HistoryQuery, Point, Positions};
 
 /// A number of the lines' table: 6 places, half away from zero.
@@ -395,21 +397,40 @@ pub(super) fn write_periods(h: &mut String, p: &projections::Periods) {
 }
 
 /// The positions at the range's end: prices in their own currency with
-/// the rate that converted them, values in the portfolio's.
-pub(super) fn write_positions(h: &mut String, p: &Positions, currency: &str) {
+/// the rate that converted them, values in the portfolio's; with the
+/// range's attribution, each position's P&L over the range (its
+/// `symbol:S` component: value change plus what it paid out, less what
+/// was put in).
+pub(super) fn write_positions(
+    h: &mut String,
+    p: &Positions,
+    currency: &str,
+    attribution: Option<&Attribution>,
+) {
+    let pnl_head = attribution.map_or_else(String::new, |a| {
+        format!("<th>{}</th>", escape_html(&format!("P&L since {}", a.from)))
+    });
     let _ = writeln!(
         h,
         "<div class=\"card scroll\"><h2>{}</h2><table><tr><th>Symbol</th><th>Quantity</th>\
-         <th>Price</th><th>Rate</th><th>Value</th><th>Weight</th><th>Cost</th><th>Unrealized</th></tr>",
+         <th>Price</th><th>Rate</th><th>Value</th><th>Weight</th><th>Cost</th><th>Unrealized</th>\
+         {pnl_head}</tr>",
         escape_html(&format!("Held on {}", p.date))
     );
     let m = |text: &str| escape_html(&money_str(text, currency));
     for x in &p.positions {
+        let pnl = attribution.map_or_else(String::new, |a| {
+            let v = symbol_pnl(a, &x.symbol);
+            format!(
+                "<td class=\"num\">{}</td>",
+                escape_html(&v.map_or_else(|| NULL.to_string(), |v| money(v, currency)))
+            )
+        });
         let _ = writeln!(
             h,
             "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"num\">{} {}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+             <td class=\"num\">{}</td><td class=\"num\">{}</td>{pnl}</tr>",
             escape_html(&x.symbol),
             escape_html(&amount_str(&x.quantity, 0)),
             escape_html(&amount_str(&x.price, 2)),
@@ -421,11 +442,16 @@ pub(super) fn write_positions(h: &mut String, p: &Positions, currency: &str) {
             m(&x.unrealized_pnl),
         );
     }
+    let blank = if attribution.is_some() {
+        "<td></td>"
+    } else {
+        ""
+    };
     for c in &p.cash {
         let _ = writeln!(
             h,
             "<tr><th scope=\"row\">Cash {}</th><td class=\"num\">{}</td><td></td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td><td></td><td></td><td></td></tr>",
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td></td><td></td><td></td>{blank}</tr>",
             escape_html(&c.currency),
             escape_html(&money_str(&c.amount, &c.currency)),
             escape_html(&amount_str(&c.fx_rate, 0)),
@@ -433,7 +459,7 @@ pub(super) fn write_positions(h: &mut String, p: &Positions, currency: &str) {
         );
     }
     if p.positions.is_empty() && p.cash.is_empty() {
-        h.push_str("<tr><td colspan=\"8\">nothing held</td></tr>\n");
+        h.push_str("<tr><td colspan=\"9\">nothing held</td></tr>\n");
     }
     h.push_str("</table></div>\n");
 }

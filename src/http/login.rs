@@ -14,8 +14,8 @@
 //!   so every later request is verified again: expiry, scope and portfolio
 //!   rules apply exactly as with the header, and nothing is stored
 //!   server-side. `Max-Age` ends the cookie when the token expires.
-//! - The cookie is `HttpOnly` (no script reads it; the pages run none
-//!   anyway), `SameSite=Strict` (another site's link or form never carries
+//! - The cookie is `HttpOnly` (no script reads it, the portfolio page's
+//!   live-update script included), `SameSite=Strict` (another site's link or form never carries
 //!   it) and `Path=/`. It is `Secure` when the configuration says so
 //!   (`NAVD_COOKIE_SECURE`, default `true`), never from the request: a TLS
 //!   proxy in front of navd often rewrites `Host` (nginx's default passes

@@ -174,12 +174,22 @@ fn refusal(t: &Transaction, known: &HashMap<Uuid, Target>, named: &Named) -> Opt
 /// autovacuum's first ANALYZE) takes `corrects = key` for 0.5 % of its rows
 /// per key, so a batch's thousands of keys looked like every row and each
 /// batch read the whole log: ingest slowed as the log grew.
+///
+/// Bitmap scans, hash and merge joins go too: with them the planner read
+/// every stored correction for each batch (the whole partial index, 50,000
+/// entries after a million trades with 5 % amended) where a batch needs a
+/// probe per key.
 async fn probes_only(conn: &mut PgConnection, on: bool) -> sqlx::Result<()> {
-    let sql = match on {
-        true => "SET LOCAL enable_seqscan = off",
-        false => "SET LOCAL enable_seqscan = on",
-    };
-    sqlx::query(sql).execute(&mut *conn).await?;
+    // One round trip; `set_config(…, true)` is `SET LOCAL`.
+    sqlx::query(
+        "SELECT set_config('enable_seqscan', $1::text, true),
+                set_config('enable_bitmapscan', $1::text, true),
+                set_config('enable_hashjoin', $1::text, true),
+                set_config('enable_mergejoin', $1::text, true)",
+    )
+    .bind(if on { "off" } else { "on" })
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 

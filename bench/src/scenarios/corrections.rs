@@ -26,6 +26,7 @@ const EXPLAIN_DAYS: usize = 21;
 const RESTATEMENTS: u64 = 2;
 /// The labels of the routes in navd's request histogram.
 const CURVE_ROUTE: &str = "/api/v1/portfolio/{id}/nav-history\"";
+const ATTRIBUTION_ROUTE: &str = "/api/v1/portfolio/{id}/nav-history/attribution\"";
 const EXPLAIN_ROUTE: &str = "/api/v1/portfolio/{id}/nav-history/{date}/explain\"";
 
 /// A series of timed GETs and navd's own time for them.
@@ -147,6 +148,45 @@ impl Bench {
         let points = plain["points"].as_array().map_or(0, Vec::len);
         let explain = self.explain_days(&id, at).await?;
         self.record_known(&id, points, same, &known, &explain);
+        self.attribution_reads(&id).await
+    }
+
+    /// `GET …/nav-history/attribution` of the ten-year book, each run from
+    /// another of its first weekdays to its last day (so each answer is
+    /// computed, none served from the read cache), and the same range's
+    /// curve with and without the tear sheet's rolling series (issue 41).
+    async fn attribution_reads(&mut self, id: &str) -> Result<()> {
+        let book = self.backfill_book.as_ref().expect("loaded");
+        let last = *book.weekdays.last().expect("weekdays");
+        let froms: Vec<String> = (0..KNOWN_RUNS + 2)
+            .map(|k| book.weekdays[k + 1].to_string())
+            .collect();
+        let url = self.api_url(id, "nav-history/attribution");
+        let urls: Vec<String> = froms
+            .iter()
+            .map(|f| format!("{url}?from={f}&to={last}"))
+            .collect();
+        let (_, first) = self.timed_gets(&urls[..2], ATTRIBUTION_ROUTE).await?;
+        let (attr, _) = self.timed_gets(&urls[2..], ATTRIBUTION_ROUTE).await?;
+        let components = first["components"].as_array().map_or(0, Vec::len);
+        let a = &attr.end_to_end;
+        println!(
+            "[corrections] attribution of the 10-year book ({components} components): median {:.1} ms, p90 {:.1} ms (CPU a request: navd {:.1} ms, PostgreSQL {:.1} ms); {} requests through the read cache",
+            a.p50, a.p90, attr.cpu_ms.0, attr.cpu_ms.1, attr.cache_counted
+        );
+        self.results.insert(
+            "attribution".into(),
+            json!({"portfolio": id, "runs": KNOWN_RUNS, "components": components,
+                   "how": "GET over HTTP, unloaded, each from another early weekday to the last day (computed, not cached)",
+                   "timed": attr.json()}),
+        );
+        self.row(
+            "corrections",
+            "attribution of the 10-year book, uncached: median (p90)",
+            format!("{:.1} ms ({:.1})", a.p50, a.p90),
+            Some(("≤ 50 ms median".into(), a.p50 <= 50.0)),
+            json!({"value": round3(a.p50), "p90_ms": round3(a.p90), "unit": "ms", "target": 50, "better": "lower"}),
+        );
         Ok(())
     }
 

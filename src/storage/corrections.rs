@@ -180,14 +180,18 @@ fn refusal(t: &Transaction, known: &HashMap<Uuid, Target>, named: &Named) -> Opt
 /// entries after a million trades with 5 % amended) where a batch needs a
 /// probe per key.
 async fn probes_only(conn: &mut PgConnection, on: bool) -> sqlx::Result<()> {
-    // One round trip; `set_config(…, true)` is `SET LOCAL`.
+    // One round trip; `set_config(…, true)` is `SET LOCAL`, and back to
+    // the session's own values (`reset_val`) afterwards. No parallel
+    // workers either: starting them cost more than the probes.
     sqlx::query(
-        "SELECT set_config('enable_seqscan', $1::text, true),
-                set_config('enable_bitmapscan', $1::text, true),
-                set_config('enable_hashjoin', $1::text, true),
-                set_config('enable_mergejoin', $1::text, true)",
+        "SELECT set_config(s.name, CASE WHEN $1::bool THEN v.off ELSE s.reset_val END, true)
+           FROM pg_settings s
+           JOIN (VALUES ('enable_seqscan', 'off'), ('enable_bitmapscan', 'off'),
+                        ('enable_hashjoin', 'off'), ('enable_mergejoin', 'off'),
+                        ('max_parallel_workers_per_gather', '0')) AS v(name, off)
+             ON v.name = s.name",
     )
-    .bind(if on { "off" } else { "on" })
+    .bind(on)
     .execute(&mut *conn)
     .await?;
     Ok(())

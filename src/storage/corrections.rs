@@ -71,7 +71,23 @@ pub(super) async fn check(
     let mut known = stored_targets(conn, &targets).await?;
     probes_only(conn, false).await?;
     let mut resolve: HashSet<(String, Uuid)> = HashSet::new();
-    for (t, src, fp) in fresh {
+    // Judged originals first, corrections after: a batch's order is the
+    // order its partitions' messages happened to interleave in, and a
+    // correction judged before its original (in the same batch) would be
+    // taken for one whose original is still to come, so that the original
+    // was refused in its place. The accepted events keep batch order.
+    let mut slots: Vec<Option<Fresh>> = fresh.into_iter().map(Some).collect();
+    let mut order: Vec<usize> = (0..slots.len()).collect();
+    order.sort_by_key(|&i| {
+        slots[i]
+            .as_ref()
+            .is_some_and(|(t, _, _)| t.correction.is_some())
+    });
+    let mut accepted: Vec<(usize, Fresh)> = Vec::with_capacity(slots.len());
+    for i in order {
+        let Some((t, src, fp)) = slots[i].take() else {
+            continue;
+        };
         let pid = t.portfolio_id.as_str().to_string();
         if let Some(reason) = refusal(&t, &known, &named) {
             dead.push(DeadLetter {
@@ -105,8 +121,10 @@ pub(super) async fn check(
                 settings: matches!(t.kind, Kind::PortfolioSettings { .. }),
             },
         );
-        out.fresh.push((t, src, fp));
+        accepted.push((i, (t, src, fp)));
     }
+    accepted.sort_by_key(|(i, _)| *i);
+    out.fresh = accepted.into_iter().map(|(_, f)| f).collect();
     out.keys = resolve.into_iter().collect();
     out.keys.sort();
     Ok(out)

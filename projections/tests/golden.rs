@@ -1,4 +1,4 @@
-//! The worked example of SPEC §3–4 (`fixtures/golden/small-book.json`):
+//! The worked example of docs/valuation.md (`fixtures/golden/small-book.json`):
 //! records must match exactly once rounded, statistics to 1e-9.
 
 use std::str::FromStr;

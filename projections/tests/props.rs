@@ -628,7 +628,7 @@ proptest! {
     /// day releases cost at the new average) and leaves the profit as it
     /// was; the records before it are untouched. The NAV is unchanged when
     /// the day's return was 0, otherwise the return keeps its sign and
-    /// shrinks (SPEC §3 counts the day's inflow in the denominator).
+    /// shrinks (docs/valuation.md counts the day's inflow in the denominator).
     #[test]
     fn buy_at_close_is_value_neutral(
         spec in book_spec(), pick in any::<Index>(), qty in 1i64..10_000

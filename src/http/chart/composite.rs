@@ -1,4 +1,4 @@
-//! The composite page, `GET /composite?portfolios=a,b,c` (SPEC §11.2): the
+//! The composite page, `GET /composite?portfolios=a,b,c` (docs/valuation.md, "Composites"): the
 //! combined curve of several portfolios drawn like a portfolio's page —
 //! the same range form, the NAV and drawdown picture (wide and compact),
 //! the rolling chart, the statistics, the tear sheet, the monthly returns

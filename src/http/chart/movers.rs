@@ -1,5 +1,5 @@
 //! "What moved it": the portfolio page's table of the range's attribution
-//! (docs/valuation.md, "Attribution"; SPEC §11.1) — the components that
+//! (docs/valuation.md, "Attribution") — the components that
 //! added most and least to the range's money and return, sorted by their
 //! contribution, with a totals row that is the range's own P&L and return.
 //!

@@ -1,4 +1,4 @@
-//! The tear sheet on a page (SPEC §11.3): the range's deepest drawdowns
+//! The tear sheet on a page (docs/valuation.md, "The tear sheet"): the range's deepest drawdowns
 //! (peak, trough, recovery, depth, length), the trailing returns up to its
 //! last record (1M … inception, as the API gives them), the distribution
 //! of its returns (value at risk, skew, best and worst day, …), and the

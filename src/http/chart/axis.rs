@@ -90,6 +90,54 @@ impl DateAxis {
     }
 }
 
+/// The plot area of a hand-drawn SVG picture: its box and the dates
+/// its width spans.
+pub(super) struct PlotBox {
+    pub x: f64,
+    pub y: f64,
+    pub w: f64,
+    pub h: f64,
+    pub start: NaiveDate,
+    pub end: NaiveDate,
+}
+
+impl PlotBox {
+    fn px(&self, d: NaiveDate) -> f64 {
+        let span = ((self.end - self.start).num_days() as f64).max(1.0);
+        self.x + self.w * (d - self.start).num_days() as f64 / span
+    }
+}
+
+/// Writes the date axis under `b` (a grid line and a label per labelled
+/// tick, `label_dy` below the box) and the box's frame.
+pub(super) fn write_date_axis(s: &mut String, b: &PlotBox, compact: bool, label_dy: f64) {
+    use std::fmt::Write as _;
+    let axis = DateAxis::new(b.start, b.end, if compact { 4 } else { 8 }).short_labels(compact);
+    for d in axis.labelled_ticks() {
+        let x = b.px(d);
+        // A label at the right end would be cut by the picture's edge.
+        let anchor = if x > b.x + b.w - 40.0 {
+            "end"
+        } else {
+            "middle"
+        };
+        let _ = write!(
+            s,
+            "<line x1=\"{x:.1}\" y1=\"{}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#eeeeee\"/>\
+             <text x=\"{x:.1}\" y=\"{}\" text-anchor=\"{anchor}\" fill=\"#505050\">{}</text>",
+            b.y,
+            b.y + b.h,
+            b.y + b.h + label_dy,
+            crate::http::html::escape_html(&axis.label(&d))
+        );
+    }
+    let _ = write!(
+        s,
+        "<rect x=\"{}\" y=\"{}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#c8c8c8\"/>",
+        b.x, b.y, b.w, b.h
+    );
+}
+
 /// Calendar-aligned ticks from `start` to `end` (inclusive).
 fn ticks(start: NaiveDate, end: NaiveDate, step: Step) -> Vec<NaiveDate> {
     let mut out = Vec::new();
@@ -147,7 +195,7 @@ impl Ranged for DateAxis {
     type ValueType = NaiveDate;
 
     fn map(&self, value: &NaiveDate, limit: (i32, i32)) -> i32 {
-        let span = (self.end - self.start).num_days().max(1) as f64;
+        let span = ((self.end - self.start).num_days() as f64).max(1.0);
         let offset = (*value - self.start).num_days() as f64;
         limit.0 + (f64::from(limit.1 - limit.0) * offset / span).round() as i32
     }

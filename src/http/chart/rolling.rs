@@ -1,4 +1,4 @@
-//! The rolling chart of a page (SPEC §11.3, `rolling=N`): the annualised
+//! The rolling chart of a page (docs/valuation.md, "The tear sheet"; `rolling=N`): the annualised
 //! volatility (top panel, in %) and Sharpe ratio (bottom panel, with its
 //! zero line) of each day's last N sampled returns, drawn under the NAV
 //! and drawdown panels. Written as SVG by hand, like the value chart: two
@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 
 use chrono::NaiveDate;
 
-use super::axis::DateAxis;
+use super::axis::{write_date_axis, PlotBox};
 use super::format::fixed;
 use super::svg::{downsample, MAX_PLOT_POINTS};
 use crate::http::html::escape_html;
@@ -211,29 +211,15 @@ fn panel(s: &mut String, p: &Panel, (step, pct): (f64, bool), (title, compact): 
         );
         v += step;
     }
-    let axis = DateAxis::new(p.start, p.end, if compact { 4 } else { 8 }).short_labels(compact);
-    for d in axis.labelled_ticks() {
-        let x = p.px(d);
-        let anchor = if x > p.x + p.w - 40.0 {
-            "end"
-        } else {
-            "middle"
-        };
-        let _ = write!(
-            s,
-            "<line x1=\"{x:.1}\" y1=\"{}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#eeeeee\"/>\
-             <text x=\"{x:.1}\" y=\"{}\" text-anchor=\"{anchor}\" fill=\"#505050\">{}</text>",
-            p.y,
-            p.y + p.h,
-            p.y + p.h + 18.0,
-            escape_html(&axis.label(&d))
-        );
-    }
-    let _ = write!(
-        s,
-        "<rect x=\"{}\" y=\"{}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#c8c8c8\"/>",
-        p.x, p.y, p.w, p.h
-    );
+    let frame = PlotBox {
+        x: p.x,
+        y: p.y,
+        w: p.w,
+        h: p.h,
+        start: p.start,
+        end: p.end,
+    };
+    write_date_axis(s, &frame, compact, 18.0);
 }
 
 /// The figure's runs as lines, with its last value as a hover title.

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use chrono::NaiveDate;
 
-use super::axis::DateAxis;
+use super::axis::{write_date_axis, PlotBox};
 use super::format::money;
 use super::svg::downsample;
 use crate::http::html::escape_html;
@@ -240,30 +240,15 @@ fn grid(s: &mut String, f: &Frame, step: f64, compact: bool) {
         );
         v += step;
     }
-    let axis = DateAxis::new(f.start, f.end, if compact { 4 } else { 8 }).short_labels(compact);
-    for d in axis.labelled_ticks() {
-        let x = f.px(d);
-        // A label at the right end would be cut by the picture's edge.
-        let anchor = if x > f.x + f.w - 40.0 {
-            "end"
-        } else {
-            "middle"
-        };
-        let _ = write!(
-            s,
-            "<line x1=\"{x:.1}\" y1=\"{}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#eeeeee\"/>\
-             <text x=\"{x:.1}\" y=\"{}\" text-anchor=\"{anchor}\" fill=\"#505050\">{}</text>",
-            f.y,
-            f.y + f.h,
-            f.y + f.h + 20.0,
-            escape_html(&axis.label(&d))
-        );
-    }
-    let _ = write!(
-        s,
-        "<rect x=\"{}\" y=\"{}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#c8c8c8\"/>",
-        f.x, f.y, f.w, f.h
-    );
+    let frame = PlotBox {
+        x: f.x,
+        y: f.y,
+        w: f.w,
+        h: f.h,
+        start: f.start,
+        end: f.end,
+    };
+    write_date_axis(s, &frame, compact, 20.0);
 }
 
 fn polyline(f: &Frame, series: &[(NaiveDate, f64)]) -> String {

@@ -199,7 +199,13 @@ impl Service {
         listener: TcpListener,
         stop: CancellationToken,
     ) -> Result<Service> {
-        let db = Db::new(pool).with_feed(config.feed.topic.is_some());
+        let db = Db::new(pool)
+            .with_feed(config.feed.topic.is_some())
+            .with_layout_detected()
+            .await?;
+        if db.distributed() {
+            tracing::info!("portfolios are distributed by Citus: refresh groups are formed per shard");
+        }
         // Every fold and read of this database values in this default.
         db.prices()
             .set_default_currency(config.default_currency.clone());

@@ -9,7 +9,9 @@
 #   deploy/citus/cluster.sh stop  [DIR]   stop them
 #   deploy/citus/cluster.sh db NAME [DIR] a database NAME on every node, navd's schema
 #                                         migrated and distributed by deploy/citus.sql;
-#                                         prints its URL (for navd serve or navd-bench --database-url)
+#                                         prints its URL (for navd serve or navd-bench --database-url);
+#                                         NAVD_BIN=PATH migrates with that executable
+#                                         instead of building one
 #   deploy/citus/cluster.sh check         start, run the checks, stop; exit status = outcome
 #
 # The nodes keep PostgreSQL's durable defaults (fsync, synchronous_commit):
@@ -53,7 +55,9 @@ start() {
 port = $port
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$dir'
-shared_preload_libraries = 'citus'
+# pg_stat_statements: the per-statement figures of docs/scaling.md are read
+# from it on the coordinator and on each worker.
+shared_preload_libraries = 'citus,pg_stat_statements'
 max_prepared_transactions = 200
 max_connections = 1000
 # The tests make a database each: a Citus maintenance daemon per database,
@@ -73,7 +77,7 @@ EOF
     psql_c 0 postgres -c "SELECT citus_add_node('127.0.0.1', $((base_port + w)))
                            WHERE NOT EXISTS (SELECT 1 FROM pg_dist_node WHERE nodeport = $((base_port + w)))" >/dev/null
   done
-  echo "postgres://postgres@127.0.0.1:$base_port/postgres?sslmode=disable"
+  echo "postgres://postgres@127.0.0.1:$base_port/postgres"
 }
 
 stop() {
@@ -101,8 +105,14 @@ prepare_db() {
     -c "SELECT citus_set_coordinator_host('127.0.0.1', $base_port)" \
     -c "SELECT citus_add_node('127.0.0.1', $((base_port + 1)))" \
     -c "SELECT citus_add_node('127.0.0.1', $((base_port + 2)))" >/dev/null
-  local url="postgres://postgres@127.0.0.1:$base_port/$name?sslmode=disable"
-  (cd "$repo" && cargo build --release --bin navd -q && DATABASE_URL=$url target/release/navd migrate >/dev/null)
+  local url="postgres://postgres@127.0.0.1:$base_port/$name"
+  # NAVD_BIN: an executable already built (a bench's), instead of building one.
+  local navd=${NAVD_BIN:-}
+  if [ -z "$navd" ]; then
+    (cd "$repo" && cargo build --release --bin navd -q)
+    navd=$repo/target/release/navd
+  fi
+  DATABASE_URL=$url "$navd" migrate >/dev/null
   psql_c 0 "$name" -f "$repo/deploy/citus.sql" >/dev/null
   echo "$url"
 }

@@ -25,6 +25,8 @@ pub struct Db {
     prices: Arc<PriceCache>,
     changes: Arc<Changes>,
     feed: bool,
+    /// `portfolios` is distributed by Citus (see [`Db::with_layout_detected`]).
+    distributed: bool,
 }
 
 impl Db {
@@ -41,7 +43,21 @@ impl Db {
             prices: Arc::new(PriceCache::new(max)),
             changes: Arc::new(Changes::default()),
             feed: false,
+            distributed: false,
         }
+    }
+
+    /// This handle told whether the database distributes portfolios over
+    /// Citus shards, as it answers now: the refresh worker then forms its
+    /// groups per shard ([`Db::distributed`]).
+    pub async fn with_layout_detected(mut self) -> sqlx::Result<Db> {
+        self.distributed = super::layout::portfolios_distributed(&self.pool).await?;
+        Ok(self)
+    }
+
+    /// Whether `portfolios` is distributed over Citus shards.
+    pub fn distributed(&self) -> bool {
+        self.distributed
     }
 
     /// This handle with the change feed on or off: on, every write that

@@ -340,7 +340,8 @@ pub async fn history_rows_at(
     let sql = format!(
         "SELECT h.portfolio_id, {}
            FROM UNNEST($1::text[], $2::date[]) AS u(pid, day)
-           JOIN portfolio_nav_history h ON h.portfolio_id = u.pid AND h.day = u.day",
+           JOIN portfolio_nav_history h ON h.portfolio_id = u.pid AND h.day = u.day
+          WHERE h.portfolio_id = ANY($1::text[])",
         read_columns("h")
     );
     let rows = sqlx::query(&sql)
@@ -712,7 +713,7 @@ async fn delete_days(conn: &mut PgConnection, gone: Vec<(String, NaiveDate)>) ->
         let (pids, days): (Vec<String>, Vec<NaiveDate>) = gone.into_iter().unzip();
         sqlx::query(
             "DELETE FROM portfolio_nav_history h USING UNNEST($1::text[], $2::date[]) AS u(pid, day)
-              WHERE h.portfolio_id = u.pid AND h.day = u.day",
+              WHERE h.portfolio_id = u.pid AND h.day = u.day AND h.portfolio_id = ANY($1::text[])",
         )
         .bind(&pids)
         .bind(&days)

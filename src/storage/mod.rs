@@ -21,6 +21,7 @@
 //! - [`dead_letters`]: messages that are not valid events;
 //! - [`offsets`]: where each partition resumes (the truth behind exactly-once);
 //! - [`portfolios`]: projection state per portfolio, its row lock, what is due;
+//! - [`layout`]: one PostgreSQL or Citus shards, and a portfolio's shard;
 //! - [`marks`]: pending recomputes and their causes;
 //! - [`outbox`]: the change feed's outbox (messages staged with a write,
 //!   claimed and marked sent by the relay, read back by streams);
@@ -58,6 +59,7 @@ pub(crate) mod explain;
 pub(crate) mod feed_check;
 pub mod history;
 pub(crate) mod known;
+pub(crate) mod layout;
 pub(crate) mod market;
 pub(crate) mod marks;
 pub(crate) mod numeric;

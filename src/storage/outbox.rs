@@ -35,11 +35,15 @@ pub async fn heads(conn: &mut PgConnection, ids: &[&str]) -> sqlx::Result<HashMa
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    // min/max over the primary key: two index probes per portfolio.
+    // min/max over the primary key: two index probes per portfolio. The
+    // set repeated in the subqueries lets Citus prune shards (it does not
+    // carry the outer filter into a correlated subquery).
     let rows: Vec<(String, i64, Option<NaiveDate>, Option<NaiveDate>)> = sqlx::query_as(
         "SELECT p.portfolio_id, p.version,
-                (SELECT min(h.day) FROM portfolio_nav_history h WHERE h.portfolio_id = p.portfolio_id),
-                (SELECT max(h.day) FROM portfolio_nav_history h WHERE h.portfolio_id = p.portfolio_id)
+                (SELECT min(h.day) FROM portfolio_nav_history h
+                  WHERE h.portfolio_id = p.portfolio_id AND h.portfolio_id = ANY($1::text[])),
+                (SELECT max(h.day) FROM portfolio_nav_history h
+                  WHERE h.portfolio_id = p.portfolio_id AND h.portfolio_id = ANY($1::text[]))
            FROM portfolios p WHERE p.portfolio_id = ANY($1::text[])",
     )
     .bind(ids)
@@ -139,7 +143,8 @@ pub async fn mark_sent(conn: &mut PgConnection, rows: &[OutboxRow]) -> sqlx::Res
     sqlx::query(
         "UPDATE history_outbox o SET sent_at = now()
            FROM UNNEST($1::text[], $2::int8[], $3::int4[]) AS u(pid, version, part)
-          WHERE o.portfolio_id = u.pid AND o.version = u.version AND o.part = u.part",
+          WHERE o.portfolio_id = u.pid AND o.version = u.version AND o.part = u.part
+            AND o.portfolio_id = ANY($1::text[])",
     )
     .bind(&pid)
     .bind(&version)

@@ -63,6 +63,19 @@ pub(super) const ROW_JOINS: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS
      WHERE t.portfolio_id = p.portfolio_id AND t.kind = 'portfolio_settings' \
      ORDER BY t.seq DESC LIMIT 1) st ON true";
 
+/// [`ROW_JOINS`] for the rows of the portfolios in `$1::text[]`: each
+/// lateral repeats the set. On one PostgreSQL that changes nothing; Citus
+/// prunes shards by a set only where the set filters the table itself, so
+/// without it every lateral is sent to every shard (Task Count 32 for a
+/// group that lives on one).
+const ROW_JOINS_OF_SET: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS pending_from, \
+     min(k.marked_at) AS pending_since, COALESCE(array_agg(k.id), '{}') AS mark_ids \
+     FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id \
+     AND k.portfolio_id = ANY($1::text[])) m ON true \
+     LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency FROM transactions t \
+     WHERE t.portfolio_id = p.portfolio_id AND t.portfolio_id = ANY($1::text[]) \
+     AND t.kind = 'portfolio_settings' ORDER BY t.seq DESC LIMIT 1) st ON true";
+
 /// A row of [`PORTFOLIO_COLUMNS`], read by column name.
 impl<'r> FromRow<'r, PgRow> for PortfolioRow {
     fn from_row(r: &'r PgRow) -> sqlx::Result<Self> {
@@ -179,7 +192,7 @@ pub async fn lock_portfolios(
         return Ok(vec![]);
     }
     let sql = format!(
-        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {ROW_JOINS}
+        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {ROW_JOINS_OF_SET}
           WHERE p.portfolio_id = ANY($1::text[]) ORDER BY p.portfolio_id"
     );
     sqlx::query_as(&sql)
@@ -340,7 +353,7 @@ impl RefreshUpdates {
                            $7::date[], $8::uuid[], $9::text[], $10::bool[], $11::bytea[])
                     AS u(id, first_day, last_day, base_state, computed_through, status, since, event, detail,
                          keep_base, digest)
-              WHERE p.portfolio_id = u.id",
+              WHERE p.portfolio_id = u.id AND p.portfolio_id = ANY($1::text[])",
         )
         .bind(&self.id)
         .bind(&self.first_day)

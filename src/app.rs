@@ -204,7 +204,9 @@ impl Service {
             .with_layout_detected()
             .await?;
         if db.distributed() {
-            tracing::info!("portfolios are distributed by Citus: refresh groups are formed per shard");
+            tracing::info!(
+                "portfolios are distributed by Citus: refresh groups are formed per shard"
+            );
         }
         // Every fold and read of this database values in this default.
         db.prices()

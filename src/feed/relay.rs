@@ -33,6 +33,8 @@ const CLAIM: i64 = 64;
 /// process's `calculate`, another process's refresh); this process's own
 /// commits wake it at once.
 const POLL: Duration = Duration::from_millis(50);
+/// [`POLL`] where portfolios are distributed by Citus.
+const POLL_DISTRIBUTED: Duration = Duration::from_millis(500);
 /// How often the backlog is measured and sent rows pruned.
 const HOUSEKEEPING: Duration = Duration::from_secs(5);
 /// How long a publish may wait for the broker before the batch is retried.
@@ -103,6 +105,10 @@ pub async fn run(
                 failures = 0;
                 continue;
             }
+            // An idle poll is a task per shard on Citus: 20 a second on 32
+            // shards kept the workers busy with nothing to send. Own
+            // commits still wake the relay at once.
+            Ok(_) if db.distributed() => POLL_DISTRIBUTED,
             Ok(_) => POLL,
             Err(e) => {
                 failures += 1;
@@ -133,7 +139,10 @@ pub async fn publish_once(
 ) -> anyhow::Result<usize> {
     let ids = {
         let mut conn = db.pool().acquire().await?;
-        outbox::pending_portfolios(&mut conn, CLAIM).await?
+        // On Citus each of the shards returns up to the window's rows to
+        // the coordinator (32 × 512 a poll with one PostgreSQL's window).
+        let window = if db.distributed() { CLAIM } else { 8 * CLAIM };
+        outbox::pending_portfolios(&mut conn, CLAIM, window).await?
     };
     if ids.is_empty() {
         return Ok(0);

@@ -221,15 +221,19 @@ async fn stored_corrections(conn: &mut PgConnection, keys: &[Uuid]) -> sqlx::Res
         // Joined to the keys rather than `corrects = ANY(keys)`: a batch
         // asks for thousands of keys, and a table the planner still takes
         // for empty (`transactions_superseded` before its first ANALYZE)
-        // was scanned comparing every row with every key.
-        "SELECT t.corrects, t.event_id, t.portfolio_id, t.revision
-           FROM UNNEST($1::uuid[]) AS u(id)
-           JOIN transactions t ON t.corrects = u.id
+        // was scanned comparing every row with every key. The keys are a
+        // materialized CTE: Citus then ships them once to each worker as
+        // an intermediate result, where a join with `UNNEST($1)` (or an
+        // `ANY`) is deparsed into the text of every shard's task — 32
+        // copies of a batch's ids, ~220 ms a batch against ~35 ms. One
+        // PostgreSQL plans it as before, a probe of the partial index per key.
+        "WITH k AS MATERIALIZED (SELECT unnest($1::uuid[]) AS id)
+         SELECT t.corrects, t.event_id, t.portfolio_id, t.revision
+           FROM k JOIN transactions t ON t.corrects = k.id
           WHERE t.corrects IS NOT NULL
          UNION ALL
          SELECT t.corrects, t.event_id, t.portfolio_id, t.revision
-           FROM UNNEST($1::uuid[]) AS u(id)
-           JOIN transactions_superseded t ON t.corrects = u.id
+           FROM k JOIN transactions_superseded t ON t.corrects = k.id
           WHERE t.corrects IS NOT NULL",
     )
     .bind(keys)

@@ -89,11 +89,17 @@ pub async fn insert(conn: &mut PgConnection, rows: &[OutboxRow]) -> sqlx::Result
 }
 
 /// Portfolios with unsent messages, oldest first, at most `limit`: those
-/// of the oldest `8 · limit` unsent rows. Grouping the whole backlog on
+/// of the oldest `window` unsent rows. Grouping the whole backlog on
 /// every poll made each poll cost as much as the backlog (the relay's
 /// poll was the busiest statement of a catch-up); the window is read in
-/// `created_at` order from the partial index of unsent rows.
-pub async fn pending_portfolios(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<String>> {
+/// `created_at` order from the partial index of unsent rows. On Citus
+/// every shard answers with up to `window` rows, so the relay asks there
+/// for a narrower one.
+pub async fn pending_portfolios(
+    conn: &mut PgConnection,
+    limit: i64,
+    window: i64,
+) -> sqlx::Result<Vec<String>> {
     let rows: Vec<(String,)> = sqlx::query_as(
         "SELECT portfolio_id FROM (
              SELECT portfolio_id, min(created_at) AS first FROM (
@@ -103,7 +109,7 @@ pub async fn pending_portfolios(conn: &mut PgConnection, limit: i64) -> sqlx::Re
          ) AS p ORDER BY first LIMIT $1::int8",
     )
     .bind(limit)
-    .bind(limit.saturating_mul(8))
+    .bind(window.max(limit))
     .fetch_all(conn)
     .await?;
     Ok(rows.into_iter().map(|(p,)| p).collect())

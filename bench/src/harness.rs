@@ -1,7 +1,8 @@
 //! The harness every scenario runs in ([`Bench`]): the private copy of the
 //! executable under test, the database, the broker, the child, the HTTP
-//! client and what the run has measured so far; its setup, the machine's
-//! durable-commit floor, and the HTTP calls scenarios share.
+//! client, the run's calibration and what the run has measured so far; its
+//! setup, the machine's durable-commit floor, and the HTTP calls scenarios
+//! share.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use serde_json::{json, Value};
 use sqlx::PgPool;
 
 use crate::args::BenchArgs;
+use crate::calibrate::Calibration;
 use crate::child::{self, NavdChild};
 use crate::kafka::{self, Topics};
 use crate::report::{git_describe, ms, Dist, Row};
@@ -62,6 +64,9 @@ pub(crate) struct Bench {
     pub(crate) backfill_book: Option<Arc<Book>>,
     /// `git describe --dirty` when the run started (the tree may change).
     pub(crate) git: Option<String>,
+    /// What the machine and the database managed at setup: the bounds the
+    /// summary's normalised column divides by.
+    pub(crate) calibration: Calibration,
     pub(crate) results: serde_json::Map<String, Value>,
     pub(crate) rows: Vec<Row>,
     pub(crate) started: Instant,
@@ -110,6 +115,11 @@ impl Bench {
         child::migrate(&exe, &db_url, &out_dir.join("navd-migrate.log")).await?;
         let pool = db::connect(&db_url, 16).await?;
         db::check_durable(&pool).await?;
+        // Measured before the broker and the child start, on a machine as
+        // quiet as the run will have it.
+        let (machine, commit) = machine_probe(&pool, cores, &args).await?;
+        let calibration = Calibration::measure(&pool, commit).await?;
+        calibration.print();
         let topics = Topics::for_scale(args.scale);
         let (cluster, brokers) = kafka::start_broker(args.brokers.as_deref(), topics).await?;
         let http = reqwest::Client::builder()
@@ -118,7 +128,7 @@ impl Bench {
         let postmaster = pg
             .as_ref()
             .and_then(|pg| procfs::find_postmaster(pg.port()));
-        let mut b = Bench {
+        Ok(Bench {
             args,
             today,
             cores,
@@ -140,56 +150,11 @@ impl Bench {
             today_closes: Vec::new(),
             backfill_book: None,
             git: git_describe(),
-            results: serde_json::Map::new(),
+            calibration,
+            results: serde_json::Map::from_iter([("machine".to_string(), machine)]),
             rows: Vec::new(),
             started: Instant::now(),
-        };
-        b.machine_probe().await?;
-        Ok(b)
-    }
-
-    /// The floor under every durable write: the latency of a one-row
-    /// insert's commit, which must reach the disk. (A transaction that only
-    /// takes an xid writes no WAL of its own, and PostgreSQL does not wait
-    /// for the flush of its commit record: the probe before issue 13 did
-    /// that and measured no flush at all.)
-    async fn machine_probe(&mut self) -> Result<()> {
-        let mut lat = Vec::new();
-        let mut conn = self.pool.acquire().await?;
-        sqlx::query("CREATE TABLE IF NOT EXISTS navd_bench_probe (x int)")
-            .execute(&mut *conn)
-            .await?;
-        for _ in 0..200 {
-            let t = Instant::now();
-            sqlx::query("INSERT INTO navd_bench_probe VALUES (1)")
-                .execute(&mut *conn)
-                .await?;
-            lat.push(ms(t.elapsed()));
-        }
-        sqlx::query("DROP TABLE navd_bench_probe")
-            .execute(&mut *conn)
-            .await?;
-        let version: String = sqlx::query_scalar("SHOW server_version")
-            .fetch_one(&mut *conn)
-            .await?;
-        let commit = Dist::of(lat);
-        println!(
-            "navd bench: PostgreSQL {version}; durable commit latency p50 {:.2} ms, p99 {:.2} ms",
-            commit.p50, commit.p99
-        );
-        self.results.insert(
-            "machine".into(),
-            json!({
-                "cores": self.cores,
-                "postgresql": version,
-                "fsync": "on",
-                "synchronous_commit": "on",
-                "flush_delay_us": self.args.flush_delay_us,
-                "pg_settings": self.args.pg_settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
-                "durable_commit_ms": commit.json(),
-            }),
-        );
-        Ok(())
+        })
     }
 
     /// Starts `navd serve` on the shared database and broker, unless running.
@@ -316,6 +281,47 @@ impl Bench {
             days: 3653,
         }
     }
+}
+
+/// The floor under every durable write: the latency of a one-row insert's
+/// commit, which must reach the disk. (A transaction that only takes an xid
+/// writes no WAL of its own, and PostgreSQL does not wait for the flush of
+/// its commit record: the probe before issue 13 did that and measured no
+/// flush at all.) The JSON's `machine` key, and the latencies.
+async fn machine_probe(pool: &PgPool, cores: usize, args: &BenchArgs) -> Result<(Value, Dist)> {
+    let mut lat = Vec::new();
+    let mut conn = pool.acquire().await?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS navd_bench_probe (x int)")
+        .execute(&mut *conn)
+        .await?;
+    for _ in 0..200 {
+        let t = Instant::now();
+        sqlx::query("INSERT INTO navd_bench_probe VALUES (1)")
+            .execute(&mut *conn)
+            .await?;
+        lat.push(ms(t.elapsed()));
+    }
+    sqlx::query("DROP TABLE navd_bench_probe")
+        .execute(&mut *conn)
+        .await?;
+    let version: String = sqlx::query_scalar("SHOW server_version")
+        .fetch_one(&mut *conn)
+        .await?;
+    let commit = Dist::of(lat);
+    println!(
+        "navd bench: PostgreSQL {version}; durable commit latency p50 {:.2} ms, p99 {:.2} ms",
+        commit.p50, commit.p99
+    );
+    let machine = json!({
+        "cores": cores,
+        "postgresql": version,
+        "fsync": "on",
+        "synchronous_commit": "on",
+        "flush_delay_us": args.flush_delay_us,
+        "pg_settings": args.pg_settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+        "durable_commit_ms": commit.json(),
+    });
+    Ok((machine, commit))
 }
 
 /// `n` times `scale`, at least `min`.

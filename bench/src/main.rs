@@ -14,6 +14,11 @@
 //! - deterministic books generated from `--seed` by `navd-testkit`; "today"
 //!   is pinned ([`harness::TODAY`]) so two runs with one seed produce
 //!   identical events.
+//! - a calibration at setup, whatever scenarios run ([`calibrate`]): a
+//!   fixed CPU workload (the CPU unit) and the database's durable `COPY`
+//!   ceiling, because the same machine runs at very different speeds from
+//!   day to day; every summary row also shows its value as a ratio to the
+//!   one of them that bounds it ([`report::Normalised`]).
 //!
 //! The bench drives navd only through its faces: the `navd` executable
 //! (`serve`, `migrate`), its public HTTP API and `/metrics`, its database
@@ -29,6 +34,7 @@
 //! they print figures, they do not pass or fail on time.
 
 mod args;
+mod calibrate;
 mod child;
 mod db;
 mod harness;

@@ -1,14 +1,15 @@
 //! The run's summary as it is built and written: a row per figure (value,
-//! target, verdict), and at the end the JSON document and the printed
-//! table — written also after a failed scenario, with what was measured
-//! until then. The shapes and the arithmetic are `report`'s.
+//! its ratio to the run's calibration, target, verdict), and at the end the
+//! JSON document and the printed table — written also after a failed
+//! scenario, with what was measured until then. The shapes and the
+//! arithmetic are `report`'s.
 
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
 use crate::harness::{Bench, TODAY};
 use crate::procfs;
-use crate::report::{child_env_passthrough, round3, Row};
+use crate::report::{child_env_passthrough, round3, Normalised, Row};
 
 impl Bench {
     /// A row of the summary; `target` is its text and whether it was met.
@@ -25,6 +26,9 @@ impl Bench {
             Some((t, false)) => (t, "MISSED"),
             None => ("—".into(), ""),
         };
+        // Normalised here, for every row alike, rather than in each
+        // scenario: the calibration was measured at setup.
+        let normalised = Normalised::of(&json, &self.calibration.bounds());
         self.rows.push(Row {
             scenario,
             figure: figure.into(),
@@ -32,6 +36,7 @@ impl Bench {
             target,
             verdict,
             json,
+            normalised,
         });
     }
 
@@ -50,6 +55,7 @@ impl Bench {
             target: target.into(),
             verdict: "",
             json: json!({"skipped": true}),
+            normalised: None,
         });
     }
 
@@ -79,9 +85,11 @@ impl Bench {
             "wall_s": round3(self.started.elapsed().as_secs_f64()),
             "child_env_passthrough": child_env_passthrough(),
             "error": outcome.as_ref().err().map(|e| format!("{e:#}")),
+            "calibration": self.calibration.json(),
             "summary": self.rows.iter().map(|r| json!({
                 "scenario": r.scenario, "figure": r.figure, "shown": r.value,
                 "target": r.target, "verdict": r.verdict, "data": r.json,
+                "normalised": r.normalised.as_ref().map(Normalised::json),
             })).collect::<Vec<_>>(),
             "scenarios": Value::Object(std::mem::take(&mut self.results)),
         });
@@ -97,17 +105,32 @@ impl Bench {
     }
 
     fn print_table(&self) {
-        let header = ["scenario", "figure", "value", "target", ""];
+        let header = ["scenario", "figure", "value", "normalised", "target", ""];
+        let cells: Vec<[String; 6]> = self
+            .rows
+            .iter()
+            .map(|r| {
+                let n = r
+                    .normalised
+                    .as_ref()
+                    .map_or_else(|| "—".into(), Normalised::shown);
+                [
+                    r.scenario.into(),
+                    r.figure.clone(),
+                    r.value.clone(),
+                    n,
+                    r.target.clone(),
+                    r.verdict.into(),
+                ]
+            })
+            .collect();
         let mut widths = header.map(|h| h.chars().count());
-        for r in &self.rows {
-            for (w, s) in widths
-                .iter_mut()
-                .zip([r.scenario, &r.figure, &r.value, &r.target, r.verdict])
-            {
+        for row in &cells {
+            for (w, s) in widths.iter_mut().zip(row) {
                 *w = (*w).max(s.chars().count());
             }
         }
-        let line = |cells: [&str; 5]| {
+        let line = |cells: [&str; 6]| {
             let mut s = String::new();
             for (c, w) in cells.iter().zip(widths) {
                 s.push_str(c);
@@ -115,13 +138,21 @@ impl Bench {
             }
             println!("{}", s.trim_end());
         };
+        let cal = &self.calibration;
         println!(
-            "\nnavd bench — {} cores, scale {}, seed {}, PostgreSQL durable (fsync, synchronous_commit on)\n",
-            self.cores, self.args.scale, self.args.seed
+            "\nnavd bench — {} cores, scale {}, seed {}, PostgreSQL durable (fsync, synchronous_commit on)\n\
+             calibration: CPU unit {:.2} ms, COPY ceiling {:.0} rows/s, durable commit p50 {:.2} ms \
+             (normalised: events/s ÷ COPY ceiling, times in CPU units)\n",
+            self.cores,
+            self.args.scale,
+            self.args.seed,
+            cal.cpu.timing.cpu_ms,
+            cal.copy.rows_per_s,
+            cal.commit.p50,
         );
         line(header);
-        for r in &self.rows {
-            line([r.scenario, &r.figure, &r.value, &r.target, r.verdict]);
+        for row in &cells {
+            line(row.each_ref().map(String::as_str));
         }
     }
 }

@@ -199,18 +199,7 @@ impl Service {
         listener: TcpListener,
         stop: CancellationToken,
     ) -> Result<Service> {
-        let db = Db::new(pool)
-            .with_feed(config.feed.topic.is_some())
-            .with_layout_detected()
-            .await?;
-        if db.distributed() {
-            tracing::info!(
-                "portfolios are distributed by Citus: refresh groups are formed per shard"
-            );
-        }
-        // Every fold and read of this database values in this default.
-        db.prices()
-            .set_default_currency(config.default_currency.clone());
+        let db = open_db(config, pool).await?;
         let health = Arc::new(Health::default());
         let wake = Arc::new(Notify::new());
         let mut tasks = Vec::new();
@@ -341,4 +330,21 @@ pub(crate) async fn migrate(url: String) -> Result<()> {
     storage::migrate(&pool).await?;
     tracing::info!("migrations applied");
     Ok(())
+}
+
+/// The process's handle on the database: the feed as configured, the
+/// layout (one PostgreSQL or Citus) as the database says, the deployment's
+/// default currency.
+async fn open_db(config: &Config, pool: PgPool) -> Result<Db> {
+    let db = Db::new(pool)
+        .with_feed(config.feed.topic.is_some())
+        .with_layout_detected()
+        .await?;
+    if db.distributed() {
+        tracing::info!("portfolios are distributed by Citus: refresh groups are formed per shard");
+    }
+    // Every fold and read of this database values in this default.
+    db.prices()
+        .set_default_currency(config.default_currency.clone());
+    Ok(db)
 }

@@ -25,7 +25,7 @@ use navd_testkit::book::{Book, BookSpec};
 use serde_json::{json, Value};
 use sqlx::PgPool;
 
-use crate::harness::TODAY;
+use crate::pinned::TODAY;
 use crate::purefold::{time_fold, FoldTiming, SentEvents};
 use crate::report::{round3, Bounds, Dist};
 

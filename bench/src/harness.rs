@@ -24,9 +24,7 @@ use crate::kafka::{self, Topics};
 use crate::report::{git_describe, ms, Dist, Row};
 use crate::{db, procfs};
 
-/// The pinned "today" (a Tuesday) of every run: books, `NAVD_TODAY` of the
-/// child and the dates of freshness and price-day events derive from it.
-pub(crate) const TODAY: &str = "2026-06-30";
+pub(crate) use crate::pinned::TODAY;
 /// The consumer group of the main child.
 pub(crate) const GROUP: &str = "navd-bench";
 

@@ -40,6 +40,7 @@ mod db;
 mod harness;
 mod kafka;
 mod pandas;
+mod pinned;
 mod probe;
 mod procfs;
 mod progress;

@@ -241,7 +241,7 @@ mod tests {
             trades_per_portfolio: 300,
             days: 200,
         };
-        Book::generate(spec, 7, crate::harness::TODAY.parse().unwrap())
+        Book::generate(spec, 7, crate::pinned::TODAY.parse().unwrap())
     }
 
     /// A v1 and a v2 book fold from the events sent, every day a record.

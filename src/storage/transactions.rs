@@ -142,7 +142,15 @@ pub(super) async fn insert_transactions(
         ids,
     )
     .await?;
-    // Which symbols a portfolio may hold: those its events can move.
+    store_symbols(conn, rows).await
+}
+
+/// Records which symbols each portfolio of `rows` may hold: those its
+/// events can move.
+async fn store_symbols(
+    conn: &mut PgConnection,
+    rows: &[(Transaction, Source, String)],
+) -> sqlx::Result<()> {
     let mut pairs: HashSet<(&str, &str)> = HashSet::new();
     for (t, _, _) in rows {
         if let Some(symbol) = t.kind.position_symbol() {

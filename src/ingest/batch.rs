@@ -310,7 +310,7 @@ pub async fn store_batch(
         .iter()
         .map(|d| DeadLetterLine::of(d, cfg))
         .collect();
-    let report = storage::ingest(&mut tx, batch).await?;
+    let report = storage::ingest_sharded(&mut tx, batch, db.event_id_shards()).await?;
     let next_offsets: BTreeMap<(String, i32), i64> = last
         .iter()
         .map(|(k, o)| (k.clone(), (*o + 1).max(stored.get(k).copied().unwrap_or(0))))

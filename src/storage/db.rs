@@ -27,6 +27,8 @@ pub struct Db {
     feed: bool,
     /// `portfolios` is distributed by Citus (see [`Db::with_layout_detected`]).
     distributed: bool,
+    /// The shards of `event_ids`, where Citus distributes it.
+    event_id_shards: Option<Arc<super::layout::UuidShards>>,
 }
 
 impl Db {
@@ -44,6 +46,7 @@ impl Db {
             changes: Arc::new(Changes::default()),
             feed: false,
             distributed: false,
+            event_id_shards: None,
         }
     }
 
@@ -52,7 +55,19 @@ impl Db {
     /// groups per shard ([`Db::distributed`]).
     pub async fn with_layout_detected(mut self) -> sqlx::Result<Db> {
         self.distributed = super::layout::portfolios_distributed(&self.pool).await?;
+        self.event_id_shards = if self.distributed {
+            Some(Arc::new(
+                super::layout::UuidShards::of_event_ids(&self.pool).await?,
+            ))
+        } else {
+            None
+        };
         Ok(self)
+    }
+
+    /// The shards of `event_ids` on Citus (`None` on one PostgreSQL).
+    pub fn event_id_shards(&self) -> Option<&super::layout::UuidShards> {
+        self.event_id_shards.as_deref()
     }
 
     /// Whether `portfolios` is distributed over Citus shards.

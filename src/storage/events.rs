@@ -60,6 +60,16 @@ impl IngestReport {
 /// ([`projections::Invalidation`], the rule; here only its SQL). Runs in
 /// the caller's transaction.
 pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result<IngestReport> {
+    ingest_sharded(conn, batch, None).await
+}
+
+/// [`ingest`] on a database whose `event_ids` Citus distributes over
+/// `shards` (the look-up of stored ids goes shard by shard).
+pub async fn ingest_sharded(
+    conn: &mut PgConnection,
+    batch: IngestBatch,
+    shards: Option<&super::layout::UuidShards>,
+) -> sqlx::Result<IngestReport> {
     if !batch.rates.is_empty() {
         // A stored rate marks the portfolios exposed to it by reading the
         // transactions this batch may have just written to several shards;
@@ -77,6 +87,7 @@ pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result
     let fresh = new_transactions(
         conn,
         batch.transactions,
+        shards,
         &mut report.duplicates_ignored,
         &mut dead,
     )

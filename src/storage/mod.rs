@@ -59,7 +59,7 @@ pub(crate) mod explain;
 pub(crate) mod feed_check;
 pub mod history;
 pub(crate) mod known;
-pub(crate) mod layout;
+pub mod layout;
 pub(crate) mod market;
 pub(crate) mod marks;
 pub(crate) mod numeric;
@@ -83,7 +83,7 @@ pub use dead_letters::{
 };
 pub use digest::Digest;
 pub use error::StorageError;
-pub use events::{ingest, IngestBatch, IngestReport};
+pub use events::{ingest, ingest_sharded, IngestBatch, IngestReport};
 pub use history::{
     history_row, history_rows_at, load_history, replace_history, replace_history_changed,
     replace_history_many, Changed, HistoryRow, Span, Synced,

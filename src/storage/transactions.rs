@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use super::copy::{copy_in, BinaryRows};
 use super::dead_letters::{reused_reason, DeadLetter, Source};
+use super::layout::UuidShards;
 
 /// The batch's transactions that are new: duplicates (inside the batch or
 /// against the store) are counted in `duplicates` and dropped, an id
@@ -25,6 +26,7 @@ use super::dead_letters::{reused_reason, DeadLetter, Source};
 pub(super) async fn new_transactions(
     conn: &mut PgConnection,
     transactions: Vec<(Transaction, Source)>,
+    shards: Option<&UuidShards>,
     duplicates: &mut usize,
     dead: &mut Vec<DeadLetter>,
 ) -> sqlx::Result<Vec<(Transaction, Source, String)>> {
@@ -48,14 +50,7 @@ pub(super) async fn new_transactions(
         return Ok(fresh);
     }
     let ids: Vec<Uuid> = fresh.iter().map(|(t, _, _)| t.event_id).collect();
-    let stored: HashMap<Uuid, String> = sqlx::query_as(
-        "SELECT event_id, fingerprint FROM event_ids WHERE event_id = ANY($1::uuid[])",
-    )
-    .bind(&ids)
-    .fetch_all(&mut *conn)
-    .await?
-    .into_iter()
-    .collect();
+    let stored = stored_fingerprints(conn, &ids, shards).await?;
     let mut keep = Vec::with_capacity(fresh.len());
     for (tx, src, fp) in fresh {
         match stored.get(&tx.event_id) {
@@ -68,6 +63,32 @@ pub(super) async fn new_transactions(
         }
     }
     Ok(keep)
+}
+
+/// The stored fingerprints of `ids`. On Citus, one statement per shard
+/// with that shard's ids: a single `ANY` of them all is written into every
+/// shard's task and probed there in full (32 copies of a batch's ids,
+/// ~150–200 ms a batch of 5,000 under load).
+async fn stored_fingerprints(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+    shards: Option<&UuidShards>,
+) -> sqlx::Result<HashMap<Uuid, String>> {
+    let parts = match shards {
+        Some(s) => s.split(ids),
+        None => vec![ids.to_vec()],
+    };
+    let mut stored = HashMap::new();
+    for part in &parts {
+        let rows: Vec<(Uuid, String)> = sqlx::query_as(
+            "SELECT event_id, fingerprint FROM event_ids WHERE event_id = ANY($1::uuid[])",
+        )
+        .bind(part)
+        .fetch_all(&mut *conn)
+        .await?;
+        stored.extend(rows);
+    }
+    Ok(stored)
 }
 
 /// The columns of `transactions` and `transactions_superseded` a stored

@@ -18,6 +18,7 @@
 //! - `history`: the history table's reads, writes, derived values, migration;
 //! - `tear_sheet`: the tear-sheet golden, trailing returns, `rolling`, flows;
 //! - `pages`: the pages' movers, tear sheet and composite over the goldens;
+//! - `shards`: the Citus shard navd computes for an event id;
 //! - `support`: the helpers they share.
 
 #[path = "../common/mod.rs"]
@@ -33,6 +34,7 @@ mod errors;
 mod explain;
 mod history;
 mod pages;
+mod shards;
 mod tear_sheet;
 mod wire;
 mod writes;

@@ -102,6 +102,9 @@ async fn scenarios(b: &mut Bench) -> Result<()> {
     );
     let (backfill, read, v2) = (want(Backfill), want(Read), want(V2));
     let known_reads = corrections || want(KnownAt);
+    if want(Scale) {
+        b.scale().await?;
+    }
     if ingest {
         b.ingest().await?;
     }

@@ -3,6 +3,8 @@
 //!
 //! - [`pgtemp`]: a private PostgreSQL from the installed server binaries;
 //! - [`book`]: the one generator of sample books (deterministic, seeded);
+//! - [`scale_book`]: the bench's many small one-year portfolios, derived
+//!   per portfolio from the seed rather than stored;
 //! - [`broker`]: producing books to a Kafka-protocol broker (librdkafka's
 //!   in-process mock cluster).
 //!
@@ -12,6 +14,7 @@
 pub mod book;
 pub mod broker;
 pub mod pgtemp;
+pub mod scale_book;
 
 pub use book::{sample_book, Book, BookSpec, SampleBook};
 pub use pgtemp::{PgOptions, PgTemp};

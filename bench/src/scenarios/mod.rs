@@ -33,6 +33,11 @@
 //!    versions only), and [`corrections_ingest`]: the ingest book with 5 %
 //!    of its trades amended later in the stream against the same book
 //!    without, in turns (≥ 90 % of the plain events/s).
+//! 9. [`scale`] — 100,000 portfolios × 10 positions × one year (`--scale`
+//!    multiplies the portfolios), alone and not in `all`: ingest, the day
+//!    rolling over (≤ 60 s), a price day (≤ 60 s), `calculate` of a
+//!    sample, random reads with the read cache bounded, and memory, disk
+//!    and time per portfolio, to compare 10,000 with 100,000.
 
 pub(crate) mod backfill;
 pub(crate) mod corrections;
@@ -42,4 +47,5 @@ pub(crate) mod ingest;
 pub(crate) mod price_day;
 pub(crate) mod read;
 pub(crate) mod replay;
+pub(crate) mod scale;
 pub(crate) mod v2;

@@ -26,7 +26,7 @@ use crate::harness::{Bench, GROUP};
 use crate::kafka::{PX_TOPIC, TX_TOPIC, WARM_TOPIC};
 use crate::probe::{metric, metric_delta};
 use crate::progress::{follow_offsets, offsets_stored};
-use crate::report::{ms, round3, Dist, Row};
+use crate::report::{ms, round3, Dist, Normalised, Row};
 
 /// Portfolios at `--scale 1`: the size the targets are stated for.
 const PORTFOLIOS: usize = 100_000;
@@ -805,6 +805,8 @@ impl Bench {
             Some((t, None)) => (t, ""),
             None => ("—".into(), ""),
         };
+        // The calibration's ratio, as every other row gets it.
+        let normalised = Normalised::of(&json, &self.calibration.bounds());
         self.rows.push(Row {
             scenario: "scale",
             figure: figure.into(),
@@ -812,6 +814,7 @@ impl Bench {
             target,
             verdict,
             json,
+            normalised,
         });
     }
 }

@@ -49,9 +49,10 @@ type Named = HashMap<Uuid, Vec<(Uuid, String, u32)>>;
 
 /// Refuses, as dead letters, the corrections the store contradicts (a
 /// target that is a correction or a settings event, or of another
-/// portfolio; a revision already stored by another event) and the
-/// originals whose stored corrections name another portfolio; says which
-/// of the rest go aside and which logical transactions to resolve.
+/// portfolio; a revision its portfolio already stored by another event);
+/// says which of the rest go aside and which logical transactions to
+/// resolve, among them those whose stored corrections name an event of
+/// this batch.
 pub(super) async fn check(
     conn: &mut PgConnection,
     fresh: Vec<Fresh>,
@@ -61,7 +62,13 @@ pub(super) async fn check(
     if fresh.is_empty() {
         return Ok(out);
     }
-    let keys: Vec<Uuid> = fresh.iter().map(|(t, _, _)| t.logical_id()).collect();
+    // A correction's own id too: corrections stored before it may name it.
+    let keys: Vec<Uuid> = fresh
+        .iter()
+        .flat_map(|(t, _, _)| [t.event_id, t.logical_id()])
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
     probes_only(conn, true).await?;
     let mut named = stored_corrections(conn, &keys).await?;
     let targets: Vec<Uuid> = fresh
@@ -105,13 +112,21 @@ pub(super) async fn check(
                 out.aside.insert(t.event_id);
                 resolve.insert((pid.clone(), c.corrects));
             }
-            None if named.contains_key(&t.event_id) => {
-                if correctable(&t) {
-                    out.aside.insert(t.event_id);
-                }
-                resolve.insert((pid.clone(), t.event_id));
+            None if named.contains_key(&t.event_id) && correctable(&t) => {
+                out.aside.insert(t.event_id);
             }
-            None => {}
+            _ => {}
+        }
+        // Corrections stored before the event they name: each portfolio's
+        // are judged again now that the target is known (those of another
+        // portfolio, or naming a correction or a settings event, go aside
+        // as dead letters), so the outcome does not depend on which came
+        // first.
+        if let Some(versions) = named.get(&t.event_id) {
+            resolve.insert((pid.clone(), t.event_id));
+            for (_, p, _) in versions {
+                resolve.insert((p.clone(), t.event_id));
+            }
         }
         known.insert(
             t.event_id,
@@ -138,15 +153,9 @@ fn correctable(t: &Transaction) -> bool {
 /// Why the store refuses `t`, if it does.
 fn refusal(t: &Transaction, known: &HashMap<Uuid, Target>, named: &Named) -> Option<String> {
     let pid = t.portfolio_id.as_str();
-    let Some(c) = t.correction else {
-        // An original: corrections stored before it must be its own
-        // portfolio's.
-        let other = named.get(&t.event_id)?.iter().find(|(_, p, _)| p != pid)?;
-        return Some(format!(
-            "portfolio_id differs from that of its stored correction {} ({})",
-            other.0, other.1
-        ));
-    };
+    // An original is never refused for the corrections stored before it:
+    // those are judged when it arrives ([`resolve`]).
+    let c = t.correction?;
     if let Some(target) = known.get(&c.corrects) {
         if target.portfolio != pid {
             return Some(format!(
@@ -163,19 +172,16 @@ fn refusal(t: &Transaction, known: &HashMap<Uuid, Target>, named: &Named) -> Opt
             return Some("a portfolio_settings event cannot be corrected".into());
         }
     }
+    // Before the original is known, corrections of several portfolios
+    // naming it are each their own portfolio's; the original decides which
+    // stand when it arrives. A revision is unique within a portfolio.
     let versions = named
         .get(&c.corrects)
         .map(Vec::as_slice)
         .unwrap_or_default();
-    if let Some((_, p, _)) = versions.iter().find(|(_, p, _)| p != pid) {
-        return Some(format!(
-            "portfolio_id differs from that of the stored corrections of {} ({p})",
-            c.corrects
-        ));
-    }
     versions
         .iter()
-        .any(|(id, _, r)| *r == c.revision && *id != t.event_id)
+        .any(|(id, p, r)| *r == c.revision && *id != t.event_id && p == pid)
         .then(|| {
             format!(
                 "revision {} of {} is already stored",
@@ -339,6 +345,55 @@ async fn rows_of(
 struct Version {
     tx: Transaction,
     in_log: bool,
+    /// Where it was read from (topic, partition, offset).
+    origin: (String, i32, i64),
+}
+
+/// Why the corrections naming `original` can have no effect in portfolio
+/// `pid`, if they cannot: the original is another portfolio's, a
+/// correction itself or a settings event. The reasons read as when the
+/// original is stored before its correction.
+fn void_reason(original: &Transaction, pid: &str) -> Option<String> {
+    if original.portfolio_id.as_str() != pid {
+        return Some(format!(
+            "portfolio_id differs from the original's ({})",
+            original.portfolio_id.as_str()
+        ));
+    }
+    if let Some(c) = original.correction {
+        return Some(format!(
+            "corrects a correction; name the original {}",
+            c.corrects
+        ));
+    }
+    matches!(original.kind, Kind::PortfolioSettings { .. })
+        .then(|| "a portfolio_settings event cannot be corrected".into())
+}
+
+/// The dead letter of a correction refused after it was stored, when the
+/// event it names arrived: its Kafka position, the fields that identify it
+/// (the message's bytes are not kept), and the reason.
+fn retracted(v: &Version, reason: &str) -> DeadLetter {
+    let (topic, partition, offset) = v.origin.clone();
+    let c = v.tx.correction;
+    let payload = serde_json::json!({
+        "event_id": v.tx.event_id,
+        "portfolio_id": v.tx.portfolio_id.as_str(),
+        "type": v.tx.kind.name(),
+        "trade_date": v.tx.trade_date,
+        "corrects": c.map(|c| c.corrects),
+        "revision": c.map(|c| c.revision),
+    });
+    DeadLetter {
+        source: Source {
+            topic,
+            partition,
+            offset,
+            key: None,
+            payload: payload.to_string().into_bytes(),
+        },
+        reason: format!("{reason}; refused when the original arrived, kept aside"),
+    }
 }
 
 /// Places the effective version of each logical transaction of `keys` in
@@ -348,6 +403,7 @@ pub(super) async fn resolve(
     conn: &mut PgConnection,
     keys: &[(String, Uuid)],
     invalid: &mut Invalidation,
+    dead: &mut Vec<DeadLetter>,
 ) -> sqlx::Result<()> {
     if keys.is_empty() {
         return Ok(());
@@ -367,15 +423,22 @@ pub(super) async fn resolve(
                     || (v.tx.event_id == *key && correctable(&v.tx))
             })
             .collect();
-        let original = versions
-            .iter()
-            .find(|v| v.tx.event_id == *key && v.tx.portfolio_id.as_str() == pid)
-            .map(|v| &v.tx);
-        let corrections = group
-            .iter()
-            .filter(|v| v.tx.correction.is_some())
-            .map(|v| &v.tx);
-        let pick = projections::effective_of(*key, original, corrections);
+        // The original may be another portfolio's: then this portfolio's
+        // corrections of it have no effect.
+        let original = versions.iter().find(|v| v.tx.event_id == *key);
+        let corrections = group.iter().filter(|v| v.tx.correction.is_some());
+        let void = original.and_then(|o| void_reason(&o.tx, pid));
+        if let Some(reason) = &void {
+            // Deduplicated by the dead letters' key (the Kafka position):
+            // a later batch that resolves the key again adds none.
+            dead.extend(corrections.clone().map(|v| retracted(v, reason)));
+        }
+        let pick = match void {
+            Some(_) => None,
+            None => {
+                projections::effective_of(*key, original.map(|v| &v.tx), corrections.map(|v| &v.tx))
+            }
+        };
         let current = group.iter().find(|v| v.in_log).map(|v| &v.tx);
         for v in group.iter().filter(|v| v.in_log) {
             if pick.is_none_or(|p| p.event_id != v.tx.event_id) {
@@ -425,16 +488,32 @@ async fn load_versions(
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
         let pid_text: &str = r.try_get("portfolio_id")?;
-        if !wanted.contains(pid_text) {
+        // The originals of other portfolios too: they void the corrections.
+        let id: Uuid = r.try_get("event_id")?;
+        if !wanted.contains(pid_text) && !k.contains(&id) {
             continue;
         }
         let pid = PortfolioId::parse(pid_text)?;
         out.push(Version {
             tx: transaction_of(&r, pid, true)?,
             in_log: r.try_get("in_log")?,
+            origin: origin_of(&r)?,
         });
     }
     Ok(out)
+}
+
+/// Where a stored version was read from; a row stored without its origin
+/// (before origins were kept) is named by its place in the log, under a
+/// topic no broker has.
+fn origin_of(r: &sqlx::postgres::PgRow) -> sqlx::Result<(String, i32, i64)> {
+    let topic: Option<String> = r.try_get("source_topic")?;
+    let partition: Option<i32> = r.try_get("source_partition")?;
+    let offset: Option<i64> = r.try_get("source_offset")?;
+    Ok(match (topic, partition, offset) {
+        (Some(t), Some(p), Some(o)) => (t, p, o),
+        _ => ("navd:log".into(), 0, r.try_get("seq")?),
+    })
 }
 
 /// Moves versions out of the fold's log and into it.

@@ -104,7 +104,7 @@ pub async fn ingest_sharded(
     {
         invalid.transaction(t);
     }
-    super::corrections::resolve(conn, &checked.keys, &mut invalid).await?;
+    super::corrections::resolve(conn, &checked.keys, &mut invalid, &mut dead).await?;
     report.prices_stored = store_prices(conn, &batch.prices, &mut invalid).await?;
     let splits = store_splits(conn, batch.splits, &mut dead).await?;
     report.splits_stored = splits.len();
@@ -213,7 +213,10 @@ async fn mark_invalidated(
         register_portfolios(conn, &p1, &d1).await?;
     }
     // One mark per portfolio: the earliest of its own events and of the
-    // closes and splits of symbols it holds. The merge is done here, not in
+    // closes and splits of symbols it holds. Only portfolios with a
+    // history are marked: a portfolio whose stored events have no effect
+    // yet (a cancel and its original, say) holds symbols but has nothing
+    // to refresh, and its mark would be due for ever. The merge is done here, not in
     // a UNION of the two, which a distributed planner (Citus) cannot type.
     let mut marks: BTreeMap<String, NaiveDate> = p1
         .iter()
@@ -226,6 +229,7 @@ async fn mark_invalidated(
             "SELECT h.portfolio_id, min(u.day)
                FROM UNNEST($1::text[], $2::date[]) AS u(symbol, day)
                JOIN portfolio_symbols h ON h.symbol = u.symbol
+               JOIN portfolios p ON p.portfolio_id = h.portfolio_id
               GROUP BY h.portfolio_id",
         )
         .bind(&s2)
@@ -387,6 +391,7 @@ async fn mark_exposed(
          INSERT INTO portfolio_marks (portfolio_id, from_day, kinds)
          SELECT b.portfolio_id, min(r.day), '{fx}'::text[] FROM based b
            JOIN r ON (b.base = r.t AND b.currency = r.f) OR (b.base = r.f AND b.currency = r.t)
+           JOIN portfolios p ON p.portfolio_id = b.portfolio_id
           GROUP BY b.portfolio_id
          RETURNING portfolio_id",
     )

@@ -15,6 +15,7 @@
 //! - `explain`: explain a day, over the golden books' days and bad input;
 //! - `actions`: what a corporate action did on its day, in explain and
 //!   positions;
+//! - `arrival`: corrections in any arrival order and batching;
 //! - `history`: the history table's reads, writes, derived values, migration;
 //! - `tear_sheet`: the tear-sheet golden, trailing returns, `rolling`, flows;
 //! - `pages`: the pages' movers, tear sheet and composite over the goldens;
@@ -26,6 +27,7 @@ mod common;
 mod support;
 
 mod actions;
+mod arrival;
 mod attribution;
 mod auth;
 mod composite;

@@ -1,0 +1,194 @@
+//! Corrections in any arrival order: the corrections golden stored in
+//! shuffled orders and cut into batches of random sizes ends with the same
+//! stored history, statuses, effective logs and dead letters as in the
+//! order it is written, whether a correction comes before or after the
+//! event it names, in its batch or in an earlier one (among them
+//! corrections of another portfolio's event, of a correction and of a
+//! settings event, which can only be refused once their target is known).
+
+use std::collections::BTreeSet;
+
+use crate::common::*;
+use navd::clock::Clock;
+use navd::storage::{self, DeadLetter, IngestBatch, Source};
+use projections::{parse_price, parse_transaction};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+
+/// One event of the golden: a transaction or a close, with its place in
+/// the golden's lists (its Kafka offset here, unique across batches).
+#[derive(Debug, Clone)]
+enum Item {
+    Tx(i64, Value),
+    Close(i64, Value),
+}
+
+fn items(g: &Value) -> Vec<Item> {
+    let list = |k: &str| g[k].as_array().cloned().unwrap_or_default();
+    let mut out: Vec<Item> = Vec::new();
+    for (i, v) in list("transactions").into_iter().enumerate() {
+        out.push(Item::Tx(i as i64, v));
+    }
+    for (i, v) in list("prices").into_iter().enumerate() {
+        out.push(Item::Close(1000 + i as i64, v));
+    }
+    out
+}
+
+/// A batch as the consumer builds it: what does not parse is a dead letter.
+fn batch(items: &[Item], default_currency: &Value) -> IngestBatch {
+    let mut b = IngestBatch {
+        default_currency: default_currency
+            .as_str()
+            .map(|c| projections::Currency::parse(c).unwrap()),
+        ..IngestBatch::default()
+    };
+    for it in items {
+        match it {
+            Item::Tx(off, v) => {
+                let raw = serde_json::to_vec(v).unwrap();
+                match parse_transaction(&raw) {
+                    Ok(t) => b.transactions.push((t, Source::direct(*off, raw))),
+                    Err(e) => b.dead_letters.push(DeadLetter {
+                        source: Source::direct(*off, raw),
+                        reason: e.to_string(),
+                    }),
+                }
+            }
+            Item::Close(off, v) => {
+                let raw = serde_json::to_vec(v).unwrap();
+                b.prices
+                    .push((parse_price(&raw).unwrap(), Source::direct(*off, raw)));
+            }
+        }
+    }
+    b
+}
+
+/// Everything the order must not change.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    history: Vec<(String, chrono::NaiveDate, String)>,
+    statuses: Vec<(String, String, Option<chrono::NaiveDate>)>,
+    /// (portfolio, event id) of the fold's logs.
+    logs: BTreeSet<(String, uuid::Uuid)>,
+    /// (event id, reason) of the dead letters, the reason up to what says
+    /// it was refused after it was stored.
+    dead: BTreeSet<(String, String)>,
+}
+
+async fn run(g: &Value, batches: &[Vec<Item>]) -> Outcome {
+    let today = day(g["today"].as_str().unwrap());
+    let app = spawn_app(jwt_auth(), today).await;
+    for items in batches {
+        let mut tx = app.db.begin().await.unwrap();
+        let r = storage::ingest(&mut tx, batch(items, &g["default_currency"]))
+            .await
+            .unwrap();
+        tx.changed(&r.affected);
+        tx.prices_changed();
+        tx.commit().await.unwrap();
+        // A refresh between batches, as the worker may run one: what a
+        // later batch undoes must be undone in the stored history too.
+        navd::projection::worker::refresh_all(&app.db, Clock::fixed(today))
+            .await
+            .unwrap();
+    }
+    let statuses = sqlx::query_as(
+        "SELECT portfolio_id, status, status_since FROM portfolios ORDER BY portfolio_id",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    let logs: Vec<(String, uuid::Uuid)> =
+        sqlx::query_as("SELECT portfolio_id, event_id FROM transactions")
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    let dead: Vec<(Vec<u8>, String)> = sqlx::query_as("SELECT payload, reason FROM dead_letters")
+        .fetch_all(&app.pool)
+        .await
+        .unwrap();
+    let dead = dead
+        .into_iter()
+        .map(|(p, r)| {
+            let v: Value = serde_json::from_slice(&p).unwrap();
+            let reason = r.split("; refused when").next().unwrap().to_string();
+            (v["event_id"].as_str().unwrap().to_string(), reason)
+        })
+        .collect();
+    Outcome {
+        history: history_table(&app.pool).await,
+        statuses,
+        logs: logs.into_iter().collect(),
+        dead,
+    }
+}
+
+/// The golden's two corrections of one revision (the first one sent
+/// stands): the shuffles keep them in the golden's order.
+fn keeps_revision_order(order: &[Item]) -> bool {
+    let at = |id: &str| {
+        order.iter().position(|it| match it {
+            Item::Tx(_, v) => v["event_id"] == id,
+            Item::Close(..) => false,
+        })
+    };
+    at("00000000-0000-4000-8007-000000000015") < at("00000000-0000-4000-8007-000000000032")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrections_give_one_outcome_in_any_arrival_order_and_batching() {
+    let g: Value =
+        serde_json::from_str(include_str!("../../fixtures/golden/corrections.json")).unwrap();
+    let all = items(&g);
+    let reference = run(&g, std::slice::from_ref(&all)).await;
+    let want: BTreeSet<String> = g["expected_dead_letters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["event_id"].as_str().unwrap().to_string())
+        .collect();
+    let got: BTreeSet<String> = reference.dead.iter().map(|(id, _)| id.clone()).collect();
+    assert_eq!(got, want, "{:#?}", reference.dead);
+
+    // Each event alone, last first: every correction before its target,
+    // each in an earlier batch (the two revisions of one key swapped back).
+    let mut reversed = all.clone();
+    reversed.reverse();
+    let pos = |id: &str| {
+        reversed
+            .iter()
+            .position(|it| matches!(it, Item::Tx(_, v) if v["event_id"] == id))
+            .unwrap()
+    };
+    let (i, j) = (
+        pos("00000000-0000-4000-8007-000000000015"),
+        pos("00000000-0000-4000-8007-000000000032"),
+    );
+    reversed.swap(i, j);
+    let mut orders: Vec<Vec<Vec<Item>>> = vec![reversed.iter().map(|i| vec![i.clone()]).collect()];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x0a11_0c4e);
+    while orders.len() < 5 {
+        let mut shuffled = all.clone();
+        shuffled.shuffle(&mut rng);
+        if !keeps_revision_order(&shuffled) {
+            continue;
+        }
+        let mut batches = Vec::new();
+        let mut rest = shuffled.as_slice();
+        while !rest.is_empty() {
+            let n = rng.gen_range(1..=rest.len().min(8));
+            batches.push(rest[..n].to_vec());
+            rest = &rest[n..];
+        }
+        orders.push(batches);
+    }
+    for (n, batches) in orders.iter().enumerate() {
+        let flat: Vec<Item> = batches.iter().flatten().cloned().collect();
+        assert!(keeps_revision_order(&flat));
+        let got = run(&g, batches).await;
+        assert_eq!(got, reference, "order {n}: {batches:?}");
+    }
+}

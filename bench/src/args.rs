@@ -105,6 +105,9 @@ pub(crate) enum Scenario {
     /// The `as_known_at` and explain reads of `corrections` alone, on the
     /// ten-year book (no ingest data set).
     KnownAt,
+    /// A composite of 100 three-year portfolios (uncached and cached) and
+    /// the tear sheet's cost beside an uncached curve read (issue 41).
+    Composite,
     /// 100,000 portfolios × 10 positions × one year (`--scale` multiplies
     /// the portfolios): ingest, the day rolling over, a price day, an
     /// operator's replay, reads with a bounded cache, memory and disk per

@@ -102,6 +102,7 @@ async fn scenarios(b: &mut Bench) -> Result<()> {
     );
     let (backfill, read, v2) = (want(Backfill), want(Read), want(V2));
     let known_reads = corrections || want(KnownAt);
+    let composite = want(Composite);
     if want(Scale) {
         b.scale().await?;
     }
@@ -140,6 +141,9 @@ async fn scenarios(b: &mut Bench) -> Result<()> {
     }
     if corrections {
         b.corrections_ingest().await?;
+    }
+    if composite {
+        b.composite().await?;
     }
     Ok(())
 }

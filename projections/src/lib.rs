@@ -55,7 +55,8 @@ pub use invalidation::Invalidation;
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};
 pub use stats::{statistics, Calendar, Statistics, StatsQuery};
 pub use tearsheet::{
-    drawdown_table, rolling, trailing, trailing_days, DrawdownPeriod, Rolling, TearSheet, Trailing,
+    drawdown_table, rolling, tear_sheet, trailing, trailing_days, DrawdownPeriod, Rolling,
+    TearSheet, Trailing,
 };
 pub use types::{
     ActionKind, CashMode, ClosePrice, CorporateAction, CorporateEvent, Correction, Currency,

@@ -85,7 +85,7 @@ pub struct Trailing {
 /// (ascending), with `returns` its returns (one per sampled day) and
 /// `last_day` the range's last record (sampled or not). Trailing returns
 /// are left null: they look outside the range ([`trailing`]).
-pub(crate) fn tear_sheet(
+pub fn tear_sheet(
     w0: Decimal,
     w0_date: NaiveDate,
     sampled: &[(NaiveDate, Decimal)],

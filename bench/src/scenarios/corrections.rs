@@ -30,20 +30,20 @@ const ATTRIBUTION_ROUTE: &str = "/api/v1/portfolio/{id}/nav-history/attribution\
 const EXPLAIN_ROUTE: &str = "/api/v1/portfolio/{id}/nav-history/{date}/explain\"";
 
 /// A series of timed GETs and navd's own time for them.
-struct Timed {
-    end_to_end: Dist,
-    server_mean_ms: f64,
+pub(crate) struct Timed {
+    pub(crate) end_to_end: Dist,
+    pub(crate) server_mean_ms: f64,
     /// Requests the read cache counted meanwhile, any outcome: 0 when
     /// none of them went through it.
-    cache_counted: f64,
-    response_bytes: usize,
+    pub(crate) cache_counted: f64,
+    pub(crate) response_bytes: usize,
     /// CPU milliseconds per request of navd and of PostgreSQL: the cost
     /// of a read, less moved by other work on the machine than its time.
-    cpu_ms: (f64, f64),
+    pub(crate) cpu_ms: (f64, f64),
 }
 
 impl Timed {
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         json!({
             "end_to_end_ms": self.end_to_end.json(),
             "server_mean_ms": round3(self.server_mean_ms),
@@ -76,7 +76,7 @@ impl Bench {
     /// Each URL of `urls` once, timed end to end (request sent to body
     /// read); each answer must be a success, and `check` is given the
     /// first.
-    async fn timed_gets(&self, urls: &[String], route: &str) -> Result<(Timed, Value)> {
+    pub(crate) async fn timed_gets(&self, urls: &[String], route: &str) -> Result<(Timed, Value)> {
         let before = self.metrics().await;
         let cpu = || {
             (

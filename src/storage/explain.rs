@@ -118,7 +118,7 @@ pub(crate) async fn load_day(
         }
     };
     let symbols = symbols_of(&log);
-    let mut day_events = day_events(conn, id, day, known_at).await?;
+    let mut day_events = day_events(conn, id, day, &trade_dates_on(&log, day), known_at).await?;
     if known_at.is_some() {
         // Only the versions in effect then.
         let effective: std::collections::HashSet<Uuid> = log.iter().map(|t| t.event_id).collect();
@@ -147,12 +147,35 @@ fn symbols_of(log: &[Transaction]) -> Vec<String> {
     symbols
 }
 
+/// The trade dates of `log`'s events that [`day_events`] reads for `day`:
+/// the day's own, and the ex-dates of the dividends paid on it.
+fn trade_dates_on(log: &[Transaction], day: NaiveDate) -> Vec<NaiveDate> {
+    let mut dates: Vec<NaiveDate> = log
+        .iter()
+        .filter_map(|t| match &t.kind {
+            projections::Kind::Dividend(d) if d.pay_date == day && t.trade_date < day => {
+                Some(t.trade_date)
+            }
+            _ => None,
+        })
+        .chain([day])
+        .collect();
+    dates.sort();
+    dates.dedup();
+    dates
+}
+
 /// The effective transactions of `id` dated `day`, and its dividends paid
-/// on `day` with an earlier ex-date; in no particular order.
+/// on `day` with an earlier ex-date; in no particular order. `dates` are
+/// their trade dates ([`trade_dates_on`] the effective log through `day`,
+/// which holds every one of them): a probe of the log's key per date,
+/// where the condition alone read every event of the portfolio (~11 ms
+/// of 20,000).
 async fn day_events(
     conn: &mut PgConnection,
     id: &str,
     day: NaiveDate,
+    dates: &[NaiveDate],
     known_at: Option<DateTime<Utc>>,
 ) -> anyhow::Result<Vec<StoredTransaction>> {
     let select = |table: &str| {
@@ -160,7 +183,7 @@ async fn day_events(
             "SELECT {VERSION_COLUMNS}, source_topic, source_partition, source_offset,
                     received_at
                FROM {table}
-              WHERE portfolio_id = $1::text
+              WHERE portfolio_id = $1::text AND trade_date = ANY($4::date[])
                 AND received_at <= COALESCE($3::timestamptz, 'infinity'::timestamptz)
                 AND (trade_date = $2::date
                      OR (kind = 'dividend' AND pay_date = $2::date AND trade_date < $2::date))"
@@ -180,6 +203,7 @@ async fn day_events(
         .bind(id)
         .bind(day)
         .bind(known_at)
+        .bind(dates)
         .fetch_all(&mut *conn)
         .await?;
     let pid = PortfolioId::parse(id)?;

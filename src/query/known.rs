@@ -57,14 +57,14 @@ pub(crate) async fn known_at(
     if log.is_empty() {
         return Err(QueryError::NotFound);
     }
-    let mut symbols: Vec<String> = log
+    // A string for each distinct symbol, not for each event.
+    let symbols: std::collections::BTreeSet<&str> = log
         .iter()
         .filter_map(|t| t.kind.position_symbol())
-        .map(|s| s.to_string())
-        .chain(extra.iter().cloned())
+        .map(|s| s.as_str())
+        .chain(extra.iter().map(String::as_str))
         .collect();
-    symbols.sort();
-    symbols.dedup();
+    let symbols: Vec<String> = symbols.into_iter().map(str::to_string).collect();
     let book = storage::known::book_known_at(&mut tx, db.prices(), &symbols, at, today)
         .await
         .map_err(QueryError::Failed)?;

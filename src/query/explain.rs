@@ -141,10 +141,10 @@ pub(crate) async fn read_explanation(
             let p = storage::get_portfolio(&mut tx, id)
                 .await?
                 .ok_or(QueryError::NotFound)?;
-            let record = storage::history_row(&mut tx, id, day).await?;
-            let previous = storage::history_row(&mut tx, id, before).await?;
-            let earlier = storage::history_row(&mut tx, id, two_before).await?;
-            (p, record, previous, earlier)
+            // The three days in one read.
+            let rows = storage::load_history(&mut tx, id, Some(two_before), Some(day)).await?;
+            let row = |d: NaiveDate| rows.iter().find(|r| r.record.date == d).cloned();
+            (p, row(day), row(before), row(two_before))
         }
     };
     if let ReportedStatus::Inconsistent(i) = p.reported_status() {

@@ -4,6 +4,12 @@
 //! not depend on how far the refresh worker had got at that instant, and
 //! reads no stored record: the answer is the one a full rebuild from those
 //! events gives, as the stored history is.
+//!
+//! The curve takes the stored records instead when they are that answer:
+//! the history is up to date and consistent through the instant's day,
+//! and nothing received after the instant changes a day up to it
+//! ([`storage::known::changed_since`]): the usual instant, after the
+//! events it asks about, reads no log and folds nothing.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use projections::{PortfolioId, PriceBook, Status, Transaction};
@@ -51,20 +57,25 @@ pub(crate) async fn known_at(
     if log.is_empty() {
         return Err(QueryError::NotFound);
     }
-    let mut symbols: Vec<String> = log
+    // A string for each distinct symbol, not for each event.
+    let symbols: std::collections::BTreeSet<&str> = log
         .iter()
         .filter_map(|t| t.kind.position_symbol())
-        .map(|s| s.to_string())
-        .chain(extra.iter().cloned())
+        .map(|s| s.as_str())
+        .chain(extra.iter().map(String::as_str))
         .collect();
-    symbols.sort();
-    symbols.dedup();
+    let symbols: Vec<String> = symbols.into_iter().map(str::to_string).collect();
     let book = storage::known::book_known_at(&mut tx, db.prices(), &symbols, at, today)
         .await
         .map_err(QueryError::Failed)?;
     tx.commit().await?;
     let span = tracing::Span::current();
-    let row = id_row(id, today, &log);
+    let row = id_row(
+        id,
+        today,
+        projections::cash_mode_of(&log),
+        projections::base_currency_of(&log),
+    );
     tokio::task::spawn_blocking(move || {
         let _span = span.enter();
         fold_known(row, log, book, today)
@@ -73,9 +84,15 @@ pub(crate) async fn known_at(
     .map_err(|e| QueryError::Failed(e.into()))?
 }
 
-/// The portfolio row a fold of `log` through `today` stands for (filled in
-/// by [`fold_known`]).
-fn id_row(id: &PortfolioId, today: NaiveDate, log: &[Transaction]) -> PortfolioRow {
+/// The portfolio row a fold through `today` stands for, with the cash mode
+/// and base currency of its log's settings (filled in by [`fold_known`],
+/// or [`stored_known`] from stored records).
+fn id_row(
+    id: &PortfolioId,
+    today: NaiveDate,
+    cash_mode: projections::CashMode,
+    base_currency: Option<projections::Currency>,
+) -> PortfolioRow {
     PortfolioRow {
         portfolio_id: id.as_str().to_string(),
         first_day: today,
@@ -87,8 +104,8 @@ fn id_row(id: &PortfolioId, today: NaiveDate, log: &[Transaction]) -> PortfolioR
         pending_since: None,
         version: 0,
         mark_ids: Vec::new(),
-        cash_mode: projections::cash_mode_of(log),
-        base_currency: projections::base_currency_of(log),
+        cash_mode,
+        base_currency,
         history_digest: None,
     }
 }
@@ -149,19 +166,72 @@ pub(crate) async fn read_history_known_at(
     today: NaiveDate,
 ) -> Result<History, QueryError> {
     let extra: Vec<String> = q.benchmark.iter().map(|s| s.to_string()).collect();
-    let k = known_at(db, id, at, today, &extra).await?;
-    if let Some(sym) = &q.benchmark {
-        if k.book.close_on_or_before(sym, NaiveDate::MAX).is_none() {
+    let (portfolio, rows, book) = match stored_known(db, id, at, today, &extra).await? {
+        Some(stored) => stored,
+        None => {
+            let k = known_at(db, id, at, today, &extra).await?;
+            (k.portfolio, k.rows, Some(k.book))
+        }
+    };
+    let book = book.filter(|_| q.benchmark.is_some());
+    if let (Some(sym), Some(book)) = (&q.benchmark, &book) {
+        if book.close_on_or_before(sym, NaiveDate::MAX).is_none() {
             return Err(QueryError::UnknownBenchmark(format!(
                 "unknown benchmark `{sym}`: navd had no close for it then"
             )));
         }
     }
-    let read = read_of_rows(k.portfolio, k.rows, q, q.benchmark.as_ref().map(|_| k.book));
+    let read = read_of_rows(portfolio, rows, q, book);
     let q = q.clone();
     tokio::task::spawn_blocking(move || read.history(&q))
         .await
         .map_err(|e| QueryError::Failed(e.into()))
+}
+
+/// The fold of [`known_at`] taken from the stored records, when they are
+/// its answer (see the module doc): its portfolio row, its records through
+/// `today` and, with `extra` symbols (a benchmark), the book of those as
+/// known at `at`. `None`: fold.
+async fn stored_known(
+    db: &Db,
+    id: &PortfolioId,
+    at: DateTime<Utc>,
+    today: NaiveDate,
+    extra: &[String],
+) -> Result<Option<(PortfolioRow, Vec<HistoryRow>, Option<PriceBook>)>, QueryError> {
+    let mut tx = storage::read_snapshot(db.pool()).await?;
+    let Some(p) = storage::get_portfolio(&mut tx, id.as_str()).await? else {
+        return Ok(None);
+    };
+    // Pending marks: records from some day are not yet the fold of what is
+    // stored; an inconsistency: the fold stopped before its day.
+    let current = p.status == Status::Ok && p.mark_ids.is_empty() && p.pending_from.is_none();
+    if !current || p.last_day.is_none_or(|last| last < today) {
+        return Ok(None);
+    }
+    let changed = storage::known::changed_since(&mut tx, id, at)
+        .await
+        .map_err(QueryError::Failed)?;
+    if changed.is_some_and(|d| d <= today) {
+        return Ok(None);
+    }
+    let rows = storage::load_history(&mut tx, id.as_str(), None, Some(today)).await?;
+    let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+        // Whether any event was known then is the log's to say.
+        return Ok(None);
+    };
+    let book = if extra.is_empty() {
+        None
+    } else {
+        let book = storage::known::book_known_at(&mut tx, db.prices(), extra, at, today).await;
+        Some(book.map_err(QueryError::Failed)?)
+    };
+    tx.commit().await?;
+    // No settings event came later: the stored ones are those known then.
+    let mut row = id_row(id, today, p.cash_mode, p.base_currency);
+    row.first_day = first.record.date;
+    row.last_day = Some(last.record.date);
+    Ok(Some((row, rows, book)))
 }
 
 /// The read of `q`'s range from a whole history's rows (a fold's, or a

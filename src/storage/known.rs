@@ -51,6 +51,76 @@ pub(crate) async fn log_known_at(
     Ok(log)
 }
 
+/// The earliest day whose record what was received after `at` may change
+/// (`None`: nothing was): the earliest trade date of any version of a
+/// logical transaction one of whose versions came later (the version in
+/// effect then and the one now are both among them), and the earliest day
+/// of a close, split, corporate action or rate received later (of any
+/// symbol or pair: a superset of what the portfolio holds). A later
+/// settings event changes every day (`NaiveDate::MIN`).
+///
+/// Records before that day are the same as known at `at` as now: what
+/// lets a read as known then take them from the stored history
+/// ([`crate::query::known`]).
+pub(crate) async fn changed_since(
+    conn: &mut PgConnection,
+    portfolio_id: &PortfolioId,
+    at: DateTime<Utc>,
+) -> anyhow::Result<Option<NaiveDate>> {
+    let market: Option<NaiveDate> = sqlx::query_scalar(
+        "SELECT LEAST(
+             (SELECT min(day) FROM prices WHERE received_at > $1::timestamptz),
+             (SELECT min(ex_date) FROM splits WHERE received_at > $1::timestamptz),
+             (SELECT min(ex_date) FROM corporate_actions WHERE received_at > $1::timestamptz),
+             (SELECT min(day) FROM fx_rates WHERE received_at > $1::timestamptz))",
+    )
+    .bind(at)
+    .fetch_one(&mut *conn)
+    .await?;
+    let later = |table: &str| {
+        format!(
+            "SELECT COALESCE(corrects, event_id) AS logical, kind = 'portfolio_settings' AS settings
+               FROM {table}
+              WHERE portfolio_id = $1::text AND received_at > $2::timestamptz"
+        )
+    };
+    let later: Vec<(uuid::Uuid, bool)> = sqlx::query_as(&format!(
+        "{} UNION ALL {}",
+        later("transactions"),
+        later("transactions_superseded")
+    ))
+    .bind(portfolio_id.as_str())
+    .bind(at)
+    .fetch_all(&mut *conn)
+    .await?;
+    if later.iter().any(|(_, settings)| *settings) {
+        return Ok(Some(NaiveDate::MIN));
+    }
+    if later.is_empty() {
+        return Ok(market);
+    }
+    let logical: Vec<uuid::Uuid> = later.into_iter().map(|(id, _)| id).collect();
+    let versions = |table: &str| {
+        format!(
+            "SELECT trade_date FROM {table}
+              WHERE portfolio_id = $1::text AND COALESCE(corrects, event_id) = ANY($2::uuid[])"
+        )
+    };
+    let log: Option<NaiveDate> = sqlx::query_scalar(&format!(
+        "SELECT min(trade_date) FROM ({} UNION ALL {}) v",
+        versions("transactions"),
+        versions("transactions_superseded")
+    ))
+    .bind(portfolio_id.as_str())
+    .bind(&logical)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(match (market, log) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    })
+}
+
 /// The closes (dated through `through`), splits and corporate actions of
 /// `symbols` (and of the symbols those actions link to them) and every
 /// exchange rate, as known at `at`, in a book of `prices`' default
@@ -69,21 +139,13 @@ pub(crate) async fn book_known_at(
     at: DateTime<Utc>,
     through: NaiveDate,
 ) -> anyhow::Result<PriceBook> {
-    // Corporate actions as known then, with the symbols they link; they
-    // replace the cache's (current) ones in the book.
+    // Corporate actions as known then, with the symbols they link: the
+    // book's, read once (the cache's current ones are not read at all).
     let actions = super::actions::all_actions(conn, Some(at)).await?;
     let symbols = &super::actions::linked(symbols, &actions);
-    let mut book = prices.book(conn, symbols, NaiveDate::MIN, through).await?;
-    let current: Vec<projections::CorporateAction> = book
-        .actions_after(NaiveDate::MIN)
-        .into_iter()
-        .cloned()
-        .collect();
-    for mut a in current {
-        a.cancelled = true;
-        book.apply_action(&a);
-    }
-    super::actions::add_to_book(&mut book, symbols, &actions);
+    let mut book = prices
+        .book_with_actions(conn, symbols, &actions, NaiveDate::MIN, through)
+        .await?;
     undo_later_closes(conn, &mut book, symbols, at, through).await?;
     // The splits as known then replace the cache's (every one stored):
     // in log order, the latest of a (symbol, ex-date) known then holds,

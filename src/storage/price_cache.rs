@@ -163,15 +163,33 @@ impl PriceCache {
         after: NaiveDate,
         through: NaiveDate,
     ) -> anyhow::Result<PriceBook> {
-        let mut book = self.empty_book();
         if symbols.is_empty() {
-            return Ok(book);
+            return Ok(self.empty_book());
         }
         // Symbols a corporate action links to these are needed too: a
         // spin-off's child, an acquirer, a renamed symbol's old closes.
         let actions = storage::actions::all_actions(conn, None).await?;
         let symbols = &storage::actions::linked(symbols, &actions);
-        storage::actions::add_to_book(&mut book, symbols, &actions);
+        self.book_with_actions(conn, symbols, &actions, after, through)
+            .await
+    }
+
+    /// [`Self::book`] of `symbols` already linked by `actions` (every
+    /// stored action event in log order, or those known at an instant),
+    /// which are the book's corporate actions.
+    pub(crate) async fn book_with_actions(
+        &self,
+        conn: &mut PgConnection,
+        symbols: &[String],
+        actions: &[projections::CorporateAction],
+        after: NaiveDate,
+        through: NaiveDate,
+    ) -> anyhow::Result<PriceBook> {
+        let mut book = self.empty_book();
+        if symbols.is_empty() {
+            return Ok(book);
+        }
+        storage::actions::add_to_book(&mut book, symbols, actions);
         let versions = storage::prices::versions(conn, symbols).await?;
         let mut have: HashMap<String, Arc<Series>> = HashMap::new();
         let mut missing: Vec<String> = Vec::new();

@@ -414,6 +414,7 @@ pub(super) async fn resolve(
         .map_err(|e| sqlx::Error::Decode(e.into()))?;
     let mut out_of_log: Vec<&Transaction> = Vec::new();
     let mut into_log: Vec<&Transaction> = Vec::new();
+    let mut voided: Vec<&Transaction> = Vec::new();
     for (pid, key) in keys {
         let group: Vec<&Version> = versions
             .iter()
@@ -432,6 +433,7 @@ pub(super) async fn resolve(
             // Deduplicated by the dead letters' key (the Kafka position):
             // a later batch that resolves the key again adds none.
             dead.extend(corrections.clone().map(|v| retracted(v, reason)));
+            voided.extend(corrections.clone().map(|v| &v.tx));
         }
         let pick = match void {
             Some(_) => None,
@@ -458,6 +460,7 @@ pub(super) async fn resolve(
         }
     }
     move_versions(conn, &out_of_log, &into_log).await?;
+    void_versions(conn, &voided).await?;
     probes_only(conn, false).await
 }
 
@@ -514,6 +517,27 @@ fn origin_of(r: &sqlx::postgres::PgRow) -> sqlx::Result<(String, i32, i64)> {
         (Some(t), Some(p), Some(o)) => (t, p, o),
         _ => ("navd:log".into(), 0, r.try_get("seq")?),
     })
+}
+
+/// Stamps the corrections refused on their target's arrival (now aside)
+/// with the instant, once: a read as known at an earlier instant still
+/// folds them, as navd did then.
+async fn void_versions(conn: &mut PgConnection, voided: &[&Transaction]) -> sqlx::Result<()> {
+    if voided.is_empty() {
+        return Ok(());
+    }
+    let p: Vec<&str> = voided.iter().map(|t| t.portfolio_id.as_str()).collect();
+    let e: Vec<Uuid> = voided.iter().map(|t| t.event_id).collect();
+    sqlx::query(
+        "UPDATE transactions_superseded t SET voided_at = now()
+           FROM UNNEST($1::text[], $2::uuid[]) AS u(p, e)
+          WHERE t.portfolio_id = u.p AND t.event_id = u.e AND t.voided_at IS NULL",
+    )
+    .bind(&p)
+    .bind(&e)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// Moves versions out of the fold's log and into it.

@@ -24,17 +24,21 @@ pub(crate) async fn log_known_at(
     // What a fold reads, and what makes a version a correction; not the
     // fingerprint and origin columns, which a 20,000-event log would decode
     // for nothing.
-    let select = |table: &str| {
+    let select = |table: &str, also: &str| {
         format!(
             "SELECT {VERSION_COLUMNS}
                FROM {table}
-              WHERE portfolio_id = $1::text AND received_at <= $2::timestamptz"
+              WHERE portfolio_id = $1::text AND received_at <= $2::timestamptz{also}"
         )
     };
+    // A correction refused when its target arrived still counted before.
     let rows = sqlx::query(&format!(
         "{} UNION ALL {}",
-        select("transactions"),
-        select("transactions_superseded")
+        select("transactions", ""),
+        select(
+            "transactions_superseded",
+            " AND (voided_at IS NULL OR voided_at > $2::timestamptz)"
+        )
     ))
     .bind(portfolio_id.as_str())
     .bind(at)
@@ -77,17 +81,20 @@ pub(crate) async fn changed_since(
     .bind(at)
     .fetch_one(&mut *conn)
     .await?;
-    let later = |table: &str| {
+    let later = |table: &str, after: &str| {
         format!(
             "SELECT COALESCE(corrects, event_id) AS logical, kind = 'portfolio_settings' AS settings
                FROM {table}
-              WHERE portfolio_id = $1::text AND received_at > $2::timestamptz"
+              WHERE portfolio_id = $1::text AND {after} > $2::timestamptz"
         )
     };
+    // A correction refused later (its target arrived) changed the days
+    // it had moved.
     let later: Vec<(uuid::Uuid, bool)> = sqlx::query_as(&format!(
-        "{} UNION ALL {}",
-        later("transactions"),
-        later("transactions_superseded")
+        "{} UNION ALL {} UNION ALL {}",
+        later("transactions", "received_at"),
+        later("transactions_superseded", "received_at"),
+        later("transactions_superseded", "voided_at")
     ))
     .bind(portfolio_id.as_str())
     .bind(at)

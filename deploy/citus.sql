@@ -70,6 +70,8 @@ SELECT create_distributed_table('portfolio_nav_history', 'portfolio_id', colocat
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'portfolio_nav_history'::regclass);
 SELECT create_distributed_table('portfolio_marks', 'portfolio_id', colocate_with => 'portfolios')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'portfolio_marks'::regclass);
+SELECT create_distributed_table('portfolio_anchors', 'portfolio_id', colocate_with => 'portfolios')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'portfolio_anchors'::regclass);
 -- The change feed's outbox: written in the transaction that changes the
 -- portfolio's records, so on the same worker as they are.
 SELECT create_distributed_table('history_outbox', 'portfolio_id', colocate_with => 'portfolios')

@@ -17,8 +17,9 @@
 //!   event for the latest day, or the day rolling forward, costs
 //!   O(open positions);
 //! - otherwise the state at the end of d−1 rebuilt from the stored exact
-//!   values of that day and the positions of the transactions before d, so a
-//!   late event dated d recomputes from d only;
+//!   values of that day and the positions of the transactions before d
+//!   (replayed from the newest anchor before d, [`crate::storage::anchors`],
+//!   else from D0), so a late event dated d recomputes from d only;
 //! - otherwise D0.
 //!
 //! The result always equals a full fold of the stored events (tested).

@@ -139,6 +139,9 @@ async fn set_extent(
     let id = p.portfolio_id.as_str();
     storage::portfolios::set_extent(conn, id, last_day, base.as_deref(), p.first_day, digest)
         .await?;
+    // A backfill is how an operator repairs a history: no older state is
+    // trusted after it.
+    storage::anchors::drop_anchors_after(conn, &[(id, None)]).await?;
     if p.pending_from.is_some_and(|d| d >= from && d <= to) {
         storage::delete_marks(conn, id, &p.mark_ids).await?;
         if last_day.is_some_and(|l| succ(to) <= l) {

@@ -212,12 +212,16 @@ async fn load(
         })
         .collect();
     let stored = storage::history_rows_at(conn, &rebuild_at).await?;
+    let anchors = anchors_of(conn, plans, &rebuild_at).await?;
     let wanted: Vec<(String, Option<NaiveDate>)> = plans
         .iter()
-        .filter_map(|pl| match &pl.start {
-            Some(Start::State(s)) => Some((pl.p.portfolio_id.clone(), Some(s.date))),
-            Some(Start::Rebuild(_)) => Some((pl.p.portfolio_id.clone(), None)),
-            None => None,
+        .filter_map(|pl| {
+            let id = &pl.p.portfolio_id;
+            match &pl.start {
+                Some(Start::State(s)) => Some((id.clone(), Some(s.date))),
+                Some(Start::Rebuild(_)) => Some((id.clone(), anchors.get(id).map(|a| a.date))),
+                None => None,
+            }
         })
         .collect();
     let mut txs = storage::load_transactions_many(conn, &wanted, today).await?;
@@ -225,22 +229,7 @@ async fn load(
         .iter()
         .map(|pl| txs.remove(&pl.p.portfolio_id).unwrap_or_default())
         .collect();
-    // Every symbol a fold can value: held at its start, owed by a pending
-    // dividend, or moved by one of its events (a rebuild's start is not
-    // known yet, so all of its events count).
-    let mut symbols: Vec<String> = plans
-        .iter()
-        .zip(&mine)
-        .flat_map(|(pl, txs)| {
-            let held: Vec<String> = match &pl.start {
-                Some(Start::State(s)) => state_symbols(s).collect(),
-                _ => Vec::new(),
-            };
-            held.into_iter().chain(tx_symbols(txs))
-        })
-        .collect();
-    symbols.sort();
-    symbols.dedup();
+    let symbols = symbols_of(plans, &mine, &anchors);
     let earliest = plans
         .iter()
         .filter_map(|pl| match &pl.start {
@@ -271,9 +260,69 @@ async fn load(
         .iter()
         .zip(mine)
         .enumerate()
-        .filter_map(|(i, (pl, mine))| ready(i, pl, mine, &stored, &book))
+        .filter_map(|(i, (pl, mine))| {
+            let anchor = anchors.get(&pl.p.portfolio_id);
+            ready(i, pl, mine, &stored, anchor, &book)
+        })
         .collect();
     Ok((ready, book))
+}
+
+/// Every symbol a fold can value: held at its start (or at the anchor a
+/// rebuild replays from), owed by a pending dividend, or moved by one of
+/// its events (a rebuild's start is not known yet, so all of its events
+/// count).
+fn symbols_of(
+    plans: &[Plan],
+    mine: &[Vec<Transaction>],
+    anchors: &HashMap<String, DayState>,
+) -> Vec<String> {
+    let mut symbols: Vec<String> = plans
+        .iter()
+        .zip(mine)
+        .flat_map(|(pl, txs)| {
+            let start = match &pl.start {
+                Some(Start::State(s)) => Some(&**s),
+                _ => anchors.get(&pl.p.portfolio_id),
+            };
+            let held: Vec<String> = start
+                .map(|s| state_symbols(s).collect())
+                .unwrap_or_default();
+            held.into_iter().chain(tx_symbols(txs))
+        })
+        .collect();
+    symbols.sort();
+    symbols.dedup();
+    symbols
+}
+
+/// The newest usable anchor of each rebuild of `plans` (`rebuild_at`: the
+/// day each rebuild starts after): stored on or before that day, in the
+/// portfolio's current cash mode and base currency, not before its
+/// history.
+async fn anchors_of(
+    conn: &mut PgConnection,
+    plans: &[Plan],
+    rebuild_at: &[(String, NaiveDate)],
+) -> Result<HashMap<String, DayState>> {
+    let raw = storage::anchors::anchors_at(conn, rebuild_at).await?;
+    let mut out = HashMap::with_capacity(raw.len());
+    for pl in plans {
+        let p = &pl.p;
+        let Some(state) = raw
+            .get(&p.portfolio_id)
+            .and_then(|r| serde_json::from_str::<DayState>(r.get()).ok())
+        else {
+            continue;
+        };
+        if state.date >= pred(p.first_day)
+            && state.cash_mode == p.cash_mode
+            && state.base_currency == base_currency_of(p)
+        {
+            out.insert(p.portfolio_id.clone(), state);
+        }
+    }
+    Ok(out)
 }
 
 /// Symbols a state holds or is owed a dividend in.
@@ -292,15 +341,17 @@ fn tx_symbols(txs: &[Transaction]) -> impl Iterator<Item = String> + '_ {
 }
 
 /// The fold of plan `i`: its starting state and the transactions after it.
-/// A rebuild replays the loaded transactions up to its day (positions,
-/// cash and receivables do not depend on closes) and takes the market value
-/// and NAV from the stored day; it falls back to D0 when the stored day is
-/// missing or the replay stops.
+/// A rebuild replays the loaded transactions up to its day from `anchor`
+/// (else from D0; positions, cash and receivables do not depend on closes)
+/// and takes the market value and NAV from the stored day; it falls back to
+/// folding from the anchor (or D0) when the stored day is missing or the
+/// replay stops.
 fn ready(
     i: usize,
     pl: &Plan,
     mine: Vec<Transaction>,
     stored: &HashMap<String, HistoryRow>,
+    anchor: Option<&DayState>,
     book: &PriceBook,
 ) -> Option<Ready> {
     let day = match pl.start.as_ref()? {
@@ -313,7 +364,9 @@ fn ready(
         }
         Start::Rebuild(day) => *day,
     };
-    let initial = initial_of(&pl.p);
+    // From the anchor when there is one: `mine` then holds only what came
+    // after it.
+    let initial = anchor.cloned().unwrap_or_else(|| initial_of(&pl.p));
     let (before, after): (Vec<Transaction>, Vec<Transaction>) =
         mine.into_iter().partition(|t| t.trade_date <= day);
     let rebuilt = stored.get(&pl.p.portfolio_id).and_then(|row| {
@@ -354,6 +407,7 @@ async fn write(
     staging: Staging,
 ) -> Result<Vec<(String, Refreshed)>> {
     let mut synced = write_history(conn, &plans, &folded).await?;
+    write_anchors(conn, &plans, &folded).await?;
     let mut feed = Vec::new();
     let mut out = Vec::with_capacity(plans.len());
     let mut upd = storage::portfolios::RefreshUpdates::default();
@@ -481,6 +535,39 @@ async fn stage_with(
         })
         .collect();
     crate::feed::stage(conn, changes).await?;
+    Ok(())
+}
+
+/// Keeps the anchors valid and about two months deep: a fold that did not
+/// start from the stored base state drops those after its start; one that
+/// did, and moved the base state into another month, keeps the old base
+/// state as an anchor (the fold started from it, so it stands).
+async fn write_anchors(
+    conn: &mut PgConnection,
+    plans: &[Plan],
+    folded: &[Option<(NaiveDate, FoldRun, usize)>],
+) -> Result<()> {
+    use chrono::Datelike;
+    let mut drops: Vec<(&str, Option<NaiveDate>)> = Vec::new();
+    let mut keeps: Vec<(&str, NaiveDate, &RawValue)> = Vec::new();
+    for (pl, f) in plans.iter().zip(folded) {
+        let Some((start, run, _)) = f else { continue };
+        let id = pl.p.portfolio_id.as_str();
+        if !pl.from_stored {
+            drops.push((id, Some(*start)));
+            continue;
+        }
+        let month = |d: NaiveDate| (d.year(), d.month());
+        let moved = run
+            .prev_state
+            .as_ref()
+            .is_some_and(|s| month(s.date) != month(*start));
+        if let (true, Some(old)) = (moved, pl.p.base_state.as_deref()) {
+            keeps.push((id, *start, old));
+        }
+    }
+    storage::anchors::drop_anchors_after(conn, &drops).await?;
+    storage::anchors::keep_anchors(conn, &keeps).await?;
     Ok(())
 }
 

@@ -62,21 +62,7 @@ pub(super) async fn check(
     if fresh.is_empty() {
         return Ok(out);
     }
-    // A correction's own id too: corrections stored before it may name it.
-    let keys: Vec<Uuid> = fresh
-        .iter()
-        .flat_map(|(t, _, _)| [t.event_id, t.logical_id()])
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
-    probes_only(conn, true).await?;
-    let mut named = stored_corrections(conn, &keys).await?;
-    let targets: Vec<Uuid> = fresh
-        .iter()
-        .filter_map(|(t, _, _)| t.correction.map(|c| c.corrects))
-        .collect();
-    let mut known = stored_targets(conn, &targets).await?;
-    probes_only(conn, false).await?;
+    let (mut named, mut known) = stored_context(conn, &fresh).await?;
     let mut resolve: HashSet<(String, Uuid)> = HashSet::new();
     // Judged originals first, corrections after: a batch's order is the
     // order its partitions' messages happened to interleave in, and a
@@ -143,6 +129,31 @@ pub(super) async fn check(
     out.keys = resolve.into_iter().collect();
     out.keys.sort();
     Ok(out)
+}
+
+/// What the store holds that `fresh` may touch: the stored corrections
+/// naming any of its events (an original, or a correction a later one may
+/// name) and what is known of the events its corrections name.
+async fn stored_context(
+    conn: &mut PgConnection,
+    fresh: &[Fresh],
+) -> sqlx::Result<(Named, HashMap<Uuid, Target>)> {
+    // A correction's own id too: corrections stored before it may name it.
+    let keys: Vec<Uuid> = fresh
+        .iter()
+        .flat_map(|(t, _, _)| [t.event_id, t.logical_id()])
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    probes_only(conn, true).await?;
+    let named = stored_corrections(conn, &keys).await?;
+    let targets: Vec<Uuid> = fresh
+        .iter()
+        .filter_map(|(t, _, _)| t.correction.map(|c| c.corrects))
+        .collect();
+    let known = stored_targets(conn, &targets).await?;
+    probes_only(conn, false).await?;
+    Ok((named, known))
 }
 
 /// Whether a correction may name `t` as its original.

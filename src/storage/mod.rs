@@ -45,6 +45,7 @@
 //! the database there) and [`read_snapshot`] (the transaction reads run in).
 
 pub(crate) mod actions;
+pub(crate) mod anchors;
 pub(crate) mod audit;
 pub(crate) mod changes;
 pub mod copy;

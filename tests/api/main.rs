@@ -16,6 +16,7 @@
 //! - `actions`: what a corporate action did on its day, in explain and
 //!   positions;
 //! - `arrival`: corrections in any arrival order and batching;
+//! - `anchors`: refolds that resume from older states;
 //! - `history`: the history table's reads, writes, derived values, migration;
 //! - `tear_sheet`: the tear-sheet golden, trailing returns, `rolling`, flows;
 //! - `pages`: the pages' movers, tear sheet and composite over the goldens;
@@ -27,6 +28,7 @@ mod common;
 mod support;
 
 mod actions;
+mod anchors;
 mod arrival;
 mod attribution;
 mod auth;

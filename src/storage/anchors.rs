@@ -1,0 +1,108 @@
+//! Anchors: older states a portfolio's fold may resume from
+//! (`portfolio_anchors`; docs/design.md, "Anchors").
+//!
+//! The stored base state is the end of the day before the last record. A
+//! refold from an earlier day (a late trade, an amendment, a restated
+//! close) cannot use it and replays positions from the history's first day,
+//! reading its whole log. An anchor is a past base state, kept when the base
+//! state moves into a new month: a refold from day d replays from the
+//! newest anchor on or before d−1, reading the log after it only. A refold
+//! from day d leaves the states of days before d as they were, so it drops
+//! only the anchors after its start; a portfolio keeps those of about the
+//! last two months.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDate;
+use serde_json::value::RawValue;
+use sqlx::types::Json;
+use sqlx::PgConnection;
+
+/// Anchors older than this many days before a new one are dropped.
+pub(crate) const KEEP_DAYS: i32 = 62;
+
+/// The newest anchor of each portfolio of `at` on or before its day, as
+/// stored (JSON of a `DayState`).
+pub(crate) async fn anchors_at(
+    conn: &mut PgConnection,
+    at: &[(String, NaiveDate)],
+) -> sqlx::Result<HashMap<String, Box<RawValue>>> {
+    if at.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let ids: Vec<&str> = at.iter().map(|(p, _)| p.as_str()).collect();
+    let days: Vec<NaiveDate> = at.iter().map(|(_, d)| *d).collect();
+    let rows: Vec<(String, Json<Box<RawValue>>)> = sqlx::query_as(
+        "SELECT DISTINCT ON (a.portfolio_id) a.portfolio_id, a.state
+           FROM portfolio_anchors a
+           JOIN UNNEST($1::text[], $2::date[]) AS u(id, day)
+             ON a.portfolio_id = u.id AND a.day <= u.day
+          WHERE a.portfolio_id = ANY($1::text[])
+          ORDER BY a.portfolio_id, a.day DESC",
+    )
+    .bind(&ids)
+    .bind(&days)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows.into_iter().map(|(p, Json(s))| (p, s)).collect())
+}
+
+/// Keeps `anchors` (portfolio, the state's day, the state) and drops each
+/// portfolio's anchors older than [`KEEP_DAYS`] before its new one.
+pub(crate) async fn keep_anchors(
+    conn: &mut PgConnection,
+    anchors: &[(&str, NaiveDate, &RawValue)],
+) -> sqlx::Result<()> {
+    if anchors.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = anchors.iter().map(|(p, _, _)| *p).collect();
+    let days: Vec<NaiveDate> = anchors.iter().map(|(_, d, _)| *d).collect();
+    let states: Vec<Json<&RawValue>> = anchors.iter().map(|(_, _, s)| Json(*s)).collect();
+    sqlx::query(
+        "DELETE FROM portfolio_anchors a
+          USING UNNEST($1::text[], $2::date[]) AS u(id, day)
+          WHERE a.portfolio_id = u.id AND a.day < u.day - $3::int4
+            AND a.portfolio_id = ANY($1::text[])",
+    )
+    .bind(&ids)
+    .bind(&days)
+    .bind(KEEP_DAYS)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "INSERT INTO portfolio_anchors (portfolio_id, day, state)
+         SELECT * FROM UNNEST($1::text[], $2::date[], $3::jsonb[])
+         ON CONFLICT (portfolio_id, day) DO UPDATE SET state = excluded.state",
+    )
+    .bind(&ids)
+    .bind(&days)
+    .bind(&states)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Drops the anchors of each portfolio of `starts` dated after its day: a
+/// refold from there may have changed them. `None`: all of them.
+pub(crate) async fn drop_anchors_after(
+    conn: &mut PgConnection,
+    starts: &[(&str, Option<NaiveDate>)],
+) -> sqlx::Result<()> {
+    if starts.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = starts.iter().map(|(p, _)| *p).collect();
+    let days: Vec<Option<NaiveDate>> = starts.iter().map(|(_, d)| *d).collect();
+    sqlx::query(
+        "DELETE FROM portfolio_anchors a
+          USING UNNEST($1::text[], $2::date[]) AS u(id, day)
+          WHERE a.portfolio_id = u.id AND (u.day IS NULL OR a.day > u.day)
+            AND a.portfolio_id = ANY($1::text[])",
+    )
+    .bind(&ids)
+    .bind(&days)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}

@@ -105,6 +105,9 @@ pub(crate) enum Scenario {
     /// The `as_known_at` and explain reads of `corrections` alone, on the
     /// ten-year book (no ingest data set).
     KnownAt,
+    /// The ingest with 5 % amendments against the plain stream of
+    /// `corrections`, alone (no other data set).
+    AmendedIngest,
     /// A composite of 100 three-year portfolios (uncached and cached) and
     /// the tear sheet's cost beside an uncached curve read (issue 41).
     Composite,

@@ -103,6 +103,7 @@ async fn scenarios(b: &mut Bench) -> Result<()> {
     let (backfill, read, v2) = (want(Backfill), want(Read), want(V2));
     let known_reads = corrections || want(KnownAt);
     let composite = want(Composite);
+    let amended_only = b.args.scenario.contains(&AmendedIngest);
     if want(Scale) {
         b.scale().await?;
     }
@@ -139,7 +140,7 @@ async fn scenarios(b: &mut Bench) -> Result<()> {
     if known_reads {
         b.known_at_reads().await?;
     }
-    if corrections {
+    if corrections || amended_only {
         b.corrections_ingest().await?;
     }
     if composite {

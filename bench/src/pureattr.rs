@@ -84,6 +84,29 @@ mod tests {
             t.wall_ms, t.cpu_ms
         );
         assert!(components > 0);
+        // The walk alone (fold, taps, values), without the linking.
+        let mut walk_cpu = Vec::new();
+        for from in &froms {
+            let c = thread_cpu();
+            projections::walk_components(&inputs.transactions, &inputs.prices, *from, last, |_| {
+                Ok(())
+            })
+            .unwrap()
+            .unwrap();
+            walk_cpu.push(ms(thread_cpu() - c));
+        }
+        let fold_cpu: Vec<f64> = (0..froms.len())
+            .map(|_| {
+                let c = thread_cpu();
+                projections::fold(&inputs.transactions, &inputs.prices, last).unwrap();
+                ms(thread_cpu() - c)
+            })
+            .collect();
+        println!(
+            "of which the walk (thread CPU) {:.1} ms; the plain fold {:.1} ms",
+            Dist::of(walk_cpu).p50,
+            Dist::of(fold_cpu).p50
+        );
         // NAVD_ATTR_DUMP=file: every decimal of a few ranges' answers, to
         // compare two builds digit for digit.
         if let Ok(path) = std::env::var("NAVD_ATTR_DUMP") {

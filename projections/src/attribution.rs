@@ -413,18 +413,13 @@ impl Linker {
         day: NaiveDate,
     ) -> Result<(), AttributionError> {
         let mut summed = Decimal::ZERO;
-        // By name, as the parts are summed everywhere; of equal largest
-        // values, the last.
-        let mut largest: Option<usize> = None;
+        // By name, as the parts are summed everywhere.
         for &i in &self.order {
             let value = walk.value(i);
             self.now_valued[i] = value.is_some();
             self.now[i] = value.unwrap_or_default();
             if let Some(v) = value {
                 summed = dec::add(summed, v)?;
-                if largest.is_none_or(|l| v.abs() >= self.now[l].abs()) {
-                    largest = Some(i);
-                }
             }
         }
         let rest = dec::sub(total, summed)?;
@@ -433,6 +428,13 @@ impl Linker {
         }
         if rest.abs() > tolerance(total) {
             return Err(unbalanced(day, "value", summed, total));
+        }
+        // Of equal largest values, the last by name.
+        let mut largest: Option<usize> = None;
+        for &i in self.order.iter().filter(|i| self.now_valued[**i]) {
+            if largest.is_none_or(|l| self.now[i].abs() >= self.now[l].abs()) {
+                largest = Some(i);
+            }
         }
         let largest = largest.ok_or_else(|| unbalanced(day, "value", summed, total))?;
         self.now[largest] = dec::add(self.now[largest], rest)?;

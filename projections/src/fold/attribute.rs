@@ -91,7 +91,7 @@ pub fn walk_components(
     if to <= start.date || from > to {
         return Ok(Ok(()));
     }
-    let mut walk = ComponentWalk::new(sorted.iter().filter_map(|t| t.kind.position_symbol()));
+    let mut walk = ComponentWalk::new();
     let mut valuer = Valuer::new(prices);
     let mut flows: Vec<ComponentValue> = Vec::new();
     let mut folder = Folder::new(start, prices);

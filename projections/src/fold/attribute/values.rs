@@ -11,6 +11,7 @@
 //! last trade price before any — walks a cursor forward through its closes
 //! instead; any other is valued by the very function explanations use.
 
+use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
 use chrono::NaiveDate;
@@ -49,31 +50,21 @@ impl ComponentWalk {
     /// The cash account's index.
     pub const CASH: usize = 0;
 
-    /// The fixed components and `symbols` (any order, repeats allowed):
-    /// those the log can move, so that indices follow the components'
-    /// order; a symbol met later is added then.
-    pub(super) fn new<'s>(symbols: impl IntoIterator<Item = &'s Symbol>) -> Self {
-        // A set of references first: a log names its few symbols
-        // thousands of times.
-        let symbols: BTreeSet<&Symbol> = symbols.into_iter().collect();
-        let symbols: Vec<Symbol> = symbols.into_iter().cloned().collect();
-        let mut components = vec![
+    /// The fixed components; symbols are indexed as they are met (a
+    /// log names its few symbols thousands of times, and the first
+    /// position or flow of each is enough).
+    pub(super) fn new() -> Self {
+        let components = vec![
             Component::Cash,
             Component::FeesAndTaxes,
             Component::Interest,
             Component::Receivable,
         ];
-        let fixed = components.len();
-        components.extend(symbols.iter().cloned().map(Component::Symbol));
         let n = components.len();
         ComponentWalk {
             components,
             order: (0..n).collect(),
-            symbols: symbols
-                .into_iter()
-                .enumerate()
-                .map(|(k, s)| (s, fixed + k))
-                .collect(),
+            symbols: Vec::new(),
             values: vec![Decimal::ZERO; n],
             valued: vec![false; n],
         }
@@ -121,8 +112,8 @@ impl ComponentWalk {
         }
     }
 
-    /// A symbol the log does not name (a corporate action's new one, say):
-    /// indexed last, ordered where its name puts it.
+    /// A symbol met for the first time: indexed last, ordered where its
+    /// name puts it.
     fn add_symbol(&mut self, k: usize, s: &Symbol) -> usize {
         let i = self.components.len();
         self.components.push(Component::Symbol(s.clone()));
@@ -193,12 +184,12 @@ impl<'p> Valuer<'p> {
         let mut k = 0;
         for (symbol, pos) in &state.positions {
             // Both are by name: the index is found walking beside them.
-            while walk.symbols.get(k).is_some_and(|(s, _)| s < symbol) {
-                k += 1;
-            }
-            let i = match walk.symbols.get(k) {
-                Some((s, i)) if s == symbol => *i,
-                _ => walk.index_of_symbol(symbol),
+            let i = loop {
+                match walk.symbols.get(k).map(|(s, i)| (s.cmp(symbol), *i)) {
+                    Some((Ordering::Less, _)) => k += 1,
+                    Some((Ordering::Equal, i)) => break i,
+                    _ => break walk.index_of_symbol(symbol),
+                }
             };
             let value = match self.slot(i, symbol) {
                 Some(slot) => slot.value(pos, state.date, base, prices)?,

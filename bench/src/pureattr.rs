@@ -110,36 +110,43 @@ mod tests {
         // NAVD_ATTR_DUMP=file: every decimal of a few ranges' answers, to
         // compare two builds digit for digit.
         if let Ok(path) = std::env::var("NAVD_ATTR_DUMP") {
-            let n = book.weekdays.len();
-            let mut out = String::new();
-            for from in [
-                book.weekdays[0],
-                book.weekdays[1],
-                book.weekdays[n / 3],
-                last,
-            ] {
-                for to in [book.weekdays[n / 2], last] {
-                    let a = projections::attribute(&inputs.transactions, &inputs.prices, from, to);
-                    out.push_str(&format!("{from} {to}: {a:?}\n"));
-                }
-            }
-            // The v2 book: cash, fees, dividends, splits, EUR holdings.
-            let spec = BookSpec {
-                tag: 5,
-                portfolio_prefix: "v2-",
-                symbol_prefix: "W",
-                ..spec
-            };
-            let v2 = Book::generate(spec, 42, crate::pinned::TODAY.parse().unwrap());
-            let sent = SentEvents::of_v2(&v2.v2_events()).unwrap();
-            let inputs = sent.inputs(&v2.portfolio(0), last).unwrap();
-            for from in [v2.weekdays[0], v2.weekdays[1], v2.weekdays[n / 3], last] {
-                for to in [v2.weekdays[n / 2], last] {
-                    let a = projections::attribute(&inputs.transactions, &inputs.prices, from, to);
-                    out.push_str(&format!("v2 {from} {to}: {a:?}\n"));
-                }
-            }
-            std::fs::write(path, out).unwrap();
+            std::fs::write(path, answers(&book, spec, &inputs)).unwrap();
         }
+    }
+
+    /// A few ranges' answers of `book` (`inputs`) and of the v2 book of
+    /// the same spec (cash, fees, dividends, splits, EUR holdings), every
+    /// decimal written out.
+    fn answers(book: &Book, spec: BookSpec, inputs: &FoldInputs) -> String {
+        let last = *book.weekdays.last().unwrap();
+        let n = book.weekdays.len();
+        let mut out = String::new();
+        for from in [
+            book.weekdays[0],
+            book.weekdays[1],
+            book.weekdays[n / 3],
+            last,
+        ] {
+            for to in [book.weekdays[n / 2], last] {
+                let a = projections::attribute(&inputs.transactions, &inputs.prices, from, to);
+                out.push_str(&format!("{from} {to}: {a:?}\n"));
+            }
+        }
+        let spec = BookSpec {
+            tag: 5,
+            portfolio_prefix: "v2-",
+            symbol_prefix: "W",
+            ..spec
+        };
+        let v2 = Book::generate(spec, 42, crate::pinned::TODAY.parse().unwrap());
+        let sent = SentEvents::of_v2(&v2.v2_events()).unwrap();
+        let inputs = sent.inputs(&v2.portfolio(0), last).unwrap();
+        for from in [v2.weekdays[0], v2.weekdays[1], v2.weekdays[n / 3], last] {
+            for to in [v2.weekdays[n / 2], last] {
+                let a = projections::attribute(&inputs.transactions, &inputs.prices, from, to);
+                out.push_str(&format!("v2 {from} {to}: {a:?}\n"));
+            }
+        }
+        out
     }
 }

@@ -156,11 +156,10 @@ impl Linker {
         self.settle(day.components, r.market_value, r.date)?;
         if !day.in_range {
             // The day before the range: where its P&L and NAV start from.
+            // Its components are reported through the range's first day,
+            // which takes every value it had.
             self.nav0 = r.net_value;
             self.profit0 = r.profit;
-            for i in 0..self.names.len() {
-                self.seen[i] |= self.now_valued[i];
-            }
         } else {
             self.flows_of(&day)?;
             self.add_day(&day)?;

@@ -456,3 +456,34 @@ fn unbalanced(day: NaiveDate, what: &str, parts: Decimal, whole: Decimal) -> Att
         detail: format!("the components' {what} add up to {parts}, the whole is {whole}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The day's factor keeps 28 significant digits whatever the capital's
+    /// size, and k · 10^-shift is weight / base.
+    #[test]
+    fn day_factor_keeps_its_digits() {
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        for (weight, base) in [
+            ("1", "1234567.89"),
+            ("1.0123456789", "1005.00000000"),
+            ("0.97", "0.3"),
+            ("1", "98765432109876543210.7"),
+        ] {
+            let (weight, base) = (d(weight), d(base));
+            let (k, shift) = day_factor(weight, base).unwrap();
+            assert!(
+                k.mantissa().unsigned_abs() >= 10u128.pow(26),
+                "{weight} / {base}: {k} (shift {shift})"
+            );
+            let back = k * Decimal::new(1, shift);
+            let direct = dec::div(weight, base).unwrap();
+            assert!(
+                (back - direct).abs() <= Decimal::new(2, 28),
+                "{back} {direct}"
+            );
+        }
+    }
+}

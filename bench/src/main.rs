@@ -44,6 +44,7 @@ mod pinned;
 mod probe;
 mod procfs;
 mod progress;
+mod pureattr;
 mod purefold;
 mod report;
 mod scenarios;

@@ -35,8 +35,8 @@ pub(crate) struct SentEvents {
 /// What one fold of a portfolio takes.
 #[derive(Debug)]
 pub(crate) struct FoldInputs {
-    transactions: Vec<Transaction>,
-    prices: PriceBook,
+    pub(crate) transactions: Vec<Transaction>,
+    pub(crate) prices: PriceBook,
     /// The history's first day (the earliest transaction's).
     pub(crate) first_day: NaiveDate,
 }

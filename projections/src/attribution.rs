@@ -20,17 +20,18 @@
 //! to the whole to the last digit. A remainder beyond the last digits is
 //! an error, never hidden.
 
-use std::collections::BTreeMap;
-
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
-use crate::decimal::{self as dec};
+use self::product_sum::ProductSum;
+use crate::decimal::{self as dec, ArithmeticError};
 use crate::fold::{
-    walk_components, AttributionError, Component, ComponentDay, ComponentValue, PriceBook,
+    walk_components, AttributionError, Component, ComponentDay, ComponentWalk, PriceBook,
 };
 use crate::status::Inconsistency;
 use crate::types::Transaction;
+
+mod product_sum;
 
 /// A range's attribution.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,117 +68,239 @@ pub fn attribute(
     from: NaiveDate,
     to: NaiveDate,
 ) -> Result<Result<Option<Attribution>, Inconsistency>, AttributionError> {
-    let walk = match walk_components(transactions, prices, from, to)? {
-        Ok(w) => w,
-        Err(i) => return Ok(Err(i)),
-    };
-    let before = walk
-        .before
-        .as_ref()
-        .map(|(r, values)| Ok::<_, AttributionError>((r, settle(values, r.market_value, r.date)?)))
-        .transpose()?;
-    Ok(Ok(link(before, &walk.days)?))
+    let mut l = Linker::new();
+    let walked = walk_components(transactions, prices, from, to, |day| {
+        l.take(day);
+        Ok(())
+    })?;
+    if let Err(i) = walked {
+        return Ok(Err(i));
+    }
+    Ok(Ok(l.finish()?))
 }
 
-/// The running sums of a range, component by component.
+/// The running sums of a range, component by component: arrays by the
+/// walk's component index, so that a day costs no map and no allocation.
 struct Linker {
-    /// NAV(from−1).
+    /// The first day that did not add up: the range's error, unless the
+    /// history turns out inconsistent (which the walk goes on to find).
+    failed: Option<AttributionError>,
+    /// The walk's components by index, and their order (by name): indices
+    /// in it, and each index's rank there.
+    names: Vec<Component>,
+    order: Vec<usize>,
+    rank: Vec<usize>,
+    /// NAV(from−1) and profit(from−1).
     nav0: Decimal,
-    /// V, NAV and the component values at the end of the last day seen.
+    profit0: Decimal,
+    /// V and NAV at the end of the last day seen.
     value: Decimal,
     nav: Decimal,
-    values: BTreeMap<Component, Decimal>,
-    /// (P&L, contribution) so far.
-    sums: BTreeMap<Component, (Decimal, Decimal)>,
-}
-
-fn link(
-    before: Option<(&crate::types::DailyRecord, BTreeMap<Component, Decimal>)>,
-    days: &[ComponentDay],
-) -> Result<Option<Attribution>, AttributionError> {
-    let (Some(first), Some(last)) = (days.first(), days.last()) else {
-        return Ok(None);
-    };
-    let (value, nav, profit0, values) = match before {
-        Some((r, values)) => (r.market_value, r.net_value, r.profit, values),
-        None => (Decimal::ZERO, Decimal::ONE, Decimal::ZERO, BTreeMap::new()),
-    };
-    let mut l = Linker {
-        nav0: nav,
-        value,
-        nav,
-        sums: values
-            .keys()
-            .map(|c| (c.clone(), (Decimal::ZERO, Decimal::ZERO)))
-            .collect(),
-        values,
-    };
-    for day in days {
-        l.day(day)?;
-    }
-    let pnl = dec::sub(last.record.profit, profit0)?;
-    let total_return = dec::sub(dec::div(last.record.net_value, l.nav0)?, Decimal::ONE)?;
-    let mut components: Vec<ComponentShare> = l
-        .sums
-        .into_iter()
-        .map(|(component, (pnl, contribution))| ComponentShare {
-            component,
-            pnl,
-            contribution,
-        })
-        .collect();
-    let day = last.record.date;
-    let mut pnls: Vec<Decimal> = components.iter().map(|c| c.pnl).collect();
-    let pnl = settle_parts(&mut pnls, pnl, 20, (day, "P&L"))?;
-    let mut shares: Vec<Decimal> = components.iter().map(|c| c.contribution).collect();
-    let total_return = settle_parts(&mut shares, total_return, 26, (day, "contribution"))?;
-    for (c, (p, x)) in components.iter_mut().zip(pnls.into_iter().zip(shares)) {
-        c.pnl = p;
-        c.contribution = x;
-    }
-    Ok(Some(Attribution {
-        from: first.record.date,
-        to: day,
-        pnl,
-        total_return,
-        components,
-    }))
+    /// The range's first record's day; the last record's day, profit and
+    /// NAV.
+    first: Option<NaiveDate>,
+    last: Option<(NaiveDate, Decimal, Decimal)>,
+    /// The components' values at the end of the last day seen, and whether
+    /// each had one; `now` and `now_valued` are the day's being added.
+    then: Vec<Decimal>,
+    then_valued: Vec<bool>,
+    now: Vec<Decimal>,
+    now_valued: Vec<bool>,
+    /// The day's flows, whether each component had one, and which did.
+    flows: Vec<Decimal>,
+    flowed: Vec<bool>,
+    flowed_list: Vec<usize>,
+    /// (P&L, contribution) so far, and whether the component is reported
+    /// (it had a value or a flow in the range, or a value the day before).
+    sums: Vec<(Decimal, ProductSum)>,
+    seen: Vec<bool>,
 }
 
 impl Linker {
-    /// Adds one day's P&L and contributions.
-    fn day(&mut self, day: &ComponentDay) -> Result<(), AttributionError> {
-        let r = &day.record;
-        let values = settle(&day.values, r.market_value, r.date)?;
-        let flows = flows_of(day)?;
-        // §3's rule: no contribution on a day whose return is 0 by rule.
-        let base = dec::add(self.value, day.inflow)?;
-        let idle = self.value.is_zero() && dec::add(r.market_value, day.outflow)?.is_zero();
-        let weight = if base <= Decimal::ZERO || idle {
-            None
-        } else {
-            Some(dec::div(self.nav, self.nav0)?)
-        };
-        let mut keys: Vec<&Component> = self.values.keys().chain(values.keys()).collect();
-        keys.extend(flows.keys());
-        keys.sort();
-        keys.dedup();
-        for c in keys {
-            let now = values.get(c).copied().unwrap_or_default();
-            let then = self.values.get(c).copied().unwrap_or_default();
-            let flow = flows.get(c).copied().unwrap_or_default();
-            let pnl = dec::sub(dec::sub(now, then)?, flow)?;
-            let entry = self.sums.entry(c.clone()).or_default();
-            entry.0 = dec::add(entry.0, pnl)?;
-            if let Some(w) = weight {
-                entry.1 = dec::add(entry.1, dec::mul(dec::div(pnl, base)?, w)?)?;
+    fn new() -> Self {
+        Linker {
+            failed: None,
+            names: Vec::new(),
+            order: Vec::new(),
+            rank: Vec::new(),
+            nav0: Decimal::ONE,
+            profit0: Decimal::ZERO,
+            value: Decimal::ZERO,
+            nav: Decimal::ONE,
+            first: None,
+            last: None,
+            then: Vec::new(),
+            then_valued: Vec::new(),
+            now: Vec::new(),
+            now_valued: Vec::new(),
+            flows: Vec::new(),
+            flowed: Vec::new(),
+            flowed_list: Vec::new(),
+            sums: Vec::new(),
+            seen: Vec::new(),
+        }
+    }
+
+    /// One day of the walk; after a failure, nothing more.
+    fn take(&mut self, day: ComponentDay<'_>) {
+        if self.failed.is_none() {
+            if let Err(e) = self.day(day) {
+                self.failed = Some(e);
             }
         }
-        self.values = values;
+    }
+
+    fn day(&mut self, day: ComponentDay<'_>) -> Result<(), AttributionError> {
+        self.grow(day.components);
+        let r = day.record;
+        self.settle(day.components, r.market_value, r.date)?;
+        if !day.in_range {
+            // The day before the range: where its P&L and NAV start from.
+            // Its components are reported through the range's first day,
+            // which takes every value it had.
+            self.nav0 = r.net_value;
+            self.profit0 = r.profit;
+        } else {
+            self.flows_of(&day)?;
+            self.add_day(&day)?;
+            self.first.get_or_insert(r.date);
+            self.last = Some((r.date, r.profit, r.net_value));
+        }
+        std::mem::swap(&mut self.then, &mut self.now);
+        std::mem::swap(&mut self.then_valued, &mut self.now_valued);
         self.value = r.market_value;
         self.nav = r.net_value;
         Ok(())
     }
+
+    /// Takes the components the walk met since the last day.
+    fn grow(&mut self, walk: &ComponentWalk) {
+        let n = walk.len();
+        if n == self.names.len() {
+            return;
+        }
+        for i in self.names.len()..n {
+            self.names.push(walk.component(i).clone());
+        }
+        self.order = walk.in_order().to_vec();
+        self.rank.resize(n, 0);
+        for (k, i) in self.order.iter().enumerate() {
+            self.rank[*i] = k;
+        }
+        for v in [&mut self.then, &mut self.now, &mut self.flows] {
+            v.resize(n, Decimal::ZERO);
+        }
+        for v in [
+            &mut self.then_valued,
+            &mut self.now_valued,
+            &mut self.flowed,
+            &mut self.seen,
+        ] {
+            v.resize(n, false);
+        }
+        self.sums.resize(n, (Decimal::ZERO, ProductSum::default()));
+    }
+
+    /// Adds the day's P&L and contributions (its values in `now`, its
+    /// flows in `flows`).
+    fn add_day(&mut self, day: &ComponentDay<'_>) -> Result<(), AttributionError> {
+        let r = day.record;
+        // §3's rule: no contribution on a day whose return is 0 by rule.
+        let base = dec::add(self.value, day.inflow)?;
+        let idle = self.value.is_zero() && dec::add(r.market_value, day.outflow)?.is_zero();
+        let factor = if base <= Decimal::ZERO || idle {
+            None
+        } else {
+            Some(day_factor(dec::div(self.nav, self.nav0)?, base)?)
+        };
+        for i in 0..self.names.len() {
+            if !(self.then_valued[i] || self.now_valued[i] || self.flowed[i]) {
+                continue;
+            }
+            self.seen[i] = true;
+            let moved = dec::sub(self.now[i], self.then[i])?;
+            let pnl = if self.flowed[i] {
+                dec::sub(moved, std::mem::take(&mut self.flows[i]))?
+            } else if moved.is_zero() {
+                // A day without a price, a trade or a rate (a weekend):
+                // adding zeros leaves every sum's value as it is.
+                continue;
+            } else {
+                moved
+            };
+            let entry = &mut self.sums[i];
+            entry.0 = dec::add(entry.0, pnl)?;
+            if let Some((k, shift)) = factor {
+                entry.1.add(pnl, k, shift)?;
+            }
+        }
+        for i in self.flowed_list.drain(..) {
+            self.flowed[i] = false;
+        }
+        Ok(())
+    }
+
+    /// The attribution of the days taken.
+    fn finish(self) -> Result<Option<Attribution>, AttributionError> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        let (Some(from), Some((day, profit, nav))) = (self.first, self.last) else {
+            return Ok(None);
+        };
+        let pnl = dec::sub(profit, self.profit0)?;
+        let total_return = dec::sub(dec::div(nav, self.nav0)?, Decimal::ONE)?;
+        let reported: Vec<usize> = self
+            .order
+            .iter()
+            .copied()
+            .filter(|i| self.seen[*i])
+            .collect();
+        let mut pnls: Vec<Decimal> = reported.iter().map(|i| self.sums[*i].0).collect();
+        let pnl = settle_parts(&mut pnls, pnl, 20, (day, "P&L"))?;
+        let mut shares: Vec<Decimal> = reported
+            .iter()
+            .map(|i| self.sums[*i].1.to_decimal())
+            .collect::<Result<_, _>>()?;
+        let total_return = settle_parts(&mut shares, total_return, 26, (day, "contribution"))?;
+        let mut names = self.names;
+        let components = reported
+            .iter()
+            .zip(pnls.into_iter().zip(shares))
+            .map(|(i, (pnl, contribution))| ComponentShare {
+                component: std::mem::replace(&mut names[*i], Component::Cash),
+                pnl,
+                contribution,
+            })
+            .collect();
+        Ok(Some(Attribution {
+            from,
+            to: day,
+            pnl,
+            total_return,
+            components,
+        }))
+    }
+}
+
+/// A day's c_x(d) · NAV(d−1) / NAV(from−1) is P&L_x(d) · k(d), with
+/// k(d) = `weight` / `base` (NAV(d−1) / NAV(from−1) over the capital at
+/// work): returned as k(d) · 10^shift and shift, the base's integer
+/// digits moved behind the point first, so that the quotient keeps 28
+/// significant digits however large the capital (k(d) itself, below 1 /
+/// base, would have lost one for each of its digits).
+fn day_factor(weight: Decimal, base: Decimal) -> Result<(Decimal, u32), ArithmeticError> {
+    let m = base.mantissa().unsigned_abs();
+    let scale = base.scale();
+    let digits = m.checked_ilog10().map_or(0, |d| d + 1);
+    let shift = digits.saturating_sub(scale).min(28 - scale);
+    let mut moved = base;
+    moved
+        .set_scale(scale + shift)
+        .map_err(|_| ArithmeticError {
+            operation: "divide",
+        })?;
+    Ok((dec::div(weight, moved)?, shift))
 }
 
 /// The largest scale ≤ `max` at which numbers as large as `magnitudes`,
@@ -237,20 +360,29 @@ fn settle_parts(
     Ok(whole)
 }
 
-/// The day's flows by component. What the tapped flows leave of the
-/// day's external flows In − Out went through the cash account (every
-/// internal movement of a tracked book is a credit or debit of cash);
-/// without cash tracking nothing may be left but rounding.
-fn flows_of(day: &ComponentDay) -> Result<BTreeMap<Component, Decimal>, AttributionError> {
-    let mut flows: BTreeMap<Component, Decimal> = BTreeMap::new();
-    for (c, a) in &day.flows {
-        let f = flows.entry(c.clone()).or_default();
-        *f = dec::add(*f, *a)?;
-    }
-    let external = dec::sub(day.inflow, day.outflow)?;
-    let tapped = sum(flows.values().copied())?;
-    let rest = dec::sub(external, tapped)?;
-    if !rest.is_zero() {
+impl Linker {
+    /// The day's flows by component, into `flows`. What the tapped flows
+    /// leave of the day's external flows In − Out went through the cash
+    /// account (every internal movement of a tracked book is a credit or
+    /// debit of cash); without cash tracking nothing may be left but
+    /// rounding.
+    fn flows_of(&mut self, day: &ComponentDay<'_>) -> Result<(), AttributionError> {
+        for &(i, a) in day.flows {
+            if !self.flowed[i] {
+                self.flowed[i] = true;
+                self.flowed_list.push(i);
+            }
+            self.flows[i] = dec::add(self.flows[i], a)?;
+        }
+        let external = dec::sub(day.inflow, day.outflow)?;
+        // Summed by name, as the parts are everywhere.
+        let rank = &self.rank;
+        self.flowed_list.sort_by_key(|i| rank[*i]);
+        let tapped = sum(self.flowed_list.iter().map(|i| self.flows[*i]))?;
+        let rest = dec::sub(external, tapped)?;
+        if rest.is_zero() {
+            return Ok(());
+        }
         if !day.tracked {
             // Sums in another order than the fold's may differ in the
             // 28th digit (the P&L's settling absorbs that); more is a
@@ -258,38 +390,55 @@ fn flows_of(day: &ComponentDay) -> Result<BTreeMap<Component, Decimal>, Attribut
             if rest.abs() > tolerance(external) {
                 return Err(unbalanced(day.record.date, "flows", tapped, external));
             }
-            return Ok(flows);
+            return Ok(());
         }
-        let f = flows.entry(Component::Cash).or_default();
-        *f = dec::add(*f, rest)?;
+        let cash = ComponentWalk::CASH;
+        if !self.flowed[cash] {
+            self.flowed[cash] = true;
+            self.flowed_list.push(cash);
+        }
+        self.flows[cash] = dec::add(self.flows[cash], rest)?;
+        Ok(())
     }
-    Ok(flows)
-}
 
-/// The component values of a day with V(d) = `total`: the per-position
-/// products may differ from the fold's once-rounded sum in the 28th
-/// digit; that remainder goes to the largest value, so that the values
-/// add up to V exactly and the P&L telescopes.
-fn settle(
-    values: &[ComponentValue],
-    total: Decimal,
-    day: NaiveDate,
-) -> Result<BTreeMap<Component, Decimal>, AttributionError> {
-    let mut out: BTreeMap<Component, Decimal> = values.iter().cloned().collect();
-    let summed = sum(out.values().copied())?;
-    let rest = dec::sub(total, summed)?;
-    if rest.is_zero() {
-        return Ok(out);
+    /// The component values of a day with V(d) = `total`, into `now`: the
+    /// per-position products may differ from the fold's once-rounded sum
+    /// in the 28th digit; that remainder goes to the largest value, so
+    /// that the values add up to V exactly and the P&L telescopes.
+    fn settle(
+        &mut self,
+        walk: &ComponentWalk,
+        total: Decimal,
+        day: NaiveDate,
+    ) -> Result<(), AttributionError> {
+        let mut summed = Decimal::ZERO;
+        // By name, as the parts are summed everywhere.
+        for &i in &self.order {
+            let value = walk.value(i);
+            self.now_valued[i] = value.is_some();
+            self.now[i] = value.unwrap_or_default();
+            if let Some(v) = value {
+                summed = dec::add(summed, v)?;
+            }
+        }
+        let rest = dec::sub(total, summed)?;
+        if rest.is_zero() {
+            return Ok(());
+        }
+        if rest.abs() > tolerance(total) {
+            return Err(unbalanced(day, "value", summed, total));
+        }
+        // Of equal largest values, the last by name.
+        let mut largest: Option<usize> = None;
+        for &i in self.order.iter().filter(|i| self.now_valued[**i]) {
+            if largest.is_none_or(|l| self.now[i].abs() >= self.now[l].abs()) {
+                largest = Some(i);
+            }
+        }
+        let largest = largest.ok_or_else(|| unbalanced(day, "value", summed, total))?;
+        self.now[largest] = dec::add(self.now[largest], rest)?;
+        Ok(())
     }
-    if rest.abs() > tolerance(total) {
-        return Err(unbalanced(day, "value", summed, total));
-    }
-    let largest = out
-        .iter_mut()
-        .max_by(|a, b| a.1.abs().cmp(&b.1.abs()))
-        .ok_or_else(|| unbalanced(day, "value", summed, total))?;
-    *largest.1 = dec::add(*largest.1, rest)?;
-    Ok(out)
 }
 
 /// The largest remainder 28-digit arithmetic may leave next to `x`.
@@ -305,5 +454,36 @@ fn unbalanced(day: NaiveDate, what: &str, parts: Decimal, whole: Decimal) -> Att
     AttributionError::Unbalanced {
         day,
         detail: format!("the components' {what} add up to {parts}, the whole is {whole}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The day's factor keeps 28 significant digits whatever the capital's
+    /// size, and k · 10^-shift is weight / base.
+    #[test]
+    fn day_factor_keeps_its_digits() {
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        for (weight, base) in [
+            ("1", "1234567.89"),
+            ("1.0123456789", "1005.00000000"),
+            ("0.97", "0.3"),
+            ("1", "98765432109876543210.7"),
+        ] {
+            let (weight, base) = (d(weight), d(base));
+            let (k, shift) = day_factor(weight, base).unwrap();
+            assert!(
+                k.mantissa().unsigned_abs() >= 10u128.pow(26),
+                "{weight} / {base}: {k} (shift {shift})"
+            );
+            let back = k * Decimal::new(1, shift);
+            let direct = dec::div(weight, base).unwrap();
+            assert!(
+                (back - direct).abs() <= Decimal::new(2, 28),
+                "{back} {direct}"
+            );
+        }
     }
 }

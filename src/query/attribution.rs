@@ -6,6 +6,8 @@
 //! The log and the prices are read in one snapshot (as known at an
 //! instant with `as_known_at`); the fold runs off the async threads.
 
+use std::collections::BTreeSet;
+
 use chrono::{DateTime, NaiveDate, Utc};
 use projections::{money_text, ratio_text, Inconsistency, PriceBook, ReportedStatus, Transaction};
 use serde::{Deserialize, Serialize};
@@ -126,13 +128,16 @@ async fn stored_inputs(
     let log = storage::load_transactions(&mut tx, id, None, through)
         .await
         .map_err(failed)?;
-    let mut symbols: Vec<String> = log
-        .iter()
-        .filter_map(|t| t.kind.position_symbol())
-        .map(|s| s.to_string())
-        .collect();
-    symbols.sort();
-    symbols.dedup();
+    // Inserted one by one into a set of a few: the log names its few
+    // symbols thousands of times (a string each, sorted, was a sort of
+    // 20,000 strings; `collect` into a set sorts them all too).
+    let mut symbols: BTreeSet<&str> = BTreeSet::new();
+    for t in &log {
+        if let Some(s) = t.kind.position_symbol() {
+            symbols.insert(s.as_str());
+        }
+    }
+    let symbols: Vec<String> = symbols.into_iter().map(str::to_string).collect();
     let cache = db.prices();
     let before_first = p.first_day.pred_opt().expect("date in range");
     let mut book = cache

@@ -4,10 +4,11 @@
 //! restated closes, with the rows and bytes the kept versions take. The
 //! ingest of a stream with amendments is [`super::corrections_ingest`].
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use navd_testkit::broker::Sender;
 use serde_json::{json, Value};
 
@@ -15,6 +16,8 @@ use crate::harness::Bench;
 use crate::kafka::{PX_TOPIC, WARM_TOPIC};
 use crate::probe::metric_delta;
 use crate::procfs::{cpu_seconds, pg_cpu_seconds};
+use crate::pureattr::time_attribution;
+use crate::purefold::SentEvents;
 use crate::report::{ms, round3, Dist};
 
 /// Timed `as_known_at` reads of the curve (after two untimed ones).
@@ -170,15 +173,30 @@ impl Bench {
         let (attr, _) = self.timed_gets(&urls[2..], ATTRIBUTION_ROUTE).await?;
         let components = first["components"].as_array().map_or(0, Vec::len);
         let a = &attr.end_to_end;
+        // The same ranges attributed by the pure code, without storage
+        // and HTTP: what of the request is navd's arithmetic.
+        let book = self.backfill_book.as_ref().expect("loaded");
+        let sent = SentEvents::of_book(book, &BTreeSet::from([0]), &[], &[])?;
+        let inputs = sent.inputs(id, last)?;
+        let days: Vec<NaiveDate> = (0..KNOWN_RUNS).map(|k| book.weekdays[k + 3]).collect();
+        let (pure, _) = time_attribution(&inputs, &days, last, KNOWN_RUNS)?;
         println!(
-            "[corrections] attribution of the 10-year book ({components} components): median {:.1} ms, p90 {:.1} ms (CPU a request: navd {:.1} ms, PostgreSQL {:.1} ms); {} requests through the read cache",
-            a.p50, a.p90, attr.cpu_ms.0, attr.cpu_ms.1, attr.cache_counted
+            "[corrections] attribution of the 10-year book ({components} components): median {:.1} ms, p90 {:.1} ms (CPU a request: navd {:.1} ms, PostgreSQL {:.1} ms); {} requests through the read cache; the pure attribution {:.1} ms (its thread's CPU time {:.1} ms)",
+            a.p50, a.p90, attr.cpu_ms.0, attr.cpu_ms.1, attr.cache_counted, pure.wall_ms, pure.cpu_ms
         );
         self.results.insert(
             "attribution".into(),
             json!({"portfolio": id, "runs": KNOWN_RUNS, "components": components,
                    "how": "GET over HTTP, unloaded, each from another early weekday to the last day (computed, not cached)",
-                   "timed": attr.json()}),
+                   "timed": attr.json(),
+                   "pure_ms": round3(pure.wall_ms), "pure_cpu_ms": round3(pure.cpu_ms)}),
+        );
+        self.row(
+            "corrections",
+            "pure attribution of the 10-year book (no storage, no HTTP): median (thread CPU)",
+            format!("{:.1} ms ({:.1})", pure.wall_ms, pure.cpu_ms),
+            None,
+            json!({"value": round3(pure.wall_ms), "cpu_ms": round3(pure.cpu_ms), "unit": "ms", "better": "lower"}),
         );
         self.row(
             "corrections",

@@ -11,14 +11,19 @@ use rust_decimal::Decimal;
 use super::book::PriceBook;
 use super::driver::in_fold_order;
 use super::error::{next_day, FoldError};
-use super::flows::{Component, ComponentFlow, ValueMove};
+use super::flows::{Component, ValueMove};
 use super::folder::Folder;
 use super::settings::{base_currency_of, cash_mode_of};
 use super::state::DayState;
-use super::valuation::{base_of, value_cash, value_positions, ValuationError};
+use super::valuation::{base_of, ValuationError};
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::status::Inconsistency;
 use crate::types::{CashMode, DailyRecord, Transaction};
+
+mod values;
+
+pub use self::values::ComponentWalk;
+use self::values::Valuer;
 
 /// Why an attribution could not be computed (besides an inconsistent
 /// history, which is the portfolio's status).
@@ -36,53 +41,47 @@ pub enum AttributionError {
     Unbalanced { day: NaiveDate, detail: String },
 }
 
-/// A component's value at the end of a day, in the base currency.
-pub type ComponentValue = (Component, Decimal);
+/// An amount of one component of a [`ComponentWalk`], by its index.
+pub type ComponentValue = (usize, Decimal);
 
-/// One day of the range, per component.
-#[derive(Debug, Clone)]
-pub struct ComponentDay {
+/// One day walked, as [`walk_components`] gives it.
+#[derive(Debug, Clone, Copy)]
+pub struct ComponentDay<'w> {
+    /// False for the day before the range (whose values the range's P&L
+    /// starts from); its flows are then none.
+    pub in_range: bool,
     /// The exact record, as the fold produced it.
-    pub record: DailyRecord,
+    pub record: &'w DailyRecord,
     /// In(d) and Out(d).
     pub inflow: Decimal,
     pub outflow: Decimal,
-    /// Each component's value at the end of the day (non-zero ones).
-    pub values: Vec<ComponentValue>,
-    /// The flows the day's events moved into (+) or out of (−) components;
-    /// the cash account's are left to the balance (see
-    /// [`crate::attribution`]).
-    pub flows: Vec<ComponentFlow>,
+    /// The components met so far, with their values at the end of the day.
+    pub components: &'w ComponentWalk,
+    /// The flows the day's events moved into (+) or out of (−) components,
+    /// in the order the fold tapped them; the cash account's are left to
+    /// the balance (see [`crate::attribution`]).
+    pub flows: &'w [ComponentValue],
     /// Whether the portfolio tracks cash.
     pub tracked: bool,
 }
 
-/// The range walked: the day before it and its days.
-#[derive(Debug, Clone, Default)]
-pub struct ComponentWalk {
-    /// The record of the day before the range's first record and its
-    /// component values; `None` when the range starts at the history's
-    /// first day or before.
-    pub before: Option<(DailyRecord, Vec<ComponentValue>)>,
-    /// The range's records, ascending.
-    pub days: Vec<ComponentDay>,
-}
-
 /// Folds `transactions` (a stored log: only the effective events count)
-/// from the history's first day through `to`, tapping and valuing the
-/// components of the days from `from`. `Err` inside: the history is
-/// inconsistent on or before `to`.
+/// from the history's first day through `to`, giving `each` the day
+/// before `from` (when it has a record) and every day from `from`, each
+/// with its components valued and its flows tapped. `Err` inside: the
+/// history is inconsistent on or before `to`; `each`'s error stops the
+/// walk.
 pub fn walk_components(
     transactions: &[Transaction],
     prices: &PriceBook,
     from: NaiveDate,
     to: NaiveDate,
-) -> Result<Result<ComponentWalk, Inconsistency>, AttributionError> {
+    mut each: impl FnMut(ComponentDay<'_>) -> Result<(), AttributionError>,
+) -> Result<Result<(), Inconsistency>, AttributionError> {
     let effective = crate::corrections::effective(transactions);
     let sorted = in_fold_order(&effective, to);
-    let mut walk = ComponentWalk::default();
     let Some(first) = sorted.first() else {
-        return Ok(Ok(walk));
+        return Ok(Ok(()));
     };
     let start = DayState::initial_for(
         first.trade_date,
@@ -90,8 +89,11 @@ pub fn walk_components(
         base_currency_of(&effective),
     );
     if to <= start.date || from > to {
-        return Ok(Ok(walk));
+        return Ok(Ok(()));
     }
+    let mut walk = ComponentWalk::new();
+    let mut valuer = Valuer::new(prices);
+    let mut flows: Vec<ComponentValue> = Vec::new();
     let mut folder = Folder::new(start, prices);
     let mut last: Option<DailyRecord> = None;
     let mut i = 0;
@@ -99,11 +101,18 @@ pub fn walk_components(
         let day = next_day(folder.state.date)?;
         let in_range = day >= from;
         if in_range && !folder.tapping {
-            // The day before the range: its values are where the range's
-            // P&L starts from.
             folder.sync();
             if let Some(r) = last.take() {
-                walk.before = Some((r, component_values(folder.state(), prices)?));
+                valuer.value_day(folder.state(), &mut walk)?;
+                each(ComponentDay {
+                    in_range: false,
+                    record: &r,
+                    inflow: Decimal::ZERO,
+                    outflow: Decimal::ZERO,
+                    components: &walk,
+                    flows: &[],
+                    tracked: folder.state().cash_mode == CashMode::Tracked,
+                })?;
             }
             folder.tapping = true;
         }
@@ -115,32 +124,50 @@ pub fn walk_components(
         // inside it every day is valued from it.
         match folder.step_inner(&sorted[i..j], in_range)? {
             Ok(Some(record)) if in_range => {
-                let mut flows = std::mem::take(&mut folder.last_taps);
-                let moves = std::mem::take(&mut folder.last_moves);
+                day_flows(&mut folder, prices, &mut walk, &mut flows)?;
                 let state = folder.state();
-                for m in &moves {
-                    let v = moved_value(state, prices, m)?;
-                    flows.push((Component::Symbol(m.from.clone()), -v));
-                    flows.push((Component::Symbol(m.to.clone()), v));
-                }
-                walk.days.push(ComponentDay {
-                    values: component_values(state, prices)?,
-                    flows,
+                valuer.value_day(state, &mut walk)?;
+                each(ComponentDay {
+                    in_range: true,
+                    record: &record,
                     inflow: folder.last_flows.0,
                     outflow: folder.last_flows.1,
+                    components: &walk,
+                    flows: &flows,
                     tracked: state.cash_mode == CashMode::Tracked,
-                    record,
-                });
+                })?;
             }
             Ok(Some(record)) => last = Some(record),
             Ok(None) => {}
             Err(inconsistency) => return Ok(Err(inconsistency)),
         }
         if day == to {
-            return Ok(Ok(walk));
+            return Ok(Ok(()));
         }
         i = j;
     }
+}
+
+/// The flows the folder tapped on the day it last stepped, by component
+/// index, into `flows`; the shares corporate actions moved valued at the
+/// end of the day.
+fn day_flows(
+    folder: &mut Folder<'_>,
+    prices: &PriceBook,
+    walk: &mut ComponentWalk,
+    flows: &mut Vec<ComponentValue>,
+) -> Result<(), AttributionError> {
+    flows.clear();
+    for (c, amount) in folder.last_taps.drain(..) {
+        flows.push((walk.index_of(&c), amount));
+    }
+    let moves = std::mem::take(&mut folder.last_moves);
+    for m in &moves {
+        let v = moved_value(folder.state(), prices, m)?;
+        flows.push((walk.index_of(&Component::Symbol(m.from.clone())), -v));
+        flows.push((walk.index_of(&Component::Symbol(m.to.clone())), v));
+    }
+    Ok(())
 }
 
 /// What shares a corporate action moved were worth at the end of their
@@ -173,28 +200,4 @@ fn moved_value(
         Some((rate, _)) => Ok(dec::mul(local, rate)?),
         None => Err(ValuationError::NoRate(super::ledger::no_rate(&currency, base, day)).into()),
     }
-}
-
-/// The non-zero components of `state` valued at the end of its day, as
-/// the fold valued them: each position, the cash (all currencies at the
-/// day's rates), the receivable.
-fn component_values(
-    state: &DayState,
-    prices: &PriceBook,
-) -> Result<Vec<ComponentValue>, AttributionError> {
-    let mut out: Vec<ComponentValue> = value_positions(state, prices)?
-        .into_iter()
-        .map(|p| (Component::Symbol(p.symbol), p.value))
-        .collect();
-    let mut cash = Decimal::ZERO;
-    for b in value_cash(state, prices)? {
-        cash = dec::add(cash, b.value)?;
-    }
-    if !cash.is_zero() {
-        out.push((Component::Cash, cash));
-    }
-    if !state.receivable.is_zero() {
-        out.push((Component::Receivable, state.receivable));
-    }
-    Ok(out)
 }

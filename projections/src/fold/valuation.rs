@@ -8,7 +8,7 @@ use rust_decimal::Decimal;
 
 use super::book::PriceBook;
 use super::ledger::no_rate;
-use super::state::DayState;
+use super::state::{DayState, Position};
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::types::{CashMode, Currency, Symbol};
 
@@ -90,7 +90,7 @@ pub fn base_of<'s>(state: &'s DayState, prices: &'s PriceBook) -> &'s Currency {
         .unwrap_or(prices.default_currency())
 }
 
-fn rate_or_missing(
+pub(super) fn rate_or_missing(
     prices: &PriceBook,
     from: &Currency,
     to: &Currency,
@@ -115,53 +115,62 @@ pub fn value_positions(
     state: &DayState,
     prices: &PriceBook,
 ) -> Result<Vec<ValuedPosition>, ValuationError> {
-    let day = state.date;
-    let base = base_of(state, prices);
     state
         .positions
         .iter()
-        .map(|(symbol, pos)| {
-            // The price exactly as the fold computes it (splits, spin-offs
-            // and an inherited close applied), and beside it the factor
-            // that took the close dated `t` to it.
-            let close = prices.valuation_close(symbol, day)?;
-            let own = prices.close_dated(symbol, day);
-            let (price, price_date, price_source, currency) = match close {
-                Some((t, c, ccy)) => (c, Some(t), PriceSource::Close, ccy),
-                None => (
-                    pos.last_trade_price,
-                    pos.last_trade_date,
-                    PriceSource::Trade,
-                    pos.currency.clone().unwrap_or_else(|| base.clone()),
-                ),
-            };
-            let split_factor = match (price_date, own) {
-                (Some(t), Some((t0, raw))) if t == t0 && !raw.is_zero() => dec::div(price, raw)?,
-                (Some(t), _) => factor_of(prices.splits_between(symbol, t, day))?,
-                (None, _) => Decimal::ONE,
-            };
-            let (fx_rate, fx_date) = rate_or_missing(prices, &currency, base, day)?;
-            let local = dec::mul(pos.qty, price)?;
-            let value = if currency == *base {
-                local
-            } else {
-                dec::mul(local, fx_rate)?
-            };
-            Ok(ValuedPosition {
-                symbol: symbol.clone(),
-                quantity: pos.qty,
-                cost: pos.cost,
-                price,
-                price_date,
-                price_source,
-                split_factor,
-                currency,
-                fx_rate,
-                fx_date,
-                value,
-            })
-        })
+        .map(|(symbol, pos)| value_position(state, prices, symbol, pos))
         .collect()
+}
+
+/// One open position of `state` (`symbol`'s, `pos`) valued at the end of
+/// its day, as the fold valued it.
+pub(super) fn value_position(
+    state: &DayState,
+    prices: &PriceBook,
+    symbol: &Symbol,
+    pos: &Position,
+) -> Result<ValuedPosition, ValuationError> {
+    let day = state.date;
+    let base = base_of(state, prices);
+    // The price exactly as the fold computes it (splits, spin-offs and an
+    // inherited close applied), and beside it the factor that took the
+    // close dated `t` to it.
+    let close = prices.valuation_close(symbol, day)?;
+    let own = prices.close_dated(symbol, day);
+    let (price, price_date, price_source, currency) = match close {
+        Some((t, c, ccy)) => (c, Some(t), PriceSource::Close, ccy),
+        None => (
+            pos.last_trade_price,
+            pos.last_trade_date,
+            PriceSource::Trade,
+            pos.currency.clone().unwrap_or_else(|| base.clone()),
+        ),
+    };
+    let split_factor = match (price_date, own) {
+        (Some(t), Some((t0, raw))) if t == t0 && !raw.is_zero() => dec::div(price, raw)?,
+        (Some(t), _) => factor_of(prices.splits_between(symbol, t, day))?,
+        (None, _) => Decimal::ONE,
+    };
+    let (fx_rate, fx_date) = rate_or_missing(prices, &currency, base, day)?;
+    let local = dec::mul(pos.qty, price)?;
+    let value = if currency == *base {
+        local
+    } else {
+        dec::mul(local, fx_rate)?
+    };
+    Ok(ValuedPosition {
+        symbol: symbol.clone(),
+        quantity: pos.qty,
+        cost: pos.cost,
+        price,
+        price_date,
+        price_source,
+        split_factor,
+        currency,
+        fx_rate,
+        fx_date,
+        value,
+    })
 }
 
 /// The cash balances of `state` valued at the end of its day, by currency:

@@ -121,32 +121,7 @@ pub(crate) async fn read_composite_tagged(
     clock: &crate::clock::Clock,
 ) -> Result<Composite, CompositeFailure> {
     let members = match super::known::past(q.known_at, clock) {
-        Some((at, today)) => {
-            let mut out = Vec::with_capacity(ids.len());
-            for id in ids {
-                let unknown = || CompositeFailure::Unknown(id.clone());
-                let pid = projections::PortfolioId::parse(id).map_err(|_| unknown())?;
-                let k = match super::known::known_at(db, &pid, at, today, &[]).await {
-                    Err(QueryError::NotFound) => return Err(unknown()),
-                    k => k?,
-                };
-                // The return follows from the exact values (the stored
-                // rows keep them beside the rounded record).
-                let records = k
-                    .rows
-                    .into_iter()
-                    .map(|r| DailyRecord {
-                        market_value: r.market_value_exact,
-                        ..r.record
-                    })
-                    .collect();
-                out.push(Member {
-                    row: k.portfolio,
-                    records,
-                });
-            }
-            out
-        }
+        Some((at, today)) => known_members(db, ids, at, today).await?,
         None => stored_members(db, ids).await?,
     };
     let default = db.prices().default_currency();
@@ -201,6 +176,41 @@ pub(crate) async fn read_composite_tagged(
         history,
         members_tag,
     })
+}
+
+/// Every member as known at instant `at` (one read each: what was known
+/// then is computed per portfolio); an unknown member is
+/// [`CompositeFailure::Unknown`].
+async fn known_members(
+    db: &Db,
+    ids: &[String],
+    at: chrono::DateTime<chrono::Utc>,
+    today: NaiveDate,
+) -> Result<Vec<Member>, CompositeFailure> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let unknown = || CompositeFailure::Unknown(id.clone());
+        let pid = projections::PortfolioId::parse(id).map_err(|_| unknown())?;
+        let k = match super::known::known_at(db, &pid, at, today, &[]).await {
+            Err(QueryError::NotFound) => return Err(unknown()),
+            k => k?,
+        };
+        // The return follows from the exact values (the stored rows keep
+        // them beside the rounded record).
+        let records = k
+            .rows
+            .into_iter()
+            .map(|r| DailyRecord {
+                market_value: r.market_value_exact,
+                ..r.record
+            })
+            .collect();
+        out.push(Member {
+            row: k.portfolio,
+            records,
+        });
+    }
+    Ok(out)
 }
 
 /// Every member's row and records, in one snapshot (two statements for

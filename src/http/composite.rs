@@ -3,22 +3,31 @@
 //! with the curve's own query (`from`, `to`, `calendar`, `risk_free`,
 //! `benchmark`, `rolling`, `as_known_at`). Handlers only: the read is
 //! [`crate::query::composite`].
+//!
+//! The JSON is cached in the read cache as a single curve is (see
+//! [`super::nav`]'s `get_history`): trusted on the change notifications of
+//! its members, otherwise validated against every member's version and
+//! pending day in one statement; ETags and 304s alike. The CSV is not
+//! cached (as a single curve's CSV is not).
 
 use axum::extract::{RawQuery, State};
-use axum::http::{header, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
 use serde_json::Value;
 
 use super::auth::{BrowserCaller, Caller, SCOPE_READ};
+use super::cache::Entry;
+use super::encoding::{self, Coding};
 use super::error::ApiError;
 use super::guard::PeerAddr;
+use super::nav::cached_response;
 use super::params::{self, ParseQuery};
 use super::schema::HistoryResponse;
 use super::state::AppState;
-use crate::query::composite::{read_composite, CompositeFailure};
-use crate::query::HistoryQuery;
+use crate::query::composite::{self, read_composite, read_composite_tagged, CompositeFailure};
+use crate::query::{self, History, HistoryQuery};
 
 /// The most members a composite may have.
 pub(crate) const MAX_MEMBERS: usize = 1000;
@@ -94,6 +103,7 @@ fn member_ids(list: &str) -> Result<Vec<String>, ApiError> {
     ),
     responses(
         (status = 200, description = "the composite's curve: as a portfolio's, with `portfolios` (the members, in the order given) instead of `portfolio_id`", body = Object),
+        (status = 304, description = "not modified: the ETag sent in If-None-Match is current (no member changed)"),
         (status = 400, description = "a missing, empty, malformed, duplicated or over-long member list; members in different base currencies (named); a malformed parameter", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = super::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "token lacks nav:read", body = super::error::Problem, content_type = "application/problem+json"),
@@ -109,20 +119,84 @@ pub(crate) async fn composite(
     caller: Caller,
     peer: Option<Extension<PeerAddr>>,
     RawQuery(raw): RawQuery,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (ids, q) = parse(raw.as_deref())?;
     for id in &ids {
         caller.authorize(SCOPE_READ, id)?;
     }
-    let _permit = s.guards.admit_work(&caller, peer)?;
-    let h = read_composite(&s.db, &ids, &q, &s.clock).await?;
+    if query::is_known_read(&q) {
+        // As known at a past instant: computed on each call, not cached
+        // (as a single curve's).
+        let _permit = s.guards.admit_work(&caller, peer)?;
+        let h = read_composite(&s.db, &ids, &q, &s.clock).await?;
+        return Ok(Json(body_of(h, &ids)?).into_response());
+    }
+    // `/` is in no portfolio id: no composite's key is a single curve's.
+    let key = format!("composite/{}?{}", ids.join(","), q.cache_key());
+    let bench = q.benchmark.as_ref().map(|b| b.as_str());
+    // Taken before anything is read, as for a single curve: a change of any
+    // member committed after it moves the sum of their counters.
+    let seen = s.db.changes().seen_many(&ids, bench.is_some());
+    if let Some(e) = seen.and_then(|sn| s.cache.get_trusted(&key, sn)) {
+        metrics::counter!("navd_read_cache_total", "outcome" => "trusted").increment(1);
+        return cached_response(&s, &key, &headers, &e).await;
+    }
+    let (members, bench_version) = composite::validator(&s.db, &ids, bench)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    let bench_tag = match (bench, bench_version) {
+        (Some(_), Some(v)) => format!("-b{v}"),
+        _ => String::new(),
+    };
+    let current = format!("{members}{bench_tag}");
+    let entry = match s.cache.get(&key, &current) {
+        Some(e) => {
+            metrics::counter!("navd_read_cache_total", "outcome" => "confirmed").increment(1);
+            s.cache.confirmed(&key, &current, seen);
+            e
+        }
+        None => {
+            metrics::counter!("navd_read_cache_total", "outcome" => "miss").increment(1);
+            let permit = s.guards.admit_work(&caller, peer)?;
+            let c = read_composite_tagged(&s.db, &ids, &q, &s.clock).await?;
+            // The members as read, and the benchmark's version as read
+            // before them (a close written in between only makes the next
+            // read reload).
+            let tag = format!("{}{bench_tag}", c.members_tag);
+            let (coding, _) =
+                encoding::choose(&encoding::ranked(&headers), |c| c == Coding::Identity);
+            let k = key.clone();
+            // Serializing ~750 points and compressing them: not on the
+            // async threads (the permit is held until the entry is built).
+            let e = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                let json = serde_json::to_vec(&body_of(c.history, &ids)?)
+                    .map_err(|e| ApiError::Internal(e.into()))?;
+                let e = Entry::new(tag, &k, json, seen);
+                e.encode_blocking(coding)
+                    .map_err(|e| ApiError::Internal(e.into()))?;
+                Ok::<_, ApiError>(e)
+            })
+            .await
+            .map_err(|e| ApiError::Internal(e.into()))??;
+            s.cache.put(key.clone(), e.clone());
+            e
+        }
+    };
+    cached_response(&s, &key, &headers, &entry).await
+}
+
+/// The JSON of a composite's curve: a portfolio's, with `portfolios` (the
+/// members in the order given) instead of `portfolio_id`.
+fn body_of(h: History, ids: &[String]) -> Result<Value, ApiError> {
     let mut v =
         serde_json::to_value(HistoryResponse::from(h)).map_err(|e| ApiError::Internal(e.into()))?;
     if let Value::Object(m) = &mut v {
         m.remove("portfolio_id");
-        m.insert("portfolios".into(), Value::from(ids));
+        m.insert("portfolios".into(), Value::from(ids.to_vec()));
     }
-    Ok(Json(v).into_response())
+    Ok(v)
 }
 
 /// The composite's curve as CSV, the columns of a portfolio's.

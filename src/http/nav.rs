@@ -359,7 +359,7 @@ fn validator(version: i64, pending: Option<NaiveDate>) -> String {
 /// yet is made here and counted by the cache; brotli, when the client
 /// also takes gzip, is made in the background for the next request (a
 /// client that takes brotli and not gzip waits for it).
-async fn cached_response(
+pub(super) async fn cached_response(
     s: &AppState,
     key: &str,
     headers: &HeaderMap,

@@ -9,11 +9,17 @@
 //! does not exist is 404, members in different base currencies are
 //! [`CompositeFailure::Currencies`], an inconsistent member is
 //! [`CompositeFailure::Inconsistent`].
+//!
+//! A composite is cached like a single curve; its validator
+//! ([`validator`], [`members_tag`]) is a digest of every member's version
+//! and pending day, so that a change of any member is a new one.
 
 use chrono::NaiveDate;
 use projections::{Currency, DailyRecord, ReportedStatus, Status};
+use sha2::{Digest as _, Sha256};
 
 use super::{History, HistoryQuery, QueryError};
+use crate::storage::composite::{composite_validator, member_records, member_rows};
 use crate::storage::{self, Db, HistoryRow, PortfolioRow};
 
 /// Why a composite cannot be read.
@@ -39,38 +45,83 @@ impl From<sqlx::Error> for CompositeFailure {
     }
 }
 
-/// A member as read: its row and every record (exact value and NAV).
+/// A member as read: its row and every record as the composite adds them
+/// up (the exact market value; see [`member_records`]).
 struct Member {
     row: PortfolioRow,
-    rows: Vec<HistoryRow>,
+    records: Vec<DailyRecord>,
+}
+
+/// A composite as read: its curve, and the validator of what it reflects
+/// ([`members_tag`] of the members as read).
+pub(crate) struct Composite {
+    pub history: History,
+    pub members_tag: String,
+}
+
+/// The validator of members' (id, version, pending day), in the order
+/// given: a digest, deterministic across processes (it is part of the
+/// ETag), that changes when any member's version or pending day does.
+pub(crate) fn members_tag<'a>(
+    members: impl IntoIterator<Item = (&'a str, i64, Option<NaiveDate>)>,
+) -> String {
+    let mut h = Sha256::new();
+    for (id, version, pending) in members {
+        // Ids hold no NUL, and the other fields have fixed widths: the
+        // encoding is unambiguous.
+        h.update(id.as_bytes());
+        h.update([0]);
+        h.update(version.to_be_bytes());
+        match pending {
+            Some(d) => h.update(d.to_string().as_bytes()),
+            None => h.update(b"----------"),
+        }
+    }
+    let d = h.finalize();
+    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("c{hex}")
+}
+
+/// The current validator of the composite of `ids`, read in one
+/// statement: [`members_tag`] and the benchmark's price version. `None`
+/// when a member does not exist.
+pub(crate) async fn validator(
+    db: &Db,
+    ids: &[String],
+    benchmark: Option<&str>,
+) -> sqlx::Result<Option<(String, Option<i64>)>> {
+    let Some(v) = composite_validator(db.pool(), ids, benchmark).await? else {
+        return Ok(None);
+    };
+    let tag = members_tag(
+        v.members
+            .iter()
+            .map(|m| (m.portfolio_id.as_str(), m.version, m.pending_from)),
+    );
+    Ok(Some((tag, v.benchmark_version)))
 }
 
 /// The composite of `ids` (visible to the caller, checked by the caller)
 /// over `q`'s range, with its statistics.
-#[tracing::instrument(level = "debug", skip_all, fields(members = ids.len()))]
 pub(crate) async fn read_composite(
     db: &Db,
     ids: &[String],
     q: &HistoryQuery,
     clock: &crate::clock::Clock,
 ) -> Result<History, CompositeFailure> {
+    Ok(read_composite_tagged(db, ids, q, clock).await?.history)
+}
+
+/// [`read_composite`] with the validator of what it read (for the cache).
+#[tracing::instrument(level = "debug", skip_all, fields(members = ids.len()))]
+pub(crate) async fn read_composite_tagged(
+    db: &Db,
+    ids: &[String],
+    q: &HistoryQuery,
+    clock: &crate::clock::Clock,
+) -> Result<Composite, CompositeFailure> {
     let members = match super::known::past(q.known_at, clock) {
-        Some((at, today)) => {
-            let mut out = Vec::with_capacity(ids.len());
-            for id in ids {
-                let unknown = || CompositeFailure::Unknown(id.clone());
-                let pid = projections::PortfolioId::parse(id).map_err(|_| unknown())?;
-                let k = match super::known::known_at(db, &pid, at, today, &[]).await {
-                    Err(QueryError::NotFound) => return Err(unknown()),
-                    k => k?,
-                };
-                out.push(Member {
-                    row: k.portfolio,
-                    rows: k.rows,
-                });
-            }
-            out
-        }
+        Some((at, today)) => known_members(db, ids, at, today).await?,
         None => stored_members(db, ids).await?,
     };
     let default = db.prices().default_currency();
@@ -105,31 +156,83 @@ pub(crate) async fn read_composite(
             Some(book)
         }
     };
+    let members_tag = members_tag(members.iter().map(|m| {
+        (
+            m.row.portfolio_id.as_str(),
+            m.row.version,
+            m.row.pending_from,
+        )
+    }));
     let q = q.clone();
     let ids = ids.to_vec();
     let span = tracing::Span::current();
-    tokio::task::spawn_blocking(move || {
+    let history = tokio::task::spawn_blocking(move || {
         let _span = span.enter();
         combined(&ids, members, base, &q, bench_book)
     })
     .await
-    .map_err(|e| QueryError::Failed(e.into()))?
+    .map_err(|e| QueryError::Failed(e.into()))??;
+    Ok(Composite {
+        history,
+        members_tag,
+    })
 }
 
-/// Every member's row and records, in one snapshot; an unknown member is
+/// Every member as known at instant `at` (one read each: what was known
+/// then is computed per portfolio); an unknown member is
+/// [`CompositeFailure::Unknown`].
+async fn known_members(
+    db: &Db,
+    ids: &[String],
+    at: chrono::DateTime<chrono::Utc>,
+    today: NaiveDate,
+) -> Result<Vec<Member>, CompositeFailure> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let unknown = || CompositeFailure::Unknown(id.clone());
+        let pid = projections::PortfolioId::parse(id).map_err(|_| unknown())?;
+        let k = match super::known::known_at(db, &pid, at, today, &[]).await {
+            Err(QueryError::NotFound) => return Err(unknown()),
+            k => k?,
+        };
+        // The return follows from the exact values (the stored rows keep
+        // them beside the rounded record).
+        let records = k
+            .rows
+            .into_iter()
+            .map(|r| DailyRecord {
+                market_value: r.market_value_exact,
+                ..r.record
+            })
+            .collect();
+        out.push(Member {
+            row: k.portfolio,
+            records,
+        });
+    }
+    Ok(out)
+}
+
+/// Every member's row and records, in one snapshot (two statements for
+/// all members); an unknown member (the first in the order given) is
 /// [`CompositeFailure::Unknown`].
 async fn stored_members(db: &Db, ids: &[String]) -> Result<Vec<Member>, CompositeFailure> {
     let mut tx = storage::read_snapshot(db.pool()).await?;
-    let mut out = Vec::with_capacity(ids.len());
-    for id in ids {
-        let row = storage::get_portfolio(&mut tx, id)
-            .await?
-            .ok_or_else(|| CompositeFailure::Unknown(id.clone()))?;
-        let rows = storage::load_history(&mut tx, id, None, None).await?;
-        out.push(Member { row, rows });
+    let mut rows = member_rows(&mut tx, ids).await?;
+    if let Some(id) = ids.iter().find(|id| !rows.contains_key(*id)) {
+        return Err(CompositeFailure::Unknown(id.clone()));
     }
+    let mut records = member_records(&mut tx, ids).await?;
     tx.commit().await?;
-    Ok(out)
+    Ok(ids
+        .iter()
+        .filter_map(|id| {
+            Some(Member {
+                row: rows.remove(id)?,
+                records: records.remove(id).unwrap_or_default(),
+            })
+        })
+        .collect())
 }
 
 /// The portfolio row the composite stands for: recomputing from the
@@ -169,21 +272,7 @@ fn combined(
     q: &HistoryQuery,
     bench_book: Option<projections::PriceBook>,
 ) -> Result<History, CompositeFailure> {
-    // The return follows from the exact values (the stored rows keep them
-    // beside the rounded record).
-    let exact: Vec<Vec<DailyRecord>> = members
-        .iter()
-        .map(|m| {
-            m.rows
-                .iter()
-                .map(|r| DailyRecord {
-                    market_value: r.market_value_exact,
-                    ..r.record.clone()
-                })
-                .collect()
-        })
-        .collect();
-    let refs: Vec<&[DailyRecord]> = exact.iter().map(Vec::as_slice).collect();
+    let refs: Vec<&[DailyRecord]> = members.iter().map(|m| m.records.as_slice()).collect();
     let records = projections::composite::combine(&refs)
         .map_err(|e| QueryError::Failed(anyhow::anyhow!("composite: {e}")))?;
     let row = composite_row(ids, &members, base, records.iter().collect());

@@ -127,6 +127,29 @@ impl Changes {
         })
     }
 
+    /// The counters a read of all of portfolios `ids` together (a
+    /// composite) is made under, or `None` while not listening. Their slot
+    /// counters are summed: each only grows, so a change of any member
+    /// grows the sum (wrapping, as 2^64 changes never happen).
+    pub fn seen_many<S: AsRef<str>>(&self, ids: &[S], with_prices: bool) -> Option<Seen> {
+        let epoch = self.epoch.load(Ordering::Acquire);
+        if !self.listening.load(Ordering::Acquire) {
+            return None;
+        }
+        let portfolio = ids.iter().fold(0u64, |sum, id| {
+            sum.wrapping_add(self.slots[slot(id.as_ref())].load(Ordering::Acquire))
+        });
+        Some(Seen {
+            epoch,
+            portfolio,
+            prices: if with_prices {
+                self.prices.load(Ordering::Acquire)
+            } else {
+                0
+            },
+        })
+    }
+
     /// A receiver that sees every portfolio change this process hears of
     /// (its own commits, and notifications while listening).
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
@@ -319,6 +342,31 @@ mod tests {
         assert_eq!(c.seen("a", false), None);
         c.set_listening(true);
         assert_ne!(c.seen("a", false), Some(s), "a reconnection is a new epoch");
+    }
+
+    #[test]
+    fn a_change_of_any_member_moves_the_counters_of_the_set() {
+        let c = Changes::default();
+        assert_eq!(c.seen_many(&["a", "b"], false), None);
+        c.set_listening(true);
+        let ids = ["alpha", "omega", "p-3"];
+        let before = c.seen_many(&ids, true);
+        c.portfolios_changed(&["unrelated-id-that-is-elsewhere"]);
+        if ids
+            .iter()
+            .all(|i| slot(i) != slot("unrelated-id-that-is-elsewhere"))
+        {
+            assert_eq!(c.seen_many(&ids, true), before, "another portfolio");
+        }
+        for id in ids {
+            let s = c.seen_many(&ids, true);
+            c.portfolios_changed(&[id]);
+            assert_ne!(c.seen_many(&ids, true), s, "{id} changed");
+        }
+        let s = c.seen_many(&ids, true);
+        c.prices_changed();
+        assert_ne!(c.seen_many(&ids, true), s, "prices");
+        assert_eq!(c.seen_many(&ids[..1], false), c.seen(ids[0], false));
     }
 
     #[test]

@@ -28,6 +28,7 @@
 //! - [`feed_check`]: what `navd feed-check` reads beside the API's reads
 //!   (every portfolio id, each portfolio's newest staged message);
 //! - [`history`]: the daily records;
+//! - [`composite`]: a composite's members read together, and its validator;
 //! - [`explain`]: what explaining one day of a portfolio reads;
 //! - [`dashboard`]: the index page's figures per portfolio, filtered and
 //!   sorted, and the NAV samples of its sparklines;
@@ -48,6 +49,7 @@ pub(crate) mod actions;
 pub(crate) mod anchors;
 pub(crate) mod audit;
 pub(crate) mod changes;
+pub(crate) mod composite;
 pub mod copy;
 pub(crate) mod corrections;
 pub mod dashboard;

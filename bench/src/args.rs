@@ -14,7 +14,7 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) navd: Option<PathBuf>,
     /// Scenarios to run, comma separated. `freshness`, `replay`,
-    /// `price-day` and `corrections` run on the `ingest` data set, so they
+    /// `price-day`, `corrections` and `feed` run on the `ingest` data set, so they
     /// ingest it first (`corrections` also runs `price-day`, whose closes
     /// it restates, and loads the ten-year book of `backfill`). `scale`
     /// (100,000 one-year portfolios; many minutes) is not part of `all`
@@ -111,6 +111,10 @@ pub(crate) enum Scenario {
     /// A composite of 100 three-year portfolios (uncached and cached) and
     /// the tear sheet's cost beside an uncached curve read (issue 41).
     Composite,
+    /// The change feed's latency (issue 39): commit → message on the
+    /// history topic, and commit → server-sent event with 1,000 streams
+    /// open, at 2,000 today-dated trades/s on the ingest data set.
+    Feed,
     /// 100,000 portfolios × 10 positions × one year (`--scale` multiplies
     /// the portfolios): ingest, the day rolling over, a price day, an
     /// operator's replay, reads with a bounded cache, memory and disk per

@@ -25,7 +25,9 @@ pub(crate) struct NavdChild {
 
 impl NavdChild {
     /// `navd serve` configured like production except: the bench's database
-    /// and broker, no authentication (loopback), "today" pinned. Other
+    /// and broker, no authentication (loopback), "today" pinned, change
+    /// streams bounded at 2,000 (for all callers and the one caller) and
+    /// connections at 2,048 (the one peer too). Other
     /// `NAVD_*` variables (batch size, pool size, …) are inherited, so a
     /// tuning can be tried without rebuilding. It reads the bench's topics
     /// (`nav.transactions`, …); [`Self::spawn_on`] names others.
@@ -70,6 +72,13 @@ impl NavdChild {
             .env("NAVD_FX_TOPIC", format!("{prefix}fx"))
             .env("NAVD_HTTP_ADDR", format!("127.0.0.1:{port}"))
             .env("NAVD_AUTH", "none")
+            // Without authentication every stream is the one caller
+            // "anonymous": `feed` holds 1,000 open at once.
+            .env("NAVD_STREAMS_MAX", "2000")
+            .env("NAVD_STREAMS_PER_TOKEN", "2000")
+            // Each stream is a connection of its own, all from 127.0.0.1.
+            .env("NAVD_HTTP_MAX_CONNECTIONS", "2048")
+            .env("NAVD_HTTP_MAX_CONNECTIONS_PER_PEER", "2048")
             .env("NAVD_TODAY", today.to_string())
             .env("NAVD_LOG_FORMAT", "json")
             .stdin(Stdio::null())

@@ -27,8 +27,9 @@
 //!
 //! The scenarios, one file each under [`scenarios`], with the targets of
 //! the second performance round (issue 13, a 2-core machine): `ingest`,
-//! `freshness`, `price-day`, `replay`, `backfill`, `read`, `v2`, and
-//! `corrections` (issue 38). Every phase
+//! `freshness`, `price-day`, `replay`, `backfill`, `read`, `v2`,
+//! `corrections` (issue 38), `composite` (issue 41) and `feed` (issue
+//! 39). Every phase
 //! also records where the time went ([`probe`]). `--scale` multiplies event
 //! counts for a quick smoke run. Benchmarks are not part of `cargo test`:
 //! they print figures, they do not pass or fail on time.
@@ -93,7 +94,7 @@ async fn scenarios(b: &mut Bench) -> Result<()> {
     let want = |s: Scenario| b.args.wants(s);
     let corrections = want(Corrections);
     let (ingest, store_only, freshness, price_day, replay) = (
-        [Ingest, Freshness, Replay, PriceDay, Corrections]
+        [Ingest, Freshness, Replay, PriceDay, Corrections, Feed]
             .into_iter()
             .any(want),
         want(Ingest),
@@ -103,7 +104,7 @@ async fn scenarios(b: &mut Bench) -> Result<()> {
     );
     let (backfill, read, v2) = (want(Backfill), want(Read), want(V2));
     let known_reads = corrections || want(KnownAt);
-    let composite = want(Composite);
+    let (composite, feed) = (want(Composite), want(Feed));
     let amended_only = b.args.scenario.contains(&AmendedIngest);
     if want(Scale) {
         b.scale().await?;
@@ -146,6 +147,9 @@ async fn scenarios(b: &mut Bench) -> Result<()> {
     }
     if composite {
         b.composite().await?;
+    }
+    if feed {
+        b.feed().await?;
     }
     Ok(())
 }

@@ -39,14 +39,19 @@
 //!    sample, random reads with the read cache bounded, and memory, disk
 //!    and time per portfolio, to compare 10,000 with 100,000.
 //! 10. [`composite`] (issue 41) — 100 portfolios × three years: their
-//!    composite over HTTP, computed (≤ 250 ms median) and then from the
-//!    read cache; the tear sheet's figures beside an uncached curve read
-//!    (≤ 10 %).
+//!     composite over HTTP, computed (≤ 250 ms median) and then from the
+//!     read cache; the tear sheet's figures beside an uncached curve read
+//!     (≤ 10 %).
+//! 11. [`feed`] (issue 39) — today-dated trades at 2,000 events/s on the
+//!     ingest data set: commit → message on the history topic, read by a
+//!     consumer (p99 ≤ 100 ms), then commit → server-sent event with 1,000
+//!     change streams open over the portfolios written (p99 ≤ 100 ms).
 
 pub(crate) mod backfill;
 pub(crate) mod composite;
 pub(crate) mod corrections;
 pub(crate) mod corrections_ingest;
+pub(crate) mod feed;
 pub(crate) mod freshness;
 pub(crate) mod ingest;
 pub(crate) mod price_day;

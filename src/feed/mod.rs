@@ -302,13 +302,19 @@ pub(crate) async fn stage(conn: &mut PgConnection, changes: Vec<Change>) -> sqlx
     let ids: Vec<&str> = changes.iter().map(|c| c.portfolio_id.as_str()).collect();
     let heads: HashMap<String, Head> = outbox::heads(conn, &ids).await?;
     let before = rows_before(conn, &changes, &heads).await?;
-    let known_at = Utc::now();
-    let mut rows = Vec::new();
+    let mut read = Vec::with_capacity(changes.len());
     for c in &changes {
         let Some(head) = heads.get(&c.portfolio_id).copied() else {
             continue;
         };
-        let records = records_of(conn, c, &head, &before).await?;
+        read.push((c, head, records_of(conn, c, &head, &before).await?));
+    }
+    // Stamped once the reads are done: what is left before the commit is
+    // encoding the messages and one insert, so `known_at` is as close to
+    // the commit as a value written inside the transaction can be.
+    let known_at = Utc::now();
+    let mut rows = Vec::new();
+    for (c, head, records) in read {
         let draft = Draft {
             portfolio_id: &c.portfolio_id,
             head,

@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{changed_points, Cause, Draft};
@@ -114,7 +113,6 @@ pub struct Stream {
     /// The last version sent (or known to the client).
     cursor: i64,
     queue: VecDeque<(i64, String)>,
-    wake: watch::Receiver<u64>,
     stamp: (u64, u64),
     stop: CancellationToken,
     _ticket: Ticket,
@@ -132,8 +130,6 @@ impl Stream {
         portfolio_id: &str,
         last: Option<i64>,
     ) -> sqlx::Result<Option<Stream>> {
-        let mut wake = db.changes().subscribe();
-        wake.mark_unchanged();
         let stamp = db.changes().stamp(portfolio_id);
         let mut conn = db.pool().acquire().await?;
         let Some(p) = storage::get_portfolio(&mut conn, portfolio_id).await? else {
@@ -160,7 +156,6 @@ impl Stream {
             portfolio_id: portfolio_id.to_string(),
             cursor,
             queue,
-            wake,
             stamp,
             stop: streams.stop.clone(),
             _ticket: ticket,
@@ -175,20 +170,25 @@ impl Stream {
                 metrics::counter!("navd_feed_stream_events_total").increment(1);
                 return Some(m);
             }
-            tokio::select! {
-                _ = self.stop.cancelled() => return None,
-                r = self.wake.changed() => {
-                    if r.is_err() {
-                        return None;
+            // Armed before the stamp is compared: a change between the
+            // two still wakes it.
+            let changes = self.db.changes().clone();
+            let woken = changes.wake_of(&self.portfolio_id).notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if changes.stamp(&self.portfolio_id) == self.stamp {
+                tokio::select! {
+                    _ = self.stop.cancelled() => return None,
+                    _ = woken => {
+                        let stamp = changes.stamp(&self.portfolio_id);
+                        if stamp == self.stamp {
+                            continue;
+                        }
                     }
-                    let stamp = self.db.changes().stamp(&self.portfolio_id);
-                    if stamp == self.stamp {
-                        continue;
-                    }
-                    self.stamp = stamp;
+                    _ = tokio::time::sleep(RECHECK) => {}
                 }
-                _ = tokio::time::sleep(RECHECK) => {}
             }
+            self.stamp = changes.stamp(&self.portfolio_id);
             if self.fetch().await.is_err() {
                 return None;
             }

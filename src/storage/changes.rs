@@ -60,8 +60,12 @@ pub struct Changes {
     prices: AtomicU64,
     slots: Box<[AtomicU64]>,
     /// Moves with every portfolio change heard: what the change feed's
-    /// relay and streams wait on instead of polling.
+    /// relay waits on instead of polling.
     tick: tokio::sync::watch::Sender<u64>,
+    /// Woken with each slot's counter: a change stream waits on its
+    /// portfolio's slot, so a commit wakes the streams of the portfolios it
+    /// changed (and those sharing their slots), not every open stream.
+    wakes: Box<[tokio::sync::Notify]>,
 }
 
 /// The counters a read was made under: equal counters later mean nothing it
@@ -94,6 +98,7 @@ impl Default for Changes {
             prices: AtomicU64::new(0),
             slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
             tick: tokio::sync::watch::channel(0).0,
+            wakes: (0..SLOTS).map(|_| tokio::sync::Notify::new()).collect(),
         }
     }
 }
@@ -165,8 +170,21 @@ impl Changes {
         )
     }
 
+    /// What a change of portfolio `id` wakes: wait on it after taking
+    /// [`Changes::stamp`] (create the `Notified` and `enable` it first, then
+    /// compare the stamp, so a change in between is not missed).
+    pub(crate) fn wake_of(&self, id: &str) -> &tokio::sync::Notify {
+        &self.wakes[slot(id)]
+    }
+
     fn ticked(&self) {
         self.tick.send_modify(|t| *t = t.wrapping_add(1));
+    }
+
+    fn slot_changed(&self, id: &str) {
+        let i = slot(id);
+        self.slots[i].fetch_add(1, Ordering::AcqRel);
+        self.wakes[i].notify_waiters();
     }
 
     /// Whether this process is listening now.
@@ -178,7 +196,7 @@ impl Changes {
     /// for each notification).
     pub(crate) fn portfolios_changed<S: AsRef<str>>(&self, ids: &[S]) {
         for id in ids {
-            self.slots[slot(id.as_ref())].fetch_add(1, Ordering::AcqRel);
+            self.slot_changed(id.as_ref());
         }
         self.ticked();
     }
@@ -191,6 +209,9 @@ impl Changes {
     /// Anything may have changed: nothing seen before is trusted.
     pub(crate) fn everything_changed(&self) {
         self.epoch.fetch_add(1, Ordering::AcqRel);
+        for w in self.wakes.iter() {
+            w.notify_waiters();
+        }
         self.ticked();
     }
 
@@ -201,7 +222,7 @@ impl Changes {
         match lines.next() {
             Some(PORTFOLIOS) => {
                 for id in lines {
-                    self.slots[slot(id)].fetch_add(1, Ordering::AcqRel);
+                    self.slot_changed(id);
                 }
                 self.ticked();
             }

@@ -1,7 +1,8 @@
 //! Change streams (server-sent events): a client sees a commit's message
 //! at once, resumes after `Last-Event-ID` from the outbox (or gets a
 //! snapshot when the outbox no longer holds it), streams are bounded per
-//! token, and the service's stop closes them.
+//! token (per client address without authentication), and the service's
+//! stop closes them.
 
 mod common;
 
@@ -157,4 +158,40 @@ async fn a_stream_sees_commits_resumes_and_is_bounded_and_closed() {
     })
     .await;
     assert!(ended.is_ok(), "the stream ended on shutdown");
+}
+
+/// Without authentication (`NAVD_AUTH=none`) the bound is per client
+/// address: one address's ninth stream is refused, another address still
+/// gets its own.
+#[tokio::test]
+async fn without_tokens_streams_are_bounded_per_client_address() {
+    let app = spawn_app(navd::config::AuthConfig::None, day("2024-03-15")).await;
+    ingest(&app.db, &[buy(1, "p-n", "1", "2024-03-01")], &[]).await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
+        .await
+        .unwrap();
+    let from = |ip: [u8; 4]| {
+        reqwest::Client::builder()
+            .local_address(std::net::IpAddr::from(ip))
+            .build()
+            .unwrap()
+    };
+    let open = |c: reqwest::Client| {
+        let url = app.url("/api/v1/portfolio/p-n/nav-history/stream");
+        async move { c.get(url).send().await.unwrap() }
+    };
+    let (a, b) = (from([127, 0, 0, 1]), from([127, 0, 0, 2]));
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        let r = open(a.clone()).await;
+        assert_eq!(r.status(), 200);
+        held.push(r);
+    }
+    assert_eq!(
+        open(a.clone()).await.status(),
+        429,
+        "the ninth of one address"
+    );
+    let other = open(b).await;
+    assert_eq!(other.status(), 200, "another address has its own share");
 }

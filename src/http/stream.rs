@@ -11,10 +11,11 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
+use axum::{Extension, Router};
 
 use super::auth::{BrowserCaller, SCOPE_READ};
 use super::error::ApiError;
+use super::guard::PeerAddr;
 use super::params;
 use super::state::AppState;
 use crate::feed::stream::{Refused, Stream};
@@ -46,6 +47,7 @@ pub(crate) fn routes() -> Router<AppState> {
 pub(crate) async fn stream(
     State(s): State<AppState>,
     BrowserCaller(caller): BrowserCaller,
+    peer: Option<Extension<PeerAddr>>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -60,17 +62,21 @@ pub(crate) async fn stream(
                 .ok_or_else(|| ApiError::BadRequest("Last-Event-ID: expected a version".into()))?,
         ),
     };
-    let ticket = s
-        .streams
-        .open(caller.key().unwrap_or("anonymous"))
-        .map_err(|r| match r {
-            Refused::Process => {
-                ApiError::Unavailable("too many change streams open; retry later".into())
-            }
-            Refused::Token => {
-                ApiError::TooManyRequests("this token holds its most change streams".into(), 5)
-            }
-        })?;
+    // Without a token (`NAVD_AUTH=none`) each client address has its own
+    // share, not one share for everybody.
+    let key = match (caller.key(), &peer) {
+        (Some(k), _) => k.to_string(),
+        (None, Some(Extension(PeerAddr(a)))) => format!("address {}", a.ip()),
+        (None, None) => "anonymous".to_string(),
+    };
+    let ticket = s.streams.open(&key).map_err(|r| match r {
+        Refused::Process => {
+            ApiError::Unavailable("too many change streams open; retry later".into())
+        }
+        Refused::Token => {
+            ApiError::TooManyRequests("this token holds its most change streams".into(), 5)
+        }
+    })?;
     let stream = Stream::start(&s.db, &s.streams, ticket, id.as_str(), last)
         .await?
         .ok_or(ApiError::NotFound)?;

@@ -147,14 +147,25 @@ pub async fn publish_once(
     if ids.is_empty() {
         return Ok(0);
     }
+    let t0 = Instant::now();
     let mut tx = db.pool().begin().await?;
     let rows = outbox::claim(&mut tx, &ids).await?;
     if rows.is_empty() {
         return Ok(0);
     }
+    let t1 = Instant::now();
     publish(producer, topic, &rows).await?;
+    let t2 = Instant::now();
     outbox::mark_sent(&mut tx, &rows).await?;
     tx.commit().await?;
+    tracing::debug!(
+        portfolios = ids.len(),
+        messages = rows.len(),
+        claim_ms = (t1 - t0).as_secs_f64() * 1e3,
+        publish_ms = (t2 - t1).as_secs_f64() * 1e3,
+        mark_ms = t2.elapsed().as_secs_f64() * 1e3,
+        "relay round"
+    );
     metrics::counter!("navd_feed_published_total").increment(rows.len() as u64);
     for r in &rows {
         metrics::histogram!("navd_feed_publish_lag_seconds").record(r.age.max(0.0));

@@ -146,11 +146,15 @@ pub async fn mark_sent(conn: &mut PgConnection, rows: &[OutboxRow]) -> sqlx::Res
     let pid: Vec<&str> = rows.iter().map(|r| r.portfolio_id.as_str()).collect();
     let version: Vec<i64> = rows.iter().map(|r| r.version).collect();
     let part: Vec<i32> = rows.iter().map(|r| r.part).collect();
+    // `sent_at IS NULL`: through the index of the unsent rows alone; the
+    // set of portfolios alone made it read every message the retention
+    // keeps of them (22 ms a round at the median, 147 at p90, the relay's
+    // largest cost at 2,000 events/s).
     sqlx::query(
         "UPDATE history_outbox o SET sent_at = now()
            FROM UNNEST($1::text[], $2::int8[], $3::int4[]) AS u(pid, version, part)
           WHERE o.portfolio_id = u.pid AND o.version = u.version AND o.part = u.part
-            AND o.portfolio_id = ANY($1::text[])",
+            AND o.portfolio_id = ANY($1::text[]) AND o.sent_at IS NULL",
     )
     .bind(&pid)
     .bind(&version)

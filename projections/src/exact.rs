@@ -45,7 +45,7 @@ pub(crate) const POW10_128: [u128; 29] = {
 };
 
 /// Two's-complement 256-bit integer, little-endian limbs.
-type U256 = [u64; 4];
+pub(crate) type U256 = [u64; 4];
 
 /// Scale of the small part: 10^-12 units.
 const FINE: u32 = 12;
@@ -461,7 +461,7 @@ fn mul_u64(a: u64, m: u128) -> U256 {
 
 /// a · b, full width.
 #[inline]
-fn mul_u128(a: u128, b: u128) -> U256 {
+pub(crate) fn mul_u128(a: u128, b: u128) -> U256 {
     let lo = |x: u128| x as u64 as u128;
     let (a0, a1) = (lo(a), a >> 64);
     let (b0, b1) = (lo(b), b >> 64);
@@ -473,7 +473,7 @@ fn mul_u128(a: u128, b: u128) -> U256 {
 }
 
 #[inline]
-fn wrapping_add(a: U256, b: U256) -> U256 {
+pub(crate) fn wrapping_add(a: U256, b: U256) -> U256 {
     let mut out = [0u64; 4];
     let mut carry = false;
     for i in 0..4 {
@@ -486,12 +486,12 @@ fn wrapping_add(a: U256, b: U256) -> U256 {
 }
 
 #[inline]
-fn negate(a: U256) -> U256 {
+pub(crate) fn negate(a: U256) -> U256 {
     wrapping_add([!a[0], !a[1], !a[2], !a[3]], [1, 0, 0, 0])
 }
 
 #[inline]
-fn leading_zeros(a: &U256) -> u32 {
+pub(crate) fn leading_zeros(a: &U256) -> u32 {
     for i in (0..4).rev() {
         if a[i] != 0 {
             return (3 - i as u32) * 64 + a[i].leading_zeros();
@@ -501,7 +501,7 @@ fn leading_zeros(a: &U256) -> u32 {
 }
 
 /// v *= m (the callers never overflow 256 bits).
-fn mul_small(v: &mut U256, m: u64) {
+pub(crate) fn mul_small(v: &mut U256, m: u64) {
     let mut carry: u128 = 0;
     for limb in v.iter_mut() {
         let p = u128::from(*limb) * u128::from(m) + carry;
@@ -551,7 +551,7 @@ fn cmp(a: &U256, b: &U256) -> std::cmp::Ordering {
 }
 
 /// round(mag / 10^k), half to even; mag non-negative and below 2^255.
-fn div_pow10_half_even(mag: U256, k: u32) -> U256 {
+pub(crate) fn div_pow10_half_even(mag: U256, k: u32) -> U256 {
     if k == 0 {
         return mag;
     }

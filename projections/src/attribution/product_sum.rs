@@ -13,6 +13,9 @@
 use rust_decimal::Decimal;
 
 use crate::arithmetic::ArithmeticError;
+use crate::exact::{
+    div_pow10_half_even, leading_zeros, mul_small, mul_u128, negate, wrapping_add, U256,
+};
 
 /// The sum's fixed scale: its unit is 10^-40.
 const SCALE: u32 = 40;
@@ -20,8 +23,6 @@ const SCALE: u32 = 40;
 /// A term's magnitude stays below 2^200 units (10^20 in value), so the
 /// sum of up to 2^50 of them cannot wrap 256 signed bits.
 const TERM_BITS: u32 = 200;
-
-type U256 = [u64; 4];
 
 /// Σ a · b over the pairs added, exact in 10^-40 units.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,7 +52,7 @@ impl ProductSum {
             let mut k = SCALE - scale;
             while k > 0 {
                 let step = k.min(19);
-                if bits(&p) + 64 > 256 {
+                if leading_zeros(&p) < 64 {
                     return Err(OVERFLOW);
                 }
                 mul_small(&mut p, 10u64.pow(step));
@@ -60,11 +61,11 @@ impl ProductSum {
         } else {
             p = div_pow10_half_even(p, scale - SCALE);
         }
-        if bits(&p) > TERM_BITS {
+        if 256 - leading_zeros(&p) > TERM_BITS {
             return Err(OVERFLOW);
         }
         let negative = a.is_sign_negative() != b.is_sign_negative();
-        self.units = add(self.units, if negative { negate(p) } else { p });
+        self.units = wrapping_add(self.units, if negative { negate(p) } else { p });
         Ok(())
     }
 
@@ -97,90 +98,6 @@ impl ProductSum {
             SCALE - k,
         ))
     }
-}
-
-fn bits(v: &U256) -> u32 {
-    for i in (0..4).rev() {
-        if v[i] != 0 {
-            return 64 * i as u32 + 64 - v[i].leading_zeros();
-        }
-    }
-    0
-}
-
-fn mul_u128(a: u128, b: u128) -> U256 {
-    let lo = |x: u128| x as u64 as u128;
-    let (a0, a1) = (lo(a), a >> 64);
-    let (b0, b1) = (lo(b), b >> 64);
-    let (p00, p01, p10, p11) = (a0 * b0, a0 * b1, a1 * b0, a1 * b1);
-    let mid = (p00 >> 64) + lo(p01) + lo(p10);
-    let high = (mid >> 64) + (p01 >> 64) + (p10 >> 64) + lo(p11);
-    let top = (high >> 64) + (p11 >> 64);
-    [p00 as u64, mid as u64, high as u64, top as u64]
-}
-
-fn mul_small(v: &mut U256, m: u64) {
-    let mut carry: u128 = 0;
-    for limb in v.iter_mut() {
-        let p = u128::from(*limb) * u128::from(m) + carry;
-        *limb = p as u64;
-        carry = p >> 64;
-    }
-}
-
-/// v /= d, returning the remainder.
-fn div_small(v: &mut U256, d: u64) -> u64 {
-    let mut rem: u64 = 0;
-    for limb in v.iter_mut().rev() {
-        let cur = u128::from(rem) << 64 | u128::from(*limb);
-        let q = (cur / u128::from(d)) as u64;
-        rem = (cur - u128::from(q) * u128::from(d)) as u64;
-        *limb = q;
-    }
-    rem
-}
-
-fn add(a: U256, b: U256) -> U256 {
-    let mut out = [0u64; 4];
-    let mut carry = false;
-    for i in 0..4 {
-        let (s1, c1) = a[i].overflowing_add(b[i]);
-        let (s2, c2) = s1.overflowing_add(u64::from(carry));
-        out[i] = s2;
-        carry = c1 || c2;
-    }
-    out
-}
-
-fn negate(a: U256) -> U256 {
-    add([!a[0], !a[1], !a[2], !a[3]], [1, 0, 0, 0])
-}
-
-/// round(mag / 10^k), half-even on the exact remainder.
-fn div_pow10_half_even(mag: U256, k: u32) -> U256 {
-    let mut q = mag;
-    // Whether anything below the last step's digits was dropped, and
-    // that step's remainder and divisor.
-    let (mut sticky, mut rem, mut pow) = (false, 0u64, 1u64);
-    let mut left = k;
-    while left > 0 {
-        sticky |= rem != 0;
-        let step = left.min(19);
-        pow = 10u64.pow(step);
-        rem = div_small(&mut q, pow);
-        left -= step;
-    }
-    let half = pow / 2;
-    let up = if pow % 2 == 1 {
-        // Only 10^0 = 1 is odd: nothing was divided.
-        false
-    } else {
-        rem > half || (rem == half && (sticky || q[0] & 1 == 1))
-    };
-    if up {
-        q = add(q, [1, 0, 0, 0]);
-    }
-    q
 }
 
 #[cfg(test)]

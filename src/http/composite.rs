@@ -18,11 +18,9 @@ use axum::{Extension, Json, Router};
 use serde_json::Value;
 
 use super::auth::{BrowserCaller, Caller, SCOPE_READ};
-use super::cache::Entry;
-use super::encoding::{self, Coding};
 use super::error::ApiError;
 use super::guard::PeerAddr;
-use super::nav::cached_response;
+use super::nav::{cached_response, entry_or_build};
 use super::params::{self, ParseQuery};
 use super::schema::HistoryResponse;
 use super::state::AppState;
@@ -150,40 +148,21 @@ pub(crate) async fn composite(
         _ => String::new(),
     };
     let current = format!("{members}{bench_tag}");
-    let entry = match s.cache.get(&key, &current) {
-        Some(e) => {
-            metrics::counter!("navd_read_cache_total", "outcome" => "confirmed").increment(1);
-            s.cache.confirmed(&key, &current, seen);
-            e
-        }
-        None => {
-            metrics::counter!("navd_read_cache_total", "outcome" => "miss").increment(1);
-            let permit = s.guards.admit_work(&caller, peer)?;
-            let c = read_composite_tagged(&s.db, &ids, &q, &s.clock).await?;
-            // The members as read, and the benchmark's version as read
-            // before them (a close written in between only makes the next
-            // read reload).
-            let tag = format!("{}{bench_tag}", c.members_tag);
-            let (coding, _) =
-                encoding::choose(&encoding::ranked(&headers), |c| c == Coding::Identity);
-            let k = key.clone();
-            // Serializing ~750 points and compressing them: not on the
-            // async threads (the permit is held until the entry is built).
-            let e = tokio::task::spawn_blocking(move || {
-                let _permit = permit;
-                let json = serde_json::to_vec(&body_of(c.history, &ids)?)
-                    .map_err(|e| ApiError::Internal(e.into()))?;
-                let e = Entry::new(tag, &k, json, seen);
-                e.encode_blocking(coding)
-                    .map_err(|e| ApiError::Internal(e.into()))?;
-                Ok::<_, ApiError>(e)
-            })
-            .await
-            .map_err(|e| ApiError::Internal(e.into()))??;
-            s.cache.put(key.clone(), e.clone());
-            e
-        }
-    };
+    let entry = entry_or_build(&s, &key, &current, seen, &headers, || async {
+        let permit = s.guards.admit_work(&caller, peer)?;
+        let c = read_composite_tagged(&s.db, &ids, &q, &s.clock).await?;
+        // The members as read, and the benchmark's version as read before
+        // them (a close written in between only makes the next read
+        // reload).
+        let tag = format!("{}{bench_tag}", c.members_tag);
+        let ids = ids.clone();
+        let json = move || {
+            let _permit = permit;
+            serde_json::to_vec(&body_of(c.history, &ids)?).map_err(|e| ApiError::Internal(e.into()))
+        };
+        Ok((tag, json))
+    })
+    .await?;
     cached_response(&s, &key, &headers, &entry).await
 }
 

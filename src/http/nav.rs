@@ -19,7 +19,7 @@ use super::params::{self, ParseQuery};
 use super::schema::{BackfillBody, BackfillResponse, CalculateResponse, HistoryResponse};
 use super::state::AppState;
 use crate::projection;
-use crate::query::{self, HistoryQuery, Point};
+use crate::query::{self, HistoryQuery, Point, Seen};
 
 /// The NAV curve of a portfolio over a range, with its statistics.
 #[utoipa::path(
@@ -74,48 +74,27 @@ pub(crate) async fn get_history(
         validator(version, pending),
         bench_tag(bench_version)
     );
-    let entry = match s.cache.get(&key, &current) {
-        Some(e) => {
-            metrics::counter!("navd_read_cache_total", "outcome" => "confirmed").increment(1);
-            s.cache.confirmed(&key, &current, seen);
-            e
-        }
-        None => {
-            metrics::counter!("navd_read_cache_total", "outcome" => "miss").increment(1);
-            // Uncached work counts against the caller's share until the
-            // entry is built (moved into the blocking task, so it is held
-            // even if this request is dropped meanwhile).
-            let permit = s.guards.admit_work(&caller, peer)?;
-            let h = query::read_history(&s.db, id.as_str(), &q, &s.clock).await?;
-            // The benchmark's version as read before the closes: a close
-            // written in between only makes the next read reload.
-            let tag = format!(
-                "{}{}",
-                validator(h.version, h.pending_from),
-                bench_tag(bench_version)
-            );
-            let resp = HistoryResponse::from(h);
-            // Serializing a long history takes milliseconds: not on the
-            // async threads. The copy this client takes is made here too
-            // (brotli when the client prefers it and takes no gzip, see
-            // `choose`; else gzip now and brotli later).
-            let k = key.clone();
-            let (coding, _) =
-                encoding::choose(&encoding::ranked(&headers), |c| c == Coding::Identity);
-            let e = tokio::task::spawn_blocking(move || {
-                let _permit = permit;
-                let json = serde_json::to_vec(&resp).map_err(|e| ApiError::Internal(e.into()))?;
-                let e = Entry::new(tag, &k, json, seen);
-                e.encode_blocking(coding)
-                    .map_err(|e| ApiError::Internal(e.into()))?;
-                Ok::<_, ApiError>(e)
-            })
-            .await
-            .map_err(|e| ApiError::Internal(e.into()))??;
-            s.cache.put(key.clone(), e.clone());
-            e
-        }
-    };
+    let entry = entry_or_build(&s, &key, &current, seen, &headers, || async {
+        // Uncached work counts against the caller's share until the entry
+        // is built (moved into the blocking task, so it is held even if
+        // this request is dropped meanwhile).
+        let permit = s.guards.admit_work(&caller, peer)?;
+        let h = query::read_history(&s.db, id.as_str(), &q, &s.clock).await?;
+        // The benchmark's version as read before the closes: a close
+        // written in between only makes the next read reload.
+        let tag = format!(
+            "{}{}",
+            validator(h.version, h.pending_from),
+            bench_tag(bench_version)
+        );
+        let resp = HistoryResponse::from(h);
+        let json = move || {
+            let _permit = permit;
+            serde_json::to_vec(&resp).map_err(|e| ApiError::Internal(e.into()))
+        };
+        Ok((tag, json))
+    })
+    .await?;
     cached_response(&s, &key, &headers, &entry).await
 }
 
@@ -352,6 +331,47 @@ fn validator(version: i64, pending: Option<NaiveDate>) -> String {
         Some(d) => format!("{version}-{d}"),
         None => version.to_string(),
     }
+}
+
+/// The read cache's entry of `key` at validator `current`, confirmed (its
+/// counters now `seen`), or else built: `miss` reads what it needs and
+/// returns the entry's tag and what makes its JSON, which runs off the
+/// async threads with the copy this client takes (brotli when the client
+/// prefers it and takes no gzip, see `choose`; else gzip now and brotli
+/// later, since serializing and compressing a long history takes
+/// milliseconds). Each outcome is counted.
+pub(super) async fn entry_or_build<M, Fut, J>(
+    s: &AppState,
+    key: &str,
+    current: &str,
+    seen: Option<Seen>,
+    headers: &HeaderMap,
+    miss: M,
+) -> Result<Entry, ApiError>
+where
+    M: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<(String, J), ApiError>>,
+    J: FnOnce() -> Result<Vec<u8>, ApiError> + Send + 'static,
+{
+    if let Some(e) = s.cache.get(key, current) {
+        metrics::counter!("navd_read_cache_total", "outcome" => "confirmed").increment(1);
+        s.cache.confirmed(key, current, seen);
+        return Ok(e);
+    }
+    metrics::counter!("navd_read_cache_total", "outcome" => "miss").increment(1);
+    let (tag, json) = miss().await?;
+    let (coding, _) = encoding::choose(&encoding::ranked(headers), |c| c == Coding::Identity);
+    let k = key.to_owned();
+    let e = tokio::task::spawn_blocking(move || {
+        let e = Entry::new(tag, &k, json()?, seen);
+        e.encode_blocking(coding)
+            .map_err(|e| ApiError::Internal(e.into()))?;
+        Ok::<_, ApiError>(e)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.into()))??;
+    s.cache.put(key.to_owned(), e.clone());
+    Ok(e)
 }
 
 /// 304 when the client holds the current version; otherwise the body in

@@ -2,7 +2,7 @@
 //! symbols, random buys and sells that never oversell unless a test adds
 //! one, closes with gaps, `occurred_at` within the day or missing).
 
-use chrono::{Days, NaiveDate, TimeDelta};
+use chrono::{Datelike, Days, NaiveDate, TimeDelta};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use rust_decimal::Decimal;
@@ -18,8 +18,10 @@ use projections::{
 /// prefix comparisons.
 const SYMBOLS: [&str; 5] = ["A", "B", "LONGNAME", "LONGNAME1", "LONGNAME2"];
 
+/// Books run from here for up to 45 days: about half of them cross a
+/// year end, whose state a fold reports.
 fn base() -> NaiveDate {
-    NaiveDate::from_ymd_opt(2024, 1, 1).unwrap()
+    NaiveDate::from_ymd_opt(2023, 12, 10).unwrap()
 }
 
 /// Kinds a generated event can have, with the weight of each.
@@ -504,6 +506,12 @@ fn check_states(out: &FoldOutput, stepped: &Stepped) -> Result<(), TestCaseError
         prop_assert_eq!(out.end_state.as_ref(), Some(&stepped.states[n]));
         prop_assert_eq!(out.prev_state.as_ref(), Some(&stepped.states[n - 1]));
     }
+    // The states at the end of each 31 December with a record.
+    let year_ends: Vec<&DayState> = stepped.states[1..]
+        .iter()
+        .filter(|s| s.date.month() == 12 && s.date.day() == 31)
+        .collect();
+    prop_assert_eq!(out.year_ends.iter().collect::<Vec<_>>(), year_ends);
     Ok(())
 }
 

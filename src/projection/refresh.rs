@@ -309,15 +309,9 @@ async fn anchors_of(
     let mut out = HashMap::with_capacity(raw.len());
     for pl in plans {
         let p = &pl.p;
-        let Some(state) = raw
+        if let Some(state) = raw
             .get(&p.portfolio_id)
-            .and_then(|r| serde_json::from_str::<DayState>(r.get()).ok())
-        else {
-            continue;
-        };
-        if state.date >= pred(p.first_day)
-            && state.cash_mode == p.cash_mode
-            && state.base_currency == base_currency_of(p)
+            .and_then(|r| storage::anchors::usable(p, r))
         {
             out.insert(p.portfolio_id.clone(), state);
         }
@@ -538,10 +532,11 @@ async fn stage_with(
     Ok(())
 }
 
-/// Keeps the anchors valid and about two months deep: a fold that did not
-/// start from the stored base state drops those after its start; one that
-/// did, and moved the base state into another month, keeps the old base
-/// state as an anchor (the fold started from it, so it stands).
+/// Keeps the anchors valid: a fold that did not start from the stored base
+/// state drops those after its start; one that did, and moved the base
+/// state into another month, keeps the old base state as an anchor (the
+/// fold started from it, so it stands); and every fold keeps the states of
+/// the year ends it passed (its own, so they stand too).
 async fn write_anchors(
     conn: &mut PgConnection,
     plans: &[Plan],
@@ -549,26 +544,44 @@ async fn write_anchors(
 ) -> Result<()> {
     use chrono::Datelike;
     let mut drops: Vec<(&str, Option<NaiveDate>)> = Vec::new();
-    let mut keeps: Vec<(&str, NaiveDate, &RawValue)> = Vec::new();
+    let mut kept: Vec<(&str, NaiveDate, Box<RawValue>)> = Vec::new();
     for (pl, f) in plans.iter().zip(folded) {
         let Some((start, run, _)) = f else { continue };
         let id = pl.p.portfolio_id.as_str();
         if !pl.from_stored {
             drops.push((id, Some(*start)));
-            continue;
+        } else {
+            let month = |d: NaiveDate| (d.year(), d.month());
+            let moved = run
+                .prev_state
+                .as_ref()
+                .is_some_and(|s| month(s.date) != month(*start));
+            if let (true, Some(old)) = (moved, pl.p.base_state.as_deref()) {
+                kept.push((id, *start, old.to_owned()));
+            }
         }
-        let month = |d: NaiveDate| (d.year(), d.month());
-        let moved = run
-            .prev_state
-            .as_ref()
-            .is_some_and(|s| month(s.date) != month(*start));
-        if let (true, Some(old)) = (moved, pl.p.base_state.as_deref()) {
-            keeps.push((id, *start, old));
+        for (day, state) in year_end_anchors(run)? {
+            kept.push((id, day, state));
         }
     }
     storage::anchors::drop_anchors_after(conn, &drops).await?;
+    let keeps: Vec<(&str, NaiveDate, &RawValue)> =
+        kept.iter().map(|(p, d, s)| (*p, *d, &**s)).collect();
     storage::anchors::keep_anchors(conn, &keeps).await?;
     Ok(())
+}
+
+/// The year-end states of `run`, as anchors are stored.
+pub(super) fn year_end_anchors(run: &FoldRun) -> Result<Vec<(NaiveDate, Box<RawValue>)>> {
+    run.year_ends
+        .iter()
+        .map(|s| {
+            Ok((
+                s.date,
+                serde_json::value::to_raw_value(s).map_err(anyhow::Error::from)?,
+            ))
+        })
+        .collect()
 }
 
 /// Replaces the folded spans of the group's histories in one pass.
@@ -704,6 +717,8 @@ pub struct FoldRun {
     /// State at the end of the day before the last row.
     pub prev_state: Option<DayState>,
     pub inconsistency: Option<Inconsistency>,
+    /// The states at the end of each 31 December folded, kept as anchors.
+    pub year_ends: Vec<DayState>,
 }
 
 /// Folds from `start` through `through` with `txs` (dated after
@@ -722,5 +737,6 @@ pub fn run_fold(
         rows: out.records.iter().map(HistoryRow::of).collect(),
         prev_state: out.prev_state,
         inconsistency: out.inconsistency,
+        year_ends: out.year_ends,
     })
 }

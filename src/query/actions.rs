@@ -193,7 +193,7 @@ pub(crate) async fn ex_dates(
         ),
         None => None,
     };
-    let mut inputs = storage::explain::load_day(&mut tx, id, to, cache, known)
+    let mut inputs = storage::explain::load_day(&mut tx, id, to, cache, known, None)
         .await
         .map_err(QueryError::Failed)?;
     let base = super::base_currency(&p, &inputs.book);

@@ -132,10 +132,16 @@ pub(crate) async fn read_explanation(
     let before = day.pred_opt().expect("date in range");
     // The day before the previous one gives the previous point's flows.
     let two_before = before.pred_opt().expect("date in range");
-    let (p, record, previous, earlier) = match &known {
+    let (p, record, previous, earlier, anchor) = match &known {
         Some(k) => {
             let row = |d: NaiveDate| k.rows.iter().find(|r| r.record.date == d).cloned();
-            (k.portfolio.clone(), row(day), row(before), row(two_before))
+            (
+                k.portfolio.clone(),
+                row(day),
+                row(before),
+                row(two_before),
+                None,
+            )
         }
         None => {
             let p = storage::get_portfolio(&mut tx, id)
@@ -144,7 +150,8 @@ pub(crate) async fn read_explanation(
             // The three days in one read.
             let rows = storage::load_history(&mut tx, id, Some(two_before), Some(day)).await?;
             let row = |d: NaiveDate| rows.iter().find(|r| r.record.date == d).cloned();
-            (p, row(day), row(before), row(two_before))
+            let anchor = anchor_before(&mut tx, &p, day).await?;
+            (p, row(day), row(before), row(two_before), anchor)
         }
     };
     if let ReportedStatus::Inconsistent(i) = p.reported_status() {
@@ -166,7 +173,7 @@ pub(crate) async fn read_explanation(
         }),
         _ => None,
     };
-    let mut inputs = storage::explain::load_day(&mut tx, id, day, cache, preloaded)
+    let mut inputs = storage::explain::load_day(&mut tx, id, day, cache, preloaded, anchor)
         .await
         .map_err(failed)?;
     if at.is_none() {
@@ -191,6 +198,24 @@ pub(crate) async fn read_explanation(
     .map_err(|e| QueryError::Failed(e.into()))?
 }
 
+/// The newest stored anchor of `p` at the end of a day before `day` that
+/// a replay may start from: the log before it is then not read. Not one
+/// owing a dividend paid on `day`: its ex-date, which finds the dividend
+/// among the day's events, is in the log before the anchor.
+async fn anchor_before(
+    tx: &mut sqlx::PgConnection,
+    p: &PortfolioRow,
+    day: NaiveDate,
+) -> Result<Option<DayState>, ExplainFailure> {
+    let before = day.pred_opt().expect("date in range");
+    let id = p.portfolio_id.clone();
+    let raw = storage::anchors::anchors_at(tx, &[(id, before)]).await?;
+    Ok(raw
+        .get(&p.portfolio_id)
+        .and_then(|r| storage::anchors::usable(p, r))
+        .filter(|a| !a.receivables.iter().any(|r| r.pay_date == day)))
+}
+
 fn no_record(p: &PortfolioRow, day: NaiveDate) -> String {
     match p.last_day {
         Some(last) => format!(
@@ -212,11 +237,13 @@ fn explain(
     let failed = |e: anyhow::Error| ExplainFailure::Query(QueryError::Failed(e));
     let book = &inputs.book;
     let base = base_currency(p, book);
-    let start = DayState::initial_for(
-        p.first_day,
-        p.cash_mode,
-        (base != *book.default_currency()).then(|| base.clone()),
-    );
+    let start = inputs.start.clone().unwrap_or_else(|| {
+        DayState::initial_for(
+            p.first_day,
+            p.cash_mode,
+            (base != *book.default_currency()).then(|| base.clone()),
+        )
+    });
     let before = day.pred_opt().expect("date in range");
     let mut state = match projections::replay(&start, &inputs.log, book, before) {
         Ok(Ok(state)) => state,

@@ -9,7 +9,8 @@
 //! newest anchor on or before d−1, reading the log after it only. A refold
 //! from day d leaves the states of days before d as they were, so it drops
 //! only the anchors after its start; a portfolio keeps those of about the
-//! last two months.
+//! last two months, and the state of every year end its folds passed (so
+//! that explaining any day replays a year of log at most).
 
 use std::collections::HashMap;
 
@@ -18,7 +19,8 @@ use serde_json::value::RawValue;
 use sqlx::types::Json;
 use sqlx::PgConnection;
 
-/// Anchors older than this many days before a new one are dropped.
+/// Anchors older than this many days before a new one are dropped (but
+/// for year ends').
 pub(crate) const KEEP_DAYS: i32 = 62;
 
 /// The newest anchor of each portfolio of `at` on or before its day, as
@@ -47,8 +49,21 @@ pub(crate) async fn anchors_at(
     Ok(rows.into_iter().map(|(p, Json(s))| (p, s)).collect())
 }
 
+/// The anchor `raw` of portfolio `p`, when a fold of `p` may resume from
+/// it: not before the history, in the portfolio's current cash mode and
+/// base currency (a change of either refolds from D0).
+pub(crate) fn usable(p: &super::PortfolioRow, raw: &RawValue) -> Option<projections::DayState> {
+    let state: projections::DayState = serde_json::from_str(raw.get()).ok()?;
+    let before_first = p.first_day.pred_opt()?;
+    (state.date >= before_first
+        && state.cash_mode == p.cash_mode
+        && state.base_currency == p.base_currency)
+        .then_some(state)
+}
+
 /// Keeps `anchors` (portfolio, the state's day, the state) and drops each
-/// portfolio's anchors older than [`KEEP_DAYS`] before its new one.
+/// portfolio's anchors older than [`KEEP_DAYS`] before its new one, except
+/// those of year ends (31 December), kept for as long as they stand.
 pub(crate) async fn keep_anchors(
     conn: &mut PgConnection,
     anchors: &[(&str, NaiveDate, &RawValue)],
@@ -63,6 +78,7 @@ pub(crate) async fn keep_anchors(
         "DELETE FROM portfolio_anchors a
           USING UNNEST($1::text[], $2::date[]) AS u(id, day)
           WHERE a.portfolio_id = u.id AND a.day < u.day - $3::int4
+            AND to_char(a.day, 'MM-DD') <> '12-31'
             AND a.portfolio_id = ANY($1::text[])",
     )
     .bind(&ids)

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use projections::{PortfolioId, PriceBook, Transaction};
+use projections::{DayState, PortfolioId, PriceBook, Transaction};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
@@ -46,7 +46,11 @@ pub(crate) struct StoredSplit {
 /// Everything a day's explanation is computed from.
 #[derive(Debug)]
 pub(crate) struct DayInputs {
-    /// The effective transactions dated up to the day, in fold order.
+    /// The anchor the log starts after; none: it starts at the history's
+    /// first day.
+    pub start: Option<DayState>,
+    /// The effective transactions dated up to the day (after `start`), in
+    /// fold order.
     pub log: Vec<Transaction>,
     /// The effective transactions dated the day, and the dividends paid
     /// that day (ex-date before it), with their origins.
@@ -90,24 +94,35 @@ impl KnownInputs {
     }
 }
 
-/// Loads the inputs of portfolio `id`'s `day`, as stored or, with
-/// `known`, as known at its instant.
+/// Loads the inputs of portfolio `id`'s `day`, as stored (then from
+/// `anchor` on, when given: the log after it) or, with `known`, as known
+/// at its instant.
 pub(crate) async fn load_day(
     conn: &mut PgConnection,
     id: &str,
     day: NaiveDate,
     prices: &PriceCache,
     known: Option<KnownInputs>,
+    anchor: Option<DayState>,
 ) -> anyhow::Result<DayInputs> {
     let known_at = known.as_ref().map(|k| k.at);
-    let (log, book, symbols) = match known {
+    let (start, log, book, symbols) = match known {
         None => {
-            let log = log_through(conn, id, day).await?;
-            let symbols = symbols_of(&log);
+            let log = log_through(conn, id, anchor.as_ref().map(|a| a.date), day).await?;
+            let mut symbols = symbols_of(&log);
+            if let Some(a) = &anchor {
+                let held = a
+                    .positions
+                    .keys()
+                    .chain(a.receivables.iter().map(|r| &r.symbol));
+                symbols.extend(held.map(|s| s.to_string()));
+                symbols.sort();
+                symbols.dedup();
+            }
             let book =
                 super::prices::load_prices(conn, &symbols, day, day, &prices.default_currency())
                     .await?;
-            (log, book, symbols)
+            (anchor, log, book, symbols)
         }
         Some(k) => {
             let log: Vec<Transaction> = projections::effective(&k.versions)
@@ -115,7 +130,7 @@ pub(crate) async fn load_day(
                 .filter(|t| t.trade_date <= day)
                 .collect();
             let symbols = symbols_of(&log);
-            (log, k.book, symbols)
+            (None, log, k.book, symbols)
         }
     };
     let mut day_events = day_events(conn, id, day, &trade_dates_on(&log, day), known_at).await?;
@@ -127,6 +142,7 @@ pub(crate) async fn load_day(
     let splits = splits_on(conn, &symbols, day, known_at).await?;
     let action_origins = action_origins(conn, &book, day).await?;
     Ok(DayInputs {
+        start,
         log,
         day_events,
         splits,
@@ -135,16 +151,18 @@ pub(crate) async fn load_day(
     })
 }
 
-/// The log of portfolio `id` (its effective transactions) dated through
-/// `day`, in log order: half the log on average, and most of an explain's
-/// time. One portfolio's rows, from the leaves of the log's covering key
-/// (the columns [`transaction_at`] decodes without the correction
-/// fields, which the log's own rows do not need), by a prepared
-/// statement; a group refresh's reader (`load_transactions`) also decodes
-/// each row's portfolio id and plans each call.
+/// The log of portfolio `id` (its effective transactions) dated after
+/// `after` (from the first, without it) through `day`, in log order: most
+/// of an explain's time when read from the first day. One portfolio's
+/// rows, from the leaves of the log's covering key (the columns
+/// [`transaction_at`] decodes without the correction fields, which the
+/// log's own rows do not need), by a prepared statement; a group
+/// refresh's reader (`load_transactions`) also decodes each row's
+/// portfolio id and plans each call.
 async fn log_through(
     conn: &mut PgConnection,
     id: &str,
+    after: Option<NaiveDate>,
     day: NaiveDate,
 ) -> anyhow::Result<Vec<Transaction>> {
     let rows = sqlx::query(
@@ -152,10 +170,12 @@ async fn log_through(
                 amount, tax, cost_basis, pay_date, reinvest_quantity, reinvest_price,
                 cash_mode, base_currency, currency, fx_rate
            FROM transactions
-          WHERE portfolio_id = $1::text AND trade_date <= $2::date",
+          WHERE portfolio_id = $1::text AND trade_date <= $2::date
+            AND trade_date > COALESCE($3::date, '-infinity'::date)",
     )
     .bind(id)
     .bind(day)
+    .bind(after)
     .fetch_all(&mut *conn)
     .await?;
     let Some(at) = rows.first().map(|r| TxColumns::of(r, false)).transpose()? else {

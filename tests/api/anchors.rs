@@ -8,6 +8,7 @@ use crate::common::*;
 use crate::support::*;
 use chrono::{Datelike, Days, NaiveDate};
 use navd::clock::Clock;
+use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 const SYMBOLS: [&str; 3] = ["A", "B", "C"];
@@ -187,5 +188,140 @@ async fn refolds_from_anchors_equal_the_fold_of_everything() {
     assert!(
         anchors(&app.pool).await.is_empty(),
         "calculate trusts no anchor"
+    );
+}
+
+/// Twenty months over two year ends: a trade every ninth day (buys of the
+/// three symbols in turn, every fourth a sell of 4 A), a close of each
+/// symbol every Friday, a dividend of B with its ex-date before the first
+/// year end and paid after it, and a split of C in the second year.
+fn two_year_ends() -> (Vec<Value>, Vec<Value>) {
+    let mut trades = Vec::new();
+    let mut d = day("2023-05-02");
+    let mut n = 0u32;
+    while d <= day("2024-12-20") {
+        let (ty, q, sym) = match n % 4 {
+            3 => ("sell", "4", "A"),
+            k => ("buy", "10", SYMBOLS[k as usize]),
+        };
+        trades.push(
+            json!({"event_id": id(20_000 + n), "type": ty, "portfolio_id": "yrs",
+            "symbol": sym, "quantity": q, "price": format!("{}", 40 + n % 9),
+            "trade_date": d.to_string(), "schema_version": 2}),
+        );
+        n += 1;
+        d = d + Days::new(9);
+    }
+    trades.push(
+        json!({"event_id": id(29_000), "type": "dividend", "portfolio_id": "yrs",
+        "symbol": "B", "amount": "12.5", "trade_date": "2023-12-20",
+        "pay_date": "2024-01-10", "schema_version": 2}),
+    );
+    let mut closes = Vec::new();
+    let mut d = day("2023-05-05");
+    let mut k = 0u32;
+    while d <= day("2024-12-27") {
+        for (i, s) in SYMBOLS.iter().enumerate() {
+            let c = 40 + (k * 5 + i as u32 * 7) % 13;
+            closes.push(json!({"symbol": s, "date": d.to_string(), "close": c.to_string()}));
+        }
+        k += 1;
+        d = d + Days::new(7);
+    }
+    (trades, closes)
+}
+
+/// Explains of every day in `days` (weekends and year ends included).
+async fn explained(app: &TestApp, days: &[NaiveDate]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for d in days {
+        let url = format!("/api/v1/portfolio/yrs/nav-history/{d}/explain");
+        let (s, e) = get_json(app, &url, &admin()).await;
+        assert_eq!(s, StatusCode::OK, "{d}: {e}");
+        out.push(e);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn year_ends_stay_anchors_and_explain_replays_from_them() {
+    let today = day("2024-12-31");
+    let (trades, closes) = two_year_ends();
+    let app = spawn_app(jwt_auth(), today).await;
+    // The first half folded from D0, the rest resumed from the stored
+    // state: both kinds of refresh keep the year ends they pass.
+    let mid = day("2024-06-30");
+    let (early_t, late_t): (Vec<Value>, Vec<Value>) = trades
+        .into_iter()
+        .partition(|t| day(t["trade_date"].as_str().unwrap()) <= mid);
+    let (early_c, late_c): (Vec<Value>, Vec<Value>) = closes
+        .into_iter()
+        .partition(|c| day(c["date"].as_str().unwrap()) <= mid);
+    ingest(&app.db, &early_t, &early_c).await;
+    navd::projection::worker::refresh_all(&app.db, Clock::fixed(mid))
+        .await
+        .unwrap();
+    let split = json!({"event_id": id(29_001), "type": "split", "symbol": "C",
+        "ex_date": "2024-09-02", "numerator": 3, "denominator": 2});
+    let raw = serde_json::to_vec(&split).unwrap();
+    let mut b = batch_of(&late_t, &late_c);
+    b.splits.push((
+        projections::parse_split(&raw).unwrap(),
+        navd::storage::Source::direct(1_000_000, raw),
+    ));
+    let mut tx = app.db.begin().await.unwrap();
+    let r = navd::storage::ingest(&mut tx, b).await.unwrap();
+    tx.changed(&r.affected);
+    tx.prices_changed();
+    tx.commit().await.unwrap();
+    navd::projection::worker::refresh_all(&app.db, Clock::fixed(today))
+        .await
+        .unwrap();
+    let kept = anchors(&app.pool).await;
+    assert!(
+        kept.contains(&day("2023-12-31")) && kept.contains(&day("2024-12-31")),
+        "both year ends are anchors: {kept:?}"
+    );
+
+    // Explains replayed from the year-end anchors equal those replayed
+    // from the first day: every day around the year end, the dividend's
+    // pay day among them, and every fifth day of the rest.
+    let first = day("2023-05-02");
+    let days: Vec<NaiveDate> = first
+        .iter_days()
+        .take_while(|d| *d <= today)
+        .enumerate()
+        .filter(|(k, d)| k % 5 == 0 || (*d >= day("2023-12-28") && *d <= day("2024-01-12")))
+        .map(|(_, d)| d)
+        .collect();
+    let with = explained(&app, &days).await;
+    sqlx::query("DELETE FROM portfolio_anchors")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let without = explained(&app, &days).await;
+    for ((d, a), b) in days.iter().zip(&with).zip(&without) {
+        assert_eq!(a, b, "{d}: explained from an anchor and from the first day");
+    }
+
+    // And they really start from the anchor: one tampered with shows.
+    let calc = "/api/v1/portfolio/yrs/nav-history/calculate";
+    assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
+    assert!(anchors(&app.pool).await.contains(&day("2023-12-31")));
+    sqlx::query(
+        "UPDATE portfolio_anchors
+            SET state = jsonb_set(state, '{positions,A,qty}', '\"1000\"')",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let k = days
+        .iter()
+        .position(|d| *d > day("2024-02-01"))
+        .expect("a day after the dividend");
+    let tampered = explained(&app, &days[k..=k]).await;
+    assert_ne!(
+        tampered[0]["valuation"], with[k]["valuation"],
+        "the anchor was used"
     );
 }

@@ -25,6 +25,10 @@ pub struct FoldOutput {
     /// caller stores to redo the latest day cheaply (None when no record).
     pub prev_state: Option<DayState>,
     pub inconsistency: Option<Inconsistency>,
+    /// The state at the end of every 31 December the fold passed with a
+    /// record (in order): where a later reader may resume instead of
+    /// replaying the years before it.
+    pub year_ends: Vec<DayState>,
 }
 
 impl FoldOutput {
@@ -35,6 +39,7 @@ impl FoldOutput {
             end_state: None,
             prev_state: None,
             inconsistency: None,
+            year_ends: Vec::new(),
         }
     }
 }
@@ -135,6 +140,10 @@ impl Days<'_, '_> {
                         produced = true;
                         if self.keep {
                             out.records.push(record);
+                            if is_year_end(day) {
+                                folder.sync();
+                                out.year_ends.push(folder.state.clone());
+                            }
                         }
                     }
                 }
@@ -151,6 +160,12 @@ impl Days<'_, '_> {
         }
         Ok(produced)
     }
+}
+
+/// 31 December: the day whose end state a kept fold reports.
+fn is_year_end(day: NaiveDate) -> bool {
+    use chrono::Datelike;
+    day.month() == 12 && day.day() == 31
 }
 
 /// What folding a [`run`]'s days again needs.

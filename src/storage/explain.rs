@@ -14,7 +14,7 @@ use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::price_cache::PriceCache;
-use super::transactions::{transaction_at, transaction_of, TxColumns, VERSION_COLUMNS};
+use super::transactions::{transaction_of, VERSION_COLUMNS};
 
 /// Where a stored event came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,7 +108,8 @@ pub(crate) async fn load_day(
     let known_at = known.as_ref().map(|k| k.at);
     let (start, log, book, symbols) = match known {
         None => {
-            let log = log_through(conn, id, anchor.as_ref().map(|a| a.date), day).await?;
+            let after = anchor.as_ref().map(|a| a.date);
+            let log = super::transactions::load_transactions(conn, id, after, day).await?;
             let mut symbols = symbols_of(&log);
             if let Some(a) = &anchor {
                 let held = a
@@ -149,46 +150,6 @@ pub(crate) async fn load_day(
         action_origins,
         book,
     })
-}
-
-/// The log of portfolio `id` (its effective transactions) dated after
-/// `after` (from the first, without it) through `day`, in log order: most
-/// of an explain's time when read from the first day. One portfolio's
-/// rows, from the leaves of the log's covering key (the columns
-/// [`transaction_at`] decodes without the correction fields, which the
-/// log's own rows do not need), by a prepared statement; a group
-/// refresh's reader (`load_transactions`) also decodes each row's
-/// portfolio id and plans each call.
-async fn log_through(
-    conn: &mut PgConnection,
-    id: &str,
-    after: Option<NaiveDate>,
-    day: NaiveDate,
-) -> anyhow::Result<Vec<Transaction>> {
-    let rows = sqlx::query(
-        "SELECT event_id, kind, symbol, quantity, price, fee, trade_date, occurred_at, seq,
-                amount, tax, cost_basis, pay_date, reinvest_quantity, reinvest_price,
-                cash_mode, base_currency, currency, fx_rate
-           FROM transactions
-          WHERE portfolio_id = $1::text AND trade_date <= $2::date
-            AND trade_date > COALESCE($3::date, '-infinity'::date)",
-    )
-    .bind(id)
-    .bind(day)
-    .bind(after)
-    .fetch_all(&mut *conn)
-    .await?;
-    let Some(at) = rows.first().map(|r| TxColumns::of(r, false)).transpose()? else {
-        return Ok(Vec::new());
-    };
-    let pid = PortfolioId::parse(id)?;
-    let mut log = rows
-        .iter()
-        .map(|r| transaction_at(r, &at, pid.clone()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    // In key order already from the index: a linear check.
-    log.sort_by_key(|t| (t.trade_date, t.seq));
-    Ok(log)
 }
 
 /// The symbols `log`'s positions name, sorted.

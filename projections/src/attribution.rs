@@ -26,7 +26,8 @@ use rust_decimal::Decimal;
 use self::product_sum::ProductSum;
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::fold::{
-    walk_components, AttributionError, Component, ComponentDay, ComponentWalk, PriceBook,
+    walk_components, walk_components_of, AttributionError, Component, ComponentDay, ComponentWalk,
+    DayState, PriceBook,
 };
 use crate::status::Inconsistency;
 use crate::types::Transaction;
@@ -70,6 +71,28 @@ pub fn attribute(
 ) -> Result<Result<Option<Attribution>, Inconsistency>, AttributionError> {
     let mut l = Linker::new();
     let walked = walk_components(transactions, prices, from, to, |day| {
+        l.take(day);
+        Ok(())
+    })?;
+    if let Err(i) = walked {
+        return Ok(Err(i));
+    }
+    Ok(Ok(l.finish()?))
+}
+
+/// [`attribute`] from `start` (the state before the history's first day)
+/// over the effective log arriving in `chunks` in date order (see
+/// [`walk_components_of`]): the attribution can be computed while the log
+/// is still being read.
+pub fn attribute_of(
+    start: DayState,
+    chunks: impl Iterator<Item = Vec<Transaction>>,
+    prices: &PriceBook,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> Result<Result<Option<Attribution>, Inconsistency>, AttributionError> {
+    let mut l = Linker::new();
+    let walked = walk_components_of(start, chunks, prices, (from, to), |day| {
         l.take(day);
         Ok(())
     })?;

@@ -35,7 +35,7 @@ pub mod status;
 pub mod tearsheet;
 pub mod types;
 
-pub use attribution::{attribute, Attribution, ComponentShare};
+pub use attribution::{attribute, attribute_of, Attribution, ComponentShare};
 pub use benchmark::{benchmark, Benchmark, BenchmarkStats};
 pub use corrections::{effective, effective_of};
 pub use decimal::{money_text, ratio_text, round_money, round_ratio, ArithmeticError};
@@ -46,10 +46,10 @@ pub use event::{
 };
 pub use fold::{
     base_currency_of, base_of, cash_mode_of, day_actions, explain_day, fold, replay, resume,
-    value_cash, value_positions, walk_components, ActionCash, ActionEffect, AttributionError,
-    CashBalance, Component, DayExplanation, DayState, ExplainError, FlowRate, FoldError,
-    FoldOutput, Folder, ForeignAmount, Inconsistency, Position, PriceBook, PriceSource, Receivable,
-    ReportedStatus, Status, ValuationError, ValuedPosition,
+    value_cash, value_positions, walk_components, walk_components_of, ActionCash, ActionEffect,
+    AttributionError, CashBalance, Component, DayExplanation, DayState, ExplainError, FlowRate,
+    FoldError, FoldOutput, Folder, ForeignAmount, Inconsistency, Position, PriceBook, PriceSource,
+    Receivable, ReportedStatus, Status, ValuationError, ValuedPosition,
 };
 pub use invalidation::Invalidation;
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};

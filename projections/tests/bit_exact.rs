@@ -253,7 +253,7 @@ fn book(seed: u64, span: u64, events: usize, symbols: usize) -> Book {
 fn dump(b: &Book, out: &mut String) {
     use std::fmt::Write;
     let full = fold(&b.txs, &b.prices, b.as_of).unwrap();
-    writeln!(out, "{full:?}").unwrap();
+    writeln!(out, "{}", without_year_ends(format!("{full:?}"))).unwrap();
     if let Some(prev) = &full.prev_state {
         let later: Vec<Transaction> = b
             .txs
@@ -261,7 +261,8 @@ fn dump(b: &Book, out: &mut String) {
             .filter(|t| t.trade_date > prev.date)
             .cloned()
             .collect();
-        writeln!(out, "{:?}", resume(prev, &later, &b.prices, b.as_of)).unwrap();
+        let resumed = format!("{:?}", resume(prev, &later, &b.prices, b.as_of));
+        writeln!(out, "{}", without_year_ends(resumed)).unwrap();
     }
     let mut sorted: Vec<&Transaction> = b
         .txs
@@ -291,6 +292,17 @@ fn dump(b: &Book, out: &mut String) {
         writeln!(out, "{:?}", folder.state()).unwrap();
         i = j;
         day = day.succ_opt().unwrap();
+    }
+}
+
+/// An output's `Debug` as it was before it reported year-end states (its
+/// last field, which the property tests check): the reference digest is
+/// of the outputs' other fields.
+fn without_year_ends(debug: String) -> String {
+    match debug.rfind(", year_ends: [") {
+        Some(k) if debug.ends_with("})") => format!("{} }})", &debug[..k]),
+        Some(k) => format!("{} }}", &debug[..k]),
+        None => debug,
     }
 }
 

@@ -1659,6 +1659,7 @@ fn attribution_adds_up(
     let a = projections::attribute(txs, prices, from, to)
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap();
+    prop_assert_eq!(&in_chunks(txs, prices, from, to), &a);
     let Some(a) = a else {
         prop_assert!(full.records.iter().all(|r| r.date < from || r.date > to));
         return Ok(None);
@@ -1695,6 +1696,40 @@ fn attribution_adds_up(
     sorted.sort();
     prop_assert_eq!(names, sorted);
     Ok(Some(a))
+}
+
+/// The attribution of `txs` walked from the state before its first day
+/// with the log in chunks of 1 to 4 events in date order, days cut
+/// between chunks, each chunk reversed (as [`projections::attribute_of`]
+/// takes a log being read).
+fn in_chunks(
+    txs: &[Transaction],
+    prices: &PriceBook,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> Option<projections::Attribution> {
+    let mut log = projections::effective(txs);
+    log.sort_by_key(|t| (t.trade_date, t.seq));
+    let first = log
+        .iter()
+        .filter(|t| !matches!(t.kind, Kind::PortfolioSettings { .. }))
+        .map(|t| t.trade_date)
+        .min()?;
+    let start = DayState::initial_for(first, cash_mode_of(&log), base_currency_of(&log));
+    let mut chunks: Vec<Vec<Transaction>> = Vec::new();
+    let mut rest = &log[..];
+    let mut k = from.ordinal() as usize;
+    while !rest.is_empty() {
+        let n = (k % 4 + 1).min(rest.len());
+        let mut chunk = rest[..n].to_vec();
+        chunk.reverse();
+        chunks.push(chunk);
+        rest = &rest[n..];
+        k += 1;
+    }
+    projections::attribute_of(start, chunks.into_iter(), prices, from, to)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap()
 }
 
 /// A range inside a book's days (or reaching before its first).

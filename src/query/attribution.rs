@@ -4,12 +4,12 @@
 //! walks the fold's own day loop over the portfolio's stored log.
 //!
 //! The log and the prices are read in one snapshot (as known at an
-//! instant with `as_known_at`); the fold runs off the async threads.
-
-use std::collections::BTreeSet;
+//! instant with `as_known_at`); the walk runs off the async threads, over
+//! the stored log while it is still being read
+//! ([`projections::attribute_of`]).
 
 use chrono::{DateTime, NaiveDate, Utc};
-use projections::{money_text, ratio_text, Inconsistency, PriceBook, ReportedStatus, Transaction};
+use projections::{money_text, ratio_text, DayState, Inconsistency, ReportedStatus, Transaction};
 use serde::{Deserialize, Serialize};
 
 use super::{base_currency, QueryError};
@@ -75,93 +75,103 @@ pub(crate) struct Attribution {
 pub(crate) async fn read_attribution(
     db: &Db,
     id: &str,
-    (from, to): (Option<NaiveDate>, Option<NaiveDate>),
+    asked: (Option<NaiveDate>, Option<NaiveDate>),
     known_at: Option<DateTime<Utc>>,
     clock: &crate::clock::Clock,
 ) -> Result<Attribution, AttributionFailure> {
-    let (p, log, book) = match super::known::past(known_at, clock) {
-        Some((at, today)) => {
-            let pid = projections::PortfolioId::parse(id).map_err(|_| QueryError::NotFound)?;
-            let k = super::known::known_at(db, &pid, at, today, &[]).await?;
-            (k.portfolio, k.log, k.book)
-        }
-        None => stored_inputs(db, id, to).await?,
+    let Some((at, today)) = super::known::past(known_at, clock) else {
+        return stored(db, id, asked).await;
     };
-    let last = p.last_day;
-    if let ReportedStatus::Inconsistent(i) = p.reported_status() {
-        if to.is_none_or(|t| i.day <= t) {
-            return Err(AttributionFailure::Inconsistent(i));
-        }
-    }
-    let Some(last) = last else {
-        return Err(QueryError::NoRecord("no records yet".into()).into());
-    };
-    let to = to.map_or(last, |t| t.min(last));
-    let from = from.unwrap_or(NaiveDate::MIN);
+    let pid = projections::PortfolioId::parse(id).map_err(|_| QueryError::NotFound)?;
+    let k = super::known::known_at(db, &pid, at, today, &[]).await?;
+    let (from, to) = range_of(&k.portfolio, asked)?;
     let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || {
         let _span = span.enter();
-        attribute(&p, &log, &book, from, to)
+        let a = projections::attribute(&k.log, &k.book, from, to);
+        report(&k.portfolio, a, from, to)
     })
     .await
     .map_err(|e| QueryError::Failed(e.into()))?
 }
 
-/// The stored portfolio, its log through `to` (or its last day) and the
-/// prices and rates valuing it from its first day.
-async fn stored_inputs(
+/// The range attributed when `asked` of `p`: from its first record (or
+/// `from`) through its last (or `to`, when earlier); refused when the
+/// history is inconsistent on or before its end, or has no record.
+fn range_of(
+    p: &PortfolioRow,
+    (from, to): (Option<NaiveDate>, Option<NaiveDate>),
+) -> Result<(NaiveDate, NaiveDate), AttributionFailure> {
+    if let ReportedStatus::Inconsistent(i) = p.reported_status() {
+        if to.is_none_or(|t| i.day <= t) {
+            return Err(AttributionFailure::Inconsistent(i));
+        }
+    }
+    let Some(last) = p.last_day else {
+        return Err(QueryError::NoRecord("no records yet".into()).into());
+    };
+    Ok((
+        from.unwrap_or(NaiveDate::MIN),
+        to.map_or(last, |t| t.min(last)),
+    ))
+}
+
+/// The attribution of the stored portfolio, from one snapshot: the
+/// prices and rates valuing it from its first day (of every symbol it
+/// ever traded), then its log, walked off the async threads as it is read
+/// (the walk and the read each take about half of the request).
+async fn stored(
     db: &Db,
     id: &str,
-    to: Option<NaiveDate>,
-) -> Result<(PortfolioRow, Vec<Transaction>, PriceBook), AttributionFailure> {
+    asked: (Option<NaiveDate>, Option<NaiveDate>),
+) -> Result<Attribution, AttributionFailure> {
     let mut tx = storage::read_snapshot(db.pool()).await?;
     let p = storage::get_portfolio(&mut tx, id)
         .await?
         .ok_or(QueryError::NotFound)?;
-    let through = match (to, p.last_day) {
-        (Some(t), Some(l)) => t.min(l),
-        (_, Some(l)) => l,
-        (Some(t), None) => t,
-        (None, None) => p.first_day,
-    };
+    let (from, to) = range_of(&p, asked)?;
     let failed = |e: anyhow::Error| QueryError::Failed(e);
-    let log = storage::load_transactions(&mut tx, id, None, through)
-        .await
-        .map_err(failed)?;
-    // Inserted one by one into a set of a few: the log names its few
-    // symbols thousands of times (a string each, sorted, was a sort of
-    // 20,000 strings; `collect` into a set sorts them all too).
-    let mut symbols: BTreeSet<&str> = BTreeSet::new();
-    for t in &log {
-        if let Some(s) = t.kind.position_symbol() {
-            symbols.insert(s.as_str());
-        }
-    }
-    let symbols: Vec<String> = symbols.into_iter().map(str::to_string).collect();
+    let symbols = storage::symbols_of_portfolio(&mut tx, id).await?;
     let cache = db.prices();
     let before_first = p.first_day.pred_opt().expect("date in range");
     let mut book = cache
-        .book(&mut tx, &symbols, before_first, through)
+        .book(&mut tx, &symbols, before_first, to)
         .await
         .map_err(failed)?;
     let base = base_currency(&p, &book);
     cache
-        .add_rates(&mut tx, &mut book, std::slice::from_ref(&base), through)
+        .add_rates(&mut tx, &mut book, std::slice::from_ref(&base), to)
         .await
         .map_err(failed)?;
+    let start = DayState::initial_for(p.first_day, p.cash_mode, p.base_currency.clone());
+    let (send, chunks) = std::sync::mpsc::channel::<Vec<Transaction>>();
+    let span = tracing::Span::current();
+    let walk = tokio::task::spawn_blocking(move || {
+        let _span = span.enter();
+        let a = projections::attribute_of(start, chunks.into_iter(), &book, from, to);
+        report(&p, a, from, to)
+    });
+    // The walk stops taking chunks when it ends early (an inconsistency);
+    // a failed read is the answer, whatever the walk made of its part.
+    storage::stream_transactions(&mut tx, id, (None, to), |chunk| send.send(chunk).is_ok())
+        .await
+        .map_err(failed)?;
+    drop(send);
     tx.commit().await?;
-    Ok((p, log, book))
+    walk.await.map_err(|e| QueryError::Failed(e.into()))?
 }
 
-/// The pure attribution, reported.
-fn attribute(
+type Attributed =
+    Result<Result<Option<projections::Attribution>, Inconsistency>, projections::AttributionError>;
+
+/// The pure attribution of `p` over `from ..= to`, reported.
+fn report(
     p: &PortfolioRow,
-    log: &[Transaction],
-    book: &PriceBook,
+    a: Attributed,
     from: NaiveDate,
     to: NaiveDate,
 ) -> Result<Attribution, AttributionFailure> {
-    let a = match projections::attribute(log, book, from, to) {
+    let a = match a {
         Ok(Ok(Some(a))) => a,
         Ok(Ok(None)) => {
             return Err(QueryError::NoRecord(format!(

@@ -98,6 +98,7 @@ pub use portfolios::{
 };
 pub use prices::load_prices;
 pub use transactions::{load_transactions, load_transactions_many};
+pub(crate) use transactions::{stream_transactions, symbols_of_portfolio};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 

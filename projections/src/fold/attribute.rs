@@ -13,7 +13,7 @@ use super::driver::in_fold_order;
 use super::error::{next_day, FoldError};
 use super::flows::{Component, ValueMove};
 use super::folder::Folder;
-use super::settings::{base_currency_of, cash_mode_of};
+use super::settings::{base_currency_of, cash_mode_of, is_settings};
 use super::state::DayState;
 use super::valuation::{base_of, ValuationError};
 use crate::decimal::{self as dec, ArithmeticError};
@@ -76,18 +76,129 @@ pub fn walk_components(
     prices: &PriceBook,
     from: NaiveDate,
     to: NaiveDate,
-    mut each: impl FnMut(ComponentDay<'_>) -> Result<(), AttributionError>,
+    each: impl FnMut(ComponentDay<'_>) -> Result<(), AttributionError>,
 ) -> Result<Result<(), Inconsistency>, AttributionError> {
-    let effective = crate::corrections::effective(transactions);
-    let sorted = in_fold_order(&effective, to);
+    // Only a log with corrections needs its effective events picked (and
+    // copied), as in the fold.
+    let picked;
+    let effective = if transactions
+        .iter()
+        .any(|t| t.correction.is_some() || matches!(t.kind, crate::types::Kind::Cancel))
+    {
+        picked = crate::corrections::effective(transactions);
+        &picked[..]
+    } else {
+        transactions
+    };
+    let sorted = in_fold_order(effective, to);
     let Some(first) = sorted.first() else {
         return Ok(Ok(()));
     };
     let start = DayState::initial_for(
         first.trade_date,
-        cash_mode_of(&effective),
-        base_currency_of(&effective),
+        cash_mode_of(effective),
+        base_currency_of(effective),
     );
+    let days = SortedDays { sorted, i: 0 };
+    walk_days(start, days, prices, (from, to), each)
+}
+
+/// [`walk_components`] from `start` (the state before the history's first
+/// day, or any later state of it) over effective transactions dated after
+/// it that arrive in `chunks`: each chunk in any order, chunks in date
+/// order (a day may continue into the next chunk; none may go back to a
+/// day before the last chunk's last). A chunk is taken when the walk
+/// reaches its days, so the walk can run while later chunks are still
+/// being read.
+pub fn walk_components_of(
+    start: DayState,
+    chunks: impl Iterator<Item = Vec<Transaction>>,
+    prices: &PriceBook,
+    (from, to): (NaiveDate, NaiveDate),
+    each: impl FnMut(ComponentDay<'_>) -> Result<(), AttributionError>,
+) -> Result<Result<(), Inconsistency>, AttributionError> {
+    let days = ChunkedDays {
+        chunks,
+        chunk: Vec::new(),
+        i: 0,
+    };
+    walk_days(start, days, prices, (from, to), each)
+}
+
+/// Where a walk takes each day's transactions from.
+trait DaySource {
+    /// Calls `f` with the transactions dated `day` in fold order; days are
+    /// asked in ascending order.
+    fn day<R>(&mut self, day: NaiveDate, f: impl FnOnce(&[&Transaction]) -> R) -> R;
+}
+
+/// A whole log in fold order.
+struct SortedDays<'t> {
+    sorted: Vec<&'t Transaction>,
+    i: usize,
+}
+
+impl DaySource for SortedDays<'_> {
+    fn day<R>(&mut self, day: NaiveDate, f: impl FnOnce(&[&Transaction]) -> R) -> R {
+        let i = self.i;
+        let j = i + self.sorted[i..]
+            .iter()
+            .take_while(|t| t.trade_date == day)
+            .count();
+        self.i = j;
+        f(&self.sorted[i..j])
+    }
+}
+
+/// A log arriving in chunks (see [`walk_components_of`]).
+struct ChunkedDays<I> {
+    chunks: I,
+    /// The chunk being walked, in fold order, settings events left out;
+    /// `i`: its first transaction not yet walked.
+    chunk: Vec<Transaction>,
+    i: usize,
+}
+
+impl<I: Iterator<Item = Vec<Transaction>>> DaySource for ChunkedDays<I> {
+    fn day<R>(&mut self, day: NaiveDate, f: impl FnOnce(&[&Transaction]) -> R) -> R {
+        // Until the chunk holds a transaction dated after `day`, the day
+        // may go on in the next one: take it in.
+        while self.chunk.last().is_none_or(|t| t.trade_date <= day) {
+            let Some(next) = self.chunks.next() else {
+                break;
+            };
+            self.chunk.drain(..self.i);
+            self.i = 0;
+            let at = self.chunk.len();
+            self.chunk
+                .extend(next.into_iter().filter(|t| !is_settings(t)));
+            self.chunk[at..].sort_by_key(Transaction::fold_key);
+        }
+        let i = self.i;
+        let j = i + self.chunk[i..]
+            .iter()
+            .take_while(|t| t.trade_date <= day)
+            .count();
+        self.i = j;
+        let mut todays: Vec<&Transaction> = self.chunk[i..j]
+            .iter()
+            .filter(|t| t.trade_date == day)
+            .collect();
+        // A day cut between two chunks: its two parts in one order.
+        todays.sort_by_key(|t| t.fold_key());
+        f(&todays)
+    }
+}
+
+/// The walk itself: [`Folder`] steps from `start` through `to` with the
+/// days of `days`.
+fn walk_days(
+    start: DayState,
+    mut days: impl DaySource,
+    prices: &PriceBook,
+    (from, to): (NaiveDate, NaiveDate),
+    mut each: impl FnMut(ComponentDay<'_>) -> Result<(), AttributionError>,
+) -> Result<Result<(), Inconsistency>, AttributionError> {
     if to <= start.date || from > to {
         return Ok(Ok(()));
     }
@@ -96,7 +207,6 @@ pub fn walk_components(
     let mut flows: Vec<ComponentValue> = Vec::new();
     let mut folder = Folder::new(start, prices);
     let mut last: Option<DailyRecord> = None;
-    let mut i = 0;
     loop {
         let day = next_day(folder.state.date)?;
         let in_range = day >= from;
@@ -116,13 +226,9 @@ pub fn walk_components(
             }
             folder.tapping = true;
         }
-        let j = i + sorted[i..]
-            .iter()
-            .take_while(|t| t.trade_date == day)
-            .count();
         // Outside the range the positions map may lag (as in the fold);
         // inside it every day is valued from it.
-        match folder.step_inner(&sorted[i..j], in_range)? {
+        match days.day(day, |txs| folder.step_inner(txs, in_range))? {
             Ok(Some(record)) if in_range => {
                 day_flows(&mut folder, prices, &mut walk, &mut flows)?;
                 let state = folder.state();
@@ -144,7 +250,6 @@ pub fn walk_components(
         if day == to {
             return Ok(Ok(()));
         }
-        i = j;
     }
 }
 

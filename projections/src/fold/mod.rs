@@ -66,7 +66,8 @@ mod valuation;
 
 pub use self::actions::{ActionCash, ActionEffect};
 pub use self::attribute::{
-    walk_components, AttributionError, ComponentDay, ComponentValue, ComponentWalk,
+    walk_components, walk_components_of, AttributionError, ComponentDay, ComponentValue,
+    ComponentWalk,
 };
 pub use self::book::PriceBook;
 pub use self::driver::{fold, replay, resume, FoldOutput};

@@ -9,10 +9,8 @@
 use crate::common::*;
 use crate::support::*;
 use navd::clock::Clock;
-use navd::storage::{self, IngestBatch, Source};
-use projections::{
-    parse_corporate_action, parse_fx, parse_price, parse_transaction, CorporateEvent,
-};
+use navd::storage::{IngestBatch, Source};
+use projections::parse_transaction;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -37,29 +35,8 @@ async fn golden() -> TestApp {
         let t = parse_transaction(&raw).unwrap();
         b.transactions.push((t, Source::direct(off as i64, raw)));
     }
-    for (off, v) in list("prices").into_iter().enumerate() {
-        let raw = serde_json::to_vec(&v).unwrap();
-        b.prices
-            .push((parse_price(&raw).unwrap(), Source::direct(off as i64, raw)));
-    }
-    for (off, v) in list("corporate_actions").into_iter().enumerate() {
-        let raw = serde_json::to_vec(&v).unwrap();
-        let src = Source::direct(off as i64, raw.clone());
-        match parse_corporate_action(&raw).unwrap() {
-            CorporateEvent::Split(s) => b.splits.push((s, src)),
-            CorporateEvent::Action(a) => b.actions.push((a, src)),
-        }
-    }
-    for (off, v) in list("fx").into_iter().enumerate() {
-        let raw = serde_json::to_vec(&v).unwrap();
-        b.rates
-            .push((parse_fx(&raw).unwrap(), Source::direct(off as i64, raw)));
-    }
-    let mut tx = app.db.begin().await.unwrap();
-    let r = storage::ingest(&mut tx, b).await.unwrap();
-    tx.changed(&r.affected);
-    tx.prices_changed();
-    tx.commit().await.unwrap();
+    add_golden_market(&g, &mut b);
+    store_batch(&app.db, b).await;
     navd::projection::worker::refresh_all(&app.db, Clock::fixed(today))
         .await
         .unwrap();

@@ -269,11 +269,7 @@ async fn year_ends_stay_anchors_and_explain_replays_from_them() {
         projections::parse_split(&raw).unwrap(),
         navd::storage::Source::direct(1_000_000, raw),
     ));
-    let mut tx = app.db.begin().await.unwrap();
-    let r = navd::storage::ingest(&mut tx, b).await.unwrap();
-    tx.changed(&r.affected);
-    tx.prices_changed();
-    tx.commit().await.unwrap();
+    store_batch(&app.db, b).await;
     navd::projection::worker::refresh_all(&app.db, Clock::fixed(today))
         .await
         .unwrap();

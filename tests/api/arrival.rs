@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use crate::common::*;
 use navd::clock::Clock;
-use navd::storage::{self, DeadLetter, IngestBatch, Source};
+use navd::storage::{DeadLetter, IngestBatch, Source};
 use projections::{parse_price, parse_transaction};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -82,13 +82,7 @@ async fn run(g: &Value, batches: &[Vec<Item>]) -> Outcome {
     let today = day(g["today"].as_str().unwrap());
     let app = spawn_app(jwt_auth(), today).await;
     for items in batches {
-        let mut tx = app.db.begin().await.unwrap();
-        let r = storage::ingest(&mut tx, batch(items, &g["default_currency"]))
-            .await
-            .unwrap();
-        tx.changed(&r.affected);
-        tx.prices_changed();
-        tx.commit().await.unwrap();
+        store_batch(&app.db, batch(items, &g["default_currency"])).await;
         // A refresh between batches, as the worker may run one: what a
         // later batch undoes must be undone in the stored history too.
         navd::projection::worker::refresh_all(&app.db, Clock::fixed(today))

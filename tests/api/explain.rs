@@ -10,8 +10,8 @@ use std::str::FromStr;
 use crate::common::*;
 use crate::support::*;
 use navd::clock::Clock;
-use navd::storage::{self, IngestBatch, Source};
-use projections::{effective, parse_fx, parse_price, parse_split, parse_transaction, Transaction};
+use navd::storage::{IngestBatch, Source};
+use projections::{effective, parse_transaction, Transaction};
 use reqwest::StatusCode;
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -44,26 +44,8 @@ async fn book(text: &str) -> (TestApp, Value, Vec<Transaction>) {
         }
         b.transactions.push((t, src));
     }
-    for (off, v) in list("prices").into_iter().enumerate() {
-        let raw = serde_json::to_vec(&v).unwrap();
-        b.prices
-            .push((parse_price(&raw).unwrap(), Source::direct(off as i64, raw)));
-    }
-    for (off, v) in list("corporate_actions").into_iter().enumerate() {
-        let raw = serde_json::to_vec(&v).unwrap();
-        b.splits
-            .push((parse_split(&raw).unwrap(), Source::direct(off as i64, raw)));
-    }
-    for (off, v) in list("fx").into_iter().enumerate() {
-        let raw = serde_json::to_vec(&v).unwrap();
-        b.rates
-            .push((parse_fx(&raw).unwrap(), Source::direct(off as i64, raw)));
-    }
-    let mut tx = app.db.begin().await.unwrap();
-    let r = storage::ingest(&mut tx, b).await.unwrap();
-    tx.changed(&r.affected);
-    tx.prices_changed();
-    tx.commit().await.unwrap();
+    add_golden_market(&g, &mut b);
+    store_batch(&app.db, b).await;
     navd::projection::worker::refresh_all(&app.db, Clock::fixed(today))
         .await
         .unwrap();

@@ -442,16 +442,46 @@ pub fn batch_of(transactions: &[Value], prices: &[Value]) -> IngestBatch {
 /// the consumer does) publishes the change to `db`'s readers at once
 /// (other processes learn of it when its notification comes).
 pub async fn ingest(db: &Db, transactions: &[Value], prices: &[Value]) -> storage::IngestReport {
+    store_batch(db, batch_of(transactions, prices)).await
+}
+
+/// Stores `b` as [`ingest`] stores its events.
+pub async fn store_batch(db: &Db, b: IngestBatch) -> storage::IngestReport {
     let mut tx = db.begin().await.unwrap();
-    let r = storage::ingest(&mut tx, batch_of(transactions, prices))
-        .await
-        .unwrap();
+    let r = storage::ingest(&mut tx, b).await.unwrap();
     tx.changed(&r.affected);
     if r.prices_changed() {
         tx.prices_changed();
     }
     tx.commit().await.unwrap();
     r
+}
+
+/// Adds a golden book's market events to `b`, parsed as the consumer
+/// parses them: its `prices`, `corporate_actions` (splits and the others)
+/// and `fx`, each list's offsets from 0.
+pub fn add_golden_market(g: &Value, b: &mut IngestBatch) {
+    let list = |k: &str| g[k].as_array().cloned().unwrap_or_default();
+    for (off, v) in list("prices").into_iter().enumerate() {
+        let raw = serde_json::to_vec(&v).unwrap();
+        b.prices
+            .push((parse_price(&raw).unwrap(), Source::direct(off as i64, raw)));
+    }
+    for (off, v) in list("corporate_actions").into_iter().enumerate() {
+        let raw = serde_json::to_vec(&v).unwrap();
+        let src = Source::direct(off as i64, raw.clone());
+        match projections::parse_corporate_action(&raw).unwrap() {
+            projections::CorporateEvent::Split(s) => b.splits.push((s, src)),
+            projections::CorporateEvent::Action(a) => b.actions.push((a, src)),
+        }
+    }
+    for (off, v) in list("fx").into_iter().enumerate() {
+        let raw = serde_json::to_vec(&v).unwrap();
+        b.rates.push((
+            projections::parse_fx(&raw).unwrap(),
+            Source::direct(off as i64, raw),
+        ));
+    }
 }
 
 /// [`ingest`] as another process's consumer would store it: this process

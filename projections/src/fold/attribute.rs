@@ -153,7 +153,7 @@ impl DaySource for SortedDays<'_> {
 /// A log arriving in chunks (see [`walk_components_of`]).
 struct ChunkedDays<I> {
     chunks: I,
-    /// The chunk being walked, in fold order, settings events left out;
+    /// The chunk being walked, by day, settings events left out;
     /// `i`: its first transaction not yet walked.
     chunk: Vec<Transaction>,
     i: usize,
@@ -172,7 +172,9 @@ impl<I: Iterator<Item = Vec<Transaction>>> DaySource for ChunkedDays<I> {
             let at = self.chunk.len();
             self.chunk
                 .extend(next.into_iter().filter(|t| !is_settings(t)));
-            self.chunk[at..].sort_by_key(Transaction::fold_key);
+            // By day here, in fold order within the day below: a fold key
+            // is not free, and a sort by it computes each one many times.
+            self.chunk[at..].sort_by_key(|t| t.trade_date);
         }
         let i = self.i;
         let j = i + self.chunk[i..]
@@ -184,8 +186,7 @@ impl<I: Iterator<Item = Vec<Transaction>>> DaySource for ChunkedDays<I> {
             .iter()
             .filter(|t| t.trade_date == day)
             .collect();
-        // A day cut between two chunks: its two parts in one order.
-        todays.sort_by_key(|t| t.fold_key());
+        todays.sort_by_cached_key(|t| t.fold_key());
         f(&todays)
     }
 }

@@ -69,8 +69,19 @@ pub fn attribute(
     from: NaiveDate,
     to: NaiveDate,
 ) -> Result<Result<Option<Attribution>, Inconsistency>, AttributionError> {
+    linked(|each| walk_components(transactions, prices, from, to, each))
+}
+
+type Attributed = Result<Result<Option<Attribution>, Inconsistency>, AttributionError>;
+
+/// The attribution of the days `walk` gives the linker.
+fn linked(
+    walk: impl FnOnce(
+        &mut dyn FnMut(ComponentDay<'_>) -> Result<(), AttributionError>,
+    ) -> Result<Result<(), Inconsistency>, AttributionError>,
+) -> Attributed {
     let mut l = Linker::new();
-    let walked = walk_components(transactions, prices, from, to, |day| {
+    let walked = walk(&mut |day| {
         l.take(day);
         Ok(())
     })?;
@@ -91,15 +102,7 @@ pub fn attribute_of(
     from: NaiveDate,
     to: NaiveDate,
 ) -> Result<Result<Option<Attribution>, Inconsistency>, AttributionError> {
-    let mut l = Linker::new();
-    let walked = walk_components_of(start, chunks, prices, (from, to), |day| {
-        l.take(day);
-        Ok(())
-    })?;
-    if let Err(i) = walked {
-        return Ok(Err(i));
-    }
-    Ok(Ok(l.finish()?))
+    linked(|each| walk_components_of(start, chunks, prices, (from, to), each))
 }
 
 /// The running sums of a range, component by component: arrays by the

@@ -65,6 +65,19 @@ pub fn effective_of<'t>(
     best.filter(|b| !matches!(b.kind, Kind::Cancel))
 }
 
+/// [`effective`], without a copy when there is nothing to pick: a log
+/// with no correction and no cancel is its own effective set.
+pub(crate) fn effective_cow(stored: &[Transaction]) -> std::borrow::Cow<'_, [Transaction]> {
+    if stored
+        .iter()
+        .any(|t| t.correction.is_some() || matches!(t.kind, Kind::Cancel))
+    {
+        std::borrow::Cow::Owned(effective(stored))
+    } else {
+        std::borrow::Cow::Borrowed(stored)
+    }
+}
+
 /// The effective events of a set of stored transactions (see the module
 /// doc), in the order given. Settings events and originals nobody corrects
 /// are their own effective events.

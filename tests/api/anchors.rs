@@ -82,6 +82,17 @@ fn late() -> (Vec<Value>, Vec<Value>) {
     (vec![buy, amend], vec![close])
 }
 
+/// Sets every anchor's position in A to 1,000 shares.
+async fn tamper(pool: &sqlx::PgPool) {
+    sqlx::query(
+        "UPDATE portfolio_anchors
+            SET state = jsonb_set(state, '{positions,A,qty}', '\"1000\"')",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
 async fn anchors(pool: &sqlx::PgPool) -> Vec<NaiveDate> {
     sqlx::query_scalar("SELECT day FROM portfolio_anchors ORDER BY day")
         .fetch_all(pool)
@@ -163,13 +174,7 @@ async fn refolds_from_anchors_equal_the_fold_of_everything() {
 
     // An anchor is really what a refold starts from: one tampered with
     // shows in the records, until `calculate` refolds from D0.
-    sqlx::query(
-        "UPDATE portfolio_anchors
-            SET state = jsonb_set(state, '{positions,A,qty}', '\"1000\"')",
-    )
-    .execute(&app.pool)
-    .await
-    .unwrap();
+    tamper(&app.pool).await;
     let later = json!({"event_id": id(9002), "type": "buy", "portfolio_id": "anc",
         "symbol": "C", "quantity": "1", "price": "50", "trade_date": "2024-06-03",
         "schema_version": 2});
@@ -304,13 +309,7 @@ async fn year_ends_stay_anchors_and_explain_replays_from_them() {
     let calc = "/api/v1/portfolio/yrs/nav-history/calculate";
     assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
     assert!(anchors(&app.pool).await.contains(&day("2023-12-31")));
-    sqlx::query(
-        "UPDATE portfolio_anchors
-            SET state = jsonb_set(state, '{positions,A,qty}', '\"1000\"')",
-    )
-    .execute(&app.pool)
-    .await
-    .unwrap();
+    tamper(&app.pool).await;
     let k = days
         .iter()
         .position(|d| *d > day("2024-02-01"))

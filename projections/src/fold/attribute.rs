@@ -78,18 +78,8 @@ pub fn walk_components(
     to: NaiveDate,
     each: impl FnMut(ComponentDay<'_>) -> Result<(), AttributionError>,
 ) -> Result<Result<(), Inconsistency>, AttributionError> {
-    // Only a log with corrections needs its effective events picked (and
-    // copied), as in the fold.
-    let picked;
-    let effective = if transactions
-        .iter()
-        .any(|t| t.correction.is_some() || matches!(t.kind, crate::types::Kind::Cancel))
-    {
-        picked = crate::corrections::effective(transactions);
-        &picked[..]
-    } else {
-        transactions
-    };
+    let effective = crate::corrections::effective_cow(transactions);
+    let effective = &effective[..];
     let sorted = in_fold_order(effective, to);
     let Some(first) = sorted.first() else {
         return Ok(Ok(()));

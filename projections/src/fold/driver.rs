@@ -229,18 +229,8 @@ pub fn fold(
     prices: &PriceBook,
     as_of: NaiveDate,
 ) -> Result<FoldOutput, FoldError> {
-    // Only a log with corrections needs its effective events picked (and
-    // copied); the usual one is folded as given.
-    let picked;
-    let transactions = if transactions
-        .iter()
-        .any(|t| t.correction.is_some() || matches!(t.kind, crate::types::Kind::Cancel))
-    {
-        picked = crate::corrections::effective(transactions);
-        &picked[..]
-    } else {
-        transactions
-    };
+    let effective = crate::corrections::effective_cow(transactions);
+    let transactions = &effective[..];
     let sorted = in_fold_order(transactions, as_of);
     let Some(first) = sorted.first() else {
         return Ok(FoldOutput::empty());

@@ -41,11 +41,14 @@ pub struct Attribution {
     pub from: NaiveDate,
     pub to: NaiveDate,
     /// profit(to) − profit(from−1), carried to 20 decimal places (fewer
-    /// for sums past 10^8): the scale at which the P&L's sum is exact.
+    /// once the largest part or the whole reaches about 7.9 · 10^6, one
+    /// place for each further digit): the scale at which the P&L's sum is
+    /// exact.
     pub pnl: Decimal,
     /// NAV(to) / NAV(from−1) − 1, carried to 26 decimal places (fewer
-    /// past a return of 7,900 %): the scale at which the contributions'
-    /// sum is exact.
+    /// once the largest contribution or the return reaches about 7.9, a
+    /// return of ~790 %): the scale at which the contributions' sum is
+    /// exact.
     pub total_return: Decimal,
     /// By component name; Σ pnl = `pnl`, Σ contribution = `total_return`.
     pub components: Vec<ComponentShare>,

@@ -129,30 +129,12 @@ pub(crate) async fn read_explanation(
         }
     };
     let mut tx = storage::read_snapshot(db.pool()).await?;
-    let before = day.pred_opt().expect("date in range");
-    // The day before the previous one gives the previous point's flows.
-    let two_before = before.pred_opt().expect("date in range");
-    let (p, record, previous, earlier, anchor) = match &known {
+    let (p, [record, previous, earlier], anchor) = match &known {
         Some(k) => {
             let row = |d: NaiveDate| k.rows.iter().find(|r| r.record.date == d).cloned();
-            (
-                k.portfolio.clone(),
-                row(day),
-                row(before),
-                row(two_before),
-                None,
-            )
+            (k.portfolio.clone(), three_days(day).map(row), None)
         }
-        None => {
-            let p = storage::get_portfolio(&mut tx, id)
-                .await?
-                .ok_or(QueryError::NotFound)?;
-            // The three days in one read.
-            let rows = storage::load_history(&mut tx, id, Some(two_before), Some(day)).await?;
-            let row = |d: NaiveDate| rows.iter().find(|r| r.record.date == d).cloned();
-            let anchor = anchor_before(&mut tx, &p, day).await?;
-            (p, row(day), row(before), row(two_before), anchor)
-        }
+        None => stored_days(&mut tx, id, day).await?,
     };
     if let ReportedStatus::Inconsistent(i) = p.reported_status() {
         if i.day <= day {
@@ -196,6 +178,30 @@ pub(crate) async fn read_explanation(
     })
     .await
     .map_err(|e| QueryError::Failed(e.into()))?
+}
+
+/// The day, the one before it and the one before that (whose record gives
+/// the previous point's flows).
+fn three_days(day: NaiveDate) -> [NaiveDate; 3] {
+    let before = day.pred_opt().expect("date in range");
+    [day, before, before.pred_opt().expect("date in range")]
+}
+
+/// The stored portfolio, its records of [`three_days`] (in one read) and
+/// the anchor its day's replay may start from.
+async fn stored_days(
+    tx: &mut sqlx::PgConnection,
+    id: &str,
+    day: NaiveDate,
+) -> Result<(PortfolioRow, [Option<HistoryRow>; 3], Option<DayState>), ExplainFailure> {
+    let p = storage::get_portfolio(&mut *tx, id)
+        .await?
+        .ok_or(QueryError::NotFound)?;
+    let days = three_days(day);
+    let rows = storage::load_history(&mut *tx, id, Some(days[2]), Some(day)).await?;
+    let row = |d: NaiveDate| rows.iter().find(|r| r.record.date == d).cloned();
+    let anchor = anchor_before(tx, &p, day).await?;
+    Ok((p, days.map(row), anchor))
 }
 
 /// The newest stored anchor of `p` at the end of a day before `day` that

@@ -141,11 +141,12 @@ async fn set_extent(
         .await?;
     // A backfill is how an operator repairs a history: no older state is
     // trusted after it.
-    storage::anchors::drop_anchors_after(conn, &[(id, None)]).await?;
     // Except the year ends the backfill's own fold from D0 passed.
     let year_ends = super::refresh::year_end_anchors(run)?;
     let keeps: Vec<(&str, NaiveDate, &serde_json::value::RawValue)> =
         year_ends.iter().map(|(d, s)| (id, *d, &**s)).collect();
+    let again: Vec<(&str, NaiveDate)> = keeps.iter().map(|(p, d, _)| (*p, *d)).collect();
+    storage::anchors::drop_anchors_after(conn, &[(id, None)], &again).await?;
     storage::anchors::keep_anchors(conn, &keeps).await?;
     if p.pending_from.is_some_and(|d| d >= from && d <= to) {
         storage::delete_marks(conn, id, &p.mark_ids).await?;

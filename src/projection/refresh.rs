@@ -564,9 +564,10 @@ async fn write_anchors(
             kept.push((id, day, state));
         }
     }
-    storage::anchors::drop_anchors_after(conn, &drops).await?;
     let keeps: Vec<(&str, NaiveDate, &RawValue)> =
         kept.iter().map(|(p, d, s)| (*p, *d, &**s)).collect();
+    let again: Vec<(&str, NaiveDate)> = keeps.iter().map(|(p, d, _)| (*p, *d)).collect();
+    storage::anchors::drop_anchors_after(conn, &drops, &again).await?;
     storage::anchors::keep_anchors(conn, &keeps).await?;
     Ok(())
 }

@@ -89,7 +89,8 @@ pub(crate) async fn keep_anchors(
     sqlx::query(
         "INSERT INTO portfolio_anchors (portfolio_id, day, state)
          SELECT * FROM UNNEST($1::text[], $2::date[], $3::jsonb[])
-         ON CONFLICT (portfolio_id, day) DO UPDATE SET state = excluded.state",
+         ON CONFLICT (portfolio_id, day) DO UPDATE SET state = excluded.state
+          WHERE portfolio_anchors.state IS DISTINCT FROM excluded.state",
     )
     .bind(&ids)
     .bind(&days)
@@ -100,24 +101,33 @@ pub(crate) async fn keep_anchors(
 }
 
 /// Drops the anchors of each portfolio of `starts` dated after its day: a
-/// refold from there may have changed them. `None`: all of them.
+/// refold from there may have changed them. `None`: all of them. Those
+/// of `kept` (portfolio, day), which the refold keeps again, stay: a
+/// refold of an unchanged log then writes no anchor at all.
 pub(crate) async fn drop_anchors_after(
     conn: &mut PgConnection,
     starts: &[(&str, Option<NaiveDate>)],
+    kept: &[(&str, NaiveDate)],
 ) -> sqlx::Result<()> {
     if starts.is_empty() {
         return Ok(());
     }
     let ids: Vec<&str> = starts.iter().map(|(p, _)| *p).collect();
     let days: Vec<Option<NaiveDate>> = starts.iter().map(|(_, d)| *d).collect();
+    let kept_ids: Vec<&str> = kept.iter().map(|(p, _)| *p).collect();
+    let kept_days: Vec<NaiveDate> = kept.iter().map(|(_, d)| *d).collect();
     sqlx::query(
         "DELETE FROM portfolio_anchors a
           USING UNNEST($1::text[], $2::date[]) AS u(id, day)
           WHERE a.portfolio_id = u.id AND (u.day IS NULL OR a.day > u.day)
-            AND a.portfolio_id = ANY($1::text[])",
+            AND a.portfolio_id = ANY($1::text[])
+            AND NOT EXISTS (SELECT 1 FROM UNNEST($3::text[], $4::date[]) AS k(id, day)
+                             WHERE k.id = a.portfolio_id AND k.day = a.day)",
     )
     .bind(&ids)
     .bind(&days)
+    .bind(&kept_ids)
+    .bind(&kept_days)
     .execute(&mut *conn)
     .await?;
     Ok(())

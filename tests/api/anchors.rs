@@ -309,6 +309,23 @@ async fn year_ends_stay_anchors_and_explain_replays_from_them() {
     let calc = "/api/v1/portfolio/yrs/nav-history/calculate";
     assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
     assert!(anchors(&app.pool).await.contains(&day("2023-12-31")));
+    // A refold of an unchanged log keeps its year ends without writing
+    // them again (the rows' versions stay).
+    let versions = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT day::text || ':' || xmin::text FROM portfolio_anchors ORDER BY day",
+        )
+        .fetch_all(&app.pool)
+        .await
+        .unwrap()
+    };
+    let before = versions().await;
+    assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
+    assert_eq!(
+        versions().await,
+        before,
+        "calculate rewrote unchanged anchors"
+    );
     tamper(&app.pool).await;
     let k = days
         .iter()

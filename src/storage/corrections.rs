@@ -4,12 +4,17 @@
 //!
 //! `transactions` holds exactly the effective event of each logical
 //! transaction; every other version (a superseded revision, a cancel, a
-//! correction set aside) is in `transactions_superseded`. A batch's
+//! correction set aside) is in `transactions_superseded`. Which version is
+//! in effect is [`projections::effective_of`]'s rule ([`settle`] applies
+//! it to a logical transaction's versions). When the store holds no
+//! correction of a logical transaction the batch touches (the common case:
+//! an amendment of a stored trade), [`check`] knows every version already
+//! and settles it before anything is written: each new event goes straight
+//! to its table and only the stored original moves. Otherwise the batch's
 //! corrections, and the originals that stored corrections name, are written
-//! aside first; [`resolve`] then asks [`projections::effective_of`] (the
-//! rule) which version is in effect and moves rows between the two tables.
-//! What changed is handed to [`Invalidation::correction`], which says from
-//! which day the portfolio is refolded.
+//! aside first and [`resolve`] reads every version back. What changed is
+//! handed to [`Invalidation::correction`], which says from which day the
+//! portfolio is refolded.
 
 use std::collections::{HashMap, HashSet};
 
@@ -19,6 +24,7 @@ use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::dead_letters::{DeadLetter, Source};
+use super::orphans::{self, Orphan};
 use super::transactions::{transaction_of, COLUMNS};
 
 /// A new event of a batch with its source and fingerprint.
@@ -29,11 +35,43 @@ pub(super) type Fresh = (Transaction, Source, String);
 pub(super) struct Checked {
     /// The acceptable events, in batch order.
     pub(super) fresh: Vec<Fresh>,
-    /// Those written to `transactions_superseded` until [`resolve`] places
-    /// them.
+    /// Those to write to `transactions_superseded`: settled versions out of
+    /// effect, and the versions [`resolve`] places later.
     pub(super) aside: HashSet<Uuid>,
-    /// The logical transactions (portfolio, original id) to resolve.
+    /// The logical transactions (portfolio, original id) [`resolve`] reads
+    /// back from the store.
     pub(super) keys: Vec<(String, Uuid)>,
+    /// The events judged to enter the fold's log as they are written (as
+    /// if every correction were resolved after the batch was stored).
+    logged: HashSet<Uuid>,
+    /// What settling in memory leaves for the store to do.
+    settled: Settled,
+}
+
+impl Checked {
+    /// The new events that enter the fold's log as new transactions (not
+    /// by a correction): each invalidates its portfolio from its date.
+    pub(super) fn new_in_log(&self) -> impl Iterator<Item = &Transaction> {
+        self.fresh
+            .iter()
+            .map(|(t, _, _)| t)
+            .filter(|t| self.logged.contains(&t.event_id))
+    }
+}
+
+/// The store's part of the logical transactions settled in memory, done by
+/// [`apply_settled`] once the batch's events are written.
+#[derive(Debug, Default)]
+struct Settled {
+    /// Stored versions to move out of the fold's log, and into it.
+    out_of_log: Vec<Transaction>,
+    into_log: Vec<Transaction>,
+    /// Versions (new ones among them) whose corrections were refused.
+    voided: Vec<Transaction>,
+    /// Corrections whose target is not stored yet.
+    orphans: Vec<Orphan>,
+    /// New events stored corrections were waiting for.
+    arrived: Vec<Uuid>,
 }
 
 /// What is known of an event a correction may name.
@@ -50,19 +88,28 @@ type Named = HashMap<Uuid, Vec<(Uuid, String, u32)>>;
 /// Refuses, as dead letters, the corrections the store contradicts (a
 /// target that is a correction or a settings event, or of another
 /// portfolio; a revision its portfolio already stored by another event);
-/// says which of the rest go aside and which logical transactions to
-/// resolve, among them those whose stored corrections name an event of
-/// this batch.
+/// settles the logical transactions whose every version is known here
+/// (telling `invalid` what changed) and says which new events go aside
+/// and which logical transactions [`resolve`] reads back, among them those
+/// whose stored corrections name an event of this batch.
 pub(super) async fn check(
     conn: &mut PgConnection,
     fresh: Vec<Fresh>,
+    invalid: &mut Invalidation,
     dead: &mut Vec<DeadLetter>,
 ) -> sqlx::Result<Checked> {
     let mut out = Checked::default();
     if fresh.is_empty() {
         return Ok(out);
     }
-    let (mut named, mut known) = stored_context(conn, &fresh).await?;
+    let Context {
+        mut named,
+        mut known,
+        originals,
+    } = stored_context(conn, &fresh).await?;
+    // The ids some stored correction names: a logical transaction among
+    // them has versions only the store can list.
+    let stored_named: HashSet<Uuid> = named.keys().copied().collect();
     let mut resolve: HashSet<(String, Uuid)> = HashSet::new();
     // Judged originals first, corrections after: a batch's order is the
     // order its partitions' messages happened to interleave in, and a
@@ -81,7 +128,6 @@ pub(super) async fn check(
         let Some((t, src, fp)) = slots[i].take() else {
             continue;
         };
-        let pid = t.portfolio_id.as_str().to_string();
         if let Some(reason) = refusal(&t, &known, &named) {
             dead.push(DeadLetter {
                 source: src,
@@ -89,71 +135,207 @@ pub(super) async fn check(
             });
             continue;
         }
-        match t.correction {
-            Some(c) => {
-                named
-                    .entry(c.corrects)
-                    .or_default()
-                    .push((t.event_id, pid.clone(), c.revision));
-                out.aside.insert(t.event_id);
-                resolve.insert((pid.clone(), c.corrects));
-            }
-            None if named.contains_key(&t.event_id) && correctable(&t) => {
-                out.aside.insert(t.event_id);
-            }
-            _ => {}
-        }
-        // Corrections stored before the event they name: each portfolio's
-        // are judged again now that the target is known (those of another
-        // portfolio, or naming a correction or a settings event, go aside
-        // as dead letters), so the outcome does not depend on which came
-        // first.
-        if let Some(versions) = named.get(&t.event_id) {
-            resolve.insert((pid.clone(), t.event_id));
-            for (_, p, _) in versions {
-                resolve.insert((p.clone(), t.event_id));
-            }
-        }
-        known.insert(
-            t.event_id,
-            Target {
-                portfolio: pid,
-                corrects: t.correction.map(|c| c.corrects),
-                settings: matches!(t.kind, Kind::PortfolioSettings { .. }),
-            },
-        );
+        admit(&t, &mut out.aside, &mut named, &mut known, &mut resolve);
         accepted.push((i, (t, src, fp)));
     }
     accepted.sort_by_key(|(i, _)| *i);
     out.fresh = accepted.into_iter().map(|(_, f)| f).collect();
-    out.keys = resolve.into_iter().collect();
+    out.logged = out
+        .fresh
+        .iter()
+        .map(|(t, _, _)| t.event_id)
+        .filter(|id| !out.aside.contains(id))
+        .collect();
+    note_orphans(&mut out, &known, &stored_named);
+    let (stored, memory): (Vec<_>, Vec<_>) = resolve
+        .into_iter()
+        .partition(|(_, key)| stored_named.contains(key));
+    out.keys = stored;
     out.keys.sort();
+    settle_in_memory(&mut out, memory, &originals, invalid, dead);
     Ok(out)
 }
 
-/// What the store holds that `fresh` may touch: the stored corrections
-/// naming any of its events (an original, or a correction a later one may
-/// name) and what is known of the events its corrections name.
-async fn stored_context(
-    conn: &mut PgConnection,
-    fresh: &[Fresh],
-) -> sqlx::Result<(Named, HashMap<Uuid, Target>)> {
+/// Takes in an accepted event `t`: whether it goes aside, which logical
+/// transactions it makes [`resolve`]'s, and what is now known of it.
+fn admit(
+    t: &Transaction,
+    aside: &mut HashSet<Uuid>,
+    named: &mut Named,
+    known: &mut HashMap<Uuid, Target>,
+    resolve: &mut HashSet<(String, Uuid)>,
+) {
+    let pid = t.portfolio_id.as_str().to_string();
+    match t.correction {
+        Some(c) => {
+            named
+                .entry(c.corrects)
+                .or_default()
+                .push((t.event_id, pid.clone(), c.revision));
+            aside.insert(t.event_id);
+            resolve.insert((pid.clone(), c.corrects));
+        }
+        None if named.contains_key(&t.event_id) && correctable(t) => {
+            aside.insert(t.event_id);
+        }
+        _ => {}
+    }
+    // Corrections stored before the event they name: each portfolio's
+    // are judged again now that the target is known (those of another
+    // portfolio, or naming a correction or a settings event, go aside
+    // as dead letters), so the outcome does not depend on which came
+    // first.
+    if let Some(versions) = named.get(&t.event_id) {
+        resolve.insert((pid.clone(), t.event_id));
+        for (_, p, _) in versions {
+            resolve.insert((p.clone(), t.event_id));
+        }
+    }
+    known.insert(
+        t.event_id,
+        Target {
+            portfolio: pid,
+            corrects: t.correction.map(|c| c.corrects),
+            settings: matches!(t.kind, Kind::PortfolioSettings { .. }),
+        },
+    );
+}
+
+/// Notes in `out` its corrections whose target is not stored (`known`
+/// after the batch), and its events corrections stored before were
+/// waiting for (`stored_named`).
+fn note_orphans(out: &mut Checked, known: &HashMap<Uuid, Target>, stored_named: &HashSet<Uuid>) {
+    for (t, _, _) in &out.fresh {
+        if let Some(c) = t.correction.filter(|c| !known.contains_key(&c.corrects)) {
+            let pid = t.portfolio_id.as_str().to_string();
+            out.settled
+                .orphans
+                .push((c.corrects, t.event_id, pid, c.revision));
+        }
+        if stored_named.contains(&t.event_id) {
+            out.settled.arrived.push(t.event_id);
+        }
+    }
+}
+
+/// Settles `keys`, logical transactions no stored correction names: their
+/// versions are the batch's events and the stored originals `stored` (read
+/// by [`stored_context`]). New events change table before they are
+/// written; stored ones are left to [`apply_settled`].
+fn settle_in_memory(
+    out: &mut Checked,
+    mut keys: Vec<(String, Uuid)>,
+    stored: &[Version],
+    invalid: &mut Invalidation,
+    dead: &mut Vec<DeadLetter>,
+) {
+    if keys.is_empty() {
+        return;
+    }
+    keys.sort();
+    let wanted: HashSet<Uuid> = keys.iter().map(|(_, k)| *k).collect();
+    let mut versions: Vec<Version> = stored
+        .iter()
+        .filter(|v| wanted.contains(&v.tx.event_id))
+        .cloned()
+        .collect();
+    let mut new: HashSet<Uuid> = HashSet::new();
+    for (i, (t, src, _)) in out.fresh.iter().enumerate() {
+        if !wanted.contains(&t.event_id)
+            && !t.correction.is_some_and(|c| wanted.contains(&c.corrects))
+        {
+            continue;
+        }
+        let mut tx = t.clone();
+        // The log positions [`insert_transactions`] will give: after every
+        // stored one, in batch order (ties between versions are broken by
+        // them).
+        tx.seq = UNWRITTEN_SEQ + i as i64;
+        new.insert(t.event_id);
+        versions.push(Version {
+            tx,
+            in_log: out.logged.contains(&t.event_id),
+            origin: (src.topic.clone(), src.partition, src.offset),
+        });
+    }
+    let moves = settle(&keys, &versions, invalid, dead);
+    for t in moves.out_of_log {
+        match new.contains(&t.event_id) {
+            true => drop(out.aside.insert(t.event_id)),
+            false => out.settled.out_of_log.push(t.clone()),
+        }
+    }
+    for t in moves.into_log {
+        match new.contains(&t.event_id) {
+            true => drop(out.aside.remove(&t.event_id)),
+            false => out.settled.into_log.push(t.clone()),
+        }
+    }
+    out.settled.voided = moves.voided.into_iter().cloned().collect();
+}
+
+/// Above every log position the sequence will hand out for years (it
+/// counts events), so a batch's events order after the stored ones.
+const UNWRITTEN_SEQ: i64 = 1 << 60;
+
+/// What the store holds that a batch may touch.
+struct Context {
+    /// The stored corrections naming any of its events (an original, or a
+    /// correction a later one may name) or an event its corrections name.
+    named: Named,
+    /// What is known of the stored events its corrections name.
+    known: HashMap<Uuid, Target>,
+    /// Those events' stored rows.
+    originals: Vec<Version>,
+}
+
+/// The [`Context`] of `fresh`.
+async fn stored_context(conn: &mut PgConnection, fresh: &[Fresh]) -> sqlx::Result<Context> {
     // A correction's own id too: corrections stored before it may name it.
-    let keys: Vec<Uuid> = fresh
-        .iter()
-        .flat_map(|(t, _, _)| [t.event_id, t.logical_id()])
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
+    // Any correction stored before one of these events (all new) arrived
+    // waits among the orphans; only the ids the batch's corrections name
+    // need the look-up of every stored correction.
+    let ids: Vec<Uuid> = unique(fresh.iter().map(|(t, _, _)| t.event_id));
+    let targets: Vec<Uuid> = unique(
+        fresh
+            .iter()
+            .filter_map(|(t, _, _)| t.correction.map(|c| c.corrects)),
+    );
     probes_only(conn, true).await?;
-    let named = stored_corrections(conn, &keys).await?;
-    let targets: Vec<Uuid> = fresh
-        .iter()
-        .filter_map(|(t, _, _)| t.correction.map(|c| c.corrects))
-        .collect();
-    let known = stored_targets(conn, &targets).await?;
+    let mut found = orphans::naming(conn, &ids).await?;
+    found.extend(stored_corrections(conn, &targets).await?);
+    let mut named = Named::new();
+    let mut seen: HashSet<Uuid> = HashSet::new();
+    for (corrects, id, pid, revision) in found {
+        // An orphan naming an event of the batch that a correction of the
+        // batch names too is found by both look-ups.
+        if seen.insert(id) {
+            named.entry(corrects).or_default().push((id, pid, revision));
+        }
+    }
+    let originals = stored_versions(conn, &targets).await?;
     probes_only(conn, false).await?;
-    Ok((named, known))
+    let known = originals
+        .iter()
+        .map(|v| {
+            let target = Target {
+                portfolio: v.tx.portfolio_id.as_str().to_string(),
+                corrects: v.tx.correction.map(|c| c.corrects),
+                settings: matches!(v.tx.kind, Kind::PortfolioSettings { .. }),
+            };
+            (v.tx.event_id, target)
+        })
+        .collect();
+    Ok(Context {
+        named,
+        known,
+        originals,
+    })
+}
+
+/// `ids` without repeats.
+fn unique(ids: impl Iterator<Item = Uuid>) -> Vec<Uuid> {
+    ids.collect::<HashSet<_>>().into_iter().collect()
 }
 
 /// Whether a correction may name `t` as its original.
@@ -233,8 +415,11 @@ const PROBES_OFF: &str =
      SET LOCAL enable_hashjoin TO DEFAULT; SET LOCAL enable_mergejoin TO DEFAULT; \
      SET LOCAL max_parallel_workers_per_gather TO DEFAULT";
 
-/// The stored corrections naming any of `keys`, by the id they name.
-async fn stored_corrections(conn: &mut PgConnection, keys: &[Uuid]) -> sqlx::Result<Named> {
+/// The stored corrections naming any of `keys`.
+async fn stored_corrections(conn: &mut PgConnection, keys: &[Uuid]) -> sqlx::Result<Vec<Orphan>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
     let rows: Vec<(Uuid, Uuid, String, i32)> = sqlx::query_as(
         // Joined to the keys rather than `corrects = ANY(keys)`: a batch
         // asks for thousands of keys, and a table the planner still takes
@@ -257,33 +442,37 @@ async fn stored_corrections(conn: &mut PgConnection, keys: &[Uuid]) -> sqlx::Res
     .bind(keys)
     .fetch_all(&mut *conn)
     .await?;
-    let mut named = Named::new();
-    for (corrects, id, pid, revision) in rows {
-        named
-            .entry(corrects)
-            .or_default()
-            .push((id, pid, u32::try_from(revision).unwrap_or(0)));
-    }
-    Ok(named)
+    Ok(rows
+        .into_iter()
+        .map(|(c, e, p, r)| (c, e, p, u32::try_from(r).unwrap_or(0)))
+        .collect())
 }
 
-/// What the store knows of the events `ids` name.
-async fn stored_targets(
-    conn: &mut PgConnection,
-    ids: &[Uuid],
-) -> sqlx::Result<HashMap<Uuid, Target>> {
-    let rows = rows_of(conn, ids, "event_id, portfolio_id, kind, corrects").await?;
-    let mut out = HashMap::with_capacity(rows.len());
+/// The stored versions that are the events `ids`, wherever they are.
+async fn stored_versions(conn: &mut PgConnection, ids: &[Uuid]) -> sqlx::Result<Vec<Version>> {
+    let rows = rows_of(conn, ids, COLUMNS).await?;
+    versions_of(rows, |_, _| true).map_err(|e| sqlx::Error::Decode(e.into()))
+}
+
+/// The versions of `rows` (as [`rows_of`] reads them) that `keep` (given
+/// the portfolio and the event id) keeps.
+fn versions_of(
+    rows: Vec<sqlx::postgres::PgRow>,
+    keep: impl Fn(&str, &Uuid) -> bool,
+) -> anyhow::Result<Vec<Version>> {
+    let mut out = Vec::with_capacity(rows.len());
     for r in rows {
-        let kind: String = r.try_get("kind")?;
-        out.insert(
-            r.try_get("event_id")?,
-            Target {
-                portfolio: r.try_get("portfolio_id")?,
-                corrects: r.try_get("corrects")?,
-                settings: kind == "portfolio_settings",
-            },
-        );
+        let pid_text: &str = r.try_get("portfolio_id")?;
+        let id: Uuid = r.try_get("event_id")?;
+        if !keep(pid_text, &id) {
+            continue;
+        }
+        let pid = PortfolioId::parse(pid_text)?;
+        out.push(Version {
+            tx: transaction_of(&r, pid, true)?,
+            in_log: r.try_get("in_log")?,
+            origin: origin_of(&r)?,
+        });
     }
     Ok(out)
 }
@@ -353,7 +542,8 @@ async fn rows_of(
     .await
 }
 
-/// One stored version of a logical transaction, and where it is.
+/// One version of a logical transaction, and where it is.
+#[derive(Debug, Clone)]
 struct Version {
     tx: Transaction,
     in_log: bool,
@@ -409,8 +599,8 @@ fn retracted(v: &Version, reason: &str) -> DeadLetter {
 }
 
 /// Places the effective version of each logical transaction of `keys` in
-/// the fold's log and every other version aside; tells `invalid` what
-/// changed.
+/// the fold's log and every other version aside, reading every version
+/// from the store; tells `invalid` what changed.
 pub(super) async fn resolve(
     conn: &mut PgConnection,
     keys: &[(String, Uuid)],
@@ -424,9 +614,48 @@ pub(super) async fn resolve(
     let versions = load_versions(conn, keys)
         .await
         .map_err(|e| sqlx::Error::Decode(e.into()))?;
-    let mut out_of_log: Vec<&Transaction> = Vec::new();
-    let mut into_log: Vec<&Transaction> = Vec::new();
-    let mut voided: Vec<&Transaction> = Vec::new();
+    let moves = settle(keys, &versions, invalid, dead);
+    move_versions(conn, &moves.out_of_log, &moves.into_log).await?;
+    void_versions(conn, &moves.voided).await?;
+    probes_only(conn, false).await
+}
+
+/// Does what settling in memory ([`check`]) left to the store, once the
+/// batch's events are written: moves the stored versions, stamps the
+/// voided ones, keeps the orphans.
+pub(super) async fn apply_settled(conn: &mut PgConnection, checked: &Checked) -> sqlx::Result<()> {
+    let s = &checked.settled;
+    if !(s.out_of_log.is_empty() && s.into_log.is_empty()) {
+        probes_only(conn, true).await?;
+        let out: Vec<&Transaction> = s.out_of_log.iter().collect();
+        let into: Vec<&Transaction> = s.into_log.iter().collect();
+        move_versions(conn, &out, &into).await?;
+        probes_only(conn, false).await?;
+    }
+    void_versions(conn, &s.voided.iter().collect::<Vec<_>>()).await?;
+    orphans::update(conn, &s.orphans, &s.arrived).await
+}
+
+/// What settling logical transactions changes: the versions to move out of
+/// the fold's log and into it, and those whose corrections were refused.
+#[derive(Debug, Default)]
+struct Moves<'v> {
+    out_of_log: Vec<&'v Transaction>,
+    into_log: Vec<&'v Transaction>,
+    voided: Vec<&'v Transaction>,
+}
+
+/// Which of `versions` (every version of the logical transactions `keys`,
+/// each marked in the log or not) is in effect: what moves, the dead
+/// letters of corrections refused now that their target is known, and
+/// what changed for `invalid`.
+fn settle<'v>(
+    keys: &[(String, Uuid)],
+    versions: &'v [Version],
+    invalid: &mut Invalidation,
+    dead: &mut Vec<DeadLetter>,
+) -> Moves<'v> {
+    let mut moves = Moves::default();
     for (pid, key) in keys {
         let group: Vec<&Version> = versions
             .iter()
@@ -445,7 +674,7 @@ pub(super) async fn resolve(
             // Deduplicated by the dead letters' key (the Kafka position):
             // a later batch that resolves the key again adds none.
             dead.extend(corrections.clone().map(|v| retracted(v, reason)));
-            voided.extend(corrections.clone().map(|v| &v.tx));
+            moves.voided.extend(corrections.clone().map(|v| &v.tx));
         }
         let pick = match void {
             Some(_) => None,
@@ -456,7 +685,7 @@ pub(super) async fn resolve(
         let current = group.iter().find(|v| v.in_log).map(|v| &v.tx);
         for v in group.iter().filter(|v| v.in_log) {
             if pick.is_none_or(|p| p.event_id != v.tx.event_id) {
-                out_of_log.push(&v.tx);
+                moves.out_of_log.push(&v.tx);
             }
         }
         if let Some(p) = pick {
@@ -464,16 +693,14 @@ pub(super) async fn resolve(
                 .iter()
                 .any(|v| v.in_log && v.tx.event_id == p.event_id)
             {
-                into_log.push(p);
+                moves.into_log.push(p);
             }
         }
         if current.map(|t| t.event_id) != pick.map(|t| t.event_id) {
             invalid.correction(current, pick);
         }
     }
-    move_versions(conn, &out_of_log, &into_log).await?;
-    void_versions(conn, &voided).await?;
-    probes_only(conn, false).await
+    moves
 }
 
 /// Every stored version of the logical transactions `keys`, in both tables.
@@ -500,22 +727,11 @@ async fn load_versions(
         .await?,
     );
     let wanted: HashSet<&str> = keys.iter().map(|(p, _)| p.as_str()).collect();
-    let mut out = Vec::with_capacity(rows.len());
-    for r in rows {
-        let pid_text: &str = r.try_get("portfolio_id")?;
-        // The originals of other portfolios too: they void the corrections.
-        let id: Uuid = r.try_get("event_id")?;
-        if !wanted.contains(pid_text) && !k.contains(&id) {
-            continue;
-        }
-        let pid = PortfolioId::parse(pid_text)?;
-        out.push(Version {
-            tx: transaction_of(&r, pid, true)?,
-            in_log: r.try_get("in_log")?,
-            origin: origin_of(&r)?,
-        });
-    }
-    Ok(out)
+    let originals: HashSet<Uuid> = k.iter().copied().collect();
+    // The originals of other portfolios too: they void the corrections.
+    versions_of(rows, |pid, id| {
+        wanted.contains(pid) || originals.contains(id)
+    })
 }
 
 /// Where a stored version was read from; a row stored without its origin

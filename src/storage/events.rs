@@ -92,19 +92,17 @@ pub async fn ingest_sharded(
         &mut dead,
     )
     .await?;
-    let checked = super::corrections::check(conn, fresh, &mut dead).await?;
-    let fresh = checked.fresh;
-    if !fresh.is_empty() {
-        insert_transactions(conn, &fresh, &checked.aside).await?;
-        report.transactions_stored = fresh.len();
+    let checked = super::corrections::check(conn, fresh, &mut invalid, &mut dead).await?;
+    if !checked.fresh.is_empty() {
+        insert_transactions(conn, &checked.fresh, &checked.aside).await?;
+        report.transactions_stored = checked.fresh.len();
     }
-    for (t, _, _) in fresh
-        .iter()
-        .filter(|(t, _, _)| !checked.aside.contains(&t.event_id))
-    {
+    for t in checked.new_in_log() {
         invalid.transaction(t);
     }
+    super::corrections::apply_settled(conn, &checked).await?;
     super::corrections::resolve(conn, &checked.keys, &mut invalid, &mut dead).await?;
+    let fresh = checked.fresh;
     report.prices_stored = store_prices(conn, &batch.prices, &mut invalid).await?;
     let splits = store_splits(conn, batch.splits, &mut dead).await?;
     report.splits_stored = splits.len();

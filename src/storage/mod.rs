@@ -67,6 +67,7 @@ pub(crate) mod market;
 pub(crate) mod marks;
 pub(crate) mod numeric;
 pub(crate) mod offsets;
+pub(crate) mod orphans;
 pub mod outbox;
 pub mod portfolios;
 pub mod price_cache;

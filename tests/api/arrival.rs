@@ -76,6 +76,34 @@ struct Outcome {
     /// (event id, reason) of the dead letters, the reason up to what says
     /// it was refused after it was stored.
     dead: BTreeSet<(String, String)>,
+    /// (named id, correction) of the corrections waiting for their target.
+    orphans: BTreeSet<(uuid::Uuid, uuid::Uuid)>,
+}
+
+/// The corrections waiting for their target, as kept, after checking that
+/// they are exactly the stored corrections whose target is not stored.
+async fn orphans(pool: &sqlx::PgPool) -> BTreeSet<(uuid::Uuid, uuid::Uuid)> {
+    let kept: Vec<(uuid::Uuid, uuid::Uuid)> =
+        sqlx::query_as("SELECT corrects, event_id FROM correction_orphans")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    let waiting: Vec<(uuid::Uuid, uuid::Uuid)> = sqlx::query_as(
+        "SELECT corrects, event_id FROM transactions WHERE corrects IS NOT NULL
+         UNION ALL
+         SELECT corrects, event_id FROM transactions_superseded WHERE corrects IS NOT NULL
+         EXCEPT ALL
+         SELECT c.corrects, c.event_id
+           FROM (SELECT corrects, event_id FROM transactions
+                 UNION ALL SELECT corrects, event_id FROM transactions_superseded) c
+           JOIN event_ids e ON e.event_id = c.corrects",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let kept: BTreeSet<_> = kept.into_iter().collect();
+    assert_eq!(kept, waiting.into_iter().collect::<BTreeSet<_>>());
+    kept
 }
 
 async fn run(g: &Value, batches: &[Vec<Item>]) -> Outcome {
@@ -83,6 +111,9 @@ async fn run(g: &Value, batches: &[Vec<Item>]) -> Outcome {
     let app = spawn_app(jwt_auth(), today).await;
     for items in batches {
         store_batch(&app.db, batch(items, &g["default_currency"])).await;
+        // Between batches too: a correction waits exactly while its target
+        // is not stored.
+        orphans(&app.pool).await;
         // A refresh between batches, as the worker may run one: what a
         // later batch undoes must be undone in the stored history too.
         navd::projection::worker::refresh_all(&app.db, Clock::fixed(today))
@@ -117,6 +148,7 @@ async fn run(g: &Value, batches: &[Vec<Item>]) -> Outcome {
         statuses,
         logs: logs.into_iter().collect(),
         dead,
+        orphans: orphans(&app.pool).await,
     }
 }
 

@@ -160,7 +160,7 @@ impl BinaryRows {
     }
 
     /// The finished payload (with its trailer).
-    fn finish(mut self) -> Vec<u8> {
+    pub(super) fn finish(mut self) -> Vec<u8> {
         self.buf.extend_from_slice(&(-1i16).to_be_bytes());
         self.buf
     }

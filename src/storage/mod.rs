@@ -17,6 +17,7 @@
 //! - [`actions`]: spin-offs, mergers and symbol changes as a batch writes
 //!   them, and read back with the symbols they link;
 //! - [`copy`]: rows in the binary `COPY` format (how event rows go in);
+//! - [`copy_out`]: rows read in that format (how a portfolio's log comes out);
 //! - [`numeric`]: PostgreSQL's binary `numeric`, both ways;
 //! - [`dead_letters`]: messages that are not valid events;
 //! - [`offsets`]: where each partition resumes (the truth behind exactly-once);
@@ -51,6 +52,7 @@ pub(crate) mod audit;
 pub(crate) mod changes;
 pub(crate) mod composite;
 pub mod copy;
+pub mod copy_out;
 pub(crate) mod corrections;
 pub mod dashboard;
 pub(crate) mod db;

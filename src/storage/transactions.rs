@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use futures::TryStreamExt;
 use projections::{
     CashMode, Currency, Dividend, Kind, PortfolioId, Reinvest, Symbol, Trade, Transaction,
@@ -17,6 +17,7 @@ use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::copy::{copy_in, BinaryRows};
+use super::copy_out::{self, CopyRow};
 use super::dead_letters::{reused_reason, DeadLetter, Source};
 use super::layout::UuidShards;
 
@@ -251,10 +252,11 @@ pub async fn load_transactions(
 /// Transactions of one portfolio with `after < trade_date <= through`
 /// given to `sink` in chunks of [`CHUNK`] as they arrive, in the log key's
 /// order (trade date, then sequence); a day may be cut between two
-/// chunks. `sink` returns false to stop the read. The leaves of the log's
-/// covering key, decoded as they arrive (navd decodes while PostgreSQL
-/// still sends: ~20 ms of each for a ten-year log), without the portfolio
-/// id the group reader ([`load_transactions_many`]) decodes for each row.
+/// chunks. `sink` returns false to take no more (the rest is still read
+/// off the connection). The leaves of the log's covering key, read as a
+/// binary `COPY` ([`copy_out`]) and decoded as they arrive, without the
+/// portfolio id the group reader ([`load_transactions_many`]) decodes for
+/// each row.
 pub(crate) async fn stream_transactions(
     conn: &mut PgConnection,
     portfolio_id: &str,
@@ -262,31 +264,62 @@ pub(crate) async fn stream_transactions(
     mut sink: impl FnMut(Vec<Transaction>) -> bool,
 ) -> anyhow::Result<()> {
     let pid = PortfolioId::parse(portfolio_id)?;
-    let mut rows = sqlx::query(
-        "SELECT event_id, kind, symbol, quantity, price, fee, trade_date, occurred_at, seq,
-                amount, tax, cost_basis, pay_date, reinvest_quantity, reinvest_price,
-                cash_mode, base_currency, currency, fx_rate
-           FROM transactions
-          WHERE portfolio_id = $1::text AND trade_date <= $2::date
-            AND trade_date > COALESCE($3::date, '-infinity'::date)",
-    )
-    .bind(portfolio_id)
-    .bind(through)
-    .bind(after)
-    // Planned for these bounds (see load_transactions_many).
-    .persistent(false)
-    .fetch(&mut *conn);
+    // A parsed portfolio id and dates: plain literals (no bind parameters
+    // in a COPY). Planned for these bounds, as a custom plan.
+    let after = match after {
+        Some(d) => format!(
+            " AND trade_date > {}::date",
+            copy_out::literal(&d.to_string())?
+        ),
+        None => String::new(),
+    };
+    let statement = format!(
+        "COPY (SELECT {} FROM transactions
+                WHERE portfolio_id = {} AND trade_date <= {}::date{after})
+         TO STDOUT (FORMAT binary)",
+        TX_COLUMNS.join(", "),
+        copy_out::literal(pid.as_str())?,
+        copy_out::literal(&through.to_string())?,
+    );
+    let mut stream = conn.copy_out_raw(&statement).await?;
+    let mut payload = copy_out::CopyOut::default();
     let mut chunk = Vec::with_capacity(CHUNK);
-    let mut columns: Option<TxColumns> = None;
-    while let Some(r) = rows.try_next().await? {
-        let at = match columns {
-            Some(at) => at,
-            None => *columns.insert(TxColumns::of(&r, false)?),
-        };
-        chunk.push(transaction_at(&r, &at, pid.clone())?);
-        if chunk.len() == CHUNK && !sink(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK))) {
-            return Ok(());
+    let (mut taking, mut failed) = (true, None);
+    // Read to the end whatever happens: a `COPY` left unread would leave
+    // its messages in the connection's way.
+    while let Some(bytes) = stream.try_next().await? {
+        if !taking {
+            continue;
         }
+        payload.push(&bytes);
+        let mut rows = || -> anyhow::Result<bool> {
+            while let Some(fields) = payload.next_row::<{ TX_COLUMNS.len() }>()? {
+                let row = CopyRow {
+                    bytes: payload.bytes(),
+                    fields: &fields,
+                };
+                chunk.push(transaction_from(&row, pid.clone())?);
+                if chunk.len() == CHUNK
+                    && !sink(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK)))
+                {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        };
+        match rows() {
+            Ok(more) => taking = more,
+            Err(e) => (taking, failed) = (false, Some(e)),
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if !taking {
+        return Ok(());
+    }
+    if !payload.ended() {
+        anyhow::bail!("binary COPY from the server: the payload ended before its trailer");
     }
     if !chunk.is_empty() {
         sink(chunk);
@@ -414,7 +447,7 @@ const TX_COLUMNS: [&str; 19] = [
 
 /// A column of [`TX_COLUMNS`].
 #[derive(Debug, Clone, Copy)]
-enum Col {
+pub(super) enum Col {
     EventId,
     Kind,
     Symbol,
@@ -486,32 +519,131 @@ pub(super) fn transaction_at(
     at: &TxColumns,
     portfolio_id: PortfolioId,
 ) -> anyhow::Result<Transaction> {
-    let correction = match at.correction {
-        None => None,
-        Some((c, v)) => match (
-            r.try_get_unchecked::<Option<Uuid>, _>(c)?,
-            r.try_get_unchecked::<Option<i32>, _>(v)?,
-        ) {
-            (Some(corrects), Some(revision)) => Some(projections::Correction {
-                corrects,
-                revision: u32::try_from(revision)?,
-            }),
-            _ => None,
-        },
-    };
+    transaction_from(&PgTx { r, at }, portfolio_id)
+}
+
+/// A stored transaction row, read column by column: from the driver's
+/// rows ([`PgTx`]) or from a binary `COPY` ([`CopyRow`]).
+pub(super) trait TxRow {
+    /// Column `c` as text; `None`: `NULL`.
+    fn text(&self, c: Col) -> anyhow::Result<Option<&str>>;
+    fn decimal(&self, c: Col) -> anyhow::Result<Option<Decimal>>;
+    fn date(&self, c: Col) -> anyhow::Result<Option<NaiveDate>>;
+    fn instant(&self, c: Col) -> anyhow::Result<Option<DateTime<Utc>>>;
+    fn uuid(&self, c: Col) -> anyhow::Result<Uuid>;
+    fn int8(&self, c: Col) -> anyhow::Result<i64>;
+    /// `corrects` and `revision`, when the statement read them.
+    fn correction(&self) -> anyhow::Result<Option<projections::Correction>>;
+}
+
+/// A driver's row of a statement whose columns are `at`.
+struct PgTx<'r> {
+    r: &'r PgRow,
+    at: &'r TxColumns,
+}
+
+impl TxRow for PgTx<'_> {
+    fn text(&self, c: Col) -> anyhow::Result<Option<&str>> {
+        self.at.get(self.r, c)
+    }
+
+    fn decimal(&self, c: Col) -> anyhow::Result<Option<Decimal>> {
+        self.at.decimal(self.r, c)
+    }
+
+    fn date(&self, c: Col) -> anyhow::Result<Option<NaiveDate>> {
+        self.at.get(self.r, c)
+    }
+
+    fn instant(&self, c: Col) -> anyhow::Result<Option<DateTime<Utc>>> {
+        self.at.get(self.r, c)
+    }
+
+    fn uuid(&self, c: Col) -> anyhow::Result<Uuid> {
+        self.at.get(self.r, c)
+    }
+
+    fn int8(&self, c: Col) -> anyhow::Result<i64> {
+        self.at.get(self.r, c)
+    }
+
+    fn correction(&self) -> anyhow::Result<Option<projections::Correction>> {
+        let Some((c, v)) = self.at.correction else {
+            return Ok(None);
+        };
+        Ok(
+            match (
+                self.r.try_get_unchecked::<Option<Uuid>, _>(c)?,
+                self.r.try_get_unchecked::<Option<i32>, _>(v)?,
+            ) {
+                (Some(corrects), Some(revision)) => Some(projections::Correction {
+                    corrects,
+                    revision: u32::try_from(revision)?,
+                }),
+                _ => None,
+            },
+        )
+    }
+}
+
+/// A row of a binary `COPY` of [`TX_COLUMNS`], in their order (no
+/// `corrects` or `revision`).
+impl TxRow for CopyRow<'_, { TX_COLUMNS.len() }> {
+    fn text(&self, c: Col) -> anyhow::Result<Option<&str>> {
+        self.field(c as usize).map(copy_out::text).transpose()
+    }
+
+    fn decimal(&self, c: Col) -> anyhow::Result<Option<Decimal>> {
+        self.field(c as usize).map(copy_out::numeric).transpose()
+    }
+
+    fn date(&self, c: Col) -> anyhow::Result<Option<NaiveDate>> {
+        self.field(c as usize).map(copy_out::date).transpose()
+    }
+
+    fn instant(&self, c: Col) -> anyhow::Result<Option<DateTime<Utc>>> {
+        self.field(c as usize)
+            .map(copy_out::timestamptz)
+            .transpose()
+    }
+
+    fn uuid(&self, c: Col) -> anyhow::Result<Uuid> {
+        copy_out::uuid(self.need(c)?)
+    }
+
+    fn int8(&self, c: Col) -> anyhow::Result<i64> {
+        copy_out::int8(self.need(c)?)
+    }
+
+    fn correction(&self) -> anyhow::Result<Option<projections::Correction>> {
+        Ok(None)
+    }
+}
+
+impl<'r> CopyRow<'r, { TX_COLUMNS.len() }> {
+    fn need(&self, c: Col) -> anyhow::Result<&'r [u8]> {
+        self.field(c as usize)
+            .ok_or_else(|| anyhow::anyhow!("stored transaction: column {} is NULL", c.name()))
+    }
+}
+
+/// The transaction of row `r`.
+pub(super) fn transaction_from(
+    r: &impl TxRow,
+    portfolio_id: PortfolioId,
+) -> anyhow::Result<Transaction> {
     Ok(Transaction {
-        event_id: at.get(r, Col::EventId)?,
+        event_id: r.uuid(Col::EventId)?,
         portfolio_id,
-        trade_date: at.get(r, Col::TradeDate)?,
-        occurred_at: at.get(r, Col::OccurredAt)?,
-        seq: at.get(r, Col::Seq)?,
-        kind: kind_of(r, at)?,
-        currency: at
-            .get::<Option<&str>>(r, Col::Currency)?
-            .map(Currency::parse)
-            .transpose()?,
-        fx_rate: at.decimal(r, Col::FxRate)?,
-        correction,
+        trade_date: r
+            .date(Col::TradeDate)?
+            .ok_or_else(|| anyhow::anyhow!("stored transaction without trade_date"))?,
+        occurred_at: r.instant(Col::OccurredAt)?,
+        seq: r.int8(Col::Seq)?,
+        kind: kind_of(r)?,
+        currency: r.text(Col::Currency)?.map(Currency::parse).transpose()?,
+        fx_rate: r.decimal(Col::FxRate)?,
+        correction: r.correction()?,
     })
 }
 
@@ -670,23 +802,22 @@ fn kind_columns(kind: &Kind) -> KindColumns<'_> {
 
 /// A stored transaction row of kind `name`, read column by column: a
 /// column the kind needs and the row lacks is an error naming both.
-struct StoredKind<'r> {
-    r: &'r PgRow,
-    at: &'r TxColumns,
+struct StoredKind<'r, R> {
+    r: &'r R,
     name: &'r str,
 }
 
-impl StoredKind<'_> {
+impl<R: TxRow> StoredKind<'_, R> {
     /// The `numeric` column `c`, which the kind needs.
     fn need(&self, c: Col) -> anyhow::Result<Decimal> {
         let name = self.name;
-        self.at
-            .decimal(self.r, c)?
+        self.r
+            .decimal(c)?
             .ok_or_else(|| anyhow::anyhow!("stored {name} without {}", c.name()))
     }
 
     fn opt(&self, c: Col) -> anyhow::Result<Option<Decimal>> {
-        self.at.decimal(self.r, c)
+        self.r.decimal(c)
     }
 
     fn symbol(&self) -> anyhow::Result<Symbol> {
@@ -697,7 +828,7 @@ impl StoredKind<'_> {
     }
 
     fn opt_text(&self, c: Col) -> anyhow::Result<Option<&str>> {
-        self.at.get::<Option<&str>>(self.r, c)
+        self.r.text(c)
     }
 
     fn opt_symbol(&self) -> anyhow::Result<Option<Symbol>> {
@@ -715,9 +846,11 @@ impl StoredKind<'_> {
 }
 
 /// The event kind of a stored transaction row.
-fn kind_of(r: &PgRow, at: &TxColumns) -> anyhow::Result<Kind> {
-    let name: &str = at.get(r, Col::Kind)?;
-    let k = StoredKind { r, at, name };
+fn kind_of(r: &impl TxRow) -> anyhow::Result<Kind> {
+    let name = r
+        .text(Col::Kind)?
+        .ok_or_else(|| anyhow::anyhow!("stored transaction without kind"))?;
+    let k = StoredKind { r, name };
     Ok(match name {
         "buy" => Kind::Buy(k.trade()?),
         "sell" => Kind::Sell(k.trade()?),
@@ -773,8 +906,8 @@ fn kind_of(r: &PgRow, at: &TxColumns) -> anyhow::Result<Kind> {
             amount: k.need(Col::Amount)?,
             tax: k.need(Col::Tax)?,
             fee: k.need(Col::Fee)?,
-            pay_date: at
-                .get::<Option<NaiveDate>>(r, Col::PayDate)?
+            pay_date: r
+                .date(Col::PayDate)?
                 .ok_or_else(|| anyhow::anyhow!("stored dividend without pay_date"))?,
             reinvest: match (k.opt(Col::ReinvestQuantity)?, k.opt(Col::ReinvestPrice)?) {
                 (Some(quantity), Some(price)) => Some(Reinvest { quantity, price }),

@@ -78,7 +78,7 @@ pub(crate) async fn keep_anchors(
         "DELETE FROM portfolio_anchors a
           USING UNNEST($1::text[], $2::date[]) AS u(id, day)
           WHERE a.portfolio_id = u.id AND a.day < u.day - $3::int4
-            AND to_char(a.day, 'MM-DD') <> '12-31'
+            AND NOT (extract(month FROM a.day) = 12 AND extract(day FROM a.day) = 31)
             AND a.portfolio_id = ANY($1::text[])",
     )
     .bind(&ids)

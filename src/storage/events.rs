@@ -378,7 +378,10 @@ async fn mark_exposed(
                FROM symbol_currencies sc JOIN portfolio_symbols ps ON ps.symbol = sc.symbol
               WHERE COALESCE(NULLIF(sc.currency, ''), $5::text) = ANY($4::text[])
          ),
-         based AS (
+         -- Materialized: Citus plans it on its own (an intermediate result)
+         -- before the join with portfolios; inlined, its lateral join over
+         -- a CTE was refused in a statement that joins a distributed table.
+         based AS MATERIALIZED (
              SELECT e.portfolio_id, e.currency, COALESCE(st.base_currency, $5::text) AS base
                FROM exposure e
                LEFT JOIN LATERAL (SELECT t.base_currency FROM transactions t

@@ -90,10 +90,6 @@ SELECT create_distributed_table('history_outbox', 'portfolio_id', colocate_with 
 
 SELECT create_distributed_table('event_ids', 'event_id')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'event_ids'::regclass);
--- Corrections stored before the event they name, by that event's id: read
--- and cleared with the ids of a batch's new events, like event_ids.
-SELECT create_distributed_table('correction_orphans', 'corrects', colocate_with => 'event_ids')
- WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'correction_orphans'::regclass);
 
 -- ---------------------------------------------------------------------------
 -- 3. Per-symbol tables: reference tables. Prices are keyed by symbol, not portfolio;
@@ -128,8 +124,13 @@ SELECT create_reference_table('symbol_currencies')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'symbol_currencies'::regclass);
 
 -- ---------------------------------------------------------------------------
--- 4. dead_letters and consumer_offsets stay ordinary tables on the
---    coordinator. Deliberately:
+-- 4. dead_letters, consumer_offsets and correction_orphans stay ordinary
+--    tables on the coordinator. Deliberately:
+--
+--   * correction_orphans holds only the corrections whose target has not
+--     arrived (usually none) and is probed with every batch's new event
+--     ids: on the coordinator that probe is local, where a distributed
+--     table would send a task to every shard with each batch.
 --
 --   * They are small and never joined with portfolio data, and they have no
 --     portfolio_id to distribute by.
@@ -155,12 +156,12 @@ SELECT create_reference_table('symbol_currencies')
 
 SELECT truncate_local_data_after_distributing_table(t)
   FROM unnest(ARRAY['portfolios', 'transactions', 'transactions_superseded', 'portfolio_symbols', 'portfolio_nav_history',
-                    'portfolio_marks', 'portfolio_anchors', 'history_outbox', 'event_ids', 'correction_orphans', 'prices', 'price_versions',
+                    'portfolio_marks', 'portfolio_anchors', 'history_outbox', 'event_ids', 'prices', 'price_versions',
                     'splits', 'corporate_actions', 'fx_rates', 'symbol_currencies',
                     'prices_replaced', 'fx_rates_replaced']) AS t;
 
--- Check: eight tables co-located by portfolio_id, event_ids and
--- correction_orphans in a group of their own, eight reference tables.
+-- Check: eight tables co-located by portfolio_id, event_ids in a group of
+-- its own, eight reference tables.
 SELECT logicalrelid AS table_name,
        CASE partmethod WHEN 'h' THEN 'distributed' WHEN 'n' THEN 'reference' ELSE partmethod::text END AS kind,
        colocationid

@@ -273,9 +273,14 @@ pub(crate) async fn stream_transactions(
         ),
         None => String::new(),
     };
+    // Ordered: attribution walks the chunks as they come, and a plan that
+    // scans the heap (a table of a few portfolios, with statistics) gives
+    // arrival order. By the log key's own columns, no collation: read in
+    // the key's order, the sort costs nothing.
     let statement = format!(
         "COPY (SELECT {} FROM transactions
-                WHERE portfolio_id = {} AND trade_date <= {}::date{after})
+                WHERE portfolio_id = {} AND trade_date <= {}::date{after}
+                ORDER BY trade_date, seq)
          TO STDOUT (FORMAT binary)",
         TX_COLUMNS.join(", "),
         copy_out::literal(pid.as_str())?,

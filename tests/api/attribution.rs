@@ -187,3 +187,50 @@ async fn attribution_bad_input_and_conflicts() {
     assert_eq!(a["components"].as_array().unwrap().len(), 1, "{a}");
     assert_eq!(a["components"][0]["contribution"], a["total"]["return"]);
 }
+
+/// A log stored against date order (each batch a month earlier than the
+/// last, so the table's heap runs backwards) and longer than the chunks
+/// attribution walks while it reads: the walk still sees every event in
+/// date order, so the range's P&L is the stored curve's profit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_stored_backwards_is_attributed_in_date_order() {
+    let days: Vec<chrono::NaiveDate> = (0..3000)
+        .map(|k| day("2015-01-05") + chrono::Duration::days(k))
+        .collect();
+    let today = *days.last().unwrap();
+    let app = spawn_app(jwt_auth(), today).await;
+    let event = |k: usize| {
+        serde_json::json!({"event_id": format!("00000000-0000-4000-9a00-{k:012}"),
+            "type": "buy", "portfolio_id": "backwards", "symbol": "BK",
+            "quantity": "1", "price": format!("{}.{:02}", 10 + k / 100, k % 100),
+            "trade_date": days[k].to_string()})
+    };
+    let mut k = days.len();
+    while k > 0 {
+        let from = k.saturating_sub(30);
+        let events: Vec<Value> = (from..k).map(event).collect();
+        ingest(&app.db, &events, &[]).await;
+        k = from;
+    }
+    sqlx::query("ANALYZE transactions")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    navd::projection::worker::refresh_all(&app.db, Clock::fixed(today))
+        .await
+        .unwrap();
+    let tok = token("nav:read", &["*"]);
+    let (s, a) = get_json(
+        &app,
+        "/api/v1/portfolio/backwards/nav-history/attribution",
+        &tok,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    let (s, h) = get_json(&app, "/api/v1/portfolio/backwards/nav-history", &tok).await;
+    assert_eq!(s, StatusCode::OK, "{h}");
+    let last = h["points"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(a["to"], last["date"], "{a}");
+    assert_eq!(a["total"]["pnl"], last["profit"], "{a}");
+    assert_ne!(last["profit"], "0.00000000");
+}

@@ -278,15 +278,81 @@ async fn a_correction_refused_later_still_counts_as_known_before() {
     assert_eq!(known["statistics"], then["statistics"]);
     let (_, known) = crate::support::get_json(&app, &curve(Some(&after)), &tok).await;
     assert_eq!(known["points"], now["points"], "as known after");
-    let dead: Vec<String> = sqlx::query_scalar("SELECT reason FROM dead_letters")
-        .fetch_all(&app.pool)
-        .await
-        .unwrap();
+    // The dead letter is the amendment's, at its Kafka position (the
+    // second event of the first batch).
+    let dead: Vec<(String, i32, i64, String)> =
+        sqlx::query_as(r#"SELECT topic, partition, "offset", reason FROM dead_letters"#)
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
     assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!((dead[0].0.as_str(), dead[0].1, dead[0].2), ("direct", 0, 1));
     assert!(
-        dead[0].starts_with("portfolio_id differs from the original's (a)"),
+        dead[0]
+            .3
+            .starts_with("portfolio_id differs from the original's (a)"),
         "{dead:?}"
     );
+}
+
+/// An original that arrives after its amendment changes nothing in effect
+/// (the amendment, the highest revision, already stood on its own): the
+/// portfolio is not recomputed and a cached curve stays valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_original_after_its_amendment_changes_nothing() {
+    let today = day("2024-04-12");
+    let app = spawn_app(jwt_auth(), today).await;
+    let id = |n: u32| format!("00000000-0000-4000-9400-{n:012}");
+    let buy = |n: u32, q: &str, d: &str| {
+        serde_json::json!({"event_id": id(n), "type": "buy", "portfolio_id": "late",
+            "symbol": "AAA", "quantity": q, "price": "50", "trade_date": d,
+            "schema_version": 2})
+    };
+    let mut amend = buy(3, "40", "2024-04-04");
+    amend["corrects"] = Value::from(id(2));
+    amend["revision"] = Value::from(1);
+    let closes: Vec<Value> = ["2024-04-01", "2024-04-05", "2024-04-10"]
+        .iter()
+        .enumerate()
+        .map(|(i, d)| serde_json::json!({"symbol": "AAA", "date": d, "close": format!("5{i}")}))
+        .collect();
+    ingest(&app.db, &[buy(1, "10", "2024-04-01"), amend], &closes).await;
+    navd::projection::worker::refresh_all(&app.db, Clock::fixed(today))
+        .await
+        .unwrap();
+    let tok = crate::support::admin();
+    let path = "/api/v1/portfolio/late/nav-history";
+    let r = app
+        .client
+        .get(app.url(path))
+        .bearer_auth(&tok)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    let before: Value = r.json().await.unwrap();
+
+    // The original the amendment names, earlier than it.
+    let report = ingest(&app.db, &[buy(2, "5", "2024-04-02")], &[]).await;
+    assert_eq!(report.transactions_stored, 1);
+    assert!(report.affected.is_empty(), "{:?}", report.affected);
+    let (_, now) = crate::support::get_json(&app, path, &tok).await;
+    assert_ne!(now["status"]["state"], "recomputing", "{}", now["status"]);
+    let r = app
+        .client
+        .get(app.url(path))
+        .bearer_auth(&tok)
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 304, "the cached curve stays valid");
+    navd::projection::worker::refresh_all(&app.db, Clock::fixed(today))
+        .await
+        .unwrap();
+    let (_, after) = crate::support::get_json(&app, path, &tok).await;
+    assert_eq!(after["points"], before["points"], "the amendment stands");
 }
 
 fn urlencode(s: &str) -> String {

@@ -286,7 +286,35 @@ pub(crate) async fn stream_transactions(
         copy_out::literal(pid.as_str())?,
         copy_out::literal(&through.to_string())?,
     );
-    let mut stream = conn.copy_out_raw(&statement).await?;
+    // The key's order without a sort, so the first rows come at once (a
+    // plan that scans the heap and sorts sends nothing until it has read
+    // the last row): chosen by itself wherever a portfolio is a small
+    // share of the log, asked for here for this statement (in the caller's
+    // transaction; outside one the settings do nothing, and the order
+    // holds either way).
+    sqlx::Executor::execute(&mut *conn, KEY_ORDER_ON).await?;
+    let read = read_copied(conn, &statement, &pid, &mut sink).await;
+    // After a failed read the transaction may be aborted: its error is
+    // the one to report.
+    let reset = sqlx::Executor::execute(&mut *conn, KEY_ORDER_OFF).await;
+    read?;
+    reset?;
+    Ok(())
+}
+
+const KEY_ORDER_ON: &str = "SET LOCAL enable_seqscan TO off; SET LOCAL enable_bitmapscan TO off";
+const KEY_ORDER_OFF: &str =
+    "SET LOCAL enable_seqscan TO DEFAULT; SET LOCAL enable_bitmapscan TO DEFAULT";
+
+/// Runs `statement` (a binary `COPY` of [`TX_COLUMNS`]) and hands its
+/// transactions of `pid` to `sink` as [`stream_transactions`] does.
+async fn read_copied(
+    conn: &mut PgConnection,
+    statement: &str,
+    pid: &PortfolioId,
+    sink: &mut impl FnMut(Vec<Transaction>) -> bool,
+) -> anyhow::Result<()> {
+    let mut stream = conn.copy_out_raw(statement).await?;
     let mut payload = copy_out::CopyOut::default();
     let mut chunk = Vec::with_capacity(CHUNK);
     let (mut taking, mut failed) = (true, None);

@@ -442,10 +442,7 @@ async fn stored_corrections(conn: &mut PgConnection, keys: &[Uuid]) -> sqlx::Res
     .bind(keys)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(c, e, p, r)| (c, e, p, u32::try_from(r).unwrap_or(0)))
-        .collect())
+    Ok(orphans::decoded(rows))
 }
 
 /// The stored versions that are the events `ids`, wherever they are.

@@ -27,10 +27,15 @@ pub(super) async fn naming(conn: &mut PgConnection, ids: &[Uuid]) -> sqlx::Resul
     .bind(ids)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(rows
-        .into_iter()
+    Ok(decoded(rows))
+}
+
+/// Rows of (the id named, the correction, its portfolio, its revision) as
+/// the store keeps them.
+pub(super) fn decoded(rows: Vec<(Uuid, Uuid, String, i32)>) -> Vec<Orphan> {
+    rows.into_iter()
         .map(|(c, e, p, r)| (c, e, p, u32::try_from(r).unwrap_or(0)))
-        .collect())
+        .collect()
 }
 
 /// Records `new` orphans and forgets those naming `arrived` (events now

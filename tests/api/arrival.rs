@@ -228,19 +228,11 @@ async fn a_correction_refused_later_still_counts_as_known_before() {
     let today = day("2024-04-12");
     let app = spawn_app(jwt_auth(), today).await;
     let id = |n: u32| format!("00000000-0000-4000-9300-{n:012}");
-    let buy = |n: u32, p: &str, q: &str, d: &str| {
-        serde_json::json!({"event_id": id(n), "type": "buy", "portfolio_id": p,
-            "symbol": "AAA", "quantity": q, "price": "50", "trade_date": d,
-            "schema_version": 2})
-    };
+    let buy = |n: u32, p: &str, q: &str, d: &str| buy_aaa(&id(n), p, q, d);
     let mut amend = buy(3, "b", "40", "2024-04-03");
     amend["corrects"] = Value::from(id(9));
     amend["revision"] = Value::from(1);
-    let closes: Vec<Value> = ["2024-04-01", "2024-04-05", "2024-04-10"]
-        .iter()
-        .enumerate()
-        .map(|(i, d)| serde_json::json!({"symbol": "AAA", "date": d, "close": format!("5{i}")}))
-        .collect();
+    let closes = aaa_closes();
     let curve = |when: Option<&str>| {
         let q = when.map_or(String::new(), |t| format!("?as_known_at={}", urlencode(t)));
         format!("/api/v1/portfolio/b/nav-history{q}")
@@ -303,19 +295,11 @@ async fn an_original_after_its_amendment_changes_nothing() {
     let today = day("2024-04-12");
     let app = spawn_app(jwt_auth(), today).await;
     let id = |n: u32| format!("00000000-0000-4000-9400-{n:012}");
-    let buy = |n: u32, q: &str, d: &str| {
-        serde_json::json!({"event_id": id(n), "type": "buy", "portfolio_id": "late",
-            "symbol": "AAA", "quantity": q, "price": "50", "trade_date": d,
-            "schema_version": 2})
-    };
+    let buy = |n: u32, q: &str, d: &str| buy_aaa(&id(n), "late", q, d);
     let mut amend = buy(3, "40", "2024-04-04");
     amend["corrects"] = Value::from(id(2));
     amend["revision"] = Value::from(1);
-    let closes: Vec<Value> = ["2024-04-01", "2024-04-05", "2024-04-10"]
-        .iter()
-        .enumerate()
-        .map(|(i, d)| serde_json::json!({"symbol": "AAA", "date": d, "close": format!("5{i}")}))
-        .collect();
+    let closes = aaa_closes();
     ingest(&app.db, &[buy(1, "10", "2024-04-01"), amend], &closes).await;
     navd::projection::worker::refresh_all(&app.db, Clock::fixed(today))
         .await
@@ -357,4 +341,20 @@ async fn an_original_after_its_amendment_changes_nothing() {
 
 fn urlencode(s: &str) -> String {
     s.replace('+', "%2B").replace(':', "%3A")
+}
+
+/// A version-2 buy of `q` AAA at 50 by portfolio `p` on `d`.
+fn buy_aaa(id: &str, p: &str, q: &str, d: &str) -> Value {
+    serde_json::json!({"event_id": id, "type": "buy", "portfolio_id": p,
+        "symbol": "AAA", "quantity": q, "price": "50", "trade_date": d,
+        "schema_version": 2})
+}
+
+/// AAA's closes of the knowledge-time tests: 50, 51, 52.
+fn aaa_closes() -> Vec<Value> {
+    ["2024-04-01", "2024-04-05", "2024-04-10"]
+        .iter()
+        .enumerate()
+        .map(|(i, d)| serde_json::json!({"symbol": "AAA", "date": d, "close": format!("5{i}")}))
+        .collect()
 }

@@ -82,6 +82,16 @@ struct Target {
     settings: bool,
 }
 
+impl Target {
+    fn of(t: &Transaction) -> Self {
+        Target {
+            portfolio: t.portfolio_id.as_str().to_string(),
+            corrects: t.correction.map(|c| c.corrects),
+            settings: matches!(t.kind, Kind::PortfolioSettings { .. }),
+        }
+    }
+}
+
 /// A stored or earlier-in-batch correction: (its event, its portfolio).
 type Named = HashMap<Uuid, Vec<(Uuid, String, u32)>>;
 
@@ -191,14 +201,7 @@ fn admit(
             resolve.insert((p.clone(), t.event_id));
         }
     }
-    known.insert(
-        t.event_id,
-        Target {
-            portfolio: pid,
-            corrects: t.correction.map(|c| c.corrects),
-            settings: matches!(t.kind, Kind::PortfolioSettings { .. }),
-        },
-    );
+    known.insert(t.event_id, Target::of(t));
 }
 
 /// Notes in `out` its corrections whose target is not stored (`known`
@@ -317,14 +320,7 @@ async fn stored_context(conn: &mut PgConnection, fresh: &[Fresh]) -> sqlx::Resul
     probes_only(conn, false).await?;
     let known = originals
         .iter()
-        .map(|v| {
-            let target = Target {
-                portfolio: v.tx.portfolio_id.as_str().to_string(),
-                corrects: v.tx.correction.map(|c| c.corrects),
-                settings: matches!(v.tx.kind, Kind::PortfolioSettings { .. }),
-            };
-            (v.tx.event_id, target)
-        })
+        .map(|v| (v.tx.event_id, Target::of(&v.tx)))
         .collect();
     Ok(Context {
         named,

@@ -180,8 +180,15 @@ impl Linker {
     }
 
     fn day(&mut self, day: ComponentDay<'_>) -> Result<(), AttributionError> {
-        self.grow(day.components);
         let r = day.record;
+        if day.unchanged && self.last.is_some() && r.market_value == self.value {
+            // Every part's P&L of the day is 0 and its values are the day
+            // before's: the sums stay as they are.
+            self.last = Some((r.date, r.profit, r.net_value));
+            self.nav = r.net_value;
+            return Ok(());
+        }
+        self.grow(day.components);
         self.settle(day.components, r.market_value, r.date)?;
         if !day.in_range {
             // The day before the range: where its P&L and NAV start from.

@@ -63,6 +63,9 @@ pub struct ComponentDay<'w> {
     pub flows: &'w [ComponentValue],
     /// Whether the portfolio tracks cash.
     pub tracked: bool,
+    /// Nothing moved: no flow, and every component has the value it had
+    /// the day before (a weekend, a holiday).
+    pub unchanged: bool,
 }
 
 /// Folds `transactions` (a stored log: only the effective events count)
@@ -202,9 +205,8 @@ fn walk_days(
         let day = next_day(folder.state.date)?;
         let in_range = day >= from;
         if in_range && !folder.tapping {
-            folder.sync();
             if let Some(r) = last.take() {
-                valuer.value_day(folder.state(), &mut walk)?;
+                valuer.value_day(&mut folder, &mut walk)?;
                 each(ComponentDay {
                     in_range: false,
                     record: &r,
@@ -212,26 +214,31 @@ fn walk_days(
                     outflow: Decimal::ZERO,
                     components: &walk,
                     flows: &[],
-                    tracked: folder.state().cash_mode == CashMode::Tracked,
+                    tracked: folder.state.cash_mode == CashMode::Tracked,
+                    unchanged: false,
                 })?;
             }
             folder.tapping = true;
         }
-        // Outside the range the positions map may lag (as in the fold);
-        // inside it every day is valued from it.
-        match days.day(day, |txs| folder.step_inner(txs, in_range))? {
+        // The positions map lags (as in the fold): the valuer reads the
+        // folder's valuation cache, which is by symbol too.
+        match days.day(day, |txs| folder.step_inner(txs, false))? {
             Ok(Some(record)) if in_range => {
                 day_flows(&mut folder, prices, &mut walk, &mut flows)?;
-                let state = folder.state();
-                valuer.value_day(state, &mut walk)?;
+                valuer.value_day(&mut folder, &mut walk)?;
+                let (inflow, outflow) = folder.last_flows;
                 each(ComponentDay {
                     in_range: true,
                     record: &record,
-                    inflow: folder.last_flows.0,
-                    outflow: folder.last_flows.1,
+                    inflow,
+                    outflow,
                     components: &walk,
                     flows: &flows,
-                    tracked: state.cash_mode == CashMode::Tracked,
+                    tracked: folder.state.cash_mode == CashMode::Tracked,
+                    unchanged: !walk.changed()
+                        && flows.is_empty()
+                        && inflow.is_zero()
+                        && outflow.is_zero(),
                 })?;
             }
             Ok(Some(record)) => last = Some(record),
@@ -258,6 +265,10 @@ fn day_flows(
         flows.push((walk.index_of(&c), amount));
     }
     let moves = std::mem::take(&mut folder.last_moves);
+    if !moves.is_empty() {
+        // The moved shares are priced from the positions at the day's end.
+        folder.sync();
+    }
     for m in &moves {
         let v = moved_value(folder.state(), prices, m)?;
         flows.push((walk.index_of(&Component::Symbol(m.from.clone())), -v));

@@ -72,6 +72,12 @@ struct Slot {
     ccy: u16,
     trade_ccy: u16,
     term_ccy: u16,
+    /// What [`Cache::held`]'s reader keeps for this position (its
+    /// component index): `u32::MAX` until it sets one.
+    tag: u32,
+    /// The price or quantity moved since [`Cache::held`] last read the
+    /// slot (or the slot is new).
+    fresh: bool,
 }
 
 impl Slot {
@@ -86,16 +92,19 @@ impl Slot {
         origin: NaiveDate,
         day: NaiveDate,
     ) -> Result<Self, ArithmeticError> {
-        let run = series.run(prices, origin, symbol)?;
+        let (run, passed) = series.run(prices, origin, symbol)?;
         let trade_ccy = series.intern_opt(pos.currency.as_ref());
         let closes = &series.runs[run];
-        let cursor = closes.partition_point(|(d, _)| *d <= day);
+        // Days only go forward: the closes passed when the symbol was last
+        // held stay passed.
+        let cursor = passed + closes[passed..].partition_point(|(d, _)| *d <= day);
         let ccy = match cursor.checked_sub(1) {
             Some(i) => series.ccy_at(run, i),
             None => trade_ccy,
         };
         let close = match cursor.checked_sub(1).map(|i| closes[i]) {
-            Some((t, c)) => Some(prices.adjust_close(symbol, t, day, c)?),
+            Some((t, c)) if series.adjusted[run] => Some(prices.adjust_close(symbol, t, day, c)?),
+            Some((_, c)) => Some(c),
             None => None,
         };
         let name = (
@@ -118,6 +127,8 @@ impl Slot {
             ccy,
             trade_ccy,
             term_ccy: ccy,
+            tag: u32::MAX,
+            fresh: true,
         })
     }
 
@@ -172,7 +183,12 @@ struct Series<'p> {
     /// Per run, the currency of each close (indexes of `ccys`); empty when
     /// all are in the default currency, as in most books.
     run_ccys: Vec<Vec<u16>>,
-    dormant: BTreeMap<Symbol, usize>,
+    /// Per run, whether its symbol's closes are ever adjusted (a split, a
+    /// spin-off factor): otherwise a close is used as it is.
+    adjusted: Vec<bool>,
+    /// The runs of symbols not held now, with how many of their closes
+    /// were passed when last held.
+    dormant: BTreeMap<Symbol, (usize, usize)>,
     /// Symbols of the slots, concatenated.
     names: String,
     /// The currencies met so far; the base first.
@@ -186,6 +202,7 @@ impl<'p> Series<'p> {
         let mut s = Series {
             runs: Vec::new(),
             run_ccys: Vec::new(),
+            adjusted: Vec::new(),
             dormant: BTreeMap::new(),
             names: String::new(),
             ccys: vec![base],
@@ -219,15 +236,16 @@ impl<'p> Series<'p> {
             .unwrap_or(self.default_ccy)
     }
 
-    /// The run of `symbol`, copied from `prices` on first use. A renamed
-    /// symbol without closes of its own before the change starts with the
-    /// close it inherits from its old symbol, dated the ex-date.
+    /// The run of `symbol`, copied from `prices` on first use, and how
+    /// many of its closes are known to be passed. A renamed symbol without
+    /// closes of its own before the change starts with the close it
+    /// inherits from its old symbol, dated the ex-date.
     fn run(
         &mut self,
         prices: &'p PriceBook,
         origin: NaiveDate,
         symbol: &Symbol,
-    ) -> Result<usize, ArithmeticError> {
+    ) -> Result<(usize, usize), ArithmeticError> {
         if let Some(r) = self.dormant.remove(symbol) {
             return Ok(r);
         }
@@ -270,7 +288,8 @@ impl<'p> Series<'p> {
         };
         self.runs.push(closes);
         self.run_ccys.push(ccys);
-        Ok(self.runs.len() - 1)
+        self.adjusted.push(prices.adjusts(symbol));
+        Ok((self.runs.len() - 1, 0))
     }
 }
 
@@ -583,7 +602,9 @@ impl<'p> Cache<'p> {
         if let Some(positions) = positions {
             positions.remove(symbol);
         }
-        self.series.dormant.insert(symbol.clone(), slot.run);
+        self.series
+            .dormant
+            .insert(symbol.clone(), (slot.run, slot.cursor));
     }
 
     /// Prices of `day` (docs/valuation.md, 2.) and the terms of the market
@@ -613,9 +634,69 @@ impl<'p> Cache<'p> {
                 }
                 self.value_sums[usize::from(slot.ccy)].add_units(&term);
                 slot.term = term;
+                slot.fresh = true;
                 changed = true;
             }
         }
         Ok(changed)
+    }
+
+    /// Gives `f` every open position, by symbol, as the cache holds it;
+    /// the tag `f` returns stays with the position while it is open.
+    /// Clears every slot's freshness: the next call sees as fresh only what
+    /// moved in between.
+    pub(super) fn held<E>(
+        &mut self,
+        mut f: impl FnMut(&Held<'_>) -> Result<u32, E>,
+    ) -> Result<(), E> {
+        let (names, ccys) = (&self.series.names, &self.series.ccys);
+        for slot in &mut self.slots {
+            let fresh = std::mem::take(&mut slot.fresh);
+            let held = Held {
+                slot,
+                fresh,
+                name: &names[slot.name.0..slot.name.1],
+                ccys,
+            };
+            let tag = f(&held)?;
+            slot.tag = tag;
+        }
+        Ok(())
+    }
+}
+
+/// An open position as [`Cache::held`] shows it.
+pub(super) struct Held<'c> {
+    slot: &'c Slot,
+    /// Its price or quantity moved since the last [`Cache::held`] (or it
+    /// opened since).
+    pub(super) fresh: bool,
+    /// The symbol.
+    pub(super) name: &'c str,
+    ccys: &'c [Currency],
+}
+
+impl Held<'_> {
+    /// The tag the reader gave it, `u32::MAX` when none yet.
+    pub(super) fn tag(&self) -> u32 {
+        self.slot.tag
+    }
+
+    pub(super) fn qty(&self) -> Decimal {
+        self.slot.qty
+    }
+
+    /// The price it is valued at (the latest close, as the fold adjusted
+    /// it, else the last trade price) and that price's currency (`None`:
+    /// the base).
+    pub(super) fn price(&self) -> (Decimal, Option<&Currency>) {
+        let price = self.slot.close.unwrap_or(self.slot.last_trade_price);
+        let ccy = usize::from(self.slot.ccy);
+        (price, (ccy != 0).then(|| &self.ccys[ccy]))
+    }
+
+    /// The position, as the state holds it.
+    pub(super) fn position(&self) -> Position {
+        self.slot.position(self.ccys)
     }
 }

@@ -550,6 +550,13 @@ impl<'a> Folder<'a> {
         &self.state
     }
 
+    /// The state, whose positions may be behind the slots (see
+    /// `step_inner`), and the valuation cache: what the attribution's
+    /// valuer reads each day.
+    pub(super) fn parts(&mut self) -> (&DayState, &mut Cache<'a>) {
+        (&self.state, &mut self.cache)
+    }
+
     /// Brings `state.positions` up to the slots after `step_inner` steps
     /// that left it behind.
     pub(super) fn sync(&mut self) {

@@ -8,22 +8,22 @@
 //! ten years of fifty symbols that was three quarters of an attribution.
 //! A symbol with no split, no corporate action and no close quoted in
 //! another currency — the price is then the latest close as it is, or the
-//! last trade price before any — walks a cursor forward through its closes
-//! instead; any other is valued by the very function explanations use.
+//! last trade price before any — is valued at the price the fold's
+//! valuation cache already holds for it, and only on days when that price
+//! or its quantity moved (or its currency's rate may have); any other is
+//! valued by the very function explanations use.
 
-use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
-use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
 use super::super::book::PriceBook;
 use super::super::flows::Component;
-use super::super::state::{DayState, Position};
+use super::super::folder::Folder;
 use super::super::valuation::{base_of, rate_or_missing, value_cash, value_position};
 use super::AttributionError;
 use crate::decimal as dec;
-use crate::types::{CashMode, Currency, Symbol};
+use crate::types::{CashMode, Symbol};
 
 /// The receivable's index.
 const RECEIVABLE: usize = 3;
@@ -37,13 +37,20 @@ pub struct ComponentWalk {
     components: Vec<Component>,
     /// The indices in the components' (reported) order.
     order: Vec<usize>,
-    /// The symbols by name, with their index: walked beside the state's
-    /// positions, which are by name too.
-    symbols: Vec<(Symbol, usize)>,
+    /// The symbols by name (the first 8 bytes of the name big-endian,
+    /// then the name: the names' order, mostly decided by one integer
+    /// comparison), with their index.
+    symbols: Vec<(u64, Symbol, usize)>,
     values: Vec<Decimal>,
     /// Whether each component has a value that day: every open position
     /// (even one worth 0), the cash and the receivable when not 0.
     valued: Vec<bool>,
+    /// `valued` of the day before, and how many were valued on each.
+    was_valued: Vec<bool>,
+    counts: (usize, usize),
+    /// Whether any value differs from the day before's (or a component
+    /// gained or lost its value).
+    changed: bool,
 }
 
 impl ComponentWalk {
@@ -67,6 +74,9 @@ impl ComponentWalk {
             symbols: Vec::new(),
             values: vec![Decimal::ZERO; n],
             valued: vec![false; n],
+            was_valued: vec![false; n],
+            counts: (0, 0),
+            changed: true,
         }
     }
 
@@ -97,7 +107,7 @@ impl ComponentWalk {
     /// The index of `c`, given one if it has none yet.
     pub(super) fn index_of(&mut self, c: &Component) -> usize {
         match c {
-            Component::Symbol(s) => self.index_of_symbol(s),
+            Component::Symbol(s) => self.index_of_name(s.as_str()),
             fixed => self.components[..4]
                 .iter()
                 .position(|f| f == fixed)
@@ -105,10 +115,18 @@ impl ComponentWalk {
         }
     }
 
-    fn index_of_symbol(&mut self, s: &Symbol) -> usize {
-        match self.symbols.binary_search_by(|(x, _)| x.cmp(s)) {
-            Ok(k) => self.symbols[k].1,
-            Err(k) => self.add_symbol(k, s),
+    /// [`Self::index_of`] a symbol by its name.
+    pub(super) fn index_of_name(&mut self, name: &str) -> usize {
+        let key = (prefix_of(name), name);
+        match self
+            .symbols
+            .binary_search_by(|(p, x, _)| (*p, x.as_str()).cmp(&key))
+        {
+            Ok(k) => self.symbols[k].2,
+            Err(k) => {
+                let s = Symbol::parse(name).expect("a known symbol");
+                self.add_symbol(k, &s)
+            }
         }
     }
 
@@ -117,9 +135,11 @@ impl ComponentWalk {
     fn add_symbol(&mut self, k: usize, s: &Symbol) -> usize {
         let i = self.components.len();
         self.components.push(Component::Symbol(s.clone()));
-        self.symbols.insert(k, (s.clone(), i));
+        self.symbols
+            .insert(k, (prefix_of(s.as_str()), s.clone(), i));
         self.values.push(Decimal::ZERO);
         self.valued.push(false);
+        self.was_valued.push(false);
         let components = &self.components;
         self.order.push(i);
         self.order
@@ -127,29 +147,56 @@ impl ComponentWalk {
         i
     }
 
+    /// Whether the values differ from the day before's (see
+    /// [`Valuer::value_day`]).
+    pub fn changed(&self) -> bool {
+        self.changed
+    }
+
+    /// A new day: no component valued yet.
+    fn start_day(&mut self) {
+        std::mem::swap(&mut self.valued, &mut self.was_valued);
+        self.valued.fill(false);
+        self.counts = (self.counts.1, 0);
+        self.changed = false;
+    }
+
     fn set(&mut self, i: usize, value: Decimal) {
+        // Once the day has changed, no need to compare.
+        if !self.changed && (!self.was_valued[i] || self.values[i] != value) {
+            self.changed = true;
+        }
         self.values[i] = value;
         self.valued[i] = true;
+        self.counts.1 += 1;
+    }
+
+    /// The day is valued: a component valued the day before and not on
+    /// this one is a change too (equal counts without a new component
+    /// valued are the same components).
+    fn end_day(&mut self) {
+        if self.counts.0 != self.counts.1 {
+            self.changed = true;
+        }
     }
 }
 
-/// One symbol's walk through its closes.
-#[derive(Debug, Clone)]
-struct Slot<'p> {
-    closes: &'p [(NaiveDate, Decimal)],
-    /// How many of them are dated on or before the day last valued.
-    passed: usize,
-    /// Whether the latest close is the price as it is (see the module's
-    /// doc); otherwise the book's full rules value it.
-    plain: bool,
+/// The first 8 bytes of `name`, big-endian, zero-padded: ordered like the
+/// names themselves (a symbol holds no NUL).
+fn prefix_of(name: &str) -> u64 {
+    let mut b = [0u8; 8];
+    let n = name.len().min(8);
+    b[..n].copy_from_slice(&name.as_bytes()[..n]);
+    u64::from_be_bytes(b)
 }
 
 /// Values a state's components day after day (ascending).
 #[derive(Debug)]
 pub(super) struct Valuer<'p> {
     prices: &'p PriceBook,
-    /// By component index; `None` until the symbol is first valued.
-    slots: Vec<Option<Slot<'p>>>,
+    /// By component index: whether the symbol's price is its latest close
+    /// as it is (see the module's doc); `None` until first valued.
+    plain: Vec<Option<bool>>,
     /// Symbols whose price is not simply their latest close: those with
     /// splits, and those of corporate actions (spin-off factors, renames).
     adjusted: BTreeSet<&'p Symbol>,
@@ -164,39 +211,49 @@ impl<'p> Valuer<'p> {
         }
         Valuer {
             prices,
-            slots: Vec::new(),
+            plain: Vec::new(),
             adjusted,
         }
     }
 
-    /// Sets `walk`'s values to those of `state`'s components at the end of
-    /// its day, as the fold valued them: each position, the cash (every
-    /// currency at the day's rates), the receivable. Days must come in
-    /// ascending order.
+    /// Sets `walk`'s values to those of the folder's components at the end
+    /// of its day, as the fold valued them: each position, the cash (every
+    /// currency at the day's rates), the receivable. Called for every day
+    /// from the first on (a position whose price and quantity did not move
+    /// keeps the value of the day before).
     pub(super) fn value_day(
         &mut self,
-        state: &DayState,
+        folder: &mut Folder<'_>,
         walk: &mut ComponentWalk,
     ) -> Result<(), AttributionError> {
-        walk.valued.fill(false);
+        walk.start_day();
         let prices = self.prices;
+        let (state, cache) = folder.parts();
         let base = base_of(state, prices);
-        let mut k = 0;
-        for (symbol, pos) in &state.positions {
-            // Both are by name: the index is found walking beside them.
-            let i = loop {
-                match walk.symbols.get(k).map(|(s, i)| (s.cmp(symbol), *i)) {
-                    Some((Ordering::Less, _)) => k += 1,
-                    Some((Ordering::Equal, i)) => break i,
-                    _ => break walk.index_of_symbol(symbol),
+        let day = state.date;
+        cache.held(|h| {
+            let (i, known) = match h.tag() {
+                u32::MAX => (walk.index_of_name(h.name), false),
+                t => (t as usize, true),
+            };
+            let value = match (self.is_plain(i, walk), h.price()) {
+                (true, (_, None)) if known && !h.fresh && walk.was_valued[i] => walk.values[i],
+                (true, (price, None)) => dec::mul(h.qty(), price)?,
+                (true, (price, Some(currency))) => {
+                    let local = dec::mul(h.qty(), price)?;
+                    let (rate, _) = rate_or_missing(prices, currency, base, day)?;
+                    dec::mul(local, rate)?
+                }
+                (false, _) => {
+                    let Component::Symbol(symbol) = walk.component(i) else {
+                        unreachable!("a position's component is its symbol");
+                    };
+                    value_position(state, prices, symbol, &h.position())?.value
                 }
             };
-            let value = match self.slot(i, symbol) {
-                Some(slot) => slot.value(pos, state.date, base, prices)?,
-                None => value_position(state, prices, symbol, pos)?.value,
-            };
             walk.set(i, value);
-        }
+            Ok::<_, AttributionError>(u32::try_from(i).expect("fewer than 2^32 components"))
+        })?;
         if state.cash_mode == CashMode::Tracked {
             let cash = if state.foreign_cash.is_empty() {
                 state.cash
@@ -215,49 +272,19 @@ impl<'p> Valuer<'p> {
         if !state.receivable.is_zero() {
             walk.set(RECEIVABLE, state.receivable);
         }
+        walk.end_day();
         Ok(())
     }
 
-    /// Symbol `i`'s slot when its latest close is its price as it is.
-    fn slot(&mut self, i: usize, symbol: &Symbol) -> Option<&mut Slot<'p>> {
-        if self.slots.len() <= i {
-            self.slots.resize(i + 1, None);
+    /// Whether component `i` (a symbol) is valued at its latest close as
+    /// it is.
+    fn is_plain(&mut self, i: usize, walk: &ComponentWalk) -> bool {
+        if self.plain.len() <= i {
+            self.plain.resize(i + 1, None);
         }
-        let prices = self.prices;
-        let adjusted = &self.adjusted;
-        let slot = self.slots[i].get_or_insert_with(|| Slot {
-            closes: prices.closes(symbol).unwrap_or_default(),
-            passed: 0,
-            plain: !adjusted.contains(symbol) && prices.quotes(symbol).is_none(),
-        });
-        slot.plain.then_some(slot)
-    }
-}
-
-impl Slot<'_> {
-    /// `pos` valued on `day`, as [`value_position`] values it when the
-    /// latest close is the price as it is: that close in the default
-    /// currency, else the last trade price in its currency; converted at
-    /// the day's rate when not in `base`.
-    fn value(
-        &mut self,
-        pos: &Position,
-        day: NaiveDate,
-        base: &Currency,
-        prices: &PriceBook,
-    ) -> Result<Decimal, AttributionError> {
-        while self.closes.get(self.passed).is_some_and(|(d, _)| *d <= day) {
-            self.passed += 1;
-        }
-        let (price, currency) = match self.passed.checked_sub(1) {
-            Some(j) => (self.closes[j].1, prices.default_currency()),
-            None => (pos.last_trade_price, pos.currency.as_ref().unwrap_or(base)),
-        };
-        let local = dec::mul(pos.qty, price)?;
-        if currency == base {
-            return Ok(local);
-        }
-        let (rate, _) = rate_or_missing(prices, currency, base, day)?;
-        Ok(dec::mul(local, rate)?)
+        *self.plain[i].get_or_insert_with(|| match walk.component(i) {
+            Component::Symbol(s) => !self.adjusted.contains(s) && self.prices.quotes(s).is_none(),
+            _ => false,
+        })
     }
 }

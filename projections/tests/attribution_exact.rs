@@ -149,6 +149,48 @@ fn the_worked_example_of_the_docs() {
     assert!((fees - d("-5") / d("1005")).abs() <= unit, "{fees}");
 }
 
+/// Days where nothing moves (a weekend) are skipped by the walk; a day
+/// where the parts move and the whole does not must not be: 10 AAA and 10
+/// BBB bought at 100 on Monday the 4th; on Tuesday AAA closes at 110 and
+/// BBB at 90 (the NAV stays 2000), nothing happens Wednesday, and on
+/// Thursday both close at 100 again. Over 5–7 March AAA made +100 and BBB
+/// −100, each 100 / 2000 = 5 % of the capital, the whole 0; over the 5th
+/// alone the same; over 6–7 March the reverse.
+#[test]
+fn parts_that_move_under_an_unmoved_whole_are_attributed() {
+    let txs = vec![
+        tx(1, day(4), buy("AAA", "10", "100")),
+        tx(2, day(4), buy("BBB", "10", "100")),
+    ];
+    let mut prices = PriceBook::new();
+    for (n, a, b) in [(4, "100", "100"), (5, "110", "90"), (7, "100", "100")] {
+        prices.insert(sym("AAA"), day(n), d(a));
+        prices.insert(sym("BBB"), day(n), d(b));
+    }
+    for ((from, to), aaa) in [
+        ((day(5), day(5)), "100"),
+        ((day(5), day(6)), "100"),
+        ((day(6), day(7)), "-100"),
+        ((day(5), day(7)), "0"),
+    ] {
+        let a = attribution(&txs, &prices, from, to);
+        assert_eq!(a.pnl, Decimal::ZERO, "{from}..{to}");
+        assert_eq!(share(&a, "symbol:AAA").pnl, d(aaa), "{from}..{to}");
+        assert_eq!(share(&a, "symbol:BBB").pnl, -d(aaa), "{from}..{to}");
+        let c = share(&a, "symbol:AAA").contribution;
+        let expected = d(aaa) / d("2000");
+        assert!(
+            (c - expected).abs() <= Decimal::new(1, 26),
+            "{from}..{to}: {c}"
+        );
+        assert_eq!(
+            share(&a, "symbol:BBB").contribution,
+            -c,
+            "{from}..{to}: the parts add up to a whole of 0"
+        );
+    }
+}
+
 /// Cash that has a value on one day and none on the day before or after,
 /// without a flow: a tracked book in EUR that owes 90 EUR and holds 100
 /// USD, at 0.90 EUR a dollar on the 4th (the two cancel: cash is worth 0,

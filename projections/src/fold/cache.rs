@@ -96,8 +96,15 @@ impl Slot {
         let trade_ccy = series.intern_opt(pos.currency.as_ref());
         let closes = &series.runs[run];
         // Days only go forward: the closes passed when the symbol was last
-        // held stay passed.
-        let cursor = passed + closes[passed..].partition_point(|(d, _)| *d <= day);
+        // held stay passed, and a symbol is mostly bought back within days
+        // (a few steps forward; a search past those).
+        let mut cursor = passed;
+        while cursor < passed + 8 && closes.get(cursor).is_some_and(|(d, _)| *d <= day) {
+            cursor += 1;
+        }
+        if cursor == passed + 8 {
+            cursor += closes[cursor..].partition_point(|(d, _)| *d <= day);
+        }
         let ccy = match cursor.checked_sub(1) {
             Some(i) => series.ccy_at(run, i),
             None => trade_ccy,

@@ -8,10 +8,13 @@
 //! tolerance absorbed, one past it refused). Where a second route exists,
 //! `attribute` is compared with `attribute_of` over the log in chunks.
 
+use std::collections::BTreeMap;
+
 use chrono::NaiveDate;
 use projections::{
-    attribute, attribute_of, effective, fold, ratio_text, Attribution, AttributionError, CashMode,
-    ComponentShare, Correction, Currency, DayState, ForeignAmount, Kind, PortfolioId, Position,
+    attribute, attribute_of, effective, fold, ratio_text, value_cash, value_positions,
+    walk_components, ActionKind, Attribution, AttributionError, CashMode, ComponentShare,
+    CorporateAction, Correction, Currency, DayState, ForeignAmount, Kind, PortfolioId, Position,
     PriceBook, Receivable, Symbol, Trade, Transaction,
 };
 use rust_decimal::Decimal;
@@ -560,4 +563,269 @@ fn pnl_that_does_not_add_up_is_refused() {
     // capital at work for a contribution.
     assert_eq!(a.total_return, d("0"));
     assert_eq!(share(&a, "symbol:A").contribution, d("0"));
+}
+
+// --- the walk's values against the fold's state ------------------------
+//
+// `walk_components` values each day's components from the fold's
+// valuation cache (a plain symbol: only when its price or quantity moved);
+// `value_positions` and `value_cash` value the fold's own end state from
+// the price book. The two must agree on every day, and a day is
+// `unchanged` exactly when it has no flow and every component the value
+// (or lack of one) it had the day before.
+
+/// One day as `walk_components` gives it.
+#[derive(Debug)]
+struct Walked {
+    date: NaiveDate,
+    in_range: bool,
+    tracked: bool,
+    unchanged: bool,
+    /// Any flow, In or Out.
+    moved: bool,
+    /// Every component with a value, by name.
+    values: BTreeMap<String, Decimal>,
+}
+
+fn walked(txs: &[Transaction], prices: &PriceBook, from: NaiveDate, to: NaiveDate) -> Vec<Walked> {
+    let mut out = Vec::new();
+    walk_components(txs, prices, from, to, |day| {
+        let w = day.components;
+        assert!(!w.is_empty() && w.len() >= 4, "the four fixed components");
+        let values = (0..w.len())
+            .filter_map(|i| w.value(i).map(|v| (w.component(i).name(), v)))
+            .collect();
+        out.push(Walked {
+            date: day.record.date,
+            in_range: day.in_range,
+            tracked: day.tracked,
+            unchanged: day.unchanged,
+            moved: !day.flows.is_empty() || !day.inflow.is_zero() || !day.outflow.is_zero(),
+            values,
+        });
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+    .expect("consistent");
+    out
+}
+
+/// The values of the fold's state at the end of `day`, by the book.
+fn valued(txs: &[Transaction], prices: &PriceBook, day: NaiveDate) -> BTreeMap<String, Decimal> {
+    let state = fold(txs, prices, day).unwrap().end_state.unwrap();
+    assert_eq!(state.date, day);
+    let mut m: BTreeMap<String, Decimal> = value_positions(&state, prices)
+        .unwrap()
+        .into_iter()
+        .map(|p| (format!("symbol:{}", p.symbol), p.value))
+        .collect();
+    let cash: Decimal = value_cash(&state, prices)
+        .unwrap()
+        .iter()
+        .map(|b| b.value)
+        .sum();
+    if !cash.is_zero() {
+        m.insert("cash".into(), cash);
+    }
+    if !state.receivable.is_zero() {
+        m.insert("receivable".into(), state.receivable);
+    }
+    m
+}
+
+/// The walk over `from..=to`, checked day by day against the fold's
+/// states; the days it gave.
+fn checked_walk(
+    txs: &[Transaction],
+    prices: &PriceBook,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> Vec<Walked> {
+    let days = walked(txs, prices, from, to);
+    let mut before = BTreeMap::new();
+    for w in &days {
+        assert_eq!(w.values, valued(txs, prices, w.date), "{}", w.date);
+        let same = !w.moved && w.values == before;
+        assert_eq!(w.unchanged, w.in_range && same, "{}: unchanged", w.date);
+        before = w.values.clone();
+    }
+    days
+}
+
+/// A symbol change whose new symbol inherits a close quoted in another
+/// currency: a book in EUR buys 10 OLD at 90 on the 4th, when OLD closes
+/// at 100 USD (0.90 EUR a dollar); OLD becomes NEW on the 5th, and NEW,
+/// with no close of its own, is valued at the inherited 100 USD — still
+/// dollars: 900 EUR on the 5th, 800 on the 6th at 0.80. The move on the
+/// 5th (900) is a flow out of OLD into NEW: NEW's P&L over 5–6 March is
+/// −100, OLD's 0, and the return 800 / 900 − 1.
+#[test]
+fn a_renamed_symbol_keeps_the_currency_of_the_close_it_inherits() {
+    let (eur, usd) = (ccy("EUR"), ccy("USD"));
+    let mut prices = PriceBook::with_default_currency(eur.clone());
+    prices.insert_priced(sym("OLD"), day(4), d("100"), Some(usd.clone()));
+    prices.set_rate(usd.clone(), eur.clone(), day(1), d("0.90"));
+    prices.set_rate(usd.clone(), eur.clone(), day(6), d("0.80"));
+    prices.apply_action(&CorporateAction {
+        event_id: Uuid::from_u128(1 << 100),
+        kind: ActionKind::SymbolChange,
+        symbol: sym("OLD"),
+        ex_date: day(5),
+        new_symbol: Some(sym("NEW")),
+        numerator: 1,
+        denominator: 1,
+        cost_allocation: Decimal::ZERO,
+        cash: None,
+        currency: None,
+        price: None,
+        cancelled: false,
+        seq: 1,
+    });
+    let txs = vec![tx(1, day(4), buy("OLD", "10", "90"))];
+    let records = fold(&txs, &prices, day(6)).unwrap().records;
+    let values: Vec<Decimal> = records.iter().map(|r| r.market_value).collect();
+    assert_eq!(values, [d("900"), d("900"), d("800")]);
+    let a = attribution(&txs, &prices, day(5), day(6));
+    assert_eq!(names(&a), ["symbol:NEW", "symbol:OLD"]);
+    assert_eq!(a.pnl, d("-100"));
+    assert_eq!(share(&a, "symbol:NEW").pnl, d("-100"));
+    assert_eq!(share(&a, "symbol:OLD").pnl, d("0"));
+    assert_eq!(ratio_text(a.total_return), "-0.111111111111");
+    checked_walk(&txs, &prices, day(5), day(6));
+}
+
+/// An untracked book in USD walked over 5–11 March against the fold's
+/// states, day by day. 10 AAA at 100, 5 BBB at 200, 10 QQQ at 50 (its
+/// closes in EUR, 1.1 USD a euro, 1.2 from the 8th) and 4 SPL at 100 (split
+/// 2:1 on the 7th) bought on the 4th. BBB is sold on the 6th and bought
+/// again on the 9th, its close of the 7th (215), dated while it was not
+/// held, valuing it then. The 7th (the split: SPL's 8 at 50 are worth its
+/// 4 at 100) and the 11th move nothing.
+#[test]
+fn the_walk_values_each_day_as_the_fold_does() {
+    let (usd, eur) = (ccy("USD"), ccy("EUR"));
+    let mut prices = PriceBook::with_default_currency(usd.clone());
+    for (s, n, c) in [
+        ("AAA", 4, "100"),
+        ("AAA", 5, "110"),
+        ("AAA", 8, "120"),
+        ("BBB", 4, "200"),
+        ("BBB", 5, "205"),
+        ("BBB", 7, "215"),
+        ("BBB", 10, "230"),
+        ("SPL", 4, "100"),
+        ("SPL", 8, "52"),
+    ] {
+        prices.insert(sym(s), day(n), d(c));
+    }
+    prices.insert_priced(sym("QQQ"), day(4), d("50"), Some(eur.clone()));
+    prices.set_rate(eur.clone(), usd.clone(), day(1), d("1.1"));
+    prices.set_rate(eur.clone(), usd.clone(), day(8), d("1.2"));
+    prices.set_split(sym("SPL"), day(7), 2, 1);
+    let sell = |symbol: &str, quantity: &str, price: &str| {
+        Kind::Sell(Trade {
+            symbol: sym(symbol),
+            quantity: d(quantity),
+            price: d(price),
+            fee: Decimal::ZERO,
+        })
+    };
+    let txs = vec![
+        tx(1, day(4), buy("AAA", "10", "100")),
+        tx(2, day(4), buy("BBB", "5", "200")),
+        tx(3, day(4), buy("QQQ", "10", "50")),
+        tx(4, day(4), buy("SPL", "4", "100")),
+        tx(5, day(6), sell("BBB", "5", "210")),
+        tx(6, day(9), buy("BBB", "5", "220")),
+    ];
+    let days = checked_walk(&txs, &prices, day(5), day(11));
+    let dates: Vec<NaiveDate> = days.iter().map(|w| w.date).collect();
+    assert_eq!(dates, (4..=11).map(day).collect::<Vec<_>>());
+    let unchanged: Vec<bool> = days.iter().map(|w| w.unchanged).collect();
+    assert_eq!(
+        unchanged,
+        [false, false, false, true, false, false, false, true]
+    );
+    assert!(days.iter().all(|w| !w.tracked));
+    let on = |n: u32| -> Vec<(&str, Decimal)> {
+        let w = days.iter().find(|w| w.date == day(n)).unwrap();
+        w.values.iter().map(|(k, v)| (k.as_str(), *v)).collect()
+    };
+    let expect = |xs: &[(&'static str, &str)]| -> Vec<(&'static str, Decimal)> {
+        xs.iter().map(|(k, v)| (*k, d(v))).collect()
+    };
+    assert_eq!(
+        on(5),
+        expect(&[
+            ("symbol:AAA", "1100"),
+            ("symbol:BBB", "1025"),
+            ("symbol:QQQ", "550"),
+            ("symbol:SPL", "400")
+        ])
+    );
+    assert_eq!(
+        on(7),
+        expect(&[
+            ("symbol:AAA", "1100"),
+            ("symbol:QQQ", "550"),
+            ("symbol:SPL", "400")
+        ])
+    );
+    assert_eq!(
+        on(9),
+        expect(&[
+            ("symbol:AAA", "1200"),
+            ("symbol:BBB", "1075"),
+            ("symbol:QQQ", "600"),
+            ("symbol:SPL", "416")
+        ])
+    );
+    assert_eq!(on(11)[1], ("symbol:BBB", d("1150")));
+}
+
+/// The tracked book of `cash_worth_something_on_one_day_only` walked
+/// over 5–7 March: cash is worth 5 on the 5th and nothing on the 6th (it
+/// loses its value with no flow, AAA unchanged: a change all the same),
+/// and the 7th moves nothing. Every day, the one before the range too, is
+/// a tracked book's.
+#[test]
+fn a_component_losing_its_value_is_a_change() {
+    let eur = ccy("EUR");
+    let usd = ccy("USD");
+    let mut in_usd = tx(4, day(4), Kind::Deposit { amount: d("100") });
+    in_usd.currency = Some(usd.clone());
+    let txs = vec![
+        tx(
+            1,
+            day(4),
+            Kind::PortfolioSettings {
+                cash: CashMode::Tracked,
+                base_currency: Some(eur.clone()),
+            },
+        ),
+        tx(2, day(4), Kind::Deposit { amount: d("1000") }),
+        tx(3, day(4), buy("AAA", "10", "100")),
+        in_usd,
+        tx(5, day(4), Kind::Withdrawal { amount: d("90") }),
+    ];
+    let mut prices = PriceBook::with_default_currency(eur.clone());
+    prices.set_rate(usd.clone(), eur.clone(), day(1), d("0.90"));
+    prices.set_rate(usd.clone(), eur.clone(), day(5), d("0.95"));
+    prices.set_rate(usd.clone(), eur.clone(), day(6), d("0.90"));
+    prices.insert(sym("AAA"), day(4), d("100"));
+    let days = checked_walk(&txs, &prices, day(5), day(7));
+    let seen: Vec<(NaiveDate, bool, bool, usize)> = days
+        .iter()
+        .map(|w| (w.date, w.in_range, w.unchanged, w.values.len()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (day(4), false, false, 1),
+            (day(5), true, false, 2),
+            (day(6), true, false, 1),
+            (day(7), true, true, 1),
+        ]
+    );
+    assert!(days.iter().all(|w| w.tracked), "{days:?}");
 }

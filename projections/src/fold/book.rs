@@ -382,14 +382,14 @@ impl PriceBook {
         self.actions.values()
     }
 
-    /// A close of `symbol` dated `t` as used on `day`: adjusted for the
-    /// splits and spin-offs with `t < ex-date <= day` (docs/valuation.md).
     /// Whether [`Self::adjust_close`] can change any close of `symbol`
     /// (it has a split or a spin-off factor).
     pub(crate) fn adjusts(&self, symbol: &Symbol) -> bool {
         self.splits.contains_key(symbol) || self.factors.contains_key(symbol)
     }
 
+    /// A close of `symbol` dated `t` as used on `day`: adjusted for the
+    /// splits and spin-offs with `t < ex-date <= day` (docs/valuation.md).
     pub fn adjust_close(
         &self,
         symbol: &Symbol,

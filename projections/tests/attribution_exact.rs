@@ -194,21 +194,13 @@ fn parts_that_move_under_an_unmoved_whole_are_attributed() {
     }
 }
 
-/// Cash that has a value on one day and none on the day before or after,
-/// without a flow: a tracked book in EUR that owes 90 EUR and holds 100
-/// USD, at 0.90 EUR a dollar on the 4th (the two cancel: cash is worth 0,
-/// and a cash account worth 0 has no value that day),
-/// 0.95 on the 5th (cash worth 5) and 0.90 again on the 6th. Beside it 10
-/// AAA at 100, which never moves. The dollar's move is cash's P&L: +5 on
-/// the 5th (5 / 1000 of the capital at work), −5 on the 6th (−5 / 1005).
-#[test]
-fn cash_worth_something_on_one_day_only() {
+/// The book of `cash_worth_something_on_one_day_only`, AAA's close of
+/// the 4th its only price.
+fn dollar_cash_book() -> (Vec<Transaction>, PriceBook) {
     let eur = ccy("EUR");
     let usd = ccy("USD");
-    let in_usd = |mut t: Transaction| {
-        t.currency = Some(usd.clone());
-        t
-    };
+    let mut in_usd = tx(4, day(4), Kind::Deposit { amount: d("100") });
+    in_usd.currency = Some(usd.clone());
     let txs = vec![
         tx(
             1,
@@ -220,14 +212,28 @@ fn cash_worth_something_on_one_day_only() {
         ),
         tx(2, day(4), Kind::Deposit { amount: d("1000") }),
         tx(3, day(4), buy("AAA", "10", "100")),
-        in_usd(tx(4, day(4), Kind::Deposit { amount: d("100") })),
+        in_usd,
         tx(5, day(4), Kind::Withdrawal { amount: d("90") }),
     ];
     let mut prices = PriceBook::with_default_currency(eur.clone());
     prices.set_rate(usd.clone(), eur.clone(), day(1), d("0.90"));
     prices.set_rate(usd.clone(), eur.clone(), day(5), d("0.95"));
-    prices.set_rate(usd.clone(), eur.clone(), day(6), d("0.90"));
-    for n in 4..=6 {
+    prices.set_rate(usd, eur, day(6), d("0.90"));
+    prices.insert(sym("AAA"), day(4), d("100"));
+    (txs, prices)
+}
+
+/// Cash that has a value on one day and none on the day before or after,
+/// without a flow: a tracked book in EUR that owes 90 EUR and holds 100
+/// USD, at 0.90 EUR a dollar on the 4th (the two cancel: cash is worth 0,
+/// and a cash account worth 0 has no value that day),
+/// 0.95 on the 5th (cash worth 5) and 0.90 again on the 6th. Beside it 10
+/// AAA at 100, which never moves. The dollar's move is cash's P&L: +5 on
+/// the 5th (5 / 1000 of the capital at work), −5 on the 6th (−5 / 1005).
+#[test]
+fn cash_worth_something_on_one_day_only() {
+    let (txs, mut prices) = dollar_cash_book();
+    for n in 5..=6 {
         prices.insert(sym("AAA"), day(n), d("100"));
     }
     let records = fold(&txs, &prices, day(6)).unwrap().records;
@@ -790,29 +796,7 @@ fn the_walk_values_each_day_as_the_fold_does() {
 /// a tracked book's.
 #[test]
 fn a_component_losing_its_value_is_a_change() {
-    let eur = ccy("EUR");
-    let usd = ccy("USD");
-    let mut in_usd = tx(4, day(4), Kind::Deposit { amount: d("100") });
-    in_usd.currency = Some(usd.clone());
-    let txs = vec![
-        tx(
-            1,
-            day(4),
-            Kind::PortfolioSettings {
-                cash: CashMode::Tracked,
-                base_currency: Some(eur.clone()),
-            },
-        ),
-        tx(2, day(4), Kind::Deposit { amount: d("1000") }),
-        tx(3, day(4), buy("AAA", "10", "100")),
-        in_usd,
-        tx(5, day(4), Kind::Withdrawal { amount: d("90") }),
-    ];
-    let mut prices = PriceBook::with_default_currency(eur.clone());
-    prices.set_rate(usd.clone(), eur.clone(), day(1), d("0.90"));
-    prices.set_rate(usd.clone(), eur.clone(), day(5), d("0.95"));
-    prices.set_rate(usd.clone(), eur.clone(), day(6), d("0.90"));
-    prices.insert(sym("AAA"), day(4), d("100"));
+    let (txs, prices) = dollar_cash_book();
     let days = checked_walk(&txs, &prices, day(5), day(7));
     let seen: Vec<(NaiveDate, bool, bool, usize)> = days
         .iter()

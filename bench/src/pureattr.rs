@@ -114,8 +114,8 @@ mod tests {
                     stored.chunks(1024).map(<[_]>::to_vec).collect();
                 let start = projections::DayState::initial_for(
                     stored[0].trade_date,
-                    projections::CashMode::None,
-                    None,
+                    projections::cash_mode_of(&stored),
+                    projections::base_currency_of(&stored),
                 );
                 let c = thread_cpu();
                 projections::attribute_of(start, chunks.into_iter(), &inputs.prices, *from, last)

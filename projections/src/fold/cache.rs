@@ -26,14 +26,19 @@ struct SymbolKey<'s> {
     symbol: &'s Symbol,
 }
 
+/// The first 8 bytes of a symbol's name, big-endian, zero-padded: ordered
+/// like the names themselves (a symbol holds no NUL).
+pub(super) fn name_prefix(name: &str) -> u64 {
+    let mut b = [0u8; 8];
+    let n = name.len().min(8);
+    b[..n].copy_from_slice(&name.as_bytes()[..n]);
+    u64::from_be_bytes(b)
+}
+
 impl<'s> SymbolKey<'s> {
     fn of(symbol: &'s Symbol) -> Self {
-        let mut b = [0u8; 8];
-        let s = symbol.as_str().as_bytes();
-        let n = s.len().min(8);
-        b[..n].copy_from_slice(&s[..n]);
         SymbolKey {
-            prefix: u64::from_be_bytes(b),
+            prefix: name_prefix(symbol.as_str()),
             symbol,
         }
     }

@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 use rust_decimal::Decimal;
 
 use super::super::book::PriceBook;
+use super::super::cache::name_prefix;
 use super::super::flows::Component;
 use super::super::folder::Folder;
 use super::super::valuation::{base_of, rate_or_missing, value_cash, value_position};
@@ -117,7 +118,7 @@ impl ComponentWalk {
 
     /// [`Self::index_of`] a symbol by its name.
     pub(super) fn index_of_name(&mut self, name: &str) -> usize {
-        let key = (prefix_of(name), name);
+        let key = (name_prefix(name), name);
         match self
             .symbols
             .binary_search_by(|(p, x, _)| (*p, x.as_str()).cmp(&key))
@@ -136,7 +137,7 @@ impl ComponentWalk {
         let i = self.components.len();
         self.components.push(Component::Symbol(s.clone()));
         self.symbols
-            .insert(k, (prefix_of(s.as_str()), s.clone(), i));
+            .insert(k, (name_prefix(s.as_str()), s.clone(), i));
         self.values.push(Decimal::ZERO);
         self.valued.push(false);
         self.was_valued.push(false);
@@ -179,15 +180,6 @@ impl ComponentWalk {
             self.changed = true;
         }
     }
-}
-
-/// The first 8 bytes of `name`, big-endian, zero-padded: ordered like the
-/// names themselves (a symbol holds no NUL).
-fn prefix_of(name: &str) -> u64 {
-    let mut b = [0u8; 8];
-    let n = name.len().min(8);
-    b[..n].copy_from_slice(&name.as_bytes()[..n]);
-    u64::from_be_bytes(b)
 }
 
 /// Values a state's components day after day (ascending).

@@ -288,3 +288,61 @@ async fn a_consumer_of_the_outbox_holds_what_the_api_serves() {
         *v = r.1;
     }
 }
+
+/// The relay is woken by this process's commits that staged messages, and
+/// by no other: a stored batch or a refold that left the records as they
+/// were stages nothing (on Citus every poll of the outbox is a task per
+/// shard).
+#[tokio::test]
+async fn only_a_commit_that_staged_messages_wakes_the_relay() {
+    let today = day("2024-03-15");
+    let app = spawn_app(jwt_auth(), today).await;
+    // Listening starting is an "anything may have changed" of its own.
+    while !app.db.changes().is_listening() {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let mut relay = app.db.changes().subscribe();
+    relay.mark_unchanged();
+    ingest(
+        &app.db,
+        &[buy(11, "p-w", "AAA", "10", "100", "2024-03-01")],
+        &[close("AAA", "2024-03-05", "101")],
+    )
+    .await;
+    assert!(
+        !relay.has_changed().unwrap(),
+        "a stored batch stages nothing"
+    );
+    navd::projection::worker::refresh_all(&app.db, app.clock)
+        .await
+        .unwrap();
+    let staged = outbox(&app.pool).await.len();
+    assert_eq!(staged, 1, "the first fold's message");
+    assert!(
+        relay.has_changed().unwrap(),
+        "the first fold staged a message"
+    );
+    relay.mark_unchanged();
+
+    let (row, _) = navd::projection::calculate(&app.db, "p-w", today)
+        .await
+        .unwrap();
+    assert!(row.is_some());
+    assert_eq!(outbox(&app.pool).await.len(), staged, "the same records");
+    assert!(
+        !relay.has_changed().unwrap(),
+        "a refold that changed nothing"
+    );
+
+    ingest(&app.db, &[], &[close("AAA", "2024-03-05", "105")]).await;
+    let (row, _) = navd::projection::calculate(&app.db, "p-w", today)
+        .await
+        .unwrap();
+    let mv = row.unwrap().market_value_exact;
+    assert_eq!(mv, "1050".parse::<rust_decimal::Decimal>().unwrap());
+    assert!(outbox(&app.pool).await.len() > staged, "a restated close");
+    assert!(
+        relay.has_changed().unwrap(),
+        "a calculate that staged a message"
+    );
+}

@@ -63,6 +63,9 @@ pub struct Refreshed {
     /// it: what the history holds for that day once the transaction
     /// commits, so `calculate` answers without reading it back.
     pub today_row: Option<HistoryRow>,
+    /// The refresh staged a change message of this portfolio (its
+    /// commit must wake the relay).
+    pub staged: bool,
 }
 
 /// Brings one portfolio up to `today` in its own database transaction.
@@ -75,6 +78,9 @@ pub async fn refresh(db: &Db, portfolio_id: &str, today: NaiveDate) -> Result<Op
     let mut out =
         refresh::refresh_staged(&mut w, db.prices(), &ids, today, Lock::Wait, staging).await?;
     w.changed(&ids);
+    if out.iter().any(|(_, r)| r.staged) {
+        w.staged_feed();
+    }
     w.commit().await?;
     Ok(out.pop().map(|(_, r)| r))
 }
@@ -88,6 +94,9 @@ pub(crate) async fn try_refresh_many(db: &Db, ids: &[String], today: NaiveDate) 
     let staging = Staging::of(db, None);
     let out = refresh::refresh_staged(&mut w, db.prices(), ids, today, Lock::Skip, staging).await?;
     w.changed(out.iter().map(|(id, _)| id));
+    if out.iter().any(|(_, r)| r.staged) {
+        w.staged_feed();
+    }
     w.commit().await?;
     Ok(out.len())
 }

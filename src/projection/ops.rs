@@ -101,7 +101,9 @@ pub async fn backfill(
             cause: Cause::of(&["backfill".to_string()], &[]),
             rows: rows.clone(),
         };
-        crate::feed::stage(&mut tx, vec![change]).await?;
+        if crate::feed::stage(&mut tx, vec![change]).await? > 0 {
+            tx.staged_feed();
+        }
     }
     tx.changed([portfolio_id]);
     tx.commit().await?;
@@ -173,6 +175,9 @@ pub async fn calculate(
         .map(|(_, r)| r)
         .ok_or(OpError::NotFound)?;
     tx.changed(&ids);
+    if out.staged {
+        tx.staged_feed();
+    }
     tx.commit().await?;
     if let Some(inc) = out.inconsistency {
         return Err(OpError::Inconsistent(inc));

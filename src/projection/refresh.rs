@@ -118,6 +118,7 @@ fn plan(
                     days_written: 0,
                     transactions_replayed: 0,
                     today_row: None,
+                    staged: false,
                 },
             ));
             continue;
@@ -451,8 +452,11 @@ async fn write(
             status,
             ..p
         };
+        let mut staged = false;
         if staging.on {
-            feed.extend(feed_change(&row, &mut synced, status_changed, written_rows));
+            let change = feed_change(&row, &mut synced, status_changed, written_rows);
+            staged = change.is_some();
+            feed.extend(change);
         }
         out.push((
             row.portfolio_id.clone(),
@@ -463,6 +467,7 @@ async fn write(
                 days_written: o.days,
                 transactions_replayed: o.replayed,
                 today_row: o.today_row,
+                staged,
             },
         ));
     }

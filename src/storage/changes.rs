@@ -59,8 +59,13 @@ pub struct Changes {
     epoch: AtomicU64,
     prices: AtomicU64,
     slots: Box<[AtomicU64]>,
-    /// Moves with every portfolio change heard: what the change feed's
-    /// relay waits on instead of polling.
+    /// Moves with every commit of this process that staged change
+    /// messages (and when listening starts or stops): what the change
+    /// feed's relay waits on. Not with every change heard: a commit that
+    /// staged nothing (a refresh that left the records as they were, a
+    /// stored batch of events) has nothing to publish, and on Citus each
+    /// poll of the outbox is a task per shard. Messages staged by other
+    /// processes are found by the relay's poll.
     tick: tokio::sync::watch::Sender<u64>,
     /// Woken with each slot's counter: a change stream waits on its
     /// portfolio's slot, so a commit wakes the streams of the portfolios it
@@ -155,8 +160,8 @@ impl Changes {
         })
     }
 
-    /// A receiver that sees every portfolio change this process hears of
-    /// (its own commits, and notifications while listening).
+    /// A receiver that sees each of this process's commits that staged
+    /// change messages.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.tick.subscribe()
     }
@@ -198,6 +203,10 @@ impl Changes {
         for id in ids {
             self.slot_changed(id.as_ref());
         }
+    }
+
+    /// A commit of this process staged change messages (the relay's wake).
+    pub(crate) fn feed_staged(&self) {
         self.ticked();
     }
 
@@ -224,7 +233,6 @@ impl Changes {
                 for id in lines {
                     self.slot_changed(id);
                 }
-                self.ticked();
             }
             Some(PRICES) => self.prices_changed(),
             _ => self.everything_changed(),
@@ -363,6 +371,29 @@ mod tests {
         assert_eq!(c.seen("a", false), None);
         c.set_listening(true);
         assert_ne!(c.seen("a", false), Some(s), "a reconnection is a new epoch");
+    }
+
+    #[test]
+    fn only_staged_messages_wake_the_relay() {
+        let c = Changes::default();
+        let mut relay = c.subscribe();
+        relay.mark_unchanged();
+        c.portfolios_changed(&["a", "b"]);
+        c.apply(&format!("{PORTFOLIOS}\na"));
+        c.apply(PRICES);
+        c.prices_changed();
+        assert!(!relay.has_changed().unwrap(), "changes with nothing staged");
+        c.feed_staged();
+        assert!(
+            relay.has_changed().unwrap(),
+            "a commit that staged messages"
+        );
+        relay.mark_unchanged();
+        c.set_listening(true);
+        assert!(
+            relay.has_changed().unwrap(),
+            "listening again: anything may be unsent"
+        );
     }
 
     #[test]

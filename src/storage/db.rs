@@ -110,6 +110,7 @@ impl Db {
             tx: self.pool.begin().await?,
             changed: BTreeSet::new(),
             prices: false,
+            staged: false,
         })
     }
 }
@@ -122,6 +123,7 @@ pub struct Write<'a> {
     tx: Transaction<'static, Postgres>,
     changed: BTreeSet<String>,
     prices: bool,
+    staged: bool,
 }
 
 impl Write<'_> {
@@ -137,9 +139,15 @@ impl Write<'_> {
             .extend(ids.into_iter().map(|s| s.as_ref().to_string()));
     }
 
+    /// Records that the write staged change messages: its commit wakes
+    /// this process's relay.
+    pub(crate) fn staged_feed(&mut self) {
+        self.staged = true;
+    }
+
     /// Commits, then moves this process's change counters for every
     /// portfolio (and the prices) recorded, so its own readers see the
-    /// write at once.
+    /// write at once, and wakes the relay when it staged messages.
     pub async fn commit(self) -> sqlx::Result<()> {
         self.tx.commit().await?;
         let ids: Vec<&str> = self.changed.iter().map(String::as_str).collect();
@@ -148,6 +156,9 @@ impl Write<'_> {
         }
         if self.prices {
             self.db.changes.prices_changed();
+        }
+        if self.staged {
+            self.db.changes.feed_staged();
         }
         Ok(())
     }

@@ -81,7 +81,7 @@ pub(crate) async fn refresh_staged(
     lock: Lock,
     staging: Staging,
 ) -> Result<Vec<(String, Refreshed)>> {
-    let rows = storage::lock_portfolios(conn, ids, lock == Lock::Skip).await?;
+    let rows = storage::lock_portfolios(conn, ids, lock == Lock::Skip, lock == Lock::Full).await?;
     let (mut out, plans) = plan(rows, today, lock == Lock::Full);
     let (ready, book) = load(conn, prices, &plans, today).await?;
     if let Some(from) = ready.iter().map(|r| r.start.date).min() {
@@ -604,6 +604,7 @@ async fn write_history(
                 portfolio_id: pl.p.portfolio_id.clone(),
                 after: *d,
                 digest: pl.p.history_digest,
+                count: pl.p.record_count,
                 whole: *d < pl.p.first_day,
             })
         })

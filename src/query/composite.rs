@@ -261,6 +261,7 @@ fn composite_row(
         cash_mode: projections::CashMode::None,
         base_currency: base,
         history_digest: None,
+        record_count: None,
     }
 }
 

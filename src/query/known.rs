@@ -107,6 +107,7 @@ fn id_row(
         cash_mode,
         base_currency,
         history_digest: None,
+        record_count: None,
     }
 }
 

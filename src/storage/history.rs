@@ -365,6 +365,9 @@ pub struct Span {
     pub after: NaiveDate,
     /// Its digest as stored (`None`: unknown).
     pub digest: Option<Digest>,
+    /// How many records it has stored, when its locked row was read with
+    /// them counted (`None`: counted here if needed).
+    pub count: Option<i64>,
     /// No record of the portfolio can lie on or before `after` (the fold
     /// started before its first day): the new rows are all its records.
     pub whole: bool,
@@ -404,19 +407,28 @@ pub async fn replace_history_many(
     let packed = Packed::of(rows);
     let new = packed.sums(rows);
     let new_of = |p: &str| new.get(p).copied().unwrap_or((Digest::EMPTY, 0));
-    let candidates: Vec<&str> = spans
+    let candidates: Vec<&Span> = spans
         .iter()
         .filter(|s| s.digest == Some(new_of(&s.portfolio_id).0))
+        .collect();
+    let uncounted: Vec<&str> = candidates
+        .iter()
+        .filter(|s| s.count.is_none())
         .map(|s| s.portfolio_id.as_str())
         .collect();
-    let mut same: HashSet<&str> = HashSet::new();
-    if !candidates.is_empty() {
-        let counts = record_counts(conn, &candidates).await?;
-        same = candidates
-            .into_iter()
-            .filter(|p| counts.get(*p).copied().unwrap_or(0) == new_of(p).1 as i64)
-            .collect();
-    }
+    let counts = if uncounted.is_empty() {
+        HashMap::new()
+    } else {
+        record_counts(conn, &uncounted).await?
+    };
+    let same: HashSet<&str> = candidates
+        .into_iter()
+        .filter(|s| {
+            let stored = s.count.or_else(|| counts.get(&s.portfolio_id).copied());
+            stored.unwrap_or(0) == new_of(&s.portfolio_id).1 as i64
+        })
+        .map(|s| s.portfolio_id.as_str())
+        .collect();
     let read: Vec<&Span> = spans
         .iter()
         .filter(|s| !same.contains(s.portfolio_id.as_str()))

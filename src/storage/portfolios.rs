@@ -38,6 +38,9 @@ pub struct PortfolioRow {
     /// The digest of its stored records (`storage::digest`); `None`:
     /// unknown.
     pub history_digest: Option<Digest>,
+    /// How many records it has stored, when the read counted them (under
+    /// the row's lock, so the count holds for the transaction).
+    pub record_count: Option<i64>,
 }
 
 impl PortfolioRow {
@@ -113,6 +116,12 @@ impl<'r> FromRow<'r, PgRow> for PortfolioRow {
             history_digest: r
                 .try_get::<Option<&[u8]>, _>("history_digest")?
                 .and_then(Digest::from_bytes),
+            record_count: match r.try_get::<Option<i64>, _>("record_count") {
+                Ok(n) => n,
+                // Only the reads that count select it.
+                Err(sqlx::Error::ColumnNotFound(_)) => None,
+                Err(e) => return Err(e),
+            },
             portfolio_id,
         })
     }
@@ -174,12 +183,37 @@ pub async fn lock_portfolio(
 
 /// Locks the rows of `ids` (in id order, so two writers never wait on each
 /// other in a cycle) and reads them with their marks; rows another writer
-/// holds are left out when `skip_locked`.
+/// holds are left out when `skip_locked`. With `count`, a lone portfolio's
+/// row comes with its records counted (a full refold's digest check needs
+/// the count; see `storage::replace_history_many`).
 pub async fn lock_portfolios(
     conn: &mut PgConnection,
     ids: &[String],
     skip_locked: bool,
+    count: bool,
 ) -> sqlx::Result<Vec<PortfolioRow>> {
+    if ids.len() == 1 {
+        // One portfolio, one round trip when its row is free: the lock and
+        // the read in one statement (one shard on Citus). A row held by
+        // another writer is not waited for here: a statement that waits
+        // reads the marks and settings as they were before the wait, so
+        // waiting goes the two-statement way below.
+        let counted = if count {
+            ", (SELECT count(*) FROM portfolio_nav_history h
+                 WHERE h.portfolio_id = p.portfolio_id AND h.portfolio_id = ANY($1::text[]))
+                AS record_count"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT {PORTFOLIO_COLUMNS}{counted} FROM portfolios p {ROW_JOINS_OF_SET}
+              WHERE p.portfolio_id = ANY($1::text[]) FOR UPDATE OF p SKIP LOCKED"
+        );
+        let rows: Vec<PortfolioRow> = sqlx::query_as(&sql).bind(ids).fetch_all(&mut *conn).await?;
+        if !rows.is_empty() || skip_locked {
+            return Ok(rows);
+        }
+    }
     // Row by row in the database (a lock spanning shards is refused by
     // Citus): migrations/…_citus_ready.sql.
     let locked: Vec<String> =

@@ -96,6 +96,7 @@ async fn group_reads_use_the_index_with_or_without_statistics() {
                     portfolio_id: p.clone(),
                     after: from,
                     digest: None,
+                    count: None,
                     whole: false,
                 })
                 .collect();

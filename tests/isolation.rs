@@ -268,3 +268,59 @@ async fn a_batch_is_stored_while_a_refresh_of_its_portfolios_is_uncommitted() {
         assert_eq!(last, v, "{p}");
     }
 }
+
+/// A `calculate` of a portfolio whose row another writer holds waits for
+/// it, and then reads the marks as that writer left them: a mark it
+/// committed while `calculate` waited is consumed by the refold, not left
+/// pending behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calculate_that_waited_for_the_lock_reads_the_marks_after_it() {
+    let today = day("2024-01-10");
+    let app = spawn_app(jwt_auth(), today).await;
+    ingest(
+        &app.db,
+        &[buy(1, "p-wait", "W", "10", "5", "2024-01-02")],
+        &[close("W", "2024-01-03", "6")],
+    )
+    .await;
+    navd::projection::worker::refresh_all(&app.db, app.clock)
+        .await
+        .unwrap();
+    let pending = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM portfolio_marks WHERE portfolio_id = 'p-wait'",
+        )
+        .fetch_one(&app.pool)
+        .await
+        .unwrap()
+    };
+    assert_eq!(pending().await, 0);
+
+    let mut holder = app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM portfolios WHERE portfolio_id = 'p-wait' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let db = app.db.clone();
+    let calc = tokio::spawn(async move { navd::projection::calculate(&db, "p-wait", today).await });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!calc.is_finished(), "calculate waits for the row's lock");
+    sqlx::query(
+        "INSERT INTO portfolio_marks (portfolio_id, from_day, kinds)
+         VALUES ('p-wait', '2024-01-05', ARRAY['transaction'])",
+    )
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    holder.commit().await.unwrap();
+    let (row, _) = calc.await.unwrap().unwrap();
+    assert_eq!(
+        row.unwrap().market_value_exact,
+        "60".parse::<rust_decimal::Decimal>().unwrap()
+    );
+    assert_eq!(
+        pending().await,
+        0,
+        "the mark committed during the wait is consumed"
+    );
+}

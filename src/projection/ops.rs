@@ -147,9 +147,7 @@ async fn set_extent(
     let year_ends = super::refresh::year_end_anchors(run)?;
     let keeps: Vec<(&str, NaiveDate, &serde_json::value::RawValue)> =
         year_ends.iter().map(|(d, s)| (id, *d, &**s)).collect();
-    let again: Vec<(&str, NaiveDate)> = keeps.iter().map(|(p, d, _)| (*p, *d)).collect();
-    storage::anchors::drop_anchors_after(conn, &[(id, None)], &again).await?;
-    storage::anchors::keep_anchors(conn, &keeps).await?;
+    storage::anchors::sync_anchors(conn, &[(id, None)], &keeps).await?;
     if p.pending_from.is_some_and(|d| d >= from && d <= to) {
         storage::delete_marks(conn, id, &p.mark_ids).await?;
         if last_day.is_some_and(|l| succ(to) <= l) {

@@ -571,9 +571,7 @@ async fn write_anchors(
     }
     let keeps: Vec<(&str, NaiveDate, &RawValue)> =
         kept.iter().map(|(p, d, s)| (*p, *d, &**s)).collect();
-    let again: Vec<(&str, NaiveDate)> = keeps.iter().map(|(p, d, _)| (*p, *d)).collect();
-    storage::anchors::drop_anchors_after(conn, &drops, &again).await?;
-    storage::anchors::keep_anchors(conn, &keeps).await?;
+    storage::anchors::sync_anchors(conn, &drops, &keeps).await?;
     Ok(())
 }
 

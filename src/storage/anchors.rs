@@ -61,73 +61,60 @@ pub(crate) fn usable(p: &super::PortfolioRow, raw: &RawValue) -> Option<projecti
         .then_some(state)
 }
 
-/// Keeps `anchors` (portfolio, the state's day, the state) and drops each
-/// portfolio's anchors older than [`KEEP_DAYS`] before its new one, except
-/// those of year ends (31 December), kept for as long as they stand.
-pub(crate) async fn keep_anchors(
+/// Rewrites the anchors of a refold, in one statement:
+///
+/// - drops each portfolio of `starts`' anchors dated after its day (a
+///   refold from there may have changed them; `None`: all of them), but
+///   those `keeps` names again — so a refold of an unchanged log writes no
+///   anchor at all;
+/// - keeps `keeps` (portfolio, the state's day, the state), and drops each
+///   portfolio's anchors older than [`KEEP_DAYS`] before a new one, except
+///   those of year ends (31 December), kept for as long as they stand.
+///
+/// The deletes never touch a key `keeps` writes, so the three parts of the
+/// statement (which see one snapshot) never meet on a row.
+pub(crate) async fn sync_anchors(
     conn: &mut PgConnection,
-    anchors: &[(&str, NaiveDate, &RawValue)],
+    starts: &[(&str, Option<NaiveDate>)],
+    keeps: &[(&str, NaiveDate, &RawValue)],
 ) -> sqlx::Result<()> {
-    if anchors.is_empty() {
+    if starts.is_empty() && keeps.is_empty() {
         return Ok(());
     }
-    let ids: Vec<&str> = anchors.iter().map(|(p, _, _)| *p).collect();
-    let days: Vec<NaiveDate> = anchors.iter().map(|(_, d, _)| *d).collect();
-    let states: Vec<Json<&RawValue>> = anchors.iter().map(|(_, _, s)| Json(*s)).collect();
+    let ids: Vec<&str> = starts.iter().map(|(p, _)| *p).collect();
+    let days: Vec<Option<NaiveDate>> = starts.iter().map(|(_, d)| *d).collect();
+    let kept_ids: Vec<&str> = keeps.iter().map(|(p, _, _)| *p).collect();
+    let kept_days: Vec<NaiveDate> = keeps.iter().map(|(_, d, _)| *d).collect();
+    let states: Vec<Json<&RawValue>> = keeps.iter().map(|(_, _, s)| Json(*s)).collect();
+    // Each delete repeats its set of portfolios as `= ANY`, where Citus
+    // prunes shards (docs/scaling.md).
     sqlx::query(
-        "DELETE FROM portfolio_anchors a
-          USING UNNEST($1::text[], $2::date[]) AS u(id, day)
-          WHERE a.portfolio_id = u.id AND a.day < u.day - $3::int4
-            AND NOT (extract(month FROM a.day) = 12 AND extract(day FROM a.day) = 31)
-            AND a.portfolio_id = ANY($1::text[])",
-    )
-    .bind(&ids)
-    .bind(&days)
-    .bind(KEEP_DAYS)
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query(
-        "INSERT INTO portfolio_anchors (portfolio_id, day, state)
-         SELECT * FROM UNNEST($1::text[], $2::date[], $3::jsonb[])
+        "WITH dropped AS (
+             DELETE FROM portfolio_anchors a
+              USING UNNEST($1::text[], $2::date[]) AS u(id, day)
+              WHERE a.portfolio_id = u.id AND (u.day IS NULL OR a.day > u.day)
+                AND a.portfolio_id = ANY($1::text[])
+                AND NOT EXISTS (SELECT 1 FROM UNNEST($3::text[], $4::date[]) AS k(id, day)
+                                 WHERE k.id = a.portfolio_id AND k.day = a.day)),
+         aged AS (
+             DELETE FROM portfolio_anchors a
+              USING UNNEST($3::text[], $4::date[]) AS u(id, day)
+              WHERE a.portfolio_id = u.id AND a.day < u.day - $6::int4
+                AND NOT (extract(month FROM a.day) = 12 AND extract(day FROM a.day) = 31)
+                AND a.portfolio_id = ANY($3::text[])
+                AND NOT EXISTS (SELECT 1 FROM UNNEST($3::text[], $4::date[]) AS k(id, day)
+                                 WHERE k.id = a.portfolio_id AND k.day = a.day))
+         INSERT INTO portfolio_anchors (portfolio_id, day, state)
+         SELECT * FROM UNNEST($3::text[], $4::date[], $5::jsonb[])
          ON CONFLICT (portfolio_id, day) DO UPDATE SET state = excluded.state
           WHERE portfolio_anchors.state IS DISTINCT FROM excluded.state",
     )
     .bind(&ids)
     .bind(&days)
-    .bind(&states)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// Drops the anchors of each portfolio of `starts` dated after its day: a
-/// refold from there may have changed them. `None`: all of them. Those
-/// of `kept` (portfolio, day), which the refold keeps again, stay: a
-/// refold of an unchanged log then writes no anchor at all.
-pub(crate) async fn drop_anchors_after(
-    conn: &mut PgConnection,
-    starts: &[(&str, Option<NaiveDate>)],
-    kept: &[(&str, NaiveDate)],
-) -> sqlx::Result<()> {
-    if starts.is_empty() {
-        return Ok(());
-    }
-    let ids: Vec<&str> = starts.iter().map(|(p, _)| *p).collect();
-    let days: Vec<Option<NaiveDate>> = starts.iter().map(|(_, d)| *d).collect();
-    let kept_ids: Vec<&str> = kept.iter().map(|(p, _)| *p).collect();
-    let kept_days: Vec<NaiveDate> = kept.iter().map(|(_, d)| *d).collect();
-    sqlx::query(
-        "DELETE FROM portfolio_anchors a
-          USING UNNEST($1::text[], $2::date[]) AS u(id, day)
-          WHERE a.portfolio_id = u.id AND (u.day IS NULL OR a.day > u.day)
-            AND a.portfolio_id = ANY($1::text[])
-            AND NOT EXISTS (SELECT 1 FROM UNNEST($3::text[], $4::date[]) AS k(id, day)
-                             WHERE k.id = a.portfolio_id AND k.day = a.day)",
-    )
-    .bind(&ids)
-    .bind(&days)
     .bind(&kept_ids)
     .bind(&kept_days)
+    .bind(&states)
+    .bind(KEEP_DAYS)
     .execute(&mut *conn)
     .await?;
     Ok(())

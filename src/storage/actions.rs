@@ -56,6 +56,7 @@ pub(super) async fn store_actions(
         return Ok(Vec::new());
     }
     insert(conn, &fresh).await?;
+    super::market::actions_changed(conn).await?;
     Ok(fresh.into_iter().map(|(a, _, _)| a).collect())
 }
 

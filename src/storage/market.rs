@@ -262,6 +262,15 @@ pub(super) async fn store_rates(
 /// The `price_versions` entry of the exchange rates.
 pub(crate) const FX_VERSION_KEY: &str = "";
 
+/// The `price_versions` entry of the corporate actions (no symbol holds a
+/// space), moved by every stored action so caches of the list reload it.
+pub(crate) const ACTIONS_VERSION_KEY: &str = " actions";
+
+/// Gives the corporate actions a new version (see [`ACTIONS_VERSION_KEY`]).
+pub(crate) async fn actions_changed(conn: &mut PgConnection) -> sqlx::Result<()> {
+    bump_price_versions(conn, &[(ACTIONS_VERSION_KEY, None)]).await
+}
+
 /// Gives each symbol a new price version (from one sequence), so in-memory
 /// caches of its closes and splits reload them. With a day, the change
 /// wrote only closes from that day on: a cache at the version replaced

@@ -17,6 +17,10 @@
 //! of docs/performance.md). A series cached at an older version, or one
 //! whose change had no day (a split), is read whole.
 //!
+//! The list of stored corporate actions, which every book needs, is kept
+//! the same way: its version (`price_versions`' entry `' actions'`, moved by
+//! every stored action) is read with the symbols' in the one query.
+//!
 //! Reading the version before the rows means a cached series is never older
 //! than its version says: a close written in between is simply reloaded at
 //! the next check. Caches are per database (keyed by the pool's host, port
@@ -66,6 +70,9 @@ struct Inner {
     /// Every stored exchange rate, by pair, with the rates' version when
     /// read (validated like a symbol's closes).
     rates: Option<(i64, Arc<RatesByPair>)>,
+    /// Every stored corporate action in log order, with the actions'
+    /// version when read (validated like a symbol's closes).
+    actions: Option<(i64, Arc<Vec<projections::CorporateAction>>)>,
 }
 
 /// Rates by (from, to): (day, rate), by day.
@@ -166,12 +173,48 @@ impl PriceCache {
         if symbols.is_empty() {
             return Ok(self.empty_book());
         }
+        // The actions' version is read with the symbols' in one statement.
+        let key = storage::market::ACTIONS_VERSION_KEY;
+        let mut wanted = symbols.to_vec();
+        wanted.push(key.to_string());
+        let mut versions = storage::prices::versions(conn, &wanted).await?;
+        let actions = self.actions(conn, versions.remove(key)).await?;
         // Symbols a corporate action links to these are needed too: a
         // spin-off's child, an acquirer, a renamed symbol's old closes.
-        let actions = storage::actions::all_actions(conn, None).await?;
-        let symbols = &storage::actions::linked(symbols, &actions);
-        self.book_with_actions(conn, symbols, &actions, after, through)
+        let linked = storage::actions::linked(symbols, &actions);
+        let extra: Vec<String> = linked
+            .iter()
+            .filter(|s| !versions.contains_key(*s) && !symbols.contains(s))
+            .cloned()
+            .collect();
+        if !extra.is_empty() {
+            versions.extend(storage::prices::versions(conn, &extra).await?);
+        }
+        self.book_at(conn, &linked, &actions, &versions, after, through)
             .await
+    }
+
+    /// Every stored corporate action, in log order: the cached list when
+    /// `version` (the actions' entry in `price_versions`, read before) is
+    /// the one it was read at. Without an entry, read every time.
+    async fn actions(
+        &self,
+        conn: &mut PgConnection,
+        version: Option<storage::prices::Version>,
+    ) -> anyhow::Result<Arc<Vec<projections::CorporateAction>>> {
+        if let Some(v) = &version {
+            let g = self.inner.lock().unwrap();
+            if let Some((cached, actions)) = &g.actions {
+                if *cached == v.version {
+                    return Ok(actions.clone());
+                }
+            }
+        }
+        let actions = Arc::new(storage::actions::all_actions(conn, None).await?);
+        if let Some(v) = version {
+            self.inner.lock().unwrap().actions = Some((v.version, actions.clone()));
+        }
+        Ok(actions)
     }
 
     /// [`Self::book`] of `symbols` already linked by `actions` (every
@@ -185,12 +228,26 @@ impl PriceCache {
         after: NaiveDate,
         through: NaiveDate,
     ) -> anyhow::Result<PriceBook> {
-        let mut book = self.empty_book();
         if symbols.is_empty() {
-            return Ok(book);
+            return Ok(self.empty_book());
         }
-        storage::actions::add_to_book(&mut book, symbols, actions);
         let versions = storage::prices::versions(conn, symbols).await?;
+        self.book_at(conn, symbols, actions, &versions, after, through)
+            .await
+    }
+
+    /// [`Self::book_with_actions`] with the symbols' `versions` read.
+    async fn book_at(
+        &self,
+        conn: &mut PgConnection,
+        symbols: &[String],
+        actions: &[projections::CorporateAction],
+        versions: &HashMap<String, storage::prices::Version>,
+        after: NaiveDate,
+        through: NaiveDate,
+    ) -> anyhow::Result<PriceBook> {
+        let mut book = self.empty_book();
+        storage::actions::add_to_book(&mut book, symbols, actions);
         let mut have: HashMap<String, Arc<Series>> = HashMap::new();
         let mut missing: Vec<String> = Vec::new();
         // Series cached at the version the latest change replaced: only
@@ -198,7 +255,7 @@ impl PriceCache {
         let mut stale: Vec<(String, NaiveDate, Arc<Series>)> = Vec::new();
         {
             let g = self.inner.lock().unwrap();
-            for (s, v) in &versions {
+            for (s, v) in versions {
                 match (g.series.get(s), v.changed_from) {
                     (Some(series), _) if series.version == v.version => {
                         have.insert(s.clone(), series.clone());
@@ -211,10 +268,10 @@ impl PriceCache {
             }
         }
         if !stale.is_empty() {
-            self.reload_tails(conn, stale, &versions, &mut have).await?;
+            self.reload_tails(conn, stale, versions, &mut have).await?;
         }
         if !missing.is_empty() {
-            self.load_whole(conn, missing, &versions, &mut have).await?;
+            self.load_whole(conn, missing, versions, &mut have).await?;
         }
         for (s, series) in have {
             let closes = &series.closes;

@@ -279,3 +279,59 @@ async fn the_page_marks_the_ex_dates_of_its_range() {
     assert!(html.contains("merger: 10 DEAD, written off"));
     assert!(html.contains("merger: 20 TKO, cash 660.00 USD (realized 61.80 EUR)"));
 }
+
+/// A process keeps the stored corporate actions in memory between folds;
+/// an action stored after a fold is in the next one (the list's version
+/// moves with it), `calculate`'s included.
+#[tokio::test]
+async fn an_action_stored_after_a_fold_is_in_the_next_one() {
+    let today = day("2024-06-14");
+    let app = spawn_app(jwt_auth(), today).await;
+    let batch = |trades: Vec<Value>, market: Value| {
+        let mut b = IngestBatch::default();
+        for (off, v) in trades.into_iter().enumerate() {
+            let raw = serde_json::to_vec(&v).unwrap();
+            let t = parse_transaction(&raw).unwrap();
+            b.transactions.push((t, Source::direct(off as i64, raw)));
+        }
+        add_golden_market(&market, &mut b);
+        b
+    };
+    let buy = json!({"event_id": "00000000-0000-4000-8077-000000000001", "type": "buy",
+                     "portfolio_id": "held", "symbol": "OLD", "quantity": "40", "price": "25",
+                     "trade_date": "2024-06-03"});
+    let prices = json!({"prices": [
+        {"symbol": "OLD", "date": "2024-06-04", "close": "26"},
+        {"symbol": "NEW", "date": "2024-06-10", "close": "30"}]});
+    store_batch(&app.db, batch(vec![buy], prices)).await;
+    let refresh = || navd::projection::worker::refresh_all(&app.db, Clock::fixed(today));
+    refresh().await.unwrap();
+    let symbols = |p: Value| -> Vec<String> {
+        let rows = p["positions"].as_array().unwrap().clone();
+        rows.iter()
+            .map(|r| r["symbol"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        symbols(positions(&app, "held", "2024-06-14").await),
+        ["OLD"]
+    );
+
+    let rename = json!({"corporate_actions": [
+        {"event_id": "00000000-0000-4000-8077-000000000002", "type": "symbol_change",
+         "symbol": "OLD", "ex_date": "2024-06-07", "new_symbol": "NEW"}]});
+    store_batch(&app.db, batch(vec![], rename)).await;
+    refresh().await.unwrap();
+    assert_eq!(
+        symbols(positions(&app, "held", "2024-06-14").await),
+        ["NEW"]
+    );
+    let (row, _) = navd::projection::calculate(&app.db, "held", today)
+        .await
+        .unwrap();
+    assert_eq!(
+        row.unwrap().market_value_exact,
+        "1200".parse::<rust_decimal::Decimal>().unwrap(),
+        "40 NEW at 30"
+    );
+}

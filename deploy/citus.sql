@@ -160,6 +160,24 @@ SELECT truncate_local_data_after_distributing_table(t)
                     'splits', 'corporate_actions', 'fx_rates', 'symbol_currencies',
                     'prices_replaced', 'fx_rates_replaced']) AS t;
 
+-- ---------------------------------------------------------------------------
+-- 6. Multi-shard writes over one connection per worker, for every session of
+--    this database. A consumer batch writes rows of every shard, and so do
+--    the change feed's relay rounds and an operator's replay. In Citus'
+--    default parallel mode each shard written takes a connection of its
+--    own, and the commit prepares a transaction (a durable flush) on each:
+--    on 32 shards over two workers, ingest stored ~2x fewer events a second
+--    that way (docs/scaling.md). navd also sets it for each consumer batch;
+--    this covers its other writers.
+-- ---------------------------------------------------------------------------
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER DATABASE %I SET citus.multi_shard_modify_mode TO %L',
+                   current_database(), 'sequential');
+END
+$$;
+
 -- Check: eight tables co-located by portfolio_id, event_ids in a group of
 -- its own, eight reference tables.
 SELECT logicalrelid AS table_name,

@@ -70,7 +70,14 @@ pub async fn ingest_sharded(
     batch: IngestBatch,
     shards: Option<&super::layout::UuidShards>,
 ) -> sqlx::Result<IngestReport> {
-    if !batch.rates.is_empty() {
+    if shards.is_some() || !batch.rates.is_empty() {
+        // One connection per worker for the batch's writes. A batch writes
+        // to every shard (its events belong to every shard's portfolios);
+        // in Citus' default parallel mode each shard's COPY takes a
+        // connection of its own, and the commit prepares a transaction on
+        // each of them (a durable flush each): on 32 shards over two
+        // workers, storing ran at less than half the rate it runs at
+        // over one connection a worker (docs/scaling.md).
         // A stored rate marks the portfolios exposed to it by reading the
         // transactions this batch may have just written to several shards;
         // Citus can only do that when the transaction reached each worker

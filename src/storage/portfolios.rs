@@ -149,11 +149,14 @@ pub async fn get_portfolio(
     conn: &mut PgConnection,
     portfolio_id: &str,
 ) -> sqlx::Result<Option<PortfolioRow>> {
+    // The id as a set of one, repeated in each lateral: without it Citus
+    // sends the laterals to every shard (32 tasks for one portfolio).
     let sql = format!(
-        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {ROW_JOINS} WHERE p.portfolio_id = $1::text"
+        "SELECT {PORTFOLIO_COLUMNS} FROM portfolios p {ROW_JOINS_OF_SET}
+          WHERE p.portfolio_id = ANY($1::text[])"
     );
     sqlx::query_as(&sql)
-        .bind(portfolio_id)
+        .bind([portfolio_id])
         .fetch_optional(conn)
         .await
 }
@@ -301,13 +304,19 @@ pub async fn portfolio_validator(
     // with a benchmark is stale when its closes or splits change, or any
     // exchange rate (it may be converted): the sum of the two versions,
     // each only ever growing, grows with either.
+    // The versions by joins, not subqueries: Citus plans a subquery of a
+    // reference table apart, and then sends the rest to every shard (32
+    // tasks for one portfolio); joined, the statement goes to one.
     let row = sqlx::query(
         "SELECT p.version,
-                (SELECT min(from_day) FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id)
+                (SELECT min(k.from_day) FROM portfolio_marks k
+                  WHERE k.portfolio_id = p.portfolio_id AND k.portfolio_id = $1::text)
                   AS pending_from,
-                (SELECT v.version + COALESCE((SELECT f.version FROM price_versions f WHERE f.symbol = ''), 0)
-                   FROM price_versions v WHERE v.symbol = $2::text) AS benchmark_version
-           FROM portfolios p WHERE p.portfolio_id = $1::text",
+                v.version + COALESCE(f.version, 0) AS benchmark_version
+           FROM portfolios p
+           LEFT JOIN price_versions v ON v.symbol = $2::text
+           LEFT JOIN price_versions f ON f.symbol = ''
+          WHERE p.portfolio_id = $1::text",
     )
     .bind(portfolio_id)
     .bind(benchmark)

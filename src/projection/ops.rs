@@ -182,6 +182,9 @@ pub async fn calculate(
     }
     let row = match out.today_row {
         Some(row) => Some(row),
+        // The refold from D0 wrote every record the history has, and none
+        // of them is dated today.
+        None if out.days_written > 0 => None,
         None => {
             let mut conn = db.pool().acquire().await?;
             storage::history_row(&mut conn, portfolio_id, today).await?

@@ -324,3 +324,46 @@ async fn a_calculate_that_waited_for_the_lock_reads_the_marks_after_it() {
         "the mark committed during the wait is consumed"
     );
 }
+
+/// A refresh that waits for its group's locks waits for every row of the
+/// group, and refreshes them all: a row another writer holds is not left
+/// out as the worker's `SKIP LOCKED` leaves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_group_refresh_waits_for_each_held_row() {
+    let today = day("2024-01-10");
+    let app = spawn_app(jwt_auth(), today).await;
+    ingest(
+        &app.db,
+        &[
+            buy(1, "p-g1", "G", "10", "5", "2024-01-02"),
+            buy(2, "p-g2", "G", "1", "5", "2024-01-02"),
+        ],
+        &[close("G", "2024-01-03", "6")],
+    )
+    .await;
+    let mut holder = app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM portfolios WHERE portfolio_id = 'p-g1' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let (pool, prices) = (app.pool.clone(), app.db.clone());
+    let refresh = tokio::spawn(async move {
+        let mut tx = pool.begin().await.unwrap();
+        let ids = ["p-g1".to_string(), "p-g2".to_string()];
+        let done = navd::projection::refresh_in(
+            &mut tx,
+            prices.prices(),
+            &ids,
+            today,
+            navd::projection::Lock::Wait,
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        done.len()
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!refresh.is_finished(), "the refresh waits for p-g1's lock");
+    holder.commit().await.unwrap();
+    assert_eq!(refresh.await.unwrap(), 2, "both portfolios refreshed");
+}

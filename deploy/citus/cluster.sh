@@ -2,7 +2,7 @@
 # A live Citus cluster on loopback — a coordinator and two workers — and the
 # check that runs navd's Kafka and API integration tests and the demo book
 # against it. Needs the Citus extension installed into the local PostgreSQL
-# (see deploy/README.md, "Citus"); a fresh CI machine has none, so this is
+# (deploy/citus/build.sh builds it); a fresh CI machine has none, so this is
 # not part of .ci/run.
 #
 #   deploy/citus/cluster.sh start [DIR]   start the three nodes, print the coordinator URL
@@ -32,7 +32,7 @@ repo=$(cd "$here/../.." && pwd)
 bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 [ -x "$bindir/initdb" ] || { echo "PostgreSQL server binaries not found (apt-get install postgresql)" >&2; exit 2; }
 if [ ! -f "$("$bindir/pg_config" --pkglibdir 2>/dev/null || pg_config --pkglibdir)/citus.so" ]; then
-  echo "the Citus extension is not installed into this PostgreSQL: build it first (deploy/README.md, Citus)" >&2
+  echo "the Citus extension is not installed into this PostgreSQL: build it first with deploy/citus/build.sh (as root)" >&2
   exit 2
 fi
 

@@ -524,10 +524,12 @@ pub(crate) async fn calculate(
             return Err(ApiError::BadRequest("calculate takes no body".into()));
         }
     }
-    let (row, status) = projection::calculate(&s.db, id.as_str(), s.clock.today()).await?;
-    let point = match &row {
-        Some(r) => Some(query::point_of(&s.db, id.as_str(), r).await?),
-        None => None,
+    let (row, before, status) =
+        projection::calculate_with_day_before(&s.db, id.as_str(), s.clock.today()).await?;
+    let point = match (&row, before) {
+        (Some(r), Some(before)) => Some(query::Point::of(r, before.as_ref())),
+        (Some(r), None) => Some(query::point_of(&s.db, id.as_str(), r).await?),
+        (None, _) => None,
     };
     Ok(Json(CalculateResponse {
         portfolio_id: id.to_string(),

@@ -36,7 +36,9 @@ use projections::{FoldError, Inconsistency};
 use crate::feed::Staging;
 use crate::storage::{Db, HistoryRow};
 
-pub use ops::{backfill, calculate, BackfillReport, OpError};
+pub use ops::{
+    backfill, calculate, calculate_with_day_before, BackfillReport, Calculated, OpError,
+};
 pub use refresh::{refresh_in, run_fold, FoldRun, Lock};
 
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +65,10 @@ pub struct Refreshed {
     /// it: what the history holds for that day once the transaction
     /// commits, so `calculate` answers without reading it back.
     pub today_row: Option<HistoryRow>,
+    /// With `today_row`, the record of the day before it, when this
+    /// refresh folded that day too (`Some(None)`: the history has none):
+    /// what a point's day-on-day figures are computed from.
+    pub day_before: Option<Option<HistoryRow>>,
     /// The refresh staged a change message of this portfolio (its
     /// commit must wake the relay).
     pub staged: bool,

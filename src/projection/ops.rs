@@ -158,12 +158,31 @@ async fn set_extent(
 }
 
 /// Refolds the whole log through today and returns today's record.
-#[tracing::instrument(skip_all, fields(portfolio_id = %portfolio_id))]
 pub async fn calculate(
     db: &Db,
     portfolio_id: &str,
     today: NaiveDate,
 ) -> std::result::Result<(Option<HistoryRow>, ReportedStatus), OpError> {
+    let (row, _, status) = calculate_with_day_before(db, portfolio_id, today).await?;
+    Ok((row, status))
+}
+
+/// Today's record, the day before's when the refold knows it
+/// (`Some(None)`: there is none; `None`: read it), and the status.
+pub type Calculated = (
+    Option<HistoryRow>,
+    Option<Option<HistoryRow>>,
+    ReportedStatus,
+);
+
+/// [`calculate`], with the record of the day before today's when the
+/// refold knows it, so that the point it answers needs no read.
+#[tracing::instrument(skip_all, fields(portfolio_id = %portfolio_id))]
+pub async fn calculate_with_day_before(
+    db: &Db,
+    portfolio_id: &str,
+    today: NaiveDate,
+) -> std::result::Result<Calculated, OpError> {
     let mut tx = db.begin().await?;
     let ids = [portfolio_id.to_string()];
     let staging = Staging::of(db, Some("calculate"));
@@ -181,7 +200,7 @@ pub async fn calculate(
         return Err(OpError::Inconsistent(inc));
     }
     let row = match out.today_row {
-        Some(row) => Some(row),
+        Some(row) => return Ok((Some(row), out.day_before, out.status)),
         // The refold from D0 wrote every record the history has, and none
         // of them is dated today.
         None if out.days_written > 0 => None,
@@ -190,5 +209,5 @@ pub async fn calculate(
             storage::history_row(&mut conn, portfolio_id, today).await?
         }
     };
-    Ok((row, out.status))
+    Ok((row, None, out.status))
 }

@@ -118,6 +118,7 @@ fn plan(
                     days_written: 0,
                     transactions_replayed: 0,
                     today_row: None,
+                    day_before: None,
                     staged: false,
                 },
             ));
@@ -417,7 +418,7 @@ async fn write(
             _ => None,
         };
         let written_rows = rows_for_feed(staging, &synced, &p.portfolio_id, &f);
-        let o = Outcome::of(&p, stored.as_deref(), f, today)?;
+        let mut o = Outcome::of(&p, stored.as_deref(), f, today)?;
         if let Some(since) = p.pending_since {
             let lag = (chrono::Utc::now() - since).num_microseconds().unwrap_or(0) as f64 / 1e6;
             metrics::histogram!("navd_projection_lag_seconds").record(lag.max(0.0));
@@ -443,7 +444,8 @@ async fn write(
             && digest == p.history_digest
             && same_base(&o.base_state, p.base_state.as_deref());
         if !quiet {
-            upd.push(&p, o.last_day, o.base_state, today, &status, digest);
+            let base = std::mem::replace(&mut o.base_state, BaseState::Keep);
+            upd.push(&p, o.last_day, base, today, &status, digest);
         }
         let status_changed = status != p.status;
         let row = PortfolioRow {
@@ -458,18 +460,7 @@ async fn write(
             staged = change.is_some();
             feed.extend(change);
         }
-        out.push((
-            row.portfolio_id.clone(),
-            Refreshed {
-                status: row.reported_status(),
-                inconsistency: o.inconsistency,
-                last_day: o.last_day,
-                days_written: o.days,
-                transactions_replayed: o.replayed,
-                today_row: o.today_row,
-                staged,
-            },
-        ));
+        out.push((row.portfolio_id.clone(), o.refreshed(&row, staged)));
     }
     stage_with(conn, staging, feed, upd).await?;
     Ok(out)
@@ -628,9 +619,24 @@ struct Outcome {
     days: usize,
     replayed: usize,
     today_row: Option<HistoryRow>,
+    day_before: Option<Option<HistoryRow>>,
 }
 
 impl Outcome {
+    /// What the refresh of `row` (as it leaves it) reports.
+    fn refreshed(self, row: &PortfolioRow, staged: bool) -> Refreshed {
+        Refreshed {
+            status: row.reported_status(),
+            inconsistency: self.inconsistency,
+            last_day: self.last_day,
+            days_written: self.days,
+            transactions_replayed: self.replayed,
+            today_row: self.today_row,
+            day_before: self.day_before,
+            staged,
+        }
+    }
+
     fn of(
         p: &PortfolioRow,
         stored: Option<&DayState>,
@@ -646,6 +652,7 @@ impl Outcome {
                 days: 0,
                 replayed: 0,
                 today_row: None,
+                day_before: None,
             });
         };
         let last_day = run
@@ -664,6 +671,15 @@ impl Outcome {
         };
         let days = run.rows.len();
         let today_row = run.rows.pop().filter(|r| r.record.date == today);
+        let day_before = today_row.as_ref().and_then(|_| {
+            let before = pred(today);
+            match run.rows.pop() {
+                Some(r) if r.record.date == before => Some(Some(r)),
+                // Folded from D0, and today is D0: no record before it.
+                None if date < p.first_day => Some(None),
+                _ => None,
+            }
+        });
         Ok(Outcome {
             last_day,
             base_state,
@@ -671,6 +687,7 @@ impl Outcome {
             days,
             replayed,
             today_row,
+            day_before,
         })
     }
 }

@@ -293,21 +293,42 @@ async fn insert_marks(
     days: &[NaiveDate],
     causes: &Causes,
 ) -> sqlx::Result<()> {
-    let (kinds, events): (Vec<String>, Vec<String>) =
-        ids.iter().map(|p| causes.of_portfolio(p)).unzip();
-    sqlx::query(
-        "INSERT INTO portfolio_marks (portfolio_id, from_day, kinds, event_ids)
-         SELECT u.p, u.d, COALESCE(string_to_array(NULLIF(u.k, ''), ','), '{}'),
-                COALESCE(string_to_array(NULLIF(u.e, ''), ','), '{}')
-           FROM UNNEST($1::text[], $2::date[], $3::text[], $4::text[]) AS u(p, d, k, e)",
+    let rows: Vec<(&str, NaiveDate, String, String)> = ids
+        .iter()
+        .zip(days)
+        .map(|(p, d)| {
+            let (k, e) = causes.of_portfolio(p);
+            (p.as_str(), *d, k, e)
+        })
+        .collect();
+    super::values::insert(
+        conn,
+        "INSERT INTO portfolio_marks (portfolio_id, from_day, kinds, event_ids)",
+        "",
+        &rows,
+        4,
+        |row, (p, d, k, e)| {
+            row.push_bind(*p)
+                .push_unseparated("::text")
+                .push_bind(*d)
+                .push_unseparated("::date");
+            comma_list(row, k);
+            comma_list(row, e);
+        },
     )
-    .bind(ids)
-    .bind(days)
-    .bind(&kinds)
-    .bind(&events)
-    .execute(&mut *conn)
     .await?;
     Ok(())
+}
+
+/// Binds `v`, a comma-joined list as `Causes::of_portfolio` gives it, as
+/// a `text[]` (empty: `'{}'`).
+fn comma_list<'a>(
+    row: &mut sqlx::query_builder::Separated<'_, 'a, sqlx::Postgres, &'static str>,
+    v: &'a str,
+) {
+    row.push("COALESCE(string_to_array(NULLIF(")
+        .push_bind_unseparated(v)
+        .push_unseparated("::text, ''), ','), '{}')");
 }
 
 /// Inserts the portfolios not stored yet (first day: their earliest event)
@@ -337,13 +358,20 @@ async fn register_portfolios(
         .map(|(p, d)| (*p, *d))
         .unzip();
     if !new_ids.is_empty() {
-        sqlx::query(
-            "INSERT INTO portfolios (portfolio_id, first_day)
-             SELECT * FROM UNNEST($1::text[], $2::date[]) ON CONFLICT DO NOTHING",
+        let rows: Vec<(&str, NaiveDate)> = new_ids.into_iter().zip(new_days).collect();
+        super::values::insert(
+            conn,
+            "INSERT INTO portfolios (portfolio_id, first_day)",
+            "ON CONFLICT DO NOTHING",
+            &rows,
+            2,
+            |row, (p, d)| {
+                row.push_bind(*p)
+                    .push_unseparated("::text")
+                    .push_bind(*d)
+                    .push_unseparated("::date");
+            },
         )
-        .bind(&new_ids)
-        .bind(&new_days)
-        .execute(&mut *conn)
         .await?;
     }
     // A trade dated before D0 moves D0. Only such (rare) rows are updated,

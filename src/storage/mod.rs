@@ -75,6 +75,7 @@ pub mod portfolios;
 pub mod price_cache;
 pub(crate) mod prices;
 pub(crate) mod transactions;
+pub(crate) mod values;
 
 use std::time::Duration;
 

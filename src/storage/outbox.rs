@@ -69,21 +69,25 @@ pub async fn insert(conn: &mut PgConnection, rows: &[OutboxRow]) -> sqlx::Result
     if rows.is_empty() {
         return Ok(());
     }
-    let pid: Vec<&str> = rows.iter().map(|r| r.portfolio_id.as_str()).collect();
-    let version: Vec<i64> = rows.iter().map(|r| r.version).collect();
-    let part: Vec<i32> = rows.iter().map(|r| r.part).collect();
-    let parts: Vec<i32> = rows.iter().map(|r| r.parts).collect();
-    let message: Vec<&str> = rows.iter().map(|r| r.message.as_str()).collect();
-    sqlx::query(
-        "INSERT INTO history_outbox (portfolio_id, version, part, parts, message)
-         SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int4[], $4::int4[], $5::text[])",
+    super::values::insert(
+        conn,
+        "INSERT INTO history_outbox (portfolio_id, version, part, parts, message)",
+        "",
+        rows,
+        5,
+        |row, r| {
+            row.push_bind(r.portfolio_id.as_str())
+                .push_unseparated("::text")
+                .push_bind(r.version)
+                .push_unseparated("::int8")
+                .push_bind(r.part)
+                .push_unseparated("::int4")
+                .push_bind(r.parts)
+                .push_unseparated("::int4")
+                .push_bind(r.message.as_str())
+                .push_unseparated("::text");
+        },
     )
-    .bind(&pid)
-    .bind(&version)
-    .bind(&part)
-    .bind(&parts)
-    .bind(&message)
-    .execute(conn)
     .await?;
     Ok(())
 }

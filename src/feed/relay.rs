@@ -35,6 +35,12 @@ const CLAIM: i64 = 64;
 const POLL: Duration = Duration::from_millis(50);
 /// [`POLL`] where portfolios are distributed by Citus.
 const POLL_DISTRIBUTED: Duration = Duration::from_millis(500);
+/// On Citus, how long a relay whose round left nothing queued waits
+/// before the next round, woken or not: each round's look-up and claim are
+/// a task per shard, and during a catch-up a round per commit cost the
+/// coordinator more than storing the events (docs/scaling.md). The next
+/// round then carries the messages of many commits.
+const GATHER_DISTRIBUTED: Duration = Duration::from_millis(250);
 /// How often the backlog is measured and sent rows pruned.
 const HOUSEKEEPING: Duration = Duration::from_secs(5);
 /// How long a publish may wait for the broker before the batch is retried.
@@ -103,6 +109,12 @@ pub async fn run(
         let pause = match publish_once(&db, &producer, &topic).await {
             Ok(n) if n > 0 => {
                 failures = 0;
+                if db.distributed() && n < CLAIM as usize {
+                    tokio::select! {
+                        _ = stop.cancelled() => {}
+                        _ = tokio::time::sleep(GATHER_DISTRIBUTED) => {}
+                    }
+                }
                 continue;
             }
             // An idle poll is a task per shard on Citus: 20 a second on 32

@@ -630,3 +630,31 @@ async fn a_backfill_with_nothing_in_range_says_so() {
         (Some("2024-01-02"), Some("2024-01-15"))
     );
 }
+
+/// `calculate` builds its point from the records its refold made, the day
+/// before's included: on D0 (no record before it) and on the day after,
+/// the point is the stored curve's last point, digit for digit, its
+/// day's flows included.
+#[tokio::test]
+async fn calculate_points_on_d0_and_the_day_after_match_the_curve() {
+    for today in ["2024-01-02", "2024-01-03"] {
+        let app = spawn_app(jwt_auth(), day(today)).await;
+        ingest_golden(&app.db).await;
+        let tok = admin();
+        let r = post(
+            &app,
+            "/api/v1/portfolio/golden-1/nav-history/calculate",
+            &tok,
+            None,
+        )
+        .await;
+        assert_eq!(r.status(), 200, "{today}");
+        let c: Value = r.json().await.unwrap();
+        assert_eq!(c["point"]["date"], today);
+        let (s, v) = get_json(&app, "/api/v1/portfolio/golden-1/nav-history", &tok).await;
+        assert_eq!(s, 200);
+        let points = v["points"].as_array().unwrap();
+        assert_eq!(points.last().unwrap()["date"], today);
+        assert_eq!(&c["point"], points.last().unwrap(), "{today}");
+    }
+}

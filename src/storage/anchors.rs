@@ -193,3 +193,29 @@ async fn sync_one(
     q.build().execute(&mut *conn).await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw() -> Box<RawValue> {
+        serde_json::value::to_raw_value(&serde_json::json!({})).unwrap()
+    }
+
+    #[test]
+    fn the_one_portfolio_form_is_taken_only_for_one_portfolio() {
+        let d = NaiveDate::from_ymd_opt(2024, 12, 31).unwrap();
+        let s = raw();
+        let keep = |p| (p, d, &*s);
+        assert_eq!(one_portfolio(&[("a", None)], &[keep("a")]), Some("a"));
+        assert_eq!(one_portfolio(&[], &[keep("a"), keep("a")]), Some("a"));
+        assert_eq!(one_portfolio(&[("a", Some(d))], &[]), Some("a"));
+        assert_eq!(one_portfolio(&[("a", None)], &[keep("b")]), None);
+        assert_eq!(one_portfolio(&[], &[keep("a"), keep("b")]), None);
+        assert_eq!(one_portfolio(&[("a", None), ("b", None)], &[]), None);
+        // One portfolio named twice among the starts: the general
+        // statement, which takes each start as given.
+        assert_eq!(one_portfolio(&[("a", None), ("a", Some(d))], &[]), None);
+        assert_eq!(one_portfolio(&[], &[]), None);
+    }
+}

@@ -351,14 +351,13 @@ async fn register_portfolios(
     .fetch_all(&mut *conn)
     .await?;
     let known: HashSet<&str> = known.iter().map(String::as_str).collect();
-    let (new_ids, new_days): (Vec<&str>, Vec<NaiveDate>) = ids
+    let rows: Vec<(&str, NaiveDate)> = ids
         .iter()
         .zip(days)
         .filter(|(p, _)| !known.contains(*p))
         .map(|(p, d)| (*p, *d))
-        .unzip();
-    if !new_ids.is_empty() {
-        let rows: Vec<(&str, NaiveDate)> = new_ids.into_iter().zip(new_days).collect();
+        .collect();
+    if !rows.is_empty() {
         super::values::insert(
             conn,
             "INSERT INTO portfolios (portfolio_id, first_day)",

@@ -21,8 +21,7 @@ pub(crate) async fn insert<'r, T>(
     rows: &'r [T],
     binds: usize,
     mut push: impl FnMut(&mut Separated<'_, 'r, Postgres, &'static str>, &'r T),
-) -> sqlx::Result<u64> {
-    let mut affected = 0;
+) -> sqlx::Result<()> {
     for chunk in rows.chunks((60_000 / binds.max(1)).max(1)) {
         let mut q = QueryBuilder::<Postgres>::new(head);
         q.push(" ");
@@ -30,12 +29,7 @@ pub(crate) async fn insert<'r, T>(
         q.push(" ");
         q.push(tail);
         // One text per count of rows: not worth a prepared statement each.
-        affected += q
-            .build()
-            .persistent(false)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
+        q.build().persistent(false).execute(&mut *conn).await?;
     }
-    Ok(affected)
+    Ok(())
 }

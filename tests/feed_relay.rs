@@ -175,3 +175,73 @@ async fn two_relays_publish_a_feed_a_consumer_turns_into_the_api() {
         );
     }
 }
+
+/// A claim holds each portfolio it returns until its transaction ends:
+/// a second relay's claim over the same portfolios returns none of them,
+/// and once the first marks one portfolio's rows sent and commits, the
+/// second gets every other portfolio's rows, each portfolio's in order.
+/// On Citus (`NAVD_CITUS_*` runs) the claim goes shard by shard over
+/// portfolios spread across the shards.
+#[tokio::test]
+async fn a_claim_holds_its_portfolios_until_its_transaction_ends() {
+    use navd::storage::outbox::{self, OutboxRow};
+    let (pool, _) = fresh_db().await;
+    let db = navd::storage::Db::new(pool.clone())
+        .with_layout_detected()
+        .await
+        .unwrap();
+    let ids: Vec<String> = (0..24).map(|i| format!("p-claim-{i:02}")).collect();
+    let row = |p: &str, version: i64, part: i32, parts: i32| OutboxRow {
+        portfolio_id: p.to_string(),
+        version,
+        part,
+        parts,
+        message: format!("{p}/{version}/{part}"),
+        age: 0.0,
+    };
+    // Staged out of order: the claim answers in publishing order.
+    let mut staged: Vec<OutboxRow> = Vec::new();
+    for p in ids.iter().rev() {
+        staged.push(row(p, 3, 1, 1));
+        staged.push(row(p, 2, 2, 2));
+        staged.push(row(p, 2, 1, 2));
+    }
+    let mut w = pool.begin().await.unwrap();
+    outbox::insert(&mut w, &staged).await.unwrap();
+    w.commit().await.unwrap();
+    let by_shard = db.distributed();
+
+    let mut first = pool.begin().await.unwrap();
+    let got = outbox::claim(&mut first, &ids, by_shard).await.unwrap();
+    let mut expected: Vec<String> = Vec::new();
+    for p in &ids {
+        for (v, part) in [(2, 1), (2, 2), (3, 1)] {
+            expected.push(format!("{p}/{v}/{part}"));
+        }
+    }
+    let messages = |rows: &[OutboxRow]| rows.iter().map(|r| r.message.clone()).collect::<Vec<_>>();
+    assert_eq!(messages(&got), expected);
+
+    let mut second = pool.begin().await.unwrap();
+    assert!(outbox::claim(&mut second, &ids, by_shard)
+        .await
+        .unwrap()
+        .is_empty());
+    second.rollback().await.unwrap();
+
+    let sent: Vec<OutboxRow> = got
+        .iter()
+        .filter(|r| r.portfolio_id == ids[5])
+        .cloned()
+        .collect();
+    outbox::mark_sent(&mut first, &sent).await.unwrap();
+    first.commit().await.unwrap();
+
+    let mut third = pool.begin().await.unwrap();
+    let rest = outbox::claim(&mut third, &ids, by_shard).await.unwrap();
+    let left: Vec<String> = expected
+        .into_iter()
+        .filter(|m| !m.starts_with(&format!("{}/", ids[5])))
+        .collect();
+    assert_eq!(messages(&rest), left);
+}

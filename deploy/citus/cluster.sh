@@ -129,8 +129,9 @@ check() {
   # nodes, migrated and distributed with deploy/citus.sql (tests/common).
   # kafka.rs includes the demo's book through the broker
   # (the_demo_book_through_the_broker) and two `navd serve` in one group
-  # compared with one consumer on single-node PostgreSQL.
-  NAVD_TEST_CITUS_URL=$url cargo test --release --test kafka --test api -- --test-threads 2
+  # compared with one consumer on single-node PostgreSQL; feed_relay the
+  # relay's claim shard by shard.
+  NAVD_TEST_CITUS_URL=$url cargo test --release --test kafka --test api --test feed_relay -- --test-threads 2
   echo "citus check: passed"
 }
 

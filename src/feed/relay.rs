@@ -161,7 +161,7 @@ pub async fn publish_once(
     }
     let t0 = Instant::now();
     let mut tx = db.pool().begin().await?;
-    let rows = outbox::claim(&mut tx, &ids).await?;
+    let rows = outbox::claim(&mut tx, &ids, db.distributed()).await?;
     if rows.is_empty() {
         return Ok(0);
     }

@@ -25,6 +25,8 @@ pub enum Lock {
     /// Wait for the locks; fold from the latest valid state.
     Wait,
     /// Leave out rows another writer holds; fold from the latest valid state.
+    /// The refresh worker's groups, whose portfolios share a shard on
+    /// Citus (`worker::group_per_shard`).
     Skip,
     /// Wait for the locks; refold the whole log from D0.
     Full,
@@ -81,7 +83,8 @@ pub(crate) async fn refresh_staged(
     lock: Lock,
     staging: Staging,
 ) -> Result<Vec<(String, Refreshed)>> {
-    let rows = storage::lock_portfolios(conn, ids, lock == Lock::Skip, lock == Lock::Full).await?;
+    let skip = lock == Lock::Skip;
+    let rows = storage::lock_portfolios(conn, ids, skip, lock == Lock::Full, skip).await?;
     let (mut out, plans) = plan(rows, today, lock == Lock::Full);
     let (ready, book) = load(conn, prices, &plans, today).await?;
     if let Some(from) = ready.iter().map(|r| r.start.date).min() {

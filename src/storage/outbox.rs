@@ -119,27 +119,67 @@ pub async fn pending_portfolios(
     Ok(rows.into_iter().map(|(p,)| p).collect())
 }
 
-/// Claims `ids` for this transaction (those another relay holds are left
-/// out; see the migration's `navd_claim_outbox`) and returns their unsent
-/// rows in publishing order.
-pub async fn claim(conn: &mut PgConnection, ids: &[String]) -> sqlx::Result<Vec<OutboxRow>> {
-    let claimed: Vec<String> = sqlx::query_scalar("SELECT navd_claim_outbox($1::text[])")
-        .bind(ids)
+/// Claims `ids` for this transaction and returns their unsent rows in
+/// publishing order. A portfolio is claimed by locking its oldest unsent
+/// row (`FOR UPDATE SKIP LOCKED`): one whose row another relay holds, or
+/// has marked sent since, is left out, so a portfolio's messages are
+/// published by one relay at a time and in order.
+///
+/// With `by_shard` (Citus), one statement per shard with that shard's
+/// portfolios: Citus refuses a row lock spanning shards, and a statement
+/// on one shard is planned once and sent to its worker whole, where a
+/// loop locking portfolio by portfolio on the coordinator sent two
+/// statements a portfolio (47 ms a relay round of ~43 portfolios in a
+/// catch-up of 10,000 portfolios).
+pub async fn claim(
+    conn: &mut PgConnection,
+    ids: &[String],
+    by_shard: bool,
+) -> sqlx::Result<Vec<OutboxRow>> {
+    let groups: Vec<Vec<&str>> = if by_shard {
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let shards = super::layout::shards_of(conn, &refs).await?;
+        let mut by: std::collections::BTreeMap<i64, Vec<&str>> = Default::default();
+        for (id, shard) in refs.into_iter().zip(shards) {
+            by.entry(shard).or_default().push(id);
+        }
+        by.into_values().collect()
+    } else {
+        vec![ids.iter().map(String::as_str).collect()]
+    };
+    let mut rows: Vec<OutboxRow> = Vec::new();
+    for group in &groups {
+        // The set repeated in the subquery lets Citus keep the statement
+        // on the group's shard (it does not carry the outer filter into a
+        // correlated subquery).
+        let claimed: Vec<OutboxRow> = sqlx::query_as(
+            "WITH claimed AS (
+                 SELECT o.portfolio_id FROM history_outbox o
+                  WHERE o.portfolio_id = ANY($1::text[]) AND o.sent_at IS NULL
+                    AND (o.version, o.part) = (
+                        SELECT f.version, f.part FROM history_outbox f
+                         WHERE f.portfolio_id = o.portfolio_id
+                           AND f.portfolio_id = ANY($1::text[]) AND f.sent_at IS NULL
+                         ORDER BY f.version, f.part LIMIT 1)
+                    FOR UPDATE OF o SKIP LOCKED)
+             SELECT r.portfolio_id, r.version, r.part, r.parts, r.message,
+                    EXTRACT(EPOCH FROM clock_timestamp() - r.created_at)::float8 AS age
+               FROM history_outbox r
+              WHERE r.portfolio_id = ANY($1::text[]) AND r.sent_at IS NULL
+                AND r.portfolio_id IN (SELECT c.portfolio_id FROM claimed c)
+              ORDER BY r.portfolio_id, r.version, r.part",
+        )
+        .bind(group)
         .fetch_all(&mut *conn)
         .await?;
-    if claimed.is_empty() {
-        return Ok(vec![]);
+        rows.extend(claimed);
     }
-    sqlx::query_as(
-        "SELECT portfolio_id, version, part, parts, message,
-                EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8 AS age
-           FROM history_outbox
-          WHERE portfolio_id = ANY($1::text[]) AND sent_at IS NULL
-          ORDER BY portfolio_id, version, part",
-    )
-    .bind(&claimed)
-    .fetch_all(conn)
-    .await
+    if groups.len() > 1 {
+        rows.sort_by(|a, b| {
+            (&a.portfolio_id, a.version, a.part).cmp(&(&b.portfolio_id, b.version, b.part))
+        });
+    }
+    Ok(rows)
 }
 
 /// Marks rows published.

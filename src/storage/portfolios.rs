@@ -188,12 +188,15 @@ pub async fn lock_portfolio(
 /// other in a cycle) and reads them with their marks; rows another writer
 /// holds are left out when `skip_locked`. With `count`, a lone portfolio's
 /// row comes with its records counted (a full refold's digest check needs
-/// the count; see `storage::replace_history_many`).
+/// the count; see `storage::replace_history_many`). `one_shard` says the
+/// ids share a Citus shard (or the database is one PostgreSQL): the locks
+/// are then taken by one statement.
 pub async fn lock_portfolios(
     conn: &mut PgConnection,
     ids: &[String],
     skip_locked: bool,
     count: bool,
+    one_shard: bool,
 ) -> sqlx::Result<Vec<PortfolioRow>> {
     if ids.len() == 1 {
         // One portfolio, one round trip when its row is free: the lock and
@@ -217,14 +220,29 @@ pub async fn lock_portfolios(
             return Ok(rows);
         }
     }
-    // Row by row in the database (a lock spanning shards is refused by
-    // Citus): migrations/…_citus_ready.sql.
-    let locked: Vec<String> =
+    let locked: Vec<String> = if one_shard {
+        // Locked in id order (the rows are locked as the sort returns
+        // them), so two writers never wait on each other in a cycle. On
+        // Citus a statement on one shard: the coordinator plans it once,
+        // where the row-by-row loop below sends a statement a portfolio
+        // (7.7 ms a group of ~15 in a catch-up, against ~1).
+        sqlx::query_scalar(&format!(
+            "SELECT portfolio_id FROM portfolios WHERE portfolio_id = ANY($1::text[])
+              ORDER BY portfolio_id FOR UPDATE{}",
+            if skip_locked { " SKIP LOCKED" } else { "" }
+        ))
+        .bind(ids)
+        .fetch_all(&mut *conn)
+        .await?
+    } else {
+        // Row by row in the database (a lock spanning shards is refused by
+        // Citus): migrations/…_citus_ready.sql.
         sqlx::query_scalar("SELECT navd_lock_portfolios($1::text[], $2::bool)")
             .bind(ids)
             .bind(skip_locked)
             .fetch_all(&mut *conn)
-            .await?;
+            .await?
+    };
     if locked.is_empty() {
         return Ok(vec![]);
     }

@@ -276,12 +276,55 @@ fn key_mismatch(key: Option<&[u8]>, expected: &str, field: &str) -> Option<Strin
 /// One batch in one database transaction: skip what the stored offsets say
 /// is done, store the rest, advance the offsets. Messages in `refused`
 /// become dead letters with the reason given.
+///
+/// The batch is first stored without looking its event ids up (past the
+/// stored offsets an id seen before is a producer's duplicate, rare); if
+/// that fails for any reason, it is stored again with the look-up, and
+/// only that attempt's failure is returned. On Citus the look-up is a
+/// statement per shard (32 a batch by default), the largest cost of
+/// storing after the inserts themselves.
 pub async fn store_batch(
     db: &Db,
     cfg: &KafkaConfig,
     msgs: &[OwnedMessage],
     accepted_gaps: &HashMap<(String, i32), i64>,
     refused: &HashMap<Position, String>,
+) -> Result<BatchOutcome> {
+    let optimistic = store_batch_as(
+        db,
+        cfg,
+        msgs,
+        accepted_gaps,
+        refused,
+        storage::Lookup::Optimistic,
+    )
+    .await;
+    match optimistic {
+        Ok(outcome) => Ok(outcome),
+        Err(e) => {
+            tracing::debug!(error = %format!("{e:#}"), "a batch stored without the id look-up failed; storing it with the look-up");
+            store_batch_as(
+                db,
+                cfg,
+                msgs,
+                accepted_gaps,
+                refused,
+                storage::Lookup::Stored,
+            )
+            .await
+        }
+    }
+}
+
+/// [`store_batch`], learning which transactions are stored as `lookup`
+/// says.
+async fn store_batch_as(
+    db: &Db,
+    cfg: &KafkaConfig,
+    msgs: &[OwnedMessage],
+    accepted_gaps: &HashMap<(String, i32), i64>,
+    refused: &HashMap<Position, String>,
+    lookup: storage::Lookup,
 ) -> Result<BatchOutcome> {
     let last = last_offsets(msgs);
     let parts: Vec<(String, i32)> = last.keys().cloned().collect();
@@ -310,7 +353,7 @@ pub async fn store_batch(
         .iter()
         .map(|d| DeadLetterLine::of(d, cfg))
         .collect();
-    let report = storage::ingest_sharded(&mut tx, batch, db.event_id_shards()).await?;
+    let report = storage::ingest_sharded(&mut tx, batch, db.event_id_shards(), lookup).await?;
     let next_offsets: BTreeMap<(String, i32), i64> = last
         .iter()
         .map(|(k, o)| (k.clone(), (*o + 1).max(stored.get(k).copied().unwrap_or(0))))

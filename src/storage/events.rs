@@ -60,15 +60,30 @@ impl IngestReport {
 /// ([`projections::Invalidation`], the rule; here only its SQL). Runs in
 /// the caller's transaction.
 pub async fn ingest(conn: &mut PgConnection, batch: IngestBatch) -> sqlx::Result<IngestReport> {
-    ingest_sharded(conn, batch, None).await
+    ingest_sharded(conn, batch, None, Lookup::Stored).await
+}
+
+/// How a batch learns which of its transactions are stored already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// Look their ids up first.
+    Stored,
+    /// Assume none is: an id stored before makes the batch's inserts fail
+    /// (a unique violation; on Citus a worker's `COPY` error, without its
+    /// SQLSTATE), and the caller stores the batch again with
+    /// [`Lookup::Stored`] in a new transaction. For batches past the stored
+    /// offsets, where a stored id is a producer's duplicate, which is rare.
+    Optimistic,
 }
 
 /// [`ingest`] on a database whose `event_ids` Citus distributes over
-/// `shards` (the look-up of stored ids goes shard by shard).
+/// `shards` (the look-up of stored ids goes shard by shard), learning
+/// which transactions are stored as `lookup` says.
 pub async fn ingest_sharded(
     conn: &mut PgConnection,
     batch: IngestBatch,
     shards: Option<&super::layout::UuidShards>,
+    lookup: Lookup,
 ) -> sqlx::Result<IngestReport> {
     if shards.is_some() || !batch.rates.is_empty() {
         // One connection per worker for the batch's writes. A batch writes
@@ -94,7 +109,7 @@ pub async fn ingest_sharded(
     let fresh = new_transactions(
         conn,
         batch.transactions,
-        shards,
+        (lookup == Lookup::Stored).then_some(shards),
         &mut report.duplicates_ignored,
         &mut dead,
     )

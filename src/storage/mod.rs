@@ -90,7 +90,7 @@ pub use dead_letters::{
 };
 pub use digest::Digest;
 pub use error::StorageError;
-pub use events::{ingest, ingest_sharded, IngestBatch, IngestReport};
+pub use events::{ingest, ingest_sharded, IngestBatch, IngestReport, Lookup};
 pub use history::{
     history_row, history_rows_at, load_history, replace_history, replace_history_changed,
     replace_history_many, Changed, HistoryRow, Span, Synced,

@@ -24,11 +24,13 @@ use super::layout::UuidShards;
 /// The batch's transactions that are new: duplicates (inside the batch or
 /// against the store) are counted in `duplicates` and dropped, an id
 /// reused with other content is a dead letter. Each comes with its
-/// fingerprint.
+/// fingerprint. `lookup`: the shards of `event_ids` to look the ids up by
+/// (`Some(None)`: one PostgreSQL), or `None` to assume none is stored
+/// (`super::events::Lookup::Optimistic`).
 pub(super) async fn new_transactions(
     conn: &mut PgConnection,
     transactions: Vec<(Transaction, Source)>,
-    shards: Option<&UuidShards>,
+    lookup: Option<Option<&UuidShards>>,
     duplicates: &mut usize,
     dead: &mut Vec<DeadLetter>,
 ) -> sqlx::Result<Vec<(Transaction, Source, String)>> {
@@ -48,6 +50,9 @@ pub(super) async fn new_transactions(
             }
         }
     }
+    let Some(shards) = lookup else {
+        return Ok(fresh);
+    };
     if fresh.is_empty() {
         return Ok(fresh);
     }

@@ -346,3 +346,51 @@ async fn only_a_commit_that_staged_messages_wakes_the_relay() {
         "a calculate that staged a message"
     );
 }
+
+/// A batch of closes marks every holder with the same causes whether it
+/// marks a few portfolios (a `VALUES` list) or more than
+/// `VALUES_MARKS` (arrays): one mark each, kinds and event ids alike.
+#[tokio::test]
+async fn marks_of_many_holders_carry_the_causes_of_few() {
+    let (pool, _) = fresh_db().await;
+    let db = navd::storage::Db::new(pool.clone());
+    let many: Vec<Value> = (0..600)
+        .map(|i| {
+            buy(
+                i,
+                &format!("p-many-{i:03}"),
+                "MANY",
+                "1",
+                "10",
+                "2024-01-02",
+            )
+        })
+        .collect();
+    ingest(&db, &many, &[]).await;
+    ingest(
+        &db,
+        &[buy(900, "p-few", "FEW", "1", "10", "2024-01-02")],
+        &[],
+    )
+    .await;
+    sqlx::query("DELETE FROM portfolio_marks")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let r = ingest(&db, &[], &[close("MANY", "2024-01-03", "11")]).await;
+    assert_eq!(r.affected.len(), 600);
+    ingest(&db, &[], &[close("FEW", "2024-01-03", "11")]).await;
+    let marks: Vec<(String, String, Vec<String>, Vec<String>)> = sqlx::query_as(
+        "SELECT portfolio_id, from_day::text, kinds, event_ids FROM portfolio_marks ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(marks.len(), 601);
+    let few = marks.iter().find(|m| m.0 == "p-few").unwrap();
+    assert_eq!(few.1, "2024-01-03");
+    assert!(!few.2.is_empty(), "a close's mark names its kind");
+    for m in &marks {
+        assert_eq!((&m.1, &m.2, &m.3), (&few.1, &few.2, &few.3), "{}", m.0);
+    }
+}

@@ -12,6 +12,9 @@
 #                                         prints its URL (for navd serve or navd-bench --database-url);
 #                                         NAVD_BIN=PATH migrates with that executable
 #                                         instead of building one
+#   deploy/citus/cluster.sh drop NAME [DIR] drop database NAME from every node (each database
+#                                         keeps a Citus maintenance daemon busy on every
+#                                         node: drop bench databases after their runs)
 #   deploy/citus/cluster.sh check         start, run the checks, stop; exit status = outcome
 #
 # The nodes keep PostgreSQL's durable defaults (fsync, synchronous_commit):
@@ -20,8 +23,8 @@
 set -euo pipefail
 
 cmd=${1:-check}
-if [ "$cmd" = db ]; then
-  name=${2:?usage: $0 db NAME [DIR]}
+if [ "$cmd" = db ] || [ "$cmd" = drop ]; then
+  name=${2:?usage: $0 $cmd NAME [DIR]}
   shift
 fi
 dir=${2:-${TMPDIR:-/tmp}/navd-citus}
@@ -92,6 +95,15 @@ psql_c() {
   psql -X -q -v ON_ERROR_STOP=1 "postgres://postgres@127.0.0.1:$((base_port + node))/$db" "$@"
 }
 
+# Drops database NAME from every node, the workers first; WITH (FORCE)
+# ends the coordinator's cached connections to them.
+drop_db() {
+  local name=$1
+  for node in 2 1 0; do
+    psql_c "$node" postgres -c "DROP DATABASE IF EXISTS \"$name\" WITH (FORCE)" >/dev/null
+  done
+}
+
 # A database NAME on every node with Citus, the workers added, navd's
 # migrations, then deploy/citus.sql as an operator runs it. Prints its URL.
 prepare_db() {
@@ -140,5 +152,6 @@ case $cmd in
   stop) stop ;;
   check) check ;;
   db) prepare_db "$name" ;;
-  *) echo "usage: $0 start|stop|check [DIR]" >&2; exit 2 ;;
+  drop) drop_db "$name" ;;
+  *) echo "usage: $0 start|stop|check [DIR], db|drop NAME [DIR]" >&2; exit 2 ;;
 esac

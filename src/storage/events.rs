@@ -165,6 +165,12 @@ struct Causes {
     market: Vec<&'static str>,
 }
 
+/// Marks a batch inserts as a `VALUES` list at most; more go as arrays
+/// (`insert_marks`). On Citus a `VALUES` list is split by shard and sent
+/// to each, where `INSERT … SELECT FROM UNNEST` goes through the
+/// coordinator; for a few hundred rows that is what counts.
+pub(crate) const VALUES_MARKS: usize = 500;
+
 /// Event ids a mark keeps at most (the feed message lists up to 100).
 const MARK_EVENT_IDS: usize = 100;
 
@@ -316,6 +322,35 @@ async fn insert_marks(
             (p.as_str(), *d, k, e)
         })
         .collect();
+    if rows.len() > VALUES_MARKS {
+        // Many marks (a batch of closes marks every holder): as arrays.
+        // A `VALUES` list of 10,000 rows, each with its two array
+        // expressions, is parsed and planned row by row; it halved the
+        // storing rate of a catch-up of 10,000 portfolios on one
+        // PostgreSQL (31,770 → 14,064 events/s).
+        let (ids, days, kinds, events): (Vec<&str>, Vec<NaiveDate>, Vec<&str>, Vec<&str>) = rows
+            .iter()
+            .fold(Default::default(), |mut acc, (p, d, k, e)| {
+                acc.0.push(p);
+                acc.1.push(*d);
+                acc.2.push(k);
+                acc.3.push(e);
+                acc
+            });
+        sqlx::query(
+            "INSERT INTO portfolio_marks (portfolio_id, from_day, kinds, event_ids)
+             SELECT u.p, u.d, COALESCE(string_to_array(NULLIF(u.k, ''), ','), '{}'),
+                    COALESCE(string_to_array(NULLIF(u.e, ''), ','), '{}')
+               FROM UNNEST($1::text[], $2::date[], $3::text[], $4::text[]) AS u(p, d, k, e)",
+        )
+        .bind(&ids)
+        .bind(&days)
+        .bind(&kinds)
+        .bind(&events)
+        .execute(&mut *conn)
+        .await?;
+        return Ok(());
+    }
     super::values::insert(
         conn,
         "INSERT INTO portfolio_marks (portfolio_id, from_day, kinds, event_ids)",

@@ -253,7 +253,10 @@ pub async fn load_transactions(
     through: NaiveDate,
 ) -> anyhow::Result<Vec<Transaction>> {
     let mut log = Vec::new();
-    stream_transactions(conn, portfolio_id, (after, through), |chunk| {
+    // Whole: the first rows need not come early, so no settings for them
+    // (two round trips of a `calculate` fewer).
+    let range = (after, through);
+    stream_in(conn, portfolio_id, range, FirstRows::Whenever, |chunk| {
         log.extend(chunk);
         true
     })
@@ -274,7 +277,27 @@ pub async fn load_transactions(
 pub(crate) async fn stream_transactions(
     conn: &mut PgConnection,
     portfolio_id: &str,
+    range: (Option<NaiveDate>, NaiveDate),
+    sink: impl FnMut(Vec<Transaction>) -> bool,
+) -> anyhow::Result<()> {
+    stream_in(conn, portfolio_id, range, FirstRows::AtOnce, sink).await
+}
+
+/// Whether a read of the log wants its first rows before it has read the
+/// last (a reader that walks the chunks as they come) or only all of them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FirstRows {
+    AtOnce,
+    Whenever,
+}
+
+/// [`stream_transactions`], asking for the key's order without a sort
+/// only where the first rows are wanted at once.
+async fn stream_in(
+    conn: &mut PgConnection,
+    portfolio_id: &str,
     (after, through): (Option<NaiveDate>, NaiveDate),
+    first_rows: FirstRows,
     mut sink: impl FnMut(Vec<Transaction>) -> bool,
 ) -> anyhow::Result<()> {
     let pid = PortfolioId::parse(portfolio_id)?;
@@ -305,7 +328,11 @@ pub(crate) async fn stream_transactions(
     // the last row): chosen by itself wherever a portfolio is a small
     // share of the log, asked for here for this statement (in the caller's
     // transaction; outside one the settings do nothing, and the order
-    // holds either way).
+    // holds either way). On Citus the settings stay on the coordinator
+    // and the worker plans the shard's read by itself.
+    if first_rows == FirstRows::Whenever {
+        return read_copied(conn, &statement, &pid, &mut sink).await;
+    }
     sqlx::Executor::execute(&mut *conn, KEY_ORDER_ON).await?;
     let read = read_copied(conn, &statement, &pid, &mut sink).await;
     // After a failed read the transaction may be aborted: its error is

@@ -53,8 +53,7 @@ const CPU_BOOK_SEED: u64 = 0x5EED_CA1B;
 const CPU_RUNS: usize = 31;
 
 /// Rows a `COPY` of the ceiling: fixed, so that ceilings compare across
-/// runs (a consumer batch of steady traffic is about this size; one of a
-/// backlog holds up to `NAVD_BATCH_MAX`).
+/// runs (a consumer batch under a backlog holds up to `NAVD_BATCH_MAX`).
 const COPY_ROWS: usize = 5_000;
 /// Timed `COPY`s (after one untimed, which also fills the catalog caches).
 const COPY_ROUNDS: usize = 15;

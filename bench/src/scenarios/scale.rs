@@ -674,17 +674,34 @@ impl Bench {
         Ok((points, body.len()))
     }
 
-    /// The database's size and its largest tables', at the end.
+    /// The database's size and its largest tables', at the end. On Citus
+    /// the workers' databases are added and a table's size is its shards'
+    /// (the coordinator holds none of their rows).
     async fn scale_sizes(&self, n: usize) -> Result<Sizes> {
-        let database: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+        let mut database: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
             .fetch_one(&self.pool)
             .await?;
+        // Fails where Citus is not installed: one PostgreSQL.
+        let workers: Option<i64> = sqlx::query_scalar(
+            "SELECT sum(result::int8)::int8 FROM run_command_on_workers(
+                 'SELECT pg_database_size(current_database())') WHERE success",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .ok()
+        .flatten();
+        let citus = workers.is_some();
+        database += workers.unwrap_or(0);
         let mut tables = Vec::new();
         for t in SIZED_TABLES {
-            let size: i64 = sqlx::query_scalar("SELECT pg_total_relation_size($1::regclass)")
-                .bind(t)
-                .fetch_one(&self.pool)
-                .await?;
+            let size: i64 = sqlx::query_scalar(if citus {
+                "SELECT citus_total_relation_size($1::regclass)"
+            } else {
+                "SELECT pg_total_relation_size($1::regclass)"
+            })
+            .bind(t)
+            .fetch_one(&self.pool)
+            .await?;
             tables.push((t, size));
         }
         let records: i64 = sqlx::query_scalar("SELECT count(*) FROM portfolio_nav_history")

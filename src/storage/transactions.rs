@@ -253,14 +253,12 @@ pub async fn load_transactions(
     through: NaiveDate,
 ) -> anyhow::Result<Vec<Transaction>> {
     let mut log = Vec::new();
-    // Whole: the first rows need not come early, so no settings for them
-    // (two round trips of a `calculate` fewer).
-    let range = (after, through);
-    stream_in(conn, portfolio_id, range, FirstRows::Whenever, |chunk| {
+    // Whole: the first rows need not come early (no settings for them).
+    let sink = |chunk| {
         log.extend(chunk);
         true
-    })
-    .await?;
+    };
+    stream_in(conn, portfolio_id, (after, through), false, sink).await?;
     // In key order already from the index: a linear check.
     log.sort_by_key(|t| (t.trade_date, t.seq));
     Ok(log)
@@ -280,24 +278,17 @@ pub(crate) async fn stream_transactions(
     range: (Option<NaiveDate>, NaiveDate),
     sink: impl FnMut(Vec<Transaction>) -> bool,
 ) -> anyhow::Result<()> {
-    stream_in(conn, portfolio_id, range, FirstRows::AtOnce, sink).await
-}
-
-/// Whether a read of the log wants its first rows before it has read the
-/// last (a reader that walks the chunks as they come) or only all of them.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum FirstRows {
-    AtOnce,
-    Whenever,
+    stream_in(conn, portfolio_id, range, true, sink).await
 }
 
 /// [`stream_transactions`], asking for the key's order without a sort
-/// only where the first rows are wanted at once.
+/// only where the first rows are wanted `at_once` (a reader that walks
+/// the chunks as they come); a whole read saves those two round trips.
 async fn stream_in(
     conn: &mut PgConnection,
     portfolio_id: &str,
     (after, through): (Option<NaiveDate>, NaiveDate),
-    first_rows: FirstRows,
+    at_once: bool,
     mut sink: impl FnMut(Vec<Transaction>) -> bool,
 ) -> anyhow::Result<()> {
     let pid = PortfolioId::parse(portfolio_id)?;
@@ -327,10 +318,9 @@ async fn stream_in(
     // plan that scans the heap and sorts sends nothing until it has read
     // the last row): chosen by itself wherever a portfolio is a small
     // share of the log, asked for here for this statement (in the caller's
-    // transaction; outside one the settings do nothing, and the order
-    // holds either way). On Citus the settings stay on the coordinator
-    // and the worker plans the shard's read by itself.
-    if first_rows == FirstRows::Whenever {
+    // transaction; outside one, or on Citus, where they stay on the
+    // coordinator, the settings do nothing, and the order holds anyway).
+    if !at_once {
         return read_copied(conn, &statement, &pid, &mut sink).await;
     }
     sqlx::Executor::execute(&mut *conn, KEY_ORDER_ON).await?;

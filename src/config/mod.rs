@@ -299,7 +299,7 @@ pub const VARIABLES: &[(&str, &str, &str)] = &[
     ),
     (
         "NAVD_BATCH_MAX",
-        "25000",
+        "5000",
         "most messages stored per database transaction",
     ),
     ("NAVD_BATCH_WAIT_MS", "20", "longest wait to fill a batch"),
@@ -719,7 +719,7 @@ impl Config {
         let properties = r.parse("NAVD_KAFKA_PROPERTIES", Vec::new(), |v| {
             parse_properties(Some(v))
         });
-        let batch_max = r.num("NAVD_BATCH_MAX", 25_000);
+        let batch_max = r.num("NAVD_BATCH_MAX", 5000);
         let batch_wait = Duration::from_millis(r.millis("NAVD_BATCH_WAIT_MS", 20, 0));
         let batch_idle = Duration::from_millis(r.millis("NAVD_BATCH_IDLE_MS", 3, 0));
         let assignment_grace =

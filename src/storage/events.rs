@@ -169,7 +169,7 @@ struct Causes {
 /// (`insert_marks`). On Citus a `VALUES` list is split by shard and sent
 /// to each, where `INSERT … SELECT FROM UNNEST` goes through the
 /// coordinator; for a few hundred rows that is what counts.
-pub(crate) const VALUES_MARKS: usize = 500;
+const VALUES_MARKS: usize = 500;
 
 /// Event ids a mark keeps at most (the feed message lists up to 100).
 const MARK_EVENT_IDS: usize = 100;

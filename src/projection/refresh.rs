@@ -547,8 +547,10 @@ async fn write_anchors(
     for (pl, f) in plans.iter().zip(folded) {
         let Some((start, run, _)) = f else { continue };
         let id = pl.p.portfolio_id.as_str();
+        let mut drop = None;
+        let mut mine: Vec<(NaiveDate, Box<RawValue>)> = Vec::new();
         if !pl.from_stored {
-            drops.push((id, Some(*start)));
+            drop = Some(Some(*start));
         } else {
             let month = |d: NaiveDate| (d.year(), d.month());
             let moved = run
@@ -556,12 +558,18 @@ async fn write_anchors(
                 .as_ref()
                 .is_some_and(|s| month(s.date) != month(*start));
             if let (true, Some(old)) = (moved, pl.p.base_state.as_deref()) {
-                kept.push((id, *start, old.to_owned()));
+                mine.push((*start, old.to_owned()));
             }
         }
-        for (day, state) in year_end_anchors(run)? {
-            kept.push((id, day, state));
+        mine.extend(year_end_anchors(run)?);
+        if let Some(stored) = &pl.p.anchors {
+            let keeps: Vec<(NaiveDate, &RawValue)> = mine.iter().map(|(d, s)| (*d, &**s)).collect();
+            if storage::anchors::unchanged(stored, drop, &keeps) {
+                continue;
+            }
         }
+        drops.extend(drop.map(|d| (id, d)));
+        kept.extend(mine.into_iter().map(|(d, s)| (id, d, s)));
     }
     let keeps: Vec<(&str, NaiveDate, &RawValue)> =
         kept.iter().map(|(p, d, s)| (*p, *d, &**s)).collect();

@@ -262,6 +262,7 @@ fn composite_row(
         base_currency: base,
         history_digest: None,
         record_count: None,
+        anchors: None,
     }
 }
 

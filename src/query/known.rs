@@ -108,6 +108,7 @@ fn id_row(
         base_currency,
         history_digest: None,
         record_count: None,
+        anchors: None,
     }
 }
 

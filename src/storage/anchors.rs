@@ -124,6 +124,45 @@ pub(crate) async fn sync_anchors(
     Ok(())
 }
 
+/// Whether [`sync_anchors`] would leave one portfolio's anchors as they
+/// are, `stored` being them as read under its lock (day, state): `start`
+/// its entry of `starts` if it has one, `keeps` its (day, state) pairs.
+/// The statement's rules, in the same order: nothing it drops (after the
+/// start, or aged, and not kept) is stored, and every kept state is
+/// stored as it is (compared as JSON values, so a state `jsonb` prints its
+/// own way is still the same one).
+pub(crate) fn unchanged(
+    stored: &[(NaiveDate, serde_json::Value)],
+    start: Option<Option<NaiveDate>>,
+    keeps: &[(NaiveDate, &RawValue)],
+) -> bool {
+    let aged_before = keeps
+        .iter()
+        .map(|(d, _)| *d)
+        .max()
+        .and_then(|n| n.checked_sub_days(chrono::Days::new(KEEP_DAYS as u64)));
+    let drops = |day: NaiveDate| {
+        let after_start = start.is_some_and(|s| s.is_none_or(|s| day > s));
+        let aged = aged_before.is_some_and(|a| day < a && !is_year_end(day));
+        !keeps.iter().any(|(k, _)| *k == day) && (after_start || aged)
+    };
+    if stored.iter().any(|(day, _)| drops(*day)) {
+        return false;
+    }
+    keeps.iter().all(|(day, state)| {
+        stored.iter().any(|(d, s)| {
+            d == day
+                && serde_json::from_str::<serde_json::Value>(state.get()).is_ok_and(|v| v == *s)
+        })
+    })
+}
+
+/// 31 December: the anchors kept for as long as they stand.
+fn is_year_end(day: NaiveDate) -> bool {
+    use chrono::Datelike;
+    day.month() == 12 && day.day() == 31
+}
+
 /// The one portfolio `starts` and `keeps` are all about, if so.
 fn one_portfolio<'a>(
     starts: &[(&'a str, Option<NaiveDate>)],
@@ -200,6 +239,75 @@ mod tests {
 
     fn raw() -> Box<RawValue> {
         serde_json::value::to_raw_value(&serde_json::json!({})).unwrap()
+    }
+
+    fn d(s: &str) -> NaiveDate {
+        s.parse().unwrap()
+    }
+
+    fn state(qty: &str) -> Box<RawValue> {
+        serde_json::value::to_raw_value(&serde_json::json!({"cash": "1.50", "qty": qty})).unwrap()
+    }
+
+    /// As `jsonb` gives a state back: its own key order and spacing.
+    fn stored(day: &str, qty: &str) -> (NaiveDate, serde_json::Value) {
+        let text = format!(r#"{{"qty": "{qty}", "cash": "1.50"}}"#);
+        (d(day), serde_json::from_str(&text).unwrap())
+    }
+
+    #[test]
+    fn anchors_are_unchanged_only_when_the_statement_would_write_nothing() {
+        let (y1, y2) = (state("10"), state("20"));
+        let keeps = [(d("2023-12-31"), &*y1), (d("2024-12-31"), &*y2)];
+        let both = [stored("2023-12-31", "10"), stored("2024-12-31", "20")];
+        let before = Some(Some(d("2023-05-01")));
+        assert!(
+            unchanged(&both, before, &keeps),
+            "the same, printed as jsonb does"
+        );
+        assert!(unchanged(&both, None, &keeps));
+        assert!(unchanged(&[], before, &[]), "none stored, none kept");
+
+        // A kept state that differs, or is not stored yet.
+        let other = [stored("2023-12-31", "11"), stored("2024-12-31", "20")];
+        assert!(!unchanged(&other, before, &keeps));
+        assert!(!unchanged(&both[..1], before, &keeps));
+        let scaled = [stored("2023-12-31", "10.0"), stored("2024-12-31", "20")];
+        assert!(!unchanged(&scaled, before, &keeps), "digit for digit");
+
+        // An anchor not kept: dropped after the start (all of them when
+        // the start is `None`), kept before it unless aged.
+        let month = stored("2024-11-30", "19");
+        let with_month = [both[0].clone(), month.clone(), both[1].clone()];
+        assert!(!unchanged(&with_month, before, &keeps));
+        assert!(!unchanged(&with_month, Some(None), &keeps));
+        assert!(unchanged(&with_month, Some(Some(d("2024-11-30"))), &keeps));
+        assert!(
+            unchanged(&with_month, None, &keeps),
+            "not aged: within 62 days"
+        );
+        let old = [stored("2024-10-29", "18"), both[1].clone()];
+        let last = [keeps[1]];
+        assert!(
+            !unchanged(&old, None, &last),
+            "aged: over 62 days before the newest kept"
+        );
+        let on_the_day = [(d("2024-12-31"), &*y2)];
+        let not_aged = [stored("2024-10-30", "18"), stored("2024-12-31", "20")];
+        assert!(
+            unchanged(&not_aged, None, &on_the_day),
+            "exactly 62 days: kept"
+        );
+        assert!(
+            unchanged(&both, None, &last),
+            "an old year end is never aged"
+        );
+        assert!(
+            !unchanged(&both, Some(None), &last),
+            "but dropped after the start"
+        );
+        // Nothing kept: nothing ages.
+        assert!(unchanged(&old, None, &[]));
     }
 
     #[test]

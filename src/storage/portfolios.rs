@@ -41,6 +41,10 @@ pub struct PortfolioRow {
     /// How many records it has stored, when the read counted them (under
     /// the row's lock, so the count holds for the transaction).
     pub record_count: Option<i64>,
+    /// Its anchors as stored (day, state), oldest first, when the read took
+    /// them (a lone portfolio's refold from D0, which writes them all
+    /// again): a refold that would write them as they are skips the write.
+    pub anchors: Option<Vec<(NaiveDate, serde_json::Value)>>,
 }
 
 impl PortfolioRow {
@@ -119,6 +123,13 @@ impl<'r> FromRow<'r, PgRow> for PortfolioRow {
             record_count: match r.try_get::<Option<i64>, _>("record_count") {
                 Ok(n) => n,
                 // Only the reads that count select it.
+                Err(sqlx::Error::ColumnNotFound(_)) => None,
+                Err(e) => return Err(e),
+            },
+            anchors: match r
+                .try_get::<Option<Json<Vec<(NaiveDate, serde_json::Value)>>>, _>("anchors")
+            {
+                Ok(a) => Some(a.map(|j| j.0).unwrap_or_default()),
                 Err(sqlx::Error::ColumnNotFound(_)) => None,
                 Err(e) => return Err(e),
             },
@@ -204,10 +215,17 @@ pub async fn lock_portfolios(
         // another writer is not waited for here: a statement that waits
         // reads the marks and settings as they were before the wait, so
         // waiting goes the two-statement way below.
+        // A refold from D0 (`count`) also reads the anchors it rewrites, in
+        // this statement (on Citus the same shard), so that writing them
+        // as they are costs no statement (`anchors::unchanged`).
         let counted = if count {
             ", (SELECT count(*) FROM portfolio_nav_history h
                  WHERE h.portfolio_id = p.portfolio_id AND h.portfolio_id = ANY($1::text[]))
-                AS record_count"
+                AS record_count,
+               (SELECT jsonb_agg(jsonb_build_array(a.day, a.state) ORDER BY a.day)
+                  FROM portfolio_anchors a
+                 WHERE a.portfolio_id = p.portfolio_id AND a.portfolio_id = ANY($1::text[]))
+                AS anchors"
         } else {
             ""
         };

@@ -336,4 +336,12 @@ async fn year_ends_stay_anchors_and_explain_replays_from_them() {
         tampered[0]["valuation"], with[k]["valuation"],
         "the anchor was used"
     );
+    // A refold from D0 writes the year ends it passed again where they
+    // differ from what it folded (it skips the write only where none do).
+    assert_eq!(post(&app, calc, &admin(), None).await.status(), 200);
+    let repaired = explained(&app, &days[k..=k]).await;
+    assert_eq!(
+        repaired[0]["valuation"], with[k]["valuation"],
+        "calculate rewrote the tampered anchor"
+    );
 }

@@ -302,6 +302,16 @@ mod tests {
             unchanged(&both, None, &last),
             "an old year end is never aged"
         );
+        // A year end is 31 December: neither another 31st nor another
+        // day of December.
+        let y3 = state("30");
+        let later = [(d("2025-03-05"), &*y3)];
+        for other in ["2024-10-31", "2024-12-15"] {
+            let aged = [stored(other, "18"), stored("2025-03-05", "30")];
+            assert!(!unchanged(&aged, None, &later), "{other} is aged");
+        }
+        let year_end = [stored("2024-12-31", "18"), stored("2025-03-05", "30")];
+        assert!(unchanged(&year_end, None, &later));
         assert!(
             !unchanged(&both, Some(None), &last),
             "but dropped after the start"

@@ -45,11 +45,11 @@ pub use event::{
     parse_transaction_with, EventError, Rules, TRANSACTION_TYPES,
 };
 pub use fold::{
-    base_currency_of, base_of, cash_mode_of, day_actions, explain_day, fold, replay, resume,
-    value_cash, value_positions, walk_components, walk_components_of, ActionCash, ActionEffect,
-    AttributionError, CashBalance, Component, DayExplanation, DayState, ExplainError, FlowRate,
-    FoldError, FoldOutput, Folder, ForeignAmount, Inconsistency, Position, PriceBook, PriceSource,
-    Receivable, ReportedStatus, Status, ValuationError, ValuedPosition,
+    base_currency_of, base_of, cash_mode_of, day_actions, explain_day, fold, is_year_end, replay,
+    resume, value_cash, value_positions, walk_components, walk_components_of, ActionCash,
+    ActionEffect, AttributionError, CashBalance, Component, DayExplanation, DayState, ExplainError,
+    FlowRate, FoldError, FoldOutput, Folder, ForeignAmount, Inconsistency, Position, PriceBook,
+    PriceSource, Receivable, ReportedStatus, Status, ValuationError, ValuedPosition,
 };
 pub use invalidation::Invalidation;
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};

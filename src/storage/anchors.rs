@@ -143,24 +143,18 @@ pub(crate) fn unchanged(
         .and_then(|n| n.checked_sub_days(chrono::Days::new(KEEP_DAYS as u64)));
     let drops = |day: NaiveDate| {
         let after_start = start.is_some_and(|s| s.is_none_or(|s| day > s));
-        let aged = aged_before.is_some_and(|a| day < a && !is_year_end(day));
+        let aged = aged_before.is_some_and(|a| day < a && !projections::is_year_end(day));
         !keeps.iter().any(|(k, _)| *k == day) && (after_start || aged)
     };
     if stored.iter().any(|(day, _)| drops(*day)) {
         return false;
     }
+    // A portfolio stores one anchor a day (the table's key).
     keeps.iter().all(|(day, state)| {
-        stored.iter().any(|(d, s)| {
-            d == day
-                && serde_json::from_str::<serde_json::Value>(state.get()).is_ok_and(|v| v == *s)
+        stored.iter().find(|(d, _)| d == day).is_some_and(|(_, s)| {
+            serde_json::from_str::<serde_json::Value>(state.get()).is_ok_and(|v| v == *s)
         })
     })
-}
-
-/// 31 December: the anchors kept for as long as they stand.
-fn is_year_end(day: NaiveDate) -> bool {
-    use chrono::Datelike;
-    day.month() == 12 && day.day() == 31
 }
 
 /// The one portfolio `starts` and `keeps` are all about, if so.

@@ -162,8 +162,9 @@ impl Days<'_, '_> {
     }
 }
 
-/// 31 December: the day whose end state a kept fold reports.
-fn is_year_end(day: NaiveDate) -> bool {
+/// 31 December: the day whose end state a kept fold reports (and which
+/// the service keeps as an anchor for as long as it stands).
+pub fn is_year_end(day: NaiveDate) -> bool {
     use chrono::Datelike;
     day.month() == 12 && day.day() == 31
 }

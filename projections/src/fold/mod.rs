@@ -70,7 +70,7 @@ pub use self::attribute::{
     ComponentWalk,
 };
 pub use self::book::PriceBook;
-pub use self::driver::{fold, replay, resume, FoldOutput};
+pub use self::driver::{fold, is_year_end, replay, resume, FoldOutput};
 pub use self::effects::day_actions;
 pub use self::error::FoldError;
 pub use self::explain::{explain_day, DayExplanation, ExplainError, FlowRate};

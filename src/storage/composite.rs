@@ -49,12 +49,12 @@ pub(crate) async fn composite_validator(
     // it leaves Citus free to send the statement to the members' shards
     // only.
     let rows = sqlx::query(
-        "SELECT p.portfolio_id, p.version,
-                (SELECT min(k.from_day) FROM portfolio_marks k
-                  WHERE k.portfolio_id = p.portfolio_id AND k.portfolio_id = ANY($1::text[]))
-                  AS pending_from,
+        "SELECT p.portfolio_id, p.version, m.pending_from,
                 v.version + COALESCE(f.version, 0) AS benchmark_version
            FROM portfolios p
+           LEFT JOIN (SELECT k.portfolio_id, min(k.from_day) AS pending_from
+                        FROM portfolio_marks k WHERE k.portfolio_id = ANY($1::text[])
+                       GROUP BY k.portfolio_id) m ON m.portfolio_id = p.portfolio_id
            LEFT JOIN price_versions v ON v.symbol = $2::text
            LEFT JOIN price_versions f ON f.symbol = ''
           WHERE p.portfolio_id = ANY($1::text[])",
@@ -90,12 +90,13 @@ const MEMBER_COLUMNS: &str = "p.portfolio_id, p.first_day, p.last_day, p.compute
      st.base_currency, p.history_digest";
 
 /// The marks and the latest settings of each member (as the rows of a set
-/// are read by `lock_portfolios`): each lateral repeats the set, so that
-/// Citus prunes its shards by it.
-const MEMBER_JOINS: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS pending_from, \
+/// are read by `lock_portfolios`): each part repeats the set, so that
+/// Citus prunes its shards by it, and the marks are aggregated once a
+/// statement (`portfolios::ROW_JOINS_OF_SET` says why).
+const MEMBER_JOINS: &str = "LEFT JOIN (SELECT k.portfolio_id, min(k.from_day) AS pending_from, \
      min(k.marked_at) AS pending_since \
-     FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id \
-     AND k.portfolio_id = ANY($1::text[])) m ON true \
+     FROM portfolio_marks k WHERE k.portfolio_id = ANY($1::text[]) \
+     GROUP BY k.portfolio_id) m ON m.portfolio_id = p.portfolio_id \
      LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency FROM transactions t \
      WHERE t.portfolio_id = p.portfolio_id AND t.portfolio_id = ANY($1::text[]) \
      AND t.kind = 'portfolio_settings' ORDER BY t.seq DESC LIMIT 1) st ON true";

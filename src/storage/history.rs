@@ -337,16 +337,26 @@ pub async fn history_rows_at(
     }
     let pids: Vec<&str> = wanted.iter().map(|(p, _)| p.as_str()).collect();
     let days: Vec<NaiveDate> = wanted.iter().map(|(_, d)| *d).collect();
+    // The constant bounds repeat the join's days (same rows), as in
+    // `read_and_sync`'s: with statistics that lag the table (a refresh
+    // right after a catch-up), the planner otherwise read every record of
+    // the group's portfolios and hashed them against the pairs (~5,400
+    // pages a group of ~110 on a Citus shard, against ~900 with the
+    // pairs probed), and the day range keeps either plan to those days.
     let sql = format!(
         "SELECT h.portfolio_id, {}
            FROM UNNEST($1::text[], $2::date[]) AS u(pid, day)
            JOIN portfolio_nav_history h ON h.portfolio_id = u.pid AND h.day = u.day
-          WHERE h.portfolio_id = ANY($1::text[])",
+          WHERE h.portfolio_id = ANY($1::text[])
+            AND h.day BETWEEN $3::date AND $4::date",
         read_columns("h")
     );
     let rows = sqlx::query(&sql)
         .bind(&pids)
         .bind(&days)
+        .bind(days.iter().min())
+        .bind(days.iter().max())
+        .persistent(false)
         .fetch_all(conn)
         .await?;
     let Some(at) = RecordColumns::of_first(&rows)? else {

@@ -151,16 +151,22 @@ pub async fn claim(
     for group in &groups {
         // The set repeated in the subquery lets Citus keep the statement
         // on the group's shard (it does not carry the outer filter into a
-        // correlated subquery).
+        // subquery). Each portfolio's oldest unsent row is found for the
+        // whole set at once (`DISTINCT ON`), not by a subquery per unsent
+        // row: the unsent rows come and go faster than their statistics,
+        // and that subquery, planned as a scan of the whole set's unsent
+        // rows, ran once per row (on Citus in a price day of 100,000
+        // portfolios, ~53,000 blocks and ~100 ms a claim on one shard).
         let claimed: Vec<OutboxRow> = sqlx::query_as(
             "WITH claimed AS (
                  SELECT o.portfolio_id FROM history_outbox o
+                   JOIN (SELECT DISTINCT ON (f.portfolio_id) f.portfolio_id, f.version, f.part
+                           FROM history_outbox f
+                          WHERE f.portfolio_id = ANY($1::text[]) AND f.sent_at IS NULL
+                          ORDER BY f.portfolio_id, f.version, f.part) oldest
+                     ON oldest.portfolio_id = o.portfolio_id AND oldest.version = o.version
+                    AND oldest.part = o.part
                   WHERE o.portfolio_id = ANY($1::text[]) AND o.sent_at IS NULL
-                    AND (o.version, o.part) = (
-                        SELECT f.version, f.part FROM history_outbox f
-                         WHERE f.portfolio_id = o.portfolio_id
-                           AND f.portfolio_id = ANY($1::text[]) AND f.sent_at IS NULL
-                         ORDER BY f.version, f.part LIMIT 1)
                     FOR UPDATE OF o SKIP LOCKED)
              SELECT r.portfolio_id, r.version, r.part, r.parts, r.message,
                     EXTRACT(EPOCH FROM clock_timestamp() - r.created_at)::float8 AS age

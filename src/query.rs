@@ -691,11 +691,12 @@ fn positions_of(
     day: NaiveDate,
 ) -> Result<Positions, QueryError> {
     let base = base_currency(p, book);
-    let start = projections::DayState::initial_for(
+    let mut start = projections::DayState::initial_for(
         p.first_day,
         p.cash_mode,
         (base != *book.default_currency()).then(|| base.clone()),
     );
+    start.allow_short = p.allow_short;
     let state = match projections::replay(&start, txs, book, day) {
         Ok(Ok(state)) => state,
         Ok(Err(i)) => return Err(QueryError::NoRecord(i.detail)),

@@ -9,7 +9,7 @@ use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
 use crate::decimal::{self as dec, ArithmeticError};
-use crate::types::DailyRecord;
+use crate::types::{DailyRecord, Exposure};
 
 /// The composite of `members`' records (each ascending, one per day from
 /// its first day). A member counts 0 before its first day (its first
@@ -91,6 +91,7 @@ struct Sum {
     realized: Decimal,
     cum_in: Decimal,
     cum_out: Decimal,
+    exposure: Exposure,
 }
 
 impl Sum {
@@ -104,12 +105,25 @@ impl Sum {
         self.realized = dec::add(self.realized, r.realized_pnl)?;
         self.cum_in = dec::add(self.cum_in, r.cum_in)?;
         self.cum_out = dec::add(self.cum_out, r.cum_out)?;
+        let (e, x) = (&mut self.exposure, &r.exposure);
+        e.long_value = dec::add(e.long_value, x.long_value)?;
+        e.short_value = dec::add(e.short_value, x.short_value)?;
+        e.futures_notional = dec::add(e.futures_notional, x.futures_notional)?;
+        e.gross_exposure = dec::add(e.gross_exposure, x.gross_exposure)?;
+        e.net_exposure = dec::add(e.net_exposure, x.net_exposure)?;
+        e.accrued_interest = dec::add(e.accrued_interest, x.accrued_interest)?;
         Ok(())
     }
 
     /// The day's record: In and Out from the running totals, the return
     /// and NAV by the single portfolio's rule.
-    fn record(self, day: NaiveDate, prev: &Start) -> Result<DailyRecord, ArithmeticError> {
+    fn record(mut self, day: NaiveDate, prev: &Start) -> Result<DailyRecord, ArithmeticError> {
+        // The members' exposures add up; leverage is the sum's own.
+        self.exposure.leverage = if self.value > Decimal::ZERO {
+            Some(dec::div(self.exposure.gross_exposure, self.value)?)
+        } else {
+            None
+        };
         let inflow = dec::sub(self.cum_in, prev.cum_in)?;
         let outflow = dec::sub(self.cum_out, prev.cum_out)?;
         let numerator = dec::add(self.value, outflow)?;
@@ -140,6 +154,7 @@ impl Sum {
             realized_pnl: self.realized,
             cum_in: self.cum_in,
             cum_out: self.cum_out,
+            exposure: self.exposure,
         })
     }
 }

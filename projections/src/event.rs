@@ -53,8 +53,10 @@ use crate::types::{
 
 mod action;
 mod correction;
+mod instrument;
 
 pub use action::{parse_corporate_action, parse_corporate_action_with};
+pub use instrument::{parse_instrument, parse_instrument_with};
 
 /// What the parsers check beyond the shape of an event: deployment-level
 /// bounds (`NAVD_EARLIEST_DATE` in the service).
@@ -168,6 +170,7 @@ const TRANSACTION_FIELDS: &[&str] = &[
     "fx_rate",
     "corrects",
     "revision",
+    "allow_short",
 ];
 /// Fields that exist from schema_version 2 on: a version-1 event carrying
 /// one is refused rather than read with a meaning it did not have.
@@ -183,6 +186,7 @@ const V2_FIELDS: &[&str] = &[
     "fx_rate",
     "corrects",
     "revision",
+    "allow_short",
 ];
 const PRICE_FIELDS: &[&str] = &["symbol", "date", "close", "currency", "schema_version"];
 const FX_FIELDS: &[&str] = &["from", "to", "date", "rate", "schema_version"];
@@ -212,6 +216,7 @@ pub const TRANSACTION_TYPES: &[&str] = &[
     "transfer_in",
     "transfer_out",
     "dividend",
+    "payment_in_lieu",
     "return_of_capital",
     "cancel",
 ];
@@ -361,6 +366,7 @@ fn parse_kind(
             price: obj.non_negative("price")?,
         },
         "dividend" => Kind::Dividend(parse_dividend(obj, trade_date, rules)?),
+        "payment_in_lieu" => parse_in_lieu(obj, trade_date, rules)?,
         "return_of_capital" => Kind::ReturnOfCapital {
             symbol: obj.symbol()?,
             amount: obj.positive("amount")?,
@@ -373,19 +379,31 @@ fn parse_kind(
 
 /// A `portfolio_settings` event's fields.
 fn parse_settings(obj: &Object<'_>) -> Result<Kind, EventError> {
+    let cash = match obj.get("cash") {
+        None => CashMode::None,
+        Some(raw) => {
+            let text = string_of("cash", raw)?;
+            CashMode::parse(&text).ok_or_else(|| {
+                invalid(
+                    "cash",
+                    format!("must be `none` or `tracked`, not `{}`", echo(&text)),
+                )
+            })?
+        }
+    };
+    let allow_short = match obj.get("allow_short").map(RawValue::get) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err(invalid("allow_short", "must be true or false")),
+    };
+    if allow_short && cash != CashMode::Tracked {
+        return Err(invalid(
+            "allow_short",
+            "allow_short needs cash: tracked (a short's proceeds live in the account)",
+        ));
+    }
     Ok(Kind::PortfolioSettings {
-        cash: match obj.get("cash") {
-            None => CashMode::None,
-            Some(raw) => {
-                let text = string_of("cash", raw)?;
-                CashMode::parse(&text).ok_or_else(|| {
-                    invalid(
-                        "cash",
-                        format!("must be `none` or `tracked`, not `{}`", echo(&text)),
-                    )
-                })?
-            }
-        },
+        cash,
         base_currency: match obj.get("base_currency") {
             None => None,
             Some(raw) => Some(Currency::parse_field(
@@ -393,6 +411,42 @@ fn parse_settings(obj: &Object<'_>) -> Result<Kind, EventError> {
                 &string_of("base_currency", raw)?,
             )?),
         },
+        allow_short,
+    })
+}
+
+/// A `payment_in_lieu` event's fields; its ex-date is `trade_date`. It
+/// carries no reinvestment, tax or fee: what a short owes is the whole
+/// dividend.
+fn parse_in_lieu(
+    obj: &Object<'_>,
+    trade_date: NaiveDate,
+    rules: &Rules,
+) -> Result<Kind, EventError> {
+    for field in ["reinvest", "tax", "fee"] {
+        if obj.get(field).is_some() {
+            return Err(invalid(
+                field,
+                "does not belong to a payment_in_lieu (it is the whole dividend a short owes)",
+            ));
+        }
+    }
+    let symbol = obj.symbol()?;
+    let amount = obj.positive("amount")?;
+    let pay_date = match obj.get("pay_date") {
+        None => trade_date,
+        Some(raw) => parse_date("pay_date", &string_of("pay_date", raw)?, rules)?,
+    };
+    if pay_date < trade_date {
+        return Err(invalid(
+            "pay_date",
+            format!("{pay_date} is before the ex-date (trade_date) {trade_date}"),
+        ));
+    }
+    Ok(Kind::PaymentInLieu {
+        symbol,
+        amount,
+        pay_date,
     })
 }
 

@@ -137,6 +137,7 @@ mod tests {
         Kind::PortfolioSettings {
             cash: CashMode::Tracked,
             base_currency: None,
+            allow_short: false,
         }
     }
 

@@ -27,6 +27,7 @@ pub mod decimal;
 pub mod event;
 mod exact;
 pub mod fold;
+pub mod instrument;
 pub mod invalidation;
 pub mod money;
 mod sampling;
@@ -41,16 +42,18 @@ pub use corrections::{effective, effective_of};
 pub use decimal::{money_text, ratio_text, round_money, round_ratio, ArithmeticError};
 pub use event::{
     echo, parse_corporate_action, parse_corporate_action_with, parse_fx, parse_fx_with,
-    parse_price, parse_price_with, parse_split, parse_split_with, parse_transaction,
-    parse_transaction_with, EventError, Rules, TRANSACTION_TYPES,
+    parse_instrument, parse_instrument_with, parse_price, parse_price_with, parse_split,
+    parse_split_with, parse_transaction, parse_transaction_with, EventError, Rules,
+    TRANSACTION_TYPES,
 };
 pub use fold::{
-    base_currency_of, base_of, cash_mode_of, day_actions, explain_day, fold, is_year_end, replay,
-    resume, value_cash, value_positions, walk_components, walk_components_of, ActionCash,
-    ActionEffect, AttributionError, CashBalance, Component, DayExplanation, DayState, ExplainError,
-    FlowRate, FoldError, FoldOutput, Folder, ForeignAmount, Inconsistency, Position, PriceBook,
-    PriceSource, Receivable, ReportedStatus, Status, ValuationError, ValuedPosition,
+    allow_short_of, base_currency_of, base_of, cash_mode_of, day_actions, explain_day, fold,
+    is_year_end, replay, resume, value_cash, value_positions, walk_components, walk_components_of,
+    ActionCash, ActionEffect, AttributionError, CashBalance, Component, DayExplanation, DayState,
+    ExplainError, FlowRate, FoldError, FoldOutput, Folder, ForeignAmount, Inconsistency, Position,
+    PriceBook, PriceSource, Receivable, ReportedStatus, Status, ValuationError, ValuedPosition,
 };
+pub use instrument::{Definition, Instrument, InstrumentKind};
 pub use invalidation::Invalidation;
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};
 pub use stats::{statistics, Calendar, Statistics, StatsQuery};
@@ -60,6 +63,6 @@ pub use tearsheet::{
 };
 pub use types::{
     ActionKind, CashMode, ClosePrice, CorporateAction, CorporateEvent, Correction, Currency,
-    DailyRecord, Dividend, FxRate, Kind, PortfolioId, Reinvest, Side, Split, Symbol, Trade,
-    Transaction, MAX_REVISION,
+    DailyRecord, Dividend, Exposure, FxRate, Kind, PortfolioId, Reinvest, Side, Split, Symbol,
+    Trade, Transaction, MAX_REVISION,
 };

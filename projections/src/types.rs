@@ -22,7 +22,9 @@ pub struct FieldError {
 #[serde(try_from = "String", into = "String")]
 pub struct PortfolioId(String);
 
-/// A symbol: 1–32 chars of `A-Z a-z 0-9 . _ : -`.
+/// A symbol: 1–32 chars of `A-Z a-z 0-9 . _ : -` and spaces, a space never
+/// first or last (an OCC option symbol such as `AAPL  261218C00150000` is
+/// a symbol as it is).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Symbol(String);
@@ -61,10 +63,16 @@ impl Symbol {
                 reason: "must be 1 to 32 characters long".into(),
             });
         }
-        if !s.chars().all(allowed) {
+        if !s.chars().all(|c| allowed(c) || c == ' ') {
             return Err(FieldError {
                 field: "symbol",
-                reason: "may only contain A-Z a-z 0-9 . _ : -".into(),
+                reason: "may only contain A-Z a-z 0-9 . _ : - and inner spaces".into(),
+            });
+        }
+        if s.starts_with(' ') || s.ends_with(' ') {
+            return Err(FieldError {
+                field: "symbol",
+                reason: "must not start or end with a space".into(),
             });
         }
         Ok(Self(s.to_string()))
@@ -233,6 +241,10 @@ pub enum Kind {
     PortfolioSettings {
         cash: CashMode,
         base_currency: Option<Currency>,
+        /// Positions may go below zero (short sales); needs
+        /// [`CashMode::Tracked`], which the parser enforces.
+        #[serde(default)]
+        allow_short: bool,
     },
     Deposit {
         amount: Decimal,
@@ -274,6 +286,13 @@ pub enum Kind {
         price: Decimal,
     },
     Dividend(Dividend),
+    /// The dividend a short position owes its lender: accrued (negative)
+    /// on its ex-date (the transaction's trade date), paid on `pay_date`.
+    PaymentInLieu {
+        symbol: Symbol,
+        amount: Decimal,
+        pay_date: NaiveDate,
+    },
     /// Capital paid back on a holding: lowers its cost (the excess over the
     /// cost is realized), received like a sale's proceeds; not income.
     ReturnOfCapital {
@@ -303,6 +322,7 @@ impl Kind {
             Kind::TransferIn { .. } => "transfer_in",
             Kind::TransferOut { .. } => "transfer_out",
             Kind::Dividend(_) => "dividend",
+            Kind::PaymentInLieu { .. } => "payment_in_lieu",
             Kind::ReturnOfCapital { .. } => "return_of_capital",
             Kind::Cancel => "cancel",
         }
@@ -315,6 +335,7 @@ impl Kind {
             Kind::Buy(t) | Kind::Sell(t) => Some(&t.symbol),
             Kind::TransferIn { symbol, .. } | Kind::TransferOut { symbol, .. } => Some(symbol),
             Kind::Dividend(d) => Some(&d.symbol),
+            Kind::PaymentInLieu { symbol, .. } => Some(symbol),
             Kind::ReturnOfCapital { symbol, .. } => Some(symbol),
             _ => None,
         }
@@ -479,10 +500,17 @@ impl Transaction {
                 norm_text(&t.price),
                 norm_text(&t.fee)
             ),
+            // Settings without shorts read as they did before shorts.
             Kind::PortfolioSettings {
                 cash,
                 base_currency,
-            } => format!("{}|{}", cash.as_str(), opt_text(base_currency)),
+                allow_short,
+            } => format!(
+                "{}|{}{}",
+                cash.as_str(),
+                opt_text(base_currency),
+                if *allow_short { "|short" } else { "" }
+            ),
             Kind::Deposit { amount } | Kind::Withdrawal { amount } => norm_text(amount),
             Kind::Fee { amount, symbol }
             | Kind::Tax { amount, symbol }
@@ -521,6 +549,11 @@ impl Transaction {
                     .map(|r| format!("{}@{}", norm_text(&r.quantity), norm_text(&r.price)))
                     .unwrap_or_default()
             ),
+            Kind::PaymentInLieu {
+                symbol,
+                amount,
+                pay_date,
+            } => format!("{symbol}|{}|{pay_date}", norm_text(amount)),
             Kind::ReturnOfCapital { symbol, amount } => {
                 format!("{symbol}|{}", norm_text(amount))
             }
@@ -715,6 +748,72 @@ pub struct DailyRecord {
     /// reported, so [`DailyRecord::rounded`] leaves them exact.
     pub cum_in: Decimal,
     pub cum_out: Decimal,
+    /// How exposed and levered the day's holdings are (docs/valuation.md,
+    /// exposure).
+    #[serde(default)]
+    pub exposure: Exposure,
+}
+
+/// A day's exposure (docs/valuation.md): the holdings split by the sign of
+/// their positions, futures at their notional, and leverage.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Exposure {
+    /// Σ value of positions with q > 0 (futures excluded).
+    pub long_value: Decimal,
+    /// Σ value of positions with q < 0 (≤ 0; futures excluded).
+    pub short_value: Decimal,
+    /// Σ q · S · m · FX over futures, signed.
+    pub futures_notional: Decimal,
+    /// long − short + Σ |future notional|.
+    pub gross_exposure: Decimal,
+    /// long + short + futures notional.
+    pub net_exposure: Decimal,
+    /// gross / V; `None` when V ≤ 0.
+    pub leverage: Option<Decimal>,
+    /// Σ q · AI · FX over bonds (part of the holdings' value).
+    pub accrued_interest: Decimal,
+}
+
+impl Exposure {
+    /// The exposure of holdings worth `holdings` of which `short_value`
+    /// is the shorts' (≤ 0), in a portfolio worth `value`.
+    pub fn of(
+        holdings: Decimal,
+        short_value: Decimal,
+        value: Decimal,
+    ) -> Result<Exposure, crate::decimal::ArithmeticError> {
+        use crate::decimal::{div, sub};
+        let long_value = sub(holdings, short_value)?;
+        let gross_exposure = sub(long_value, short_value)?;
+        let leverage = if value > Decimal::ZERO {
+            Some(div(gross_exposure, value)?)
+        } else {
+            None
+        };
+        Ok(Exposure {
+            long_value,
+            short_value,
+            futures_notional: Decimal::ZERO,
+            gross_exposure,
+            net_exposure: holdings,
+            leverage,
+            accrued_interest: Decimal::ZERO,
+        })
+    }
+
+    /// Money half-even to 8 places, leverage to 12 (docs/valuation.md).
+    pub fn rounded(&self) -> Exposure {
+        use crate::decimal::{round_money, round_ratio};
+        Exposure {
+            long_value: round_money(self.long_value),
+            short_value: round_money(self.short_value),
+            futures_notional: round_money(self.futures_notional),
+            gross_exposure: round_money(self.gross_exposure),
+            net_exposure: round_money(self.net_exposure),
+            leverage: self.leverage.map(round_ratio),
+            accrued_interest: round_money(self.accrued_interest),
+        }
+    }
 }
 
 impl DailyRecord {
@@ -758,6 +857,7 @@ impl DailyRecord {
             // Not reported: kept exact for resuming.
             cum_in: self.cum_in,
             cum_out: self.cum_out,
+            exposure: self.exposure.rounded(),
         }
     }
 }

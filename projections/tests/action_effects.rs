@@ -66,6 +66,7 @@ fn tracked() -> Transaction {
         Kind::PortfolioSettings {
             cash: CashMode::Tracked,
             base_currency: None,
+            allow_short: false,
         },
     )
 }

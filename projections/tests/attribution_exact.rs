@@ -208,6 +208,7 @@ fn dollar_cash_book() -> (Vec<Transaction>, PriceBook) {
             Kind::PortfolioSettings {
                 cash: CashMode::Tracked,
                 base_currency: Some(eur.clone()),
+                allow_short: false,
             },
         ),
         tx(2, day(4), Kind::Deposit { amount: d("1000") }),

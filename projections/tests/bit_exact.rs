@@ -111,6 +111,7 @@ fn book(seed: u64, span: u64, events: usize, symbols: usize) -> Book {
                     CashMode::None
                 },
                 base_currency: (currencies && seed % 2 == 0).then(|| ccy("USD")),
+                allow_short: false,
             },
             currency: None,
             fx_rate: None,
@@ -306,6 +307,21 @@ fn without_year_ends(debug: String) -> String {
     }
 }
 
+/// An output's `Debug` without the fields added with short positions (a
+/// record's exposure, a state's `allow_short`): the reference digest is of
+/// the fields every earlier book had, which must stay digit for digit.
+fn without_exposure(debug: &str) -> String {
+    let mut out = String::with_capacity(debug.len());
+    let mut rest = debug;
+    while let Some(k) = rest.find(", exposure: Exposure {") {
+        out.push_str(&rest[..k]);
+        let end = rest[k..].find('}').expect("the exposure's end");
+        rest = &rest[k + end + 1..];
+    }
+    out.push_str(rest);
+    out.replace(", allow_short: false", "")
+}
+
 /// FNV-1a, 64 bits.
 fn digest(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
@@ -330,12 +346,15 @@ fn outputs_are_those_of_the_reference_fold() {
         let b = book(seed, 400, 300, 6);
         dump(&b, &mut text);
     }
+    let text = without_exposure(&text);
     if let Ok(path) = std::env::var("FOLD_DUMP") {
         std::fs::write(path, &text).unwrap();
     }
+    // Since short positions, an oversell in a tracked book says that a
+    // short sale needs `allow_short`; every number is as it was.
     assert_eq!(
         (digest(&text), text.len()),
-        (2_458_033_645_064_953_358, 12_825_377),
+        (4_513_724_823_112_692_362, 12_826_367),
         "the fold's outputs changed (FOLD_DUMP=path writes them)"
     );
 }

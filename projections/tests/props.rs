@@ -264,6 +264,7 @@ fn build(spec: &BookSpec) -> Book {
             Kind::PortfolioSettings {
                 cash: CashMode::Tracked,
                 base_currency: None,
+                allow_short: false,
             },
         ));
     }
@@ -1079,6 +1080,7 @@ fn in_currencies(b: &Book, fx: &FxSpec) -> (Vec<Transaction>, PriceBook) {
                 CashMode::None
             },
             base_currency: Some(home.clone()),
+            allow_short: false,
         },
     ));
     for (i, t) in txs.iter_mut().enumerate() {
@@ -1169,6 +1171,7 @@ proptest! {
                 txs.push(event(3_000_000, -200, base(), Kind::PortfolioSettings {
                     cash: CashMode::None,
                     base_currency: Some(ccy(base_idx)),
+                    allow_short: false,
                 }));
             }
             let mut prices = PriceBook::new();
@@ -1205,6 +1208,7 @@ proptest! {
         txs.push(event(3_000_000, -200, base(), Kind::PortfolioSettings {
             cash: if b.tracked { CashMode::Tracked } else { CashMode::None },
             base_currency: Some(ccy(1)),
+            allow_short: false,
         }));
         for t in &mut txs {
             if !matches!(t.kind, Kind::PortfolioSettings { .. }) {
@@ -1314,6 +1318,7 @@ fn a_missing_rate_stops_the_history_on_its_day() {
         Kind::PortfolioSettings {
             cash: CashMode::None,
             base_currency: Some(eur.clone()),
+            allow_short: false,
         },
     );
     let mut local = event(
@@ -1421,6 +1426,7 @@ fn the_default_currency_prices_closes_and_portfolios_that_name_none() {
         Kind::PortfolioSettings {
             cash: CashMode::None,
             base_currency: Some(ccy(0)),
+            allow_short: false,
         },
     ));
     let out = fold(&usd, &prices, d(2)).unwrap();
@@ -1622,7 +1628,7 @@ proptest! {
             Some(s) => s.clone(),
             None => {
                 let cash = if spec.tracked { CashMode::Tracked } else { CashMode::None };
-                let s = event(9_000_007, seq + 3, b.txs[0].trade_date, Kind::PortfolioSettings { cash, base_currency: None });
+                let s = event(9_000_007, seq + 3, b.txs[0].trade_date, Kind::PortfolioSettings { cash, base_currency: None, allow_short: false });
                 log.push(s.clone());
                 s
             }

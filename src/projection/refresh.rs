@@ -161,6 +161,7 @@ fn start_of(p: &PortfolioRow, from: NaiveDate) -> (Start, bool) {
             if state.date < from
                 && state.date >= pred(p.first_day)
                 && state.cash_mode == p.cash_mode
+                && state.allow_short == p.allow_short
                 && state.base_currency == base_currency_of(p)
             {
                 return (Start::State(Box::new(state)), true);
@@ -178,7 +179,7 @@ fn base_currency_of(p: &PortfolioRow) -> Option<projections::Currency> {
 
 /// The state before a portfolio's first day.
 pub(super) fn initial_of(p: &PortfolioRow) -> DayState {
-    DayState::initial_for(p.first_day, p.cash_mode, base_currency_of(p))
+    p.initial_state()
 }
 
 /// Whether folds of these states and transactions may need an exchange

@@ -206,11 +206,12 @@ pub(crate) async fn ex_dates(
             .map_err(QueryError::Failed)?;
     }
     tx.commit().await?;
-    let start = DayState::initial_for(
+    let mut start = DayState::initial_for(
         p.first_day,
         p.cash_mode,
         (base != *inputs.book.default_currency()).then_some(base),
     );
+    start.allow_short = p.allow_short;
     // A replay of the log: off the async threads, as curve reads are.
     tokio::task::spawn_blocking(move || {
         let mut log = inputs.log;

@@ -9,7 +9,7 @@
 //! ([`projections::attribute_of`]).
 
 use chrono::{DateTime, NaiveDate, Utc};
-use projections::{money_text, ratio_text, DayState, Inconsistency, ReportedStatus, Transaction};
+use projections::{money_text, ratio_text, Inconsistency, ReportedStatus, Transaction};
 use serde::{Deserialize, Serialize};
 
 use super::{base_currency, QueryError};
@@ -143,7 +143,7 @@ async fn stored(
         .add_rates(&mut tx, &mut book, std::slice::from_ref(&base), to)
         .await
         .map_err(failed)?;
-    let start = DayState::initial_for(p.first_day, p.cash_mode, p.base_currency.clone());
+    let start = p.initial_state();
     let (send, chunks) = std::sync::mpsc::channel::<Vec<Transaction>>();
     let span = tracing::Span::current();
     let walk = tokio::task::spawn_blocking(move || {

@@ -241,8 +241,16 @@ fn fields_of(t: &Transaction) -> Map<String, Value> {
         Kind::PortfolioSettings {
             cash,
             base_currency,
+            allow_short,
         } => json!({"cash": cash.as_str(),
-            "base_currency": base_currency.as_ref().map(|c| c.as_str())}),
+            "base_currency": base_currency.as_ref().map(|c| c.as_str()),
+            // Written only when true, as producers usually leave it out.
+            "allow_short": allow_short.then_some(true)}),
+        Kind::PaymentInLieu {
+            symbol,
+            amount,
+            pay_date,
+        } => json!({"symbol": symbol.as_str(), "amount": d(amount), "pay_date": pay_date}),
         Kind::ReturnOfCapital { symbol, amount } => {
             json!({"symbol": symbol.as_str(), "amount": d(amount)})
         }

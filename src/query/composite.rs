@@ -260,6 +260,7 @@ fn composite_row(
         mark_ids: Vec::new(),
         cash_mode: projections::CashMode::None,
         base_currency: base,
+        allow_short: false,
         history_digest: None,
         record_count: None,
         anchors: None,

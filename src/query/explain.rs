@@ -244,11 +244,13 @@ fn explain(
     let book = &inputs.book;
     let base = base_currency(p, book);
     let start = inputs.start.clone().unwrap_or_else(|| {
-        DayState::initial_for(
+        let mut s = DayState::initial_for(
             p.first_day,
             p.cash_mode,
             (base != *book.default_currency()).then(|| base.clone()),
-        )
+        );
+        s.allow_short = p.allow_short;
+        s
     });
     let before = day.pred_opt().expect("date in range");
     let mut state = match projections::replay(&start, &inputs.log, book, before) {

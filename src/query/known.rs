@@ -76,6 +76,10 @@ pub(crate) async fn known_at(
         projections::cash_mode_of(&log),
         projections::base_currency_of(&log),
     );
+    let row = PortfolioRow {
+        allow_short: projections::allow_short_of(&log),
+        ..row
+    };
     tokio::task::spawn_blocking(move || {
         let _span = span.enter();
         fold_known(row, log, book, today)
@@ -106,6 +110,7 @@ fn id_row(
         mark_ids: Vec::new(),
         cash_mode,
         base_currency,
+        allow_short: false,
         history_digest: None,
         record_count: None,
         anchors: None,
@@ -231,6 +236,7 @@ async fn stored_known(
     tx.commit().await?;
     // No settings event came later: the stored ones are those known then.
     let mut row = id_row(id, today, p.cash_mode, p.base_currency);
+    row.allow_short = p.allow_short;
     row.first_day = first.record.date;
     row.last_day = Some(last.record.date);
     Ok(Some((row, rows, book)))

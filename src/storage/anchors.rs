@@ -57,6 +57,7 @@ pub(crate) fn usable(p: &super::PortfolioRow, raw: &RawValue) -> Option<projecti
     let before_first = p.first_day.pred_opt()?;
     (state.date >= before_first
         && state.cash_mode == p.cash_mode
+        && state.allow_short == p.allow_short
         && state.base_currency == p.base_currency)
         .then_some(state)
 }

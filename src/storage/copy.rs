@@ -106,6 +106,14 @@ impl BinaryRows {
         }
     }
 
+    /// A `boolean`: one byte, 1 or 0.
+    pub(crate) fn opt_bool(&mut self, v: Option<bool>) -> &mut Self {
+        match v {
+            Some(v) => self.value(&[u8::from(v)]),
+            None => self.null(),
+        }
+    }
+
     pub fn int8(&mut self, v: i64) -> &mut Self {
         self.value(&v.to_be_bytes())
     }

@@ -174,6 +174,15 @@ pub fn int4(b: &[u8]) -> anyhow::Result<i32> {
     Ok(i32::from_be_bytes(exact::<4>(b, "an int4")?))
 }
 
+/// A `boolean`: one byte, 0 or 1.
+pub fn boolean(b: &[u8]) -> anyhow::Result<bool> {
+    match exact::<1>(b, "a boolean")? {
+        [0] => Ok(false),
+        [1] => Ok(true),
+        [x] => Err(bad(format!("a boolean byte {x}"))),
+    }
+}
+
 /// A `date`: days from 2000-01-01 (the infinities are errors).
 pub fn date(b: &[u8]) -> anyhow::Result<NaiveDate> {
     let days = int4(b)?;

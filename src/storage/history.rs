@@ -216,6 +216,9 @@ fn history_at(r: &PgRow, at: &RecordColumns) -> sqlx::Result<HistoryRow> {
             receivable,
             income,
             realized_pnl,
+            // Not stored yet: the fold's records carry it, stored ones
+            // read none (no answer reports it).
+            exposure: Default::default(),
         },
         nav_exact,
         market_value_exact,

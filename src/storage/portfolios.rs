@@ -35,6 +35,8 @@ pub struct PortfolioRow {
     /// The same event's `base_currency`, if it named one (parsed when the
     /// row is read: a stored value that is not a currency fails the read).
     pub base_currency: Option<Currency>,
+    /// The same event's `allow_short` (none: false).
+    pub allow_short: bool,
     /// The digest of its stored records (`storage::digest`); `None`:
     /// unknown.
     pub history_digest: Option<Digest>,
@@ -48,6 +50,17 @@ pub struct PortfolioRow {
 }
 
 impl PortfolioRow {
+    /// The state before its first day, with its settings.
+    pub fn initial_state(&self) -> projections::DayState {
+        let mut s = projections::DayState::initial_for(
+            self.first_day,
+            self.cash_mode,
+            self.base_currency.clone(),
+        );
+        s.allow_short = self.allow_short;
+        s
+    }
+
     /// The status readers are told: the stored one, `recomputing` while a
     /// pending mark reaches records already stored.
     pub(crate) fn reported_status(&self) -> projections::ReportedStatus {
@@ -60,14 +73,14 @@ pub(super) const PORTFOLIO_COLUMNS: &str =
     "p.portfolio_id, p.first_day, p.last_day, p.computed_through, \
      p.base_state, m.pending_from, p.status, p.status_since, p.status_event_id, p.status_detail, \
      m.pending_since, p.version, COALESCE(m.mark_ids, '{}') AS mark_ids, st.cash_mode, \
-     st.base_currency, p.history_digest";
+     st.base_currency, st.allow_short, p.history_digest";
 
 /// The marks of `p`, aggregated, and its latest settings event (LATERAL
 /// joins, usable with FOR UPDATE OF p; the settings in one index probe).
 pub(super) const ROW_JOINS: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS pending_from, \
      min(k.marked_at) AS pending_since, COALESCE(array_agg(k.id), '{}') AS mark_ids \
      FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id) m ON true \
-     LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency FROM transactions t \
+     LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency, t.allow_short FROM transactions t \
      WHERE t.portfolio_id = p.portfolio_id AND t.kind = 'portfolio_settings' \
      ORDER BY t.seq DESC LIMIT 1) st ON true";
 
@@ -88,7 +101,7 @@ const ROW_JOINS_OF_SET: &str =
      min(k.marked_at) AS pending_since, array_agg(k.id) AS mark_ids \
      FROM portfolio_marks k WHERE k.portfolio_id = ANY($1::text[]) \
      GROUP BY k.portfolio_id) m ON m.portfolio_id = p.portfolio_id \
-     LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency FROM transactions t \
+     LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency, t.allow_short FROM transactions t \
      WHERE t.portfolio_id = p.portfolio_id AND t.portfolio_id = ANY($1::text[]) \
      AND t.kind = 'portfolio_settings' ORDER BY t.seq DESC LIMIT 1) st ON true";
 
@@ -126,6 +139,9 @@ impl<'r> FromRow<'r, PgRow> for PortfolioRow {
                 .and_then(CashMode::parse)
                 .unwrap_or_default(),
             base_currency: base_currency(r, &portfolio_id)?,
+            allow_short: r
+                .try_get::<Option<bool>, _>("allow_short")?
+                .unwrap_or(false),
             history_digest: r
                 .try_get::<Option<&[u8]>, _>("history_digest")?
                 .and_then(Digest::from_bytes),

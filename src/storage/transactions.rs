@@ -103,13 +103,13 @@ async fn stored_fingerprints(
 pub(super) const COLUMNS: &str = "portfolio_id, event_id, seq, kind, symbol, quantity, price, fee,
      trade_date, occurred_at, fingerprint, source_topic, source_partition, source_offset, amount,
      tax, cost_basis, pay_date, reinvest_quantity, reinvest_price, cash_mode, base_currency,
-     currency, fx_rate, corrects, revision, received_at";
+     currency, fx_rate, corrects, revision, allow_short, received_at";
 
 /// The columns [`transaction_of`] decodes a version from (with
 /// `corrections`), for reads that need no origin or fingerprint.
 pub(super) const VERSION_COLUMNS: &str = "event_id, kind, symbol, quantity, price, fee, trade_date,
      occurred_at, seq, amount, tax, cost_basis, pay_date, reinvest_quantity, reinvest_price,
-     cash_mode, base_currency, currency, fx_rate, corrects, revision";
+     cash_mode, base_currency, currency, fx_rate, allow_short, corrects, revision";
 
 /// Writes new transactions (log positions, rows, ids) and the symbols
 /// their portfolios may hold. The events in `aside` go to
@@ -129,8 +129,8 @@ pub(super) async fn insert_transactions(
             .fetch_all(&mut *conn)
             .await?;
     seqs.sort_unstable();
-    let mut events = BinaryRows::new(26);
-    let mut set_aside = BinaryRows::new(26);
+    let mut events = BinaryRows::new(27);
+    let mut set_aside = BinaryRows::new(27);
     let mut ids = BinaryRows::new(5);
     for ((t, src, fp), seq) in rows.iter().zip(&seqs) {
         let to = match aside.contains(&t.event_id) {
@@ -429,7 +429,7 @@ pub async fn load_transactions_many(
         "SELECT t.portfolio_id, t.event_id, t.kind, t.symbol, t.quantity, t.price, t.fee,
                 t.trade_date, t.occurred_at, t.seq, t.amount, t.tax, t.cost_basis, t.pay_date,
                 t.reinvest_quantity, t.reinvest_price, t.cash_mode, t.base_currency,
-                t.currency, t.fx_rate
+                t.currency, t.fx_rate, t.allow_short
            FROM UNNEST($1::text[], $2::date[]) AS u(pid, after)
            JOIN transactions t ON t.portfolio_id = u.pid
                               AND t.trade_date > COALESCE(u.after, '-infinity'::date)
@@ -499,7 +499,7 @@ pub(super) struct TxColumns {
 }
 
 /// The columns of [`TxColumns`], in the order of [`Col`].
-const TX_COLUMNS: [&str; 19] = [
+const TX_COLUMNS: [&str; 20] = [
     "event_id",
     "kind",
     "symbol",
@@ -519,6 +519,7 @@ const TX_COLUMNS: [&str; 19] = [
     "base_currency",
     "currency",
     "fx_rate",
+    "allow_short",
 ];
 
 /// A column of [`TX_COLUMNS`].
@@ -543,6 +544,7 @@ pub(super) enum Col {
     BaseCurrency,
     Currency,
     FxRate,
+    AllowShort,
 }
 
 impl Col {
@@ -608,6 +610,7 @@ pub(super) trait TxRow {
     fn instant(&self, c: Col) -> anyhow::Result<Option<DateTime<Utc>>>;
     fn uuid(&self, c: Col) -> anyhow::Result<Uuid>;
     fn int8(&self, c: Col) -> anyhow::Result<i64>;
+    fn flag(&self, c: Col) -> anyhow::Result<Option<bool>>;
     /// `corrects` and `revision`, when the statement read them.
     fn correction(&self) -> anyhow::Result<Option<projections::Correction>>;
 }
@@ -640,6 +643,10 @@ impl TxRow for PgTx<'_> {
     }
 
     fn int8(&self, c: Col) -> anyhow::Result<i64> {
+        self.at.get(self.r, c)
+    }
+
+    fn flag(&self, c: Col) -> anyhow::Result<Option<bool>> {
         self.at.get(self.r, c)
     }
 
@@ -689,6 +696,10 @@ impl TxRow for CopyRow<'_, { TX_COLUMNS.len() }> {
 
     fn int8(&self, c: Col) -> anyhow::Result<i64> {
         copy_out::int8(self.need(c)?)
+    }
+
+    fn flag(&self, c: Col) -> anyhow::Result<Option<bool>> {
+        self.field(c as usize).map(copy_out::boolean).transpose()
     }
 
     fn correction(&self) -> anyhow::Result<Option<projections::Correction>> {
@@ -745,6 +756,7 @@ fn transaction_row(
         rp,
         cash,
         ccy,
+        short,
     } = kind_columns(&t.kind);
     r.row()
         .text(t.portfolio_id.as_str())
@@ -772,7 +784,8 @@ fn transaction_row(
         .opt_text(t.currency.as_ref().map(Currency::as_str))
         .opt_numeric(t.fx_rate.as_ref())
         .opt_uuid(t.correction.map(|c| c.corrects))
-        .opt_int4(t.correction.map(|c| c.revision as i32));
+        .opt_int4(t.correction.map(|c| c.revision as i32))
+        .opt_bool(short);
     Ok(())
 }
 
@@ -792,6 +805,9 @@ struct KindColumns<'a> {
     rp: Option<Decimal>,
     cash: Option<&'a str>,
     ccy: Option<&'a str>,
+    /// A settings event's `allow_short`, when true (NULL otherwise, as in
+    /// every row stored before shorts).
+    short: Option<bool>,
 }
 
 /// What a kind writes in the kind-dependent columns.
@@ -799,7 +815,7 @@ fn kind_columns(kind: &Kind) -> KindColumns<'_> {
     let (mut sym, mut qty, mut price, mut fee) = (None, None, None, None);
     let (mut amount, mut tax, mut cost, mut pay, mut rq, mut rp) =
         (None, None, None, None, None, None);
-    let (mut cash, mut ccy) = (None, None);
+    let (mut cash, mut ccy, mut short) = (None, None, None);
     match kind {
         Kind::Cancel => {}
         Kind::Buy(tr) | Kind::Sell(tr) => {
@@ -811,9 +827,11 @@ fn kind_columns(kind: &Kind) -> KindColumns<'_> {
         Kind::PortfolioSettings {
             cash: mode,
             base_currency,
+            allow_short,
         } => {
             cash = Some(mode.as_str());
             ccy = base_currency.as_ref().map(Currency::as_str);
+            short = allow_short.then_some(true);
         }
         Kind::Deposit { amount: a } | Kind::Withdrawal { amount: a } => amount = Some(*a),
         Kind::Fee { amount: a, symbol }
@@ -856,6 +874,13 @@ fn kind_columns(kind: &Kind) -> KindColumns<'_> {
             rq = d.reinvest.map(|r| r.quantity);
             rp = d.reinvest.map(|r| r.price);
         }
+        Kind::PaymentInLieu {
+            symbol,
+            amount: a,
+            pay_date,
+        } => {
+            (sym, amount, pay) = (Some(symbol.as_str()), Some(*a), Some(*pay_date));
+        }
         Kind::ReturnOfCapital { symbol, amount: a } => {
             (sym, amount) = (Some(symbol.as_str()), Some(*a))
         }
@@ -873,6 +898,7 @@ fn kind_columns(kind: &Kind) -> KindColumns<'_> {
         rp,
         cash,
         ccy,
+        short,
     }
 }
 
@@ -939,6 +965,7 @@ fn kind_of(r: &impl TxRow) -> anyhow::Result<Kind> {
                 .opt_text(Col::BaseCurrency)?
                 .map(Currency::parse)
                 .transpose()?,
+            allow_short: r.flag(Col::AllowShort)?.unwrap_or(false),
         },
         "deposit" => Kind::Deposit {
             amount: k.need(Col::Amount)?,
@@ -990,6 +1017,13 @@ fn kind_of(r: &impl TxRow) -> anyhow::Result<Kind> {
                 _ => None,
             },
         }),
+        "payment_in_lieu" => Kind::PaymentInLieu {
+            symbol: k.symbol()?,
+            amount: k.need(Col::Amount)?,
+            pay_date: r
+                .date(Col::PayDate)?
+                .ok_or_else(|| anyhow::anyhow!("stored payment_in_lieu without pay_date"))?,
+        },
         "return_of_capital" => Kind::ReturnOfCapital {
             symbol: k.symbol()?,
             amount: k.need(Col::Amount)?,

@@ -195,6 +195,7 @@ async fn history_records_read_back_as_written_whether_copied_or_upserted() {
             receivable: v(13),
             income: v(14),
             realized_pnl: v(15),
+            exposure: Default::default(),
         }
         .rounded();
         HistoryRow {
@@ -367,6 +368,7 @@ fn edge_records() -> Vec<projections::DailyRecord> {
                 realized_pnl: d("-3.5"),
                 cum_in,
                 cum_out,
+                exposure: Default::default(),
             }
         })
         .collect();
@@ -603,6 +605,7 @@ async fn history_written_with_the_reported_columns_migrates_without_loss() {
                 receivable: v(14),
                 income: v(15),
                 realized_pnl: v(16),
+                exposure: Default::default(),
             },
             nav_exact: v(8),
             market_value_exact: v(9),

@@ -428,7 +428,7 @@ fn v2_kinds_parse() {
     .unwrap();
     assert!(matches!(
         t.kind,
-        Kind::PortfolioSettings { cash: CashMode::Tracked, base_currency: Some(ref c) } if c.as_str() == "EUR"
+        Kind::PortfolioSettings { cash: CashMode::Tracked, base_currency: Some(ref c), .. } if c.as_str() == "EUR"
     ));
     // A settings event needs no date.
     let text = r#"{"event_id":"5b0c1c9e-2f0a-4a0e-9a43-1f3e8f1f2a01","type":"portfolio_settings","portfolio_id":"p-1","schema_version":2}"#;
@@ -437,7 +437,8 @@ fn v2_kinds_parse() {
         t.kind,
         Kind::PortfolioSettings {
             cash: CashMode::None,
-            base_currency: None
+            base_currency: None,
+            allow_short: false
         }
     ));
     assert!(matches!(
@@ -470,7 +471,46 @@ fn v2_refusals_name_their_field() {
     let cases: &[(&str, &str, &str)] = &[
         ("deposit", r#","amount":"0""#, "amount"),
         ("withdrawal", r#","amount":"-1""#, "amount"),
-        ("fee", r#","amount":"1","symbol":"a b""#, "symbol"),
+        // Spaces only inside a symbol (OCC option symbols have them).
+        ("fee", r#","amount":"1","symbol":" ab""#, "symbol"),
+        ("fee", r#","amount":"1","symbol":"ab ""#, "symbol"),
+        ("fee", r#","amount":"1","symbol":"a\tb""#, "symbol"),
+        (
+            "portfolio_settings",
+            r#","cash":"none","allow_short":true"#,
+            "allow_short",
+        ),
+        (
+            "portfolio_settings",
+            r#","allow_short":true"#,
+            "allow_short",
+        ),
+        (
+            "portfolio_settings",
+            r#","cash":"tracked","allow_short":"yes""#,
+            "allow_short",
+        ),
+        ("payment_in_lieu", r#","symbol":"X","amount":"0""#, "amount"),
+        (
+            "payment_in_lieu",
+            r#","symbol":"X","amount":"5","pay_date":"2024-05-06""#,
+            "pay_date",
+        ),
+        (
+            "payment_in_lieu",
+            r#","symbol":"X","amount":"5","tax":"0""#,
+            "tax",
+        ),
+        (
+            "payment_in_lieu",
+            r#","symbol":"X","amount":"5","fee":"0""#,
+            "fee",
+        ),
+        (
+            "payment_in_lieu",
+            r#","symbol":"X","amount":"5","reinvest":{"quantity":"1","price":"1"}"#,
+            "reinvest",
+        ),
         ("tax_refund", r#","amount":"x""#, "amount"),
         ("interest", r#","amount":"10","tax":"11""#, "tax"),
         ("interest", r#","amount":"10","tax":"-1""#, "tax"),
@@ -626,4 +666,83 @@ fn splits_parse_and_refuse() {
     )
     .unwrap();
     assert_eq!(s.numerator, 1_000_000_000);
+}
+
+#[test]
+fn shorts_settings_and_payments_in_lieu_parse() {
+    let t = v2(
+        "portfolio_settings",
+        r#","cash":"tracked","allow_short":true"#,
+    )
+    .unwrap();
+    assert!(matches!(
+        t.kind,
+        Kind::PortfolioSettings {
+            cash: CashMode::Tracked,
+            allow_short: true,
+            ..
+        }
+    ));
+    // Absent, null and false are the default.
+    for extra in ["", r#","allow_short":null"#, r#","allow_short":false"#] {
+        let t = v2("portfolio_settings", &format!(r#","cash":"none"{extra}"#)).unwrap();
+        assert!(matches!(
+            t.kind,
+            Kind::PortfolioSettings {
+                allow_short: false,
+                ..
+            }
+        ));
+    }
+    let t = v2(
+        "payment_in_lieu",
+        r#","symbol":"AAPL  261218C00150000","amount":"50","pay_date":"2024-05-09""#,
+    )
+    .unwrap();
+    match t.kind {
+        Kind::PaymentInLieu {
+            symbol,
+            amount,
+            pay_date,
+        } => {
+            assert_eq!(symbol.as_str(), "AAPL  261218C00150000");
+            assert_eq!(amount, Decimal::from(50));
+            assert_eq!(pay_date.to_string(), "2024-05-09");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The pay date defaults to the ex-date.
+    let t = v2("payment_in_lieu", r#","symbol":"X","amount":"5""#).unwrap();
+    assert!(matches!(t.kind, Kind::PaymentInLieu { pay_date, .. } if pay_date == t.trade_date));
+    assert_eq!(
+        v2("payment_in_lieu", r#","amount":"5""#),
+        Err(EventError::Missing("symbol"))
+    );
+    // A version-1 event may not carry the new field.
+    let text = r#"{"event_id":"5b0c1c9e-2f0a-4a0e-9a43-1f3e8f1f2a01","type":"buy","portfolio_id":"p-1","trade_date":"2024-05-07","symbol":"X","quantity":1,"price":1,"allow_short":true}"#;
+    assert!(matches!(
+        parse_transaction(text.as_bytes()),
+        Err(EventError::Invalid {
+            field: "allow_short",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn settings_fingerprints_without_shorts_read_as_before() {
+    let plain = v2("portfolio_settings", r#","cash":"tracked""#).unwrap();
+    let explicit = v2(
+        "portfolio_settings",
+        r#","cash":"tracked","allow_short":false"#,
+    )
+    .unwrap();
+    let short = v2(
+        "portfolio_settings",
+        r#","cash":"tracked","allow_short":true"#,
+    )
+    .unwrap();
+    assert_eq!(plain.fingerprint(), explicit.fingerprint());
+    assert!(plain.fingerprint().ends_with("|tracked||2024-05-07|"));
+    assert_ne!(plain.fingerprint(), short.fingerprint());
 }

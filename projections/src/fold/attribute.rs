@@ -13,7 +13,7 @@ use super::driver::in_fold_order;
 use super::error::{next_day, FoldError};
 use super::flows::{Component, ValueMove};
 use super::folder::Folder;
-use super::settings::{base_currency_of, cash_mode_of, is_settings};
+use super::settings::{allow_short_of, base_currency_of, cash_mode_of, is_settings};
 use super::state::DayState;
 use super::valuation::{base_of, ValuationError};
 use crate::decimal::{self as dec, ArithmeticError};
@@ -87,11 +87,12 @@ pub fn walk_components(
     let Some(first) = sorted.first() else {
         return Ok(Ok(()));
     };
-    let start = DayState::initial_for(
+    let mut start = DayState::initial_for(
         first.trade_date,
         cash_mode_of(effective),
         base_currency_of(effective),
     );
+    start.allow_short = allow_short_of(effective);
     let days = SortedDays { sorted, i: 0 };
     walk_days(start, days, prices, (from, to), each)
 }

@@ -9,6 +9,7 @@ use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
 use crate::decimal::{self as dec, ArithmeticError};
+use crate::instrument::{Definition, Instrument};
 use crate::types::{ActionKind, ClosePrice, CorporateAction, Currency, FxRate, Split, Symbol};
 
 /// Closing prices by symbol and day. A later insert for the same
@@ -44,6 +45,9 @@ pub struct PriceBook {
     /// Derived from `actions`: the symbol each new ticker was renamed
     /// from, and when (the latest rename into it).
     renamed_from: BTreeMap<Symbol, (NaiveDate, Symbol)>,
+    /// What the instruments topic says each described symbol is (an
+    /// undescribed one is an equity with multiplier 1).
+    instruments: BTreeMap<Symbol, Definition>,
 }
 
 impl Default for PriceBook {
@@ -57,6 +61,7 @@ impl Default for PriceBook {
             actions: BTreeMap::new(),
             factors: BTreeMap::new(),
             renamed_from: BTreeMap::new(),
+            instruments: BTreeMap::new(),
         }
     }
 }
@@ -291,6 +296,7 @@ impl PriceBook {
             actions: self.actions.clone(),
             factors: self.factors.clone(),
             renamed_from: self.renamed_from.clone(),
+            instruments: self.instruments.clone(),
         }
     }
 
@@ -331,6 +337,37 @@ impl PriceBook {
     /// The currencies of `symbol`'s closes not in the default currency.
     pub(super) fn quotes(&self, symbol: &Symbol) -> Option<&BTreeMap<NaiveDate, Currency>> {
         self.quoted_in.get(symbol)
+    }
+
+    /// Records an instrument event: the latest of a symbol (give them in
+    /// log order) is its definition; a cancelled one removes it.
+    pub fn insert_instrument(&mut self, instrument: &Instrument) {
+        match &instrument.definition {
+            Some(d) => {
+                self.instruments
+                    .insert(instrument.symbol.clone(), d.clone());
+            }
+            None => {
+                self.instruments.remove(&instrument.symbol);
+            }
+        }
+    }
+
+    /// The definition of `symbol`, if the instruments topic gave one.
+    pub fn instrument(&self, symbol: &Symbol) -> Option<&Definition> {
+        self.instruments.get(symbol)
+    }
+
+    /// Every described symbol and its definition.
+    pub fn instruments(&self) -> impl Iterator<Item = (&Symbol, &Definition)> {
+        self.instruments.iter()
+    }
+
+    /// The contract multiplier of `symbol` (1 when undescribed).
+    pub fn multiplier(&self, symbol: &Symbol) -> Decimal {
+        self.instruments
+            .get(symbol)
+            .map_or(Decimal::ONE, |d| d.multiplier)
     }
 
     /// Records a spin-off, merger or symbol change; a later one for the

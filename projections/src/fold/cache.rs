@@ -67,8 +67,12 @@ struct Slot {
     cursor: usize,
     /// The latest close dated ≤ the folder's day, if any.
     close: Option<Decimal>,
-    /// qty · price(day), exact, in the price's currency.
+    /// The symbol's contract multiplier (1 for an undescribed symbol).
+    mult: Decimal,
+    /// qty · price(day) · mult, exact, in the price's currency.
     term: Units,
+    /// Whether `term` is in the short sums too (it was a short's).
+    term_short: bool,
     /// Quantity or last trade price changed today: `term` to recompute.
     dirty: bool,
     /// The currency of the price in use (the close's, else the last
@@ -134,7 +138,9 @@ impl Slot {
             run,
             cursor,
             close,
+            mult: prices.multiplier(symbol),
             term: Units::default(),
+            term_short: false,
             dirty: false,
             ccy,
             trade_ccy,
@@ -167,10 +173,16 @@ impl Slot {
         true
     }
 
-    /// qty · price (docs/valuation.md: the close, else the last trade price).
+    /// qty · price · multiplier (docs/valuation.md: the close, else the
+    /// last trade price).
     #[inline]
     fn value(&self) -> Result<Units, ArithmeticError> {
-        Units::product(self.qty, self.close.unwrap_or(self.last_trade_price))
+        let price = self.close.unwrap_or(self.last_trade_price);
+        if self.mult == Decimal::ONE {
+            Units::product(self.qty, price)
+        } else {
+            Units::product(self.qty, crate::decimal::mul(price, self.mult)?)
+        }
     }
 
     fn position(&self, ccys: &[Currency]) -> Position {
@@ -361,6 +373,11 @@ pub(super) struct Cache<'p> {
     pub(super) value_sums: Vec<ExactSum>,
     /// How many slots' terms are in each of `value_sums`.
     pub(super) held: Vec<u32>,
+    /// The part of `value_sums` that shorts hold (terms < 0), by currency.
+    pub(super) short_sums: Vec<ExactSum>,
+    /// How many slots' terms are in `short_sums`: none in most books, and
+    /// then the short value is 0 without a look.
+    pub(super) shorts: u32,
     /// Σ cost over the positions, exact.
     pub(super) cost_sum: ExactSum,
 }
@@ -381,6 +398,8 @@ impl<'p> Cache<'p> {
             slots: Vec::with_capacity(start.positions.len()),
             value_sums: vec![ExactSum::default(); series.ccys.len()],
             held: vec![0u32; series.ccys.len()],
+            short_sums: vec![ExactSum::default(); series.ccys.len()],
+            shorts: 0,
             series,
             cost_sum: ExactSum::default(),
         };
@@ -405,7 +424,7 @@ impl<'p> Cache<'p> {
                 Ok(term) => slot.term = term,
                 Err(e) => pending = Some(e),
             }
-            cache.hold(&slot);
+            cache.hold(&mut slot);
             cache.cost_sum.add(pos.cost);
             cache.slots.push(slot);
         }
@@ -439,15 +458,27 @@ impl<'p> Cache<'p> {
             .collect()
     }
 
-    /// Adds `slot`'s term to the value sum of its currency.
-    fn hold(&mut self, slot: &Slot) {
+    /// Adds `slot`'s term to the value sum of its currency (and to the
+    /// short sum when it is a short's).
+    fn hold(&mut self, slot: &mut Slot) {
         let c = usize::from(slot.ccy);
-        if c >= self.value_sums.len() {
-            self.value_sums.resize(c + 1, ExactSum::default());
-            self.held.resize(c + 1, 0);
-        }
+        self.grow(c + 1);
         self.value_sums[c].add_units(&slot.term);
         self.held[c] += 1;
+        slot.term_short = slot.qty < Decimal::ZERO;
+        if slot.term_short {
+            self.short_sums[c].add_units(&slot.term);
+            self.shorts += 1;
+        }
+    }
+
+    /// Room for `n` currencies in the sums.
+    fn grow(&mut self, n: usize) {
+        if self.value_sums.len() < n {
+            self.value_sums.resize(n, ExactSum::default());
+            self.held.resize(n, 0);
+            self.short_sums.resize(n, ExactSum::default());
+        }
     }
 
     /// The index in `touched` of `symbol`'s position, adding it (from its
@@ -589,7 +620,7 @@ impl<'p> Cache<'p> {
         // advance of `revalue` has nothing left to do.
         let mut slot = Slot::unvalued(symbol, &p, &mut self.series, self.prices, self.origin, day)?;
         slot.term = slot.value()?;
-        self.hold(&slot);
+        self.hold(&mut slot);
         self.cost_sum.add(p.cost);
         self.slots.insert(i, slot);
         if let Some(positions) = positions {
@@ -610,6 +641,10 @@ impl<'p> Cache<'p> {
         let c = usize::from(slot.term_ccy);
         self.value_sums[c].sub_units(&slot.term);
         self.held[c] -= 1;
+        if slot.term_short {
+            self.short_sums[c].sub_units(&slot.term);
+            self.shorts -= 1;
+        }
         self.cost_sum.sub(slot.cost);
         if let Some(positions) = positions {
             positions.remove(symbol);
@@ -624,14 +659,10 @@ impl<'p> Cache<'p> {
     /// the terms whose price or quantity moved. True when any did.
     pub(super) fn revalue(&mut self, day: NaiveDate) -> Result<bool, ArithmeticError> {
         let mut changed = false;
+        self.grow(self.series.ccys.len());
         let runs = &self.series.runs;
         let run_ccys = &self.series.run_ccys;
         let default_ccy = self.series.default_ccy;
-        let ncy = self.series.ccys.len();
-        if self.value_sums.len() < ncy {
-            self.value_sums.resize(ncy, ExactSum::default());
-            self.held.resize(ncy, 0);
-        }
         for slot in &mut self.slots {
             // Both, not short-circuited: the cursor must move in any case.
             if slot.advance(&runs[slot.run], &run_ccys[slot.run], default_ccy, day)
@@ -639,6 +670,15 @@ impl<'p> Cache<'p> {
             {
                 let term = slot.value()?;
                 self.value_sums[usize::from(slot.term_ccy)].sub_units(&slot.term);
+                if slot.term_short {
+                    self.short_sums[usize::from(slot.term_ccy)].sub_units(&slot.term);
+                    self.shorts -= 1;
+                }
+                slot.term_short = slot.qty < Decimal::ZERO;
+                if slot.term_short {
+                    self.short_sums[usize::from(slot.ccy)].add_units(&term);
+                    self.shorts += 1;
+                }
                 if slot.term_ccy != slot.ccy {
                     self.held[usize::from(slot.term_ccy)] -= 1;
                     self.held[usize::from(slot.ccy)] += 1;
@@ -696,6 +736,11 @@ impl Held<'_> {
 
     pub(super) fn qty(&self) -> Decimal {
         self.slot.qty
+    }
+
+    /// The symbol's contract multiplier.
+    pub(super) fn multiplier(&self) -> Decimal {
+        self.slot.mult
     }
 
     /// The price it is valued at (the latest close, as the fold adjusted

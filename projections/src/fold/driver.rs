@@ -8,7 +8,7 @@ use chrono::NaiveDate;
 use super::book::PriceBook;
 use super::error::{next_day, FoldError};
 use super::folder::Folder;
-use super::settings::{base_currency_of, cash_mode_of, is_settings};
+use super::settings::{allow_short_of, base_currency_of, cash_mode_of, is_settings};
 use super::state::DayState;
 use crate::status::Inconsistency;
 use crate::types::{DailyRecord, Transaction};
@@ -236,11 +236,12 @@ pub fn fold(
     let Some(first) = sorted.first() else {
         return Ok(FoldOutput::empty());
     };
-    let start = DayState::initial_for(
+    let mut start = DayState::initial_for(
         first.trade_date,
         cash_mode_of(transactions),
         base_currency_of(transactions),
     );
+    start.allow_short = allow_short_of(transactions);
     run(&start, &sorted, prices, as_of, true, true)
 }
 

@@ -16,6 +16,16 @@ use crate::types::{Dividend, Kind, Symbol, Trade, Transaction};
 /// then untouched).
 type Outcome = Result<Result<(), String>, ArithmeticError>;
 
+/// What the fold knows of the event's position symbol and of the
+/// portfolio besides the event itself.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Terms {
+    /// The symbol's contract multiplier (1 for an undescribed symbol).
+    pub(super) multiplier: Decimal,
+    /// Whether positions may go below zero (the portfolio's settings).
+    pub(super) allow_short: bool,
+}
+
 /// The effect of one transaction is applied to the position in its symbol
 /// and to the day's ledger.
 struct Step<'s, 'c> {
@@ -26,23 +36,27 @@ struct Step<'s, 'c> {
     day: NaiveDate,
     /// The currency of the event's amounts and its rate to the base.
     fx: Fx<'c>,
+    terms: Terms,
 }
 
 /// Applies one transaction whose amounts are in `fx`'s currency. `pos` is
 /// the position in the event's position symbol (always `None` for events
-/// without one). `Ok(Err(detail))` is an oversell.
+/// without one). `Ok(Err(detail))` is an oversell or another move the
+/// position cannot make.
 pub(super) fn apply(
     pos: &mut Option<Position>,
     tx: &Transaction,
     day: NaiveDate,
     ledger: &mut Ledger,
     fx: Fx<'_>,
+    terms: Terms,
 ) -> Outcome {
     let step = Step {
         pos,
         ledger,
         day,
         fx,
+        terms,
     };
     match &tx.kind {
         Kind::Buy(t) => step.buy(t),
@@ -65,41 +79,143 @@ pub(super) fn apply(
             price,
         } => step.transfer_out(symbol, *quantity, *price),
         Kind::Dividend(d) => step.accrue_dividend(d),
+        Kind::PaymentInLieu {
+            symbol,
+            amount,
+            pay_date,
+        } => step.accrue_in_lieu(symbol, *amount, *pay_date),
         Kind::ReturnOfCapital { symbol, amount } => step.return_of_capital(symbol, *amount),
         // Only effective events are folded, and a cancel never is one.
         Kind::Cancel => step.settings(),
     }
 }
 
+/// q · x · m: a quantity's worth at a quoted price (docs/valuation.md,
+/// multipliers); the multiplication is skipped at m = 1, where it changes
+/// nothing.
+pub(super) fn worth(q: Decimal, x: Decimal, m: Decimal) -> Result<Decimal, ArithmeticError> {
+    let v = dec::mul(q, x)?;
+    if m == Decimal::ONE {
+        Ok(v)
+    } else {
+        dec::mul(v, m)
+    }
+}
+
+/// `f` · part / whole: the share of a fee that one leg of a trade carries.
+fn fee_share(f: Decimal, part: Decimal, whole: Decimal) -> Result<Decimal, ArithmeticError> {
+    if part == whole || f.is_zero() {
+        Ok(f)
+    } else {
+        dec::div(dec::mul(f, part)?, whole)
+    }
+}
+
 impl Step<'_, '_> {
-    /// Quantity · price + fee, paid; the position's cost grows by it.
-    fn buy(self, t: &Trade) -> Outcome {
-        let amount = dec::add(dec::mul(t.quantity, t.price)?, t.fee)?;
-        let paid = self.fx.base(amount)?;
-        buy_into(self.pos, t.quantity, t.price, paid, self.day, self.fx)?;
+    /// Quantity · price · multiplier + fee, paid. On a long or flat
+    /// position the cost grows by it; on a short it covers first (docs/
+    /// valuation.md, short positions), and what is left opens a long.
+    fn buy(mut self, t: &Trade) -> Outcome {
+        let (fx, m) = (self.fx, self.terms.multiplier);
+        let amount = dec::add(worth(t.quantity, t.price, m)?, t.fee)?;
+        let paid = fx.base(amount)?;
+        let held = self.pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
+        if held < Decimal::ZERO {
+            let short = -held;
+            let covered = t.quantity.min(short);
+            let fee = fee_share(t.fee, covered, t.quantity)?;
+            self.cover(t, covered, fee)?;
+            let rest = dec::sub(t.quantity, covered)?;
+            if rest > Decimal::ZERO {
+                let fee = fee_share(t.fee, rest, t.quantity)?;
+                let cost = fx.base(dec::add(worth(rest, t.price, m)?, fee)?)?;
+                buy_into(self.pos, rest, t.price, cost, self.day, fx)?;
+            }
+        } else {
+            buy_into(self.pos, t.quantity, t.price, paid, self.day, fx)?;
+        }
         self.ledger
             .tap(|| Component::Symbol(t.symbol.clone()), paid);
-        self.ledger.pay(amount, self.fx)?;
+        self.ledger.pay(amount, fx)?;
         Ok(Ok(()))
     }
 
-    /// Quantity · price − fee, received; the cost released is realized
-    /// against the proceeds.
-    fn sell(self, t: &Trade) -> Outcome {
+    /// Covers `b` (≤ |q|) of the short at `t.price` with fee `f`: the
+    /// cost released R = c · b / |q| (< 0) against what the cover paid.
+    fn cover(&mut self, t: &Trade, b: Decimal, f: Decimal) -> Result<(), ArithmeticError> {
         let fx = self.fx;
-        let released = match take_out(
-            self.pos, "sell", &t.symbol, t.quantity, t.price, self.day, fx,
-        )? {
-            Ok(r) => r,
-            Err(detail) => return Ok(Err(detail)),
+        let p = self.pos.as_mut().expect("a short is held");
+        let left = dec::add(p.qty, b)?;
+        let released = if left.is_zero() {
+            p.cost
+        } else {
+            dec::div(dec::mul(p.cost, b)?, -p.qty)?
         };
-        let proceeds = dec::sub(dec::mul(t.quantity, t.price)?, t.fee)?;
+        let paid = fx.base(dec::add(worth(b, t.price, self.terms.multiplier)?, f)?)?;
+        let ledger = &mut *self.ledger;
+        ledger.realized_pnl = dec::sub(dec::sub(ledger.realized_pnl, released)?, paid)?;
+        if left.is_zero() {
+            *self.pos = None;
+        } else {
+            p.cost = dec::sub(p.cost, released)?;
+            p.qty = left;
+            p.last_trade_price = t.price;
+            p.last_trade_date = Some(self.day);
+            p.currency = fx.currency.cloned();
+        }
+        Ok(())
+    }
+
+    /// Quantity · price · multiplier − fee, received. A long gives up the
+    /// cost it releases, realized against the proceeds; beyond the long,
+    /// with `allow_short`, the rest opens or adds to a short (its cost
+    /// falls by the net proceeds), the fee split by quantity; without it,
+    /// selling more than is held is the history's inconsistency.
+    fn sell(mut self, t: &Trade) -> Outcome {
+        let (fx, m) = (self.fx, self.terms.multiplier);
+        let held = self.pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
+        let long = if t.quantity <= held {
+            t.quantity
+        } else if self.terms.allow_short {
+            held.max(Decimal::ZERO)
+        } else {
+            let detail = take_out(
+                self.pos, "sell", &t.symbol, t.quantity, t.price, self.day, fx,
+            )?
+            .expect_err("more than is held");
+            return Ok(Err(if self.ledger.tracked() {
+                format!("{detail} (a short sale needs allow_short)")
+            } else {
+                detail
+            }));
+        };
+        if long > Decimal::ZERO {
+            let released = take_out(self.pos, "sell", &t.symbol, long, t.price, self.day, fx)?
+                .expect("within the position");
+            let fee = fee_share(t.fee, long, t.quantity)?;
+            let received = fx.base(dec::sub(worth(long, t.price, m)?, fee)?)?;
+            let ledger = &mut *self.ledger;
+            ledger.realized_pnl = dec::add(ledger.realized_pnl, dec::sub(received, released)?)?;
+        }
+        let short = dec::sub(t.quantity, long)?;
+        if short > Decimal::ZERO {
+            self.open_short(t, short)?;
+        }
+        let proceeds = dec::sub(worth(t.quantity, t.price, m)?, t.fee)?;
         let ledger = self.ledger;
         let received = fx.base(proceeds)?;
-        ledger.realized_pnl = dec::add(ledger.realized_pnl, dec::sub(received, released)?)?;
         ledger.tap(|| Component::Symbol(t.symbol.clone()), -received);
         ledger.receive(proceeds, fx)?;
         Ok(Ok(()))
+    }
+
+    /// Opens or adds to a short of `s` at `t.price` with its share of the
+    /// fee: q −= s, c −= the net proceeds; nothing is realized.
+    fn open_short(&mut self, t: &Trade, s: Decimal) -> Result<(), ArithmeticError> {
+        let fx = self.fx;
+        let fee = fee_share(t.fee, s, t.quantity)?;
+        let net = fx.base(dec::sub(worth(s, t.price, self.terms.multiplier)?, fee)?)?;
+        buy_into(self.pos, -s, t.price, -net, self.day, fx)
     }
 
     /// Settings hold for the whole history and reach the fold as the
@@ -164,7 +280,16 @@ impl Step<'_, '_> {
         cost: Option<Decimal>,
     ) -> Outcome {
         let fx = self.fx;
-        let value = dec::mul(quantity, price)?;
+        let held = self.pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
+        if held < Decimal::ZERO {
+            return Ok(Err(format!(
+                "transfer_in of {} {symbol} onto a short position of {}: only trades open and close shorts",
+                quantity.normalize(),
+                held.normalize()
+            )));
+        }
+        // A given cost is a total: not multiplied.
+        let value = worth(quantity, price, self.terms.multiplier)?;
         let basis = fx.base(cost.unwrap_or(value))?;
         buy_into(self.pos, quantity, price, basis, self.day, fx)?;
         let brought = fx.base(value)?;
@@ -188,7 +313,7 @@ impl Step<'_, '_> {
         )? {
             return Ok(Err(detail));
         }
-        let taken = fx.base(dec::mul(quantity, price)?)?;
+        let taken = fx.base(worth(quantity, price, self.terms.multiplier)?)?;
         self.ledger
             .tap(|| Component::Symbol(symbol.clone()), -taken);
         self.ledger.outflow(taken)?;
@@ -218,7 +343,38 @@ impl Step<'_, '_> {
         ledger.tap(|| Component::Symbol(d.symbol.clone()), -r.net);
         ledger.tap(|| Component::Receivable, r.net);
         if d.pay_date == self.day {
-            pay_dividend(self.pos, &r, ledger, self.day)?;
+            pay_dividend(self.pos, &r, ledger, self.day, self.terms.multiplier)?;
+        } else {
+            ledger.receivables.push(r);
+        }
+        Ok(Ok(()))
+    }
+
+    /// A payment in lieu on its ex-date: what a short owes its lender is
+    /// a negative receivable and negative income, paid (out of cash, or
+    /// brought in) on its pay date, as a dividend with the signs turned.
+    fn accrue_in_lieu(self, symbol: &Symbol, amount: Decimal, pay_date: NaiveDate) -> Outcome {
+        let fx = self.fx;
+        let r = Receivable {
+            pay_date,
+            symbol: symbol.clone(),
+            net: -fx.base(amount)?,
+            reinvest: None,
+            foreign: fx.currency.map(|c| ForeignAmount {
+                currency: c.clone(),
+                amount: -amount,
+                rate: fx.rate,
+            }),
+        };
+        let ledger = self.ledger;
+        ledger.receivable = dec::add(ledger.receivable, r.net)?;
+        ledger.income = dec::add(ledger.income, r.net)?;
+        // The security's holder owes it: it enters the security's
+        // component from the receivable.
+        ledger.tap(|| Component::Symbol(symbol.clone()), -r.net);
+        ledger.tap(|| Component::Receivable, r.net);
+        if pay_date == self.day {
+            pay_dividend(self.pos, &r, ledger, self.day, self.terms.multiplier)?;
         } else {
             ledger.receivables.push(r);
         }
@@ -229,6 +385,12 @@ impl Step<'_, '_> {
     /// any excess is realized; received like proceeds, never income.
     fn return_of_capital(self, symbol: &Symbol, amount: Decimal) -> Outcome {
         let fx = self.fx;
+        if let Some(p) = self.pos.as_ref().filter(|p| p.qty < Decimal::ZERO) {
+            return Ok(Err(format!(
+                "return_of_capital on a short position of {} {symbol}: a short owes it as a payment_in_lieu",
+                p.qty.normalize()
+            )));
+        }
         let paid = fx.base(amount)?;
         let lowered = match self.pos.as_mut() {
             Some(p) => {

@@ -12,14 +12,15 @@ use super::actions::DayStart;
 use super::book::PriceBook;
 use super::cache::{Cache, Touched};
 use super::error::{next_day, overflow_stops_history, FoldError};
-use super::events::apply;
+use super::events::{apply, Terms};
 use super::flows::{ComponentFlow, ValueMove};
 use super::ledger::{no_rate, Fx, Ledger};
 use super::positions::pay_dividend;
 use super::state::{DayState, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
+use crate::instrument::{Definition, InstrumentKind};
 use crate::status::Inconsistency;
-use crate::types::{CorporateAction, Currency, DailyRecord, Symbol, Transaction};
+use crate::types::{CorporateAction, Currency, DailyRecord, Exposure, Symbol, Transaction};
 
 /// Folds one day at a time from a starting state.
 ///
@@ -54,6 +55,8 @@ pub struct Folder<'a> {
     pending: Option<ArithmeticError>,
     /// `value_sum` rounded: the holdings' value.
     holdings: Decimal,
+    /// The shorts' part of it (≤ 0).
+    short_value: Decimal,
     /// The splits after the start day, by ex-date then symbol.
     split_days: Vec<(NaiveDate, Symbol, (u32, u32))>,
     /// Index of the first split not yet applied.
@@ -112,6 +115,7 @@ impl<'a> Folder<'a> {
             synced: true,
             pending,
             holdings: Decimal::ZERO,
+            short_value: Decimal::ZERO,
             split_days,
             split_cursor: 0,
             action_days: prices.actions_after(origin),
@@ -125,15 +129,35 @@ impl<'a> Folder<'a> {
         }
     }
 
-    /// The base currency and its rate φ for `tx`'s amounts: its `fx_rate`,
-    /// else the rate of its day; the missing rate's detail when neither.
+    /// The currency of `tx`'s amounts and its rate φ to the base: its
+    /// `fx_rate`, else the rate of its day; the missing rate's detail when
+    /// neither. An option's, future's or bond's transaction is in the
+    /// instrument's currency: naming none means it, naming another is the
+    /// history's inconsistency.
     fn fx_of<'t>(
         &self,
         tx: &'t Transaction,
         day: NaiveDate,
-    ) -> Result<Result<Fx<'t>, String>, ArithmeticError> {
+    ) -> Result<Result<Fx<'t>, String>, ArithmeticError>
+    where
+        'a: 't,
+    {
         let base = self.cache.base();
-        let Some(c) = tx.currency.as_ref().filter(|c| *c != base) else {
+        let contract = tx
+            .kind
+            .position_symbol()
+            .and_then(|s| Some((s, self.cache.prices.instrument(s)?)))
+            .filter(|(_, d)| !matches!(d.kind, InstrumentKind::Equity))
+            .and_then(|(s, d)| Some((s, d.currency.as_ref()?)));
+        let named = match (tx.currency.as_ref(), contract) {
+            (Some(c), Some((s, own))) if c != own => {
+                return Ok(Err(format!("{s} trades in {own}, not {c}")));
+            }
+            (Some(c), _) => c,
+            (None, Some((_, own))) => own,
+            (None, None) => return Ok(Ok(Fx::BASE)),
+        };
+        let Some(c) = Some(named).filter(|c| *c != base) else {
             return Ok(Ok(Fx::BASE));
         };
         let rate = match tx.fx_rate {
@@ -233,7 +257,8 @@ impl<'a> Folder<'a> {
         let paid = self.take_due(&mut ledger, day);
         for r in &paid {
             let i = self.cache.touch(&mut touched, &r.symbol);
-            pay_dividend(&mut touched[i].pos, r, &mut ledger, day).map_err(overflow)?;
+            let m = self.cache.prices.multiplier(&r.symbol);
+            pay_dividend(&mut touched[i].pos, r, &mut ledger, day, m).map_err(overflow)?;
         }
         let applied = self.apply_transactions(day_transactions, &mut touched, &mut ledger, day);
         if let Err(inconsistency) = applied.map_err(overflow)? {
@@ -374,7 +399,16 @@ impl<'a> Folder<'a> {
                 Ok(fx) => fx,
                 Err(detail) => return Ok(Err(refused(detail))),
             };
-            if let Err(detail) = apply(pos, tx, day, ledger, fx)? {
+            let prices = self.cache.prices;
+            let definition = tx.kind.position_symbol().and_then(|s| prices.instrument(s));
+            if let Some(detail) = definition.and_then(|d| out_of_term(d, tx, day)) {
+                return Ok(Err(refused(detail)));
+            }
+            let terms = Terms {
+                multiplier: definition.map_or(Decimal::ONE, |d| d.multiplier),
+                allow_short: self.state.allow_short,
+            };
+            if let Err(detail) = apply(pos, tx, day, ledger, fx, terms)? {
                 return Ok(Err(refused(detail)));
             }
         }
@@ -413,6 +447,8 @@ impl<'a> Folder<'a> {
         // result does not depend on the order the currencies were met
         // in (a resumed fold meets them in another).
         let mut total = self.cache.value_sums[0];
+        let shorts = self.cache.shorts > 0;
+        let mut short = self.cache.short_sums[0];
         for (i, h) in held.iter().enumerate().skip(1) {
             if *h == 0 {
                 continue;
@@ -424,8 +460,17 @@ impl<'a> Folder<'a> {
             };
             let local = self.cache.value_sums[i].to_decimal()?;
             total.add(dec::mul(local, rate)?);
+            if shorts {
+                let local = self.cache.short_sums[i].to_decimal()?;
+                short.add(dec::mul(local, rate)?);
+            }
         }
         self.holdings = total.to_decimal()?;
+        self.short_value = if shorts {
+            short.to_decimal()?
+        } else {
+            Decimal::ZERO
+        };
         Ok(Ok(()))
     }
 
@@ -486,6 +531,7 @@ impl<'a> Folder<'a> {
             realized_pnl: ledger.realized_pnl,
             cum_in,
             cum_out,
+            exposure: Exposure::of(self.holdings, self.short_value, value)?,
         };
         self.state.date = day;
         self.state.market_value = value;
@@ -565,5 +611,28 @@ impl<'a> Folder<'a> {
         }
         self.state.positions = self.cache.positions();
         self.synced = true;
+    }
+}
+
+/// Why `tx`, on `day`, falls outside its instrument's life: a trade in an
+/// option or future after its expiry, in a bond before its issue or on or
+/// after its maturity.
+fn out_of_term(d: &Definition, tx: &Transaction, day: NaiveDate) -> Option<String> {
+    let symbol = tx.kind.position_symbol()?;
+    let what = tx.kind.name();
+    match &d.kind {
+        InstrumentKind::Option { expiry, .. }
+        | InstrumentKind::Future {
+            expiry: Some(expiry),
+            ..
+        } if day > *expiry => Some(format!("{what} of {symbol} after its expiry {expiry}")),
+        InstrumentKind::Bond {
+            issue_date,
+            maturity,
+            ..
+        } if day < *issue_date || day >= *maturity => Some(format!(
+            "{what} of {symbol} outside its life (issued {issue_date}, maturing {maturity})"
+        )),
+        _ => None,
     }
 }

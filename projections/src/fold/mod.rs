@@ -76,7 +76,7 @@ pub use self::error::FoldError;
 pub use self::explain::{explain_day, DayExplanation, ExplainError, FlowRate};
 pub use self::flows::{Component, ComponentFlow};
 pub use self::folder::Folder;
-pub use self::settings::{base_currency_of, cash_mode_of};
+pub use self::settings::{allow_short_of, base_currency_of, cash_mode_of};
 pub use self::state::{DayState, ForeignAmount, Position, Receivable};
 pub use self::valuation::{
     base_of, value_cash, value_positions, CashBalance, PriceSource, ValuationError, ValuedPosition,

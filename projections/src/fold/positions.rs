@@ -1,6 +1,7 @@
 //! Position arithmetic: buying into and taking out of a position (moving-
-//! average cost), a split's effect on quantities and prices, and paying a
-//! dividend when it falls due (with its reinvestment).
+//! average cost; a negative quantity and cost for a short), a split's
+//! effect on quantities and prices, and paying a dividend (or a payment
+//! in lieu) when it falls due (with its reinvestment).
 
 use chrono::NaiveDate;
 use rust_decimal::{Decimal, RoundingStrategy};
@@ -95,6 +96,7 @@ pub(super) fn pay_dividend(
     r: &Receivable,
     ledger: &mut Ledger,
     day: NaiveDate,
+    multiplier: Decimal,
 ) -> Result<(), ArithmeticError> {
     ledger.receivable = dec::sub(ledger.receivable, r.net)?;
     ledger.tap(|| Component::Receivable, -r.net);
@@ -103,7 +105,7 @@ pub(super) fn pay_dividend(
     let net = r.foreign.as_ref().map_or(r.net, |f| f.amount);
     let bought = match r.reinvest {
         Some(x) => {
-            let spent = dec::mul(x.quantity, x.price)?;
+            let spent = super::events::worth(x.quantity, x.price, multiplier)?;
             let bought = fx.base(spent)?;
             buy_into(pos, x.quantity, x.price, bought, day, fx)?;
             ledger.tap(|| Component::Symbol(r.symbol.clone()), bought);

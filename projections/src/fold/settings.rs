@@ -1,6 +1,6 @@
 //! A portfolio's settings as its log gives them: the latest settings
-//! event's cash mode and base currency (by log position), whatever its
-//! date.
+//! event's cash mode, base currency and whether it allows shorts (by log
+//! position), whatever its date.
 
 use crate::types::{CashMode, Currency, Kind, Transaction};
 
@@ -21,6 +21,19 @@ pub fn base_currency_of(transactions: &[Transaction]) -> Option<Currency> {
     latest_settings(transactions).and_then(|(_, b)| b.cloned())
 }
 
+/// Whether a log lets its portfolio's positions go below zero: the latest
+/// settings event's `allow_short`, else false.
+pub fn allow_short_of(transactions: &[Transaction]) -> bool {
+    transactions
+        .iter()
+        .filter_map(|t| match &t.kind {
+            Kind::PortfolioSettings { allow_short, .. } => Some((t.seq, *allow_short)),
+            _ => None,
+        })
+        .max_by_key(|(seq, _)| *seq)
+        .is_some_and(|(_, a)| a)
+}
+
 fn latest_settings(transactions: &[Transaction]) -> Option<(CashMode, Option<&Currency>)> {
     transactions
         .iter()
@@ -28,6 +41,7 @@ fn latest_settings(transactions: &[Transaction]) -> Option<(CashMode, Option<&Cu
             Kind::PortfolioSettings {
                 cash,
                 base_currency,
+                ..
             } => Some((t.seq, *cash, base_currency.as_ref())),
             _ => None,
         })

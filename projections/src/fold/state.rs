@@ -12,11 +12,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::types::{CashMode, Currency, Reinvest, Symbol};
 
-/// An open position.
+/// An open position: long (qty > 0) or, in a portfolio that allows
+/// shorts, short (qty < 0).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Position {
     pub qty: Decimal,
-    /// Moving-average cost, buy fees included.
+    /// Moving-average cost in the base currency: for a long what was
+    /// paid, buy fees included (> 0); for a short minus the net proceeds
+    /// received (< 0).
     pub cost: Decimal,
     /// Price of the latest transaction in the symbol (fold order): the
     /// valuation price while no close is known (docs/valuation.md).
@@ -36,7 +39,7 @@ pub struct Position {
 pub struct DayState {
     /// The day whose end this state describes.
     pub date: NaiveDate,
-    /// Open positions (qty > 0 only).
+    /// Open positions (qty ≠ 0; < 0 only with `allow_short`).
     pub positions: BTreeMap<Symbol, Position>,
     /// V(date), exact.
     pub market_value: Decimal,
@@ -76,10 +79,19 @@ pub struct DayState {
     /// base one's), non-zero only.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub foreign_cash: BTreeMap<Currency, Decimal>,
+    /// Whether positions may go below zero (the portfolio's settings;
+    /// only with cash tracked). Left out of stored states when false, so
+    /// those of books without shorts read as they always did.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_short: bool,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// A dividend accrued on its ex-date and due on `pay_date`.
@@ -141,6 +153,7 @@ impl DayState {
             realized_pnl: Decimal::ZERO,
             base_currency,
             foreign_cash: BTreeMap::new(),
+            allow_short: false,
         }
     }
 }

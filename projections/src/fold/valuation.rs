@@ -38,7 +38,10 @@ pub struct ValuedPosition {
     /// The date of the rate event `fx_rate` came from; `None` in the base
     /// currency, which needs none.
     pub fx_date: Option<NaiveDate>,
-    /// quantity · price · fx_rate, in the base currency.
+    /// The symbol's contract multiplier (1 for an undescribed symbol).
+    pub multiplier: Decimal,
+    /// quantity · price · multiplier · fx_rate, in the base currency
+    /// (negative for a short).
     pub value: Decimal,
 }
 
@@ -152,7 +155,8 @@ pub(super) fn value_position(
         (None, _) => Decimal::ONE,
     };
     let (fx_rate, fx_date) = rate_or_missing(prices, &currency, base, day)?;
-    let local = dec::mul(pos.qty, price)?;
+    let multiplier = prices.multiplier(symbol);
+    let local = super::events::worth(pos.qty, price, multiplier)?;
     let value = if currency == *base {
         local
     } else {
@@ -169,6 +173,7 @@ pub(super) fn value_position(
         currency,
         fx_rate,
         fx_date,
+        multiplier,
         value,
     })
 }

@@ -19,6 +19,7 @@ use rust_decimal::Decimal;
 
 use super::super::book::PriceBook;
 use super::super::cache::name_prefix;
+use super::super::events::worth;
 use super::super::flows::Component;
 use super::super::folder::Folder;
 use super::super::valuation::{base_of, rate_or_missing, value_cash, value_position};
@@ -230,9 +231,9 @@ impl<'p> Valuer<'p> {
             };
             let value = match (self.is_plain(i, walk), h.price()) {
                 (true, (_, None)) if known && !h.fresh && walk.was_valued[i] => walk.values[i],
-                (true, (price, None)) => dec::mul(h.qty(), price)?,
+                (true, (price, None)) => worth(h.qty(), price, h.multiplier())?,
                 (true, (price, Some(currency))) => {
-                    let local = dec::mul(h.qty(), price)?;
+                    let local = worth(h.qty(), price, h.multiplier())?;
                     let (rate, _) = rate_or_missing(prices, currency, base, day)?;
                     dec::mul(local, rate)?
                 }

@@ -1,0 +1,202 @@
+//! The instruments topic's parser (docs/events.md, instruments): every
+//! golden definition parses, defaults apply, each refusal names its field,
+//! and a fingerprint tells a redelivery from a changed definition.
+
+use projections::instrument::{DayCount, InstrumentKind, Right, Settlement};
+use projections::{parse_instrument, EventError, Instrument};
+use rust_decimal::Decimal;
+use serde_json::Value;
+
+const ID: &str = "00000000-0000-4000-8013-000000000099";
+
+fn parse(fields: &str) -> Result<Instrument, EventError> {
+    let text = format!(r#"{{"event_id":"{ID}","type":"instrument","schema_version":2{fields}}}"#);
+    parse_instrument(text.as_bytes())
+}
+
+const OPTION: &str = r#","symbol":"UC C50","kind":"option","underlying":"UC","right":"call","strike":"50","expiry":"2024-06-21","currency":"USD""#;
+const FUTURE: &str = r#","symbol":"ESZ6","kind":"future","multiplier":"50","currency":"USD""#;
+const BOND: &str = r#","symbol":"B1","kind":"bond","face":"1000","coupon":"0.05","frequency":2,"day_count":"30/360","issue_date":"2024-01-15","maturity":"2027-01-15","currency":"USD""#;
+
+#[test]
+fn every_golden_definition_parses() {
+    let mut n = 0;
+    for text in [
+        include_str!("../../fixtures/golden/shorts.json"),
+        include_str!("../../fixtures/golden/futures-and-options.json"),
+    ] {
+        let g: Value = serde_json::from_str(text).unwrap();
+        for v in g["instruments"].as_array().unwrap() {
+            let i =
+                parse_instrument(v.to_string().as_bytes()).unwrap_or_else(|e| panic!("{v}: {e}"));
+            assert_eq!(i.symbol.as_str(), v["symbol"].as_str().unwrap());
+            let d = i.definition.expect("a definition");
+            assert_eq!(d.kind.name(), v["kind"].as_str().unwrap());
+            n += 1;
+        }
+    }
+    assert_eq!(n, 15);
+}
+
+#[test]
+fn defaults_apply_per_kind() {
+    let d = parse(r#","symbol":"MINI","kind":"equity""#)
+        .unwrap()
+        .definition
+        .unwrap();
+    assert_eq!((d.multiplier, d.currency), (Decimal::ONE, None));
+    let d = parse(OPTION).unwrap().definition.unwrap();
+    assert_eq!(d.multiplier, Decimal::ONE_HUNDRED);
+    match d.kind {
+        InstrumentKind::Option {
+            right, settlement, ..
+        } => assert_eq!((right, settlement), (Right::Call, Settlement::Physical)),
+        other => panic!("{other:?}"),
+    }
+    let d = parse(BOND).unwrap().definition.unwrap();
+    match d.kind {
+        InstrumentKind::Bond {
+            redemption,
+            frequency,
+            day_count,
+            ..
+        } => {
+            assert_eq!(redemption, Decimal::ONE_HUNDRED);
+            assert_eq!((frequency, day_count), (Some(2), Some(DayCount::Thirty360)));
+        }
+        other => panic!("{other:?}"),
+    }
+    // A zero-coupon bond needs neither frequency nor day count.
+    let zero = r#","symbol":"Z","kind":"bond","face":"1000","coupon":"0","issue_date":"2024-01-02","maturity":"2024-12-31","currency":"USD""#;
+    assert!(parse(zero).is_ok());
+    // Numbers may be strings of digits; null is absent.
+    let d = parse(&format!(r#"{FUTURE},"expiry":null,"underlying":null"#))
+        .unwrap()
+        .definition
+        .unwrap();
+    assert_eq!(
+        d.kind,
+        InstrumentKind::Future {
+            expiry: None,
+            underlying: None
+        }
+    );
+}
+
+#[test]
+fn a_cancellation_needs_only_the_symbol() {
+    let i = parse(r#","symbol":"ESZ6","cancelled":true"#).unwrap();
+    assert_eq!(i.definition, None);
+    // `cancelled: false` is a definition like any other.
+    assert!(parse(&format!(r#"{FUTURE},"cancelled":false"#))
+        .unwrap()
+        .definition
+        .is_some());
+}
+
+#[test]
+fn each_refusal_names_its_field() {
+    let with = |base: &str, extra: &str| format!("{base}{extra}");
+    let cases: Vec<(String, &str)> = vec![
+        (
+            r#","symbol":"X","kind":"swap","currency":"USD""#.into(),
+            "kind",
+        ),
+        (with(FUTURE, r#","face":"100""#), "face"),
+        (with(BOND, r#","multiplier":"1""#), "multiplier"),
+        (
+            with(r#","symbol":"E","kind":"equity""#, r#","strike":"1""#),
+            "strike",
+        ),
+        (
+            OPTION.replace(r#""underlying":"UC""#, r#""underlying":"UC C50""#),
+            "underlying",
+        ),
+        (
+            OPTION.replace(r#""strike":"50""#, r#""strike":"0""#),
+            "strike",
+        ),
+        (
+            OPTION.replace(r#""right":"call""#, r#""right":"straddle""#),
+            "right",
+        ),
+        (with(OPTION, r#","settlement":"physically""#), "settlement"),
+        (with(OPTION, r#","multiplier":"0""#), "multiplier"),
+        (with(OPTION, r#","multiplier":"1000001""#), "multiplier"),
+        (BOND.replace(r#""face":"1000""#, r#""face":"-1""#), "face"),
+        (
+            BOND.replace(r#""coupon":"0.05""#, r#""coupon":"1.5""#),
+            "coupon",
+        ),
+        (
+            BOND.replace(r#""coupon":"0.05""#, r#""coupon":"-0.01""#),
+            "coupon",
+        ),
+        (
+            BOND.replace(r#""frequency":2"#, r#""frequency":3"#),
+            "frequency",
+        ),
+        (
+            BOND.replace(r#""day_count":"30/360""#, r#""day_count":"30/365""#),
+            "day_count",
+        ),
+        (
+            BOND.replace(r#""maturity":"2027-01-15""#, r#""maturity":"2024-01-15""#),
+            "maturity",
+        ),
+        (with(BOND, r#","redemption":"0""#), "redemption"),
+        (with(FUTURE, r#","cancelled":"yes""#), "cancelled"),
+        (r#","symbol":" X","kind":"equity""#.into(), "symbol"),
+    ];
+    for (fields, field) in &cases {
+        match parse(fields) {
+            Err(EventError::Invalid { field: f, .. }) => assert_eq!(f, *field, "{fields}"),
+            other => panic!("{fields}: expected invalid {field}, got {other:?}"),
+        }
+    }
+    let missing: Vec<(String, &str)> = vec![
+        (OPTION.replace(r#","strike":"50""#, ""), "strike"),
+        (OPTION.replace(r#","currency":"USD""#, ""), "currency"),
+        (FUTURE.replace(r#","multiplier":"50""#, ""), "multiplier"),
+        (BOND.replace(r#","frequency":2"#, ""), "frequency"),
+        (BOND.replace(r#","day_count":"30/360""#, ""), "day_count"),
+        (
+            BOND.replace(r#","issue_date":"2024-01-15""#, ""),
+            "issue_date",
+        ),
+        (r#","symbol":"X""#.into(), "kind"),
+    ];
+    for (fields, field) in &missing {
+        assert_eq!(
+            parse(fields).err(),
+            Some(EventError::Missing(field)),
+            "{fields}"
+        );
+    }
+    // Schema version 2 only; the type is `instrument`.
+    let v1 = format!(r#"{{"event_id":"{ID}","type":"instrument"{FUTURE}}}"#);
+    assert!(matches!(
+        parse_instrument(v1.as_bytes()),
+        Err(EventError::UnsupportedVersion(_))
+    ));
+    let other = format!(r#"{{"event_id":"{ID}","type":"future","schema_version":2{FUTURE}}}"#);
+    assert!(matches!(
+        parse_instrument(other.as_bytes()),
+        Err(EventError::UnknownType(_))
+    ));
+}
+
+#[test]
+fn fingerprints_tell_a_redelivery_from_a_change() {
+    let a = parse(FUTURE).unwrap();
+    let b = parse(&FUTURE.replace(r#""50""#, r#""50.00""#)).unwrap();
+    let c = parse(&FUTURE.replace(r#""50""#, r#""25""#)).unwrap();
+    assert_eq!(a.fingerprint(), b.fingerprint());
+    assert_ne!(a.fingerprint(), c.fingerprint());
+    let gone = parse(r#","symbol":"ESZ6","cancelled":true"#).unwrap();
+    assert_ne!(a.fingerprint(), gone.fingerprint());
+    assert_ne!(
+        parse(OPTION).unwrap().fingerprint(),
+        parse(&OPTION.replace("call", "put")).unwrap().fingerprint()
+    );
+}

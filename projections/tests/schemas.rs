@@ -840,6 +840,31 @@ fn corpus() -> Vec<Case> {
         );
     }
     c.tx(
+        "settings: allow_short with cash tracked",
+        with(&settings, &[("allow_short", Some("true"))]),
+        Accept,
+    );
+    c.tx(
+        "settings: allow_short false, cash none",
+        with(
+            &settings,
+            &[("allow_short", Some("false")), ("cash", Some(r#""none""#))],
+        ),
+        Accept,
+    );
+    for (what, cash) in [("cash none", Some(r#""none""#)), ("no cash", None)] {
+        c.tx(
+            &format!("settings: allow_short with {what}"),
+            with(&settings, &[("allow_short", Some("true")), ("cash", cash)]),
+            Refuse("allow_short"),
+        );
+    }
+    c.tx(
+        "settings: allow_short a string",
+        with(&settings, &[("allow_short", Some(r#""true""#))]),
+        Refuse("allow_short"),
+    );
+    c.tx(
         "settings: a malformed trade_date",
         with(&settings, &[("trade_date", Some(r#""2024-3-1""#))]),
         Refuse("trade_date"),
@@ -911,9 +936,16 @@ fn corpus() -> Vec<Case> {
     }
     c.tx(
         "fee: a bad symbol",
-        with(&v2("fee", &[("amount", "1"), ("symbol", r#""a b""#)]), &[]),
+        with(&v2("fee", &[("amount", "1"), ("symbol", r#""a/b""#)]), &[]),
         Refuse("symbol"),
     );
+    for bad in [r#"" ab""#, r#""ab ""#] {
+        c.tx(
+            &format!("fee: a symbol starting or ending with a space: {bad}"),
+            with(&v2("fee", &[("amount", "1"), ("symbol", bad)]), &[]),
+            Refuse("symbol"),
+        );
+    }
     c.tx(
         "tax_refund: amount not a number",
         with(&v2("tax_refund", &[("amount", r#""x""#)]), &[]),
@@ -1000,6 +1032,50 @@ fn corpus() -> Vec<Case> {
         "transfer_out: missing symbol",
         with(&transfer("transfer_out", &[]), &[("symbol", None)]),
         Refuse("symbol"),
+    );
+
+    // --- payment_in_lieu ---------------------------------------------------
+    let in_lieu = v2(
+        "payment_in_lieu",
+        &[
+            ("symbol", r#""AAPL  261218C00150000""#),
+            ("amount", r#""50""#),
+            ("pay_date", r#""2024-05-09""#),
+        ],
+    );
+    let l = |changes: &[(&str, Option<&str>)]| with(&in_lieu, changes);
+    c.tx("payment_in_lieu: everything", l(&[]), Accept);
+    c.tx(
+        "payment_in_lieu: paid on its ex-date",
+        l(&[("pay_date", None)]),
+        Accept,
+    );
+    c.tx(
+        "payment_in_lieu: no symbol",
+        l(&[("symbol", None)]),
+        Refuse("symbol"),
+    );
+    c.tx(
+        "payment_in_lieu: amount 0",
+        l(&[("amount", Some("0"))]),
+        Refuse("amount"),
+    );
+    for field in ["tax", "fee"] {
+        c.tx(
+            &format!("payment_in_lieu: a {field}, even 0"),
+            l(&[(field, Some(r#""0""#))]),
+            Refuse(field),
+        );
+    }
+    c.tx(
+        "payment_in_lieu: a reinvestment",
+        l(&[("reinvest", Some(r#"{"quantity": "1", "price": "1"}"#))]),
+        Refuse("reinvest"),
+    );
+    c.tx(
+        "payment_in_lieu: paid before its ex-date",
+        l(&[("pay_date", Some(r#""2024-05-06""#))]),
+        ParserOnly("pay_date"),
     );
 
     // --- dividend ------------------------------------------------------
@@ -1526,8 +1602,13 @@ fn corpus() -> Vec<Case> {
     );
     c.price(
         "price: a bad symbol",
-        p(&[("symbol", Some(r#""A B""#))]),
+        p(&[("symbol", Some(r#""A B ""#))]),
         Refuse("symbol"),
+    );
+    c.price(
+        "price: an OCC option symbol",
+        p(&[("symbol", Some(r#""UX    240621C00100000""#))]),
+        Accept,
     );
     c.price(
         "price: schema_version 3",

@@ -243,15 +243,10 @@ fn explain(
     let failed = |e: anyhow::Error| ExplainFailure::Query(QueryError::Failed(e));
     let book = &inputs.book;
     let base = base_currency(p, book);
-    let start = inputs.start.clone().unwrap_or_else(|| {
-        let mut s = DayState::initial_for(
-            p.first_day,
-            p.cash_mode,
-            (base != *book.default_currency()).then(|| base.clone()),
-        );
-        s.allow_short = p.allow_short;
-        s
-    });
+    let start = inputs
+        .start
+        .clone()
+        .unwrap_or_else(|| initial_state(p, book, &base));
     let before = day.pred_opt().expect("date in range");
     let mut state = match projections::replay(&start, &inputs.log, book, before) {
         Ok(Ok(state)) => state,
@@ -454,4 +449,20 @@ fn head(
     m.insert("offset".into(), json!(o.offset));
     m.insert("received_at".into(), json!(o.received_at));
     m
+}
+
+/// The state before `p`'s first day, in its base currency (`None` when it
+/// is the book's default) and with its settings.
+fn initial_state(
+    p: &PortfolioRow,
+    book: &projections::PriceBook,
+    base: &projections::Currency,
+) -> DayState {
+    let mut s = DayState::initial_for(
+        p.first_day,
+        p.cash_mode,
+        (base != book.default_currency()).then(|| base.clone()),
+    );
+    s.allow_short = p.allow_short;
+    s
 }

@@ -7,7 +7,7 @@ use rust_decimal::Decimal;
 
 use super::flows::Component;
 use super::ledger::{Fx, Ledger};
-use super::positions::{buy_into, pay_dividend, take_out};
+use super::positions::{buy_into, pay_dividend, take_out, worth};
 use super::state::{ForeignAmount, Position, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::types::{Dividend, Kind, Symbol, Trade, Transaction};
@@ -87,18 +87,6 @@ pub(super) fn apply(
         Kind::ReturnOfCapital { symbol, amount } => step.return_of_capital(symbol, *amount),
         // Only effective events are folded, and a cancel never is one.
         Kind::Cancel => step.settings(),
-    }
-}
-
-/// q · x · m: a quantity's worth at a quoted price (docs/valuation.md,
-/// multipliers); the multiplication is skipped at m = 1, where it changes
-/// nothing.
-pub(super) fn worth(q: Decimal, x: Decimal, m: Decimal) -> Result<Decimal, ArithmeticError> {
-    let v = dec::mul(q, x)?;
-    if m == Decimal::ONE {
-        Ok(v)
-    } else {
-        dec::mul(v, m)
     }
 }
 

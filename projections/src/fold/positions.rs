@@ -26,6 +26,18 @@ pub(super) fn split_qty(q: Decimal, (n, d): (u32, u32)) -> Result<Decimal, Arith
     Ok(q)
 }
 
+/// q · x · m: a quantity's worth at a quoted price (docs/valuation.md,
+/// multipliers); the multiplication is skipped at m = 1, where it changes
+/// nothing.
+pub(super) fn worth(q: Decimal, x: Decimal, m: Decimal) -> Result<Decimal, ArithmeticError> {
+    let v = dec::mul(q, x)?;
+    if m == Decimal::ONE {
+        Ok(v)
+    } else {
+        dec::mul(v, m)
+    }
+}
+
 /// Adds `qty` at `price` (in `fx`'s currency) and `cost` (in the base) to
 /// a position.
 pub(super) fn buy_into(
@@ -105,7 +117,7 @@ pub(super) fn pay_dividend(
     let net = r.foreign.as_ref().map_or(r.net, |f| f.amount);
     let bought = match r.reinvest {
         Some(x) => {
-            let spent = super::events::worth(x.quantity, x.price, multiplier)?;
+            let spent = worth(x.quantity, x.price, multiplier)?;
             let bought = fx.base(spent)?;
             buy_into(pos, x.quantity, x.price, bought, day, fx)?;
             ledger.tap(|| Component::Symbol(r.symbol.clone()), bought);

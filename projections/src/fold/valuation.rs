@@ -156,7 +156,7 @@ pub(super) fn value_position(
     };
     let (fx_rate, fx_date) = rate_or_missing(prices, &currency, base, day)?;
     let multiplier = prices.multiplier(symbol);
-    let local = super::events::worth(pos.qty, price, multiplier)?;
+    let local = super::positions::worth(pos.qty, price, multiplier)?;
     let value = if currency == *base {
         local
     } else {

@@ -19,9 +19,9 @@ use rust_decimal::Decimal;
 
 use super::super::book::PriceBook;
 use super::super::cache::name_prefix;
-use super::super::events::worth;
 use super::super::flows::Component;
 use super::super::folder::Folder;
+use super::super::positions::worth;
 use super::super::valuation::{base_of, rate_or_missing, value_cash, value_position};
 use super::AttributionError;
 use crate::decimal as dec;

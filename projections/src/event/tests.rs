@@ -2,7 +2,7 @@
 //! numbers, and the reason every refusal gives.
 
 use super::*;
-use crate::types::Side;
+use crate::types::{CashMode, Side, Trade};
 use std::str::FromStr;
 
 /// The trade of a parsed buy or sell, with its side.

@@ -135,6 +135,22 @@ pub struct Point {
     pub inflow: String,
     /// The day's money out (Out(d)).
     pub outflow: String,
+    /// Σ value of the long positions (futures excluded).
+    pub long_value: String,
+    /// Σ value of the short positions (≤ 0; futures excluded).
+    pub short_value: String,
+    /// Σ quantity · settlement price · multiplier over futures, signed.
+    pub futures_notional: String,
+    /// long − short + Σ |future notional|.
+    pub gross_exposure: String,
+    /// long + short + futures notional.
+    pub net_exposure: String,
+    /// gross exposure / market value (12 places); null when the market
+    /// value is ≤ 0.
+    #[schema(value_type = Option<String>)]
+    pub leverage: Option<String>,
+    /// Σ accrued interest over bonds (part of `holdings_value`).
+    pub accrued_interest: String,
     /// With `benchmark=`: the benchmark's level over its level on the day
     /// before the range (12 places), null before its first close; absent
     /// without a benchmark.
@@ -197,6 +213,14 @@ impl Point {
             realized_pnl: money_text(r.realized_pnl),
             inflow,
             outflow,
+            long_value: money_text(r.exposure.long_value),
+            short_value: money_text(r.exposure.short_value),
+            futures_notional: money_text(r.exposure.futures_notional),
+            // Stored exact (the leverage is derived from it).
+            gross_exposure: money_text(round_money(r.exposure.gross_exposure)),
+            net_exposure: money_text(r.exposure.net_exposure),
+            leverage: r.exposure.leverage.map(ratio_text),
+            accrued_interest: money_text(r.exposure.accrued_interest),
             benchmark_index: None,
             rolling_volatility: None,
             rolling_sharpe: None,

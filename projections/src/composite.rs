@@ -119,11 +119,7 @@ impl Sum {
     /// and NAV by the single portfolio's rule.
     fn record(mut self, day: NaiveDate, prev: &Start) -> Result<DailyRecord, ArithmeticError> {
         // The members' exposures add up; leverage is the sum's own.
-        self.exposure.leverage = if self.value > Decimal::ZERO {
-            Some(dec::div(self.exposure.gross_exposure, self.value)?)
-        } else {
-            None
-        };
+        self.exposure.leverage = Exposure::leverage_of(self.exposure.gross_exposure, self.value)?;
         let inflow = dec::sub(self.cum_in, prev.cum_in)?;
         let outflow = dec::sub(self.cum_out, prev.cum_out)?;
         let numerator = dec::add(self.value, outflow)?;

@@ -782,14 +782,10 @@ impl Exposure {
         short_value: Decimal,
         value: Decimal,
     ) -> Result<Exposure, crate::decimal::ArithmeticError> {
-        use crate::decimal::{div, sub};
+        use crate::decimal::sub;
         let long_value = sub(holdings, short_value)?;
         let gross_exposure = sub(long_value, short_value)?;
-        let leverage = if value > Decimal::ZERO {
-            Some(div(gross_exposure, value)?)
-        } else {
-            None
-        };
+        let leverage = Exposure::leverage_of(gross_exposure, value)?;
         Ok(Exposure {
             long_value,
             short_value,
@@ -799,6 +795,18 @@ impl Exposure {
             leverage,
             accrued_interest: Decimal::ZERO,
         })
+    }
+
+    /// gross / V, exact; `None` when V ≤ 0 (no capital to lever).
+    pub fn leverage_of(
+        gross_exposure: Decimal,
+        value: Decimal,
+    ) -> Result<Option<Decimal>, crate::decimal::ArithmeticError> {
+        if value > Decimal::ZERO {
+            Ok(Some(crate::decimal::div(gross_exposure, value)?))
+        } else {
+            Ok(None)
+        }
     }
 
     /// Money half-even to 8 places, leverage to 12 (docs/valuation.md).

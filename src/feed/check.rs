@@ -855,7 +855,9 @@ mod tests {
         serde_json::json!({
             "date": day(d), "net_value": nav, "return_rate": "0", "daily_return": "0",
             "market_value": m, "cost": m, "net_flow": m, "profit": m, "holdings_value": m,
-            "cash": m, "receivable": m, "income": m, "realized_pnl": m, "inflow": m, "outflow": m
+            "cash": m, "receivable": m, "income": m, "realized_pnl": m, "inflow": m, "outflow": m,
+            "long_value": m, "short_value": m, "futures_notional": m, "gross_exposure": m,
+            "net_exposure": m, "leverage": null, "accrued_interest": m
         })
     }
 

@@ -362,7 +362,10 @@ mod tests {
             "date": date, "net_value": ratio, "return_rate": ratio, "daily_return": ratio,
             "market_value": money, "cost": money, "net_flow": money, "profit": money,
             "holdings_value": money, "cash": money, "receivable": money, "income": money,
-            "realized_pnl": money, "inflow": money, "outflow": money
+            "realized_pnl": money, "inflow": money, "outflow": money,
+            "long_value": money, "short_value": money, "futures_notional": money,
+            "gross_exposure": money, "net_exposure": money, "leverage": ratio,
+            "accrued_interest": money
         }))
         .unwrap()
     }

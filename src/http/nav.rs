@@ -173,7 +173,9 @@ pub(crate) async fn get_history_csv(
 /// (a test holds them to the JSON's keys, so a new field cannot be left
 /// out).
 const CSV_HEADER: &str = "date,net_value,return_rate,daily_return,market_value,cost,net_flow,\
-                          profit,holdings_value,cash,receivable,income,realized_pnl,inflow,outflow";
+                          profit,holdings_value,cash,receivable,income,realized_pnl,inflow,outflow,\
+                          long_value,short_value,futures_notional,gross_exposure,net_exposure,\
+                          leverage,accrued_interest";
 
 /// The CSV text of `points`: every field is a date, a decimal or empty, so
 /// nothing needs quoting. With a benchmark (`benchmark=`, where the JSON's
@@ -208,6 +210,14 @@ pub(super) fn csv_of(points: &[Point], with_benchmark: bool, with_rolling: bool)
             &p.realized_pnl,
             &p.inflow,
             &p.outflow,
+            &p.long_value,
+            &p.short_value,
+            &p.futures_notional,
+            &p.gross_exposure,
+            &p.net_exposure,
+            // Empty where the JSON has null (no capital to lever).
+            p.leverage.as_deref().unwrap_or(""),
+            &p.accrued_interest,
         ];
         out.push_str(&p.date.to_string());
         for f in fields {
@@ -564,6 +574,13 @@ mod tests {
             realized_pnl: n("12.00"),
             inflow: n("13.00"),
             outflow: n("14.00"),
+            long_value: n("14.00"),
+            short_value: n("14.00"),
+            futures_notional: n("14.00"),
+            gross_exposure: n("14.00"),
+            net_exposure: n("14.00"),
+            leverage: None,
+            accrued_interest: n("14.00"),
             benchmark_index,
             rolling_volatility: rolling,
             rolling_sharpe: rolling.map(|_| None),

@@ -122,7 +122,7 @@ pub(crate) async fn member_rows(
 /// others): the exact market value, the money fields and the running
 /// flows. The NAV, the daily flow and return of a member are not read:
 /// the composite's follow from the sums.
-const SUMMED: [&str; 9] = [
+const SUMMED: [&str; 15] = [
     "market_value_exact",
     "cost",
     "holdings_value",
@@ -132,6 +132,12 @@ const SUMMED: [&str; 9] = [
     "realized_pnl",
     "cum_in",
     "cum_out",
+    "long_value",
+    "short_value",
+    "futures_notional",
+    "net_exposure",
+    "gross_exposure_exact",
+    "accrued_interest",
 ];
 
 /// Every record of the portfolios of `ids` as a composite adds them up,
@@ -210,7 +216,7 @@ fn summed_record(r: &PgRow) -> sqlx::Result<DailyRecord> {
         let bytes = raw.as_bytes().map_err(|e| bad(e.to_string()))?;
         *value = decode_numeric(bytes).map_err(bad)?;
     }
-    let [market_value, cost, holdings_value, cash, receivable, income, realized_pnl, cum_in, cum_out] =
+    let [market_value, cost, holdings_value, cash, receivable, income, realized_pnl, cum_in, cum_out, long_value, short_value, futures_notional, net_exposure, gross_exposure, accrued_interest] =
         v;
     Ok(DailyRecord {
         date,
@@ -228,7 +234,15 @@ fn summed_record(r: &PgRow) -> sqlx::Result<DailyRecord> {
         realized_pnl,
         cum_in,
         cum_out,
-        // Not stored yet (see `history_at`).
-        exposure: Default::default(),
+        // The composite's leverage follows from the sums.
+        exposure: projections::Exposure {
+            long_value,
+            short_value,
+            futures_notional,
+            gross_exposure,
+            net_exposure,
+            leverage: None,
+            accrued_interest,
+        },
     })
 }

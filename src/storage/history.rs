@@ -16,8 +16,9 @@ use sqlx::postgres::PgRow;
 use sqlx::{Column, PgConnection, Row};
 
 /// One stored day of history: the reported (rounded) record, whose
-/// `cum_in`/`cum_out` are exact, and the exact NAV and market value, which
-/// with them are what a fold resumes from.
+/// `cum_in`/`cum_out` and gross exposure are exact, and the exact NAV and
+/// market value, which with them are what a fold resumes from (and what
+/// the reported gross exposure and leverage are derived from).
 ///
 /// The table stores the exact values and the reported ones that are not
 /// functions of them ([`VALUE_COLUMNS`]); the record's `net_value`,
@@ -35,8 +36,10 @@ pub struct HistoryRow {
 impl HistoryRow {
     /// The row stored for an exact record of the fold.
     pub fn of(exact: &projections::DailyRecord) -> Self {
+        let mut record = exact.rounded();
+        record.exposure.gross_exposure = exact.exposure.gross_exposure;
         HistoryRow {
-            record: exact.rounded(),
+            record,
             nav_exact: exact.net_value,
             market_value_exact: exact.market_value,
         }
@@ -53,6 +56,8 @@ pub(super) struct Derived {
     pub(super) return_rate: Decimal,
     pub(super) market_value: Decimal,
     pub(super) profit: Decimal,
+    /// gross exposure / V, rounded (none when V ≤ 0).
+    pub(super) leverage: Option<Decimal>,
 }
 
 impl Derived {
@@ -76,12 +81,14 @@ impl Derived {
     pub(super) fn of_exact(
         nav_exact: Decimal,
         market_value_exact: Decimal,
-        cum_in: Decimal,
-        cum_out: Decimal,
+        (cum_in, cum_out): (Decimal, Decimal),
+        gross_exposure: Decimal,
     ) -> Result<Derived, ArithmeticError> {
         let return_rate = DailyRecord::return_rate_of(nav_exact)?;
         let profit = DailyRecord::profit_of(market_value_exact, cum_in, cum_out)?;
+        let leverage = projections::Exposure::leverage_of(gross_exposure, market_value_exact)?;
         Ok(Derived {
+            leverage: leverage.map(round_ratio),
             net_value: reported_net_value(nav_exact),
             return_rate: as_stored(round_ratio(return_rate)),
             market_value: as_stored(round_money(market_value_exact)),
@@ -191,13 +198,17 @@ fn history_at(r: &PgRow, at: &RecordColumns) -> sqlx::Result<HistoryRow> {
             source: format!("{name} of the history record of {date}: {e}").into(),
         })?;
     }
-    let [cost, net_flow, daily_return, nav_exact, market_value_exact, cum_in, cum_out, holdings_value, cash, receivable, income, realized_pnl] =
+    let [cost, net_flow, daily_return, nav_exact, market_value_exact, cum_in, cum_out, holdings_value, cash, receivable, income, realized_pnl, long_value, short_value, futures_notional, net_exposure, gross_exposure, accrued_interest] =
         v;
-    let d = Derived::of_exact(nav_exact, market_value_exact, cum_in, cum_out).map_err(|e| {
-        sqlx::Error::ColumnDecode {
-            index: "nav_exact".to_string(),
-            source: format!("the reported values of the history record of {date}: {e}").into(),
-        }
+    let d = Derived::of_exact(
+        nav_exact,
+        market_value_exact,
+        (cum_in, cum_out),
+        gross_exposure,
+    )
+    .map_err(|e| sqlx::Error::ColumnDecode {
+        index: "nav_exact".to_string(),
+        source: format!("the reported values of the history record of {date}: {e}").into(),
     })?;
     Ok(HistoryRow {
         record: projections::DailyRecord {
@@ -216,9 +227,15 @@ fn history_at(r: &PgRow, at: &RecordColumns) -> sqlx::Result<HistoryRow> {
             receivable,
             income,
             realized_pnl,
-            // Not stored yet: the fold's records carry it, stored ones
-            // read none (no answer reports it).
-            exposure: Default::default(),
+            exposure: projections::Exposure {
+                long_value,
+                short_value,
+                futures_notional,
+                gross_exposure,
+                net_exposure,
+                leverage: d.leverage,
+                accrued_interest,
+            },
         },
         nav_exact,
         market_value_exact,
@@ -527,7 +544,7 @@ async fn read_and_sync(
 }
 
 /// How many numeric columns a stored record has.
-const VALUES: usize = 12;
+const VALUES: usize = 18;
 
 /// The numeric columns of a stored record, in the order they are read,
 /// compared and written: the exact values a fold resumes from and the
@@ -547,6 +564,12 @@ const VALUE_COLUMNS: [&str; VALUES] = [
     "receivable",
     "income",
     "realized_pnl",
+    "long_value",
+    "short_value",
+    "futures_notional",
+    "net_exposure",
+    "gross_exposure_exact",
+    "accrued_interest",
 ];
 
 /// Appends a row's stored values in the binary form PostgreSQL sends them
@@ -574,6 +597,12 @@ fn values_of(r: &HistoryRow) -> [&Decimal; VALUES] {
         &rec.receivable,
         &rec.income,
         &rec.realized_pnl,
+        &rec.exposure.long_value,
+        &rec.exposure.short_value,
+        &rec.exposure.futures_notional,
+        &rec.exposure.net_exposure,
+        &rec.exposure.gross_exposure,
+        &rec.exposure.accrued_interest,
     ]
 }
 

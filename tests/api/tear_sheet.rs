@@ -152,7 +152,19 @@ async fn the_csv_carries_flows_and_rolling_figures() {
             }
         }
     }
-    assert!(header.ends_with(&["inflow", "outflow", "rolling_volatility", "rolling_sharpe"]));
+    assert!(header.ends_with(&[
+        "inflow",
+        "outflow",
+        "long_value",
+        "short_value",
+        "futures_notional",
+        "gross_exposure",
+        "net_exposure",
+        "leverage",
+        "accrued_interest",
+        "rolling_volatility",
+        "rolling_sharpe"
+    ]));
 }
 
 #[tokio::test]

@@ -12,7 +12,8 @@
 //! ([`fold`](mod@fold)), time-weighted statistics ([`stats`]), money-weighted
 //! figures and period returns ([`money`]), the tear sheet ([`tearsheet`]),
 //! attribution over components ([`attribution`]), composites of several
-//! portfolios ([`composite`]),
+//! portfolios ([`composite`]), bonds' schedules, day counts, accrued
+//! interest and coupons ([`bond`]),
 //! statistics against a benchmark
 //! ([`benchmark`](mod@benchmark)), rounding of reported values ([`decimal`]),
 //! and which portfolios stored events invalidate, from which day
@@ -21,6 +22,7 @@
 mod arithmetic;
 pub mod attribution;
 pub mod benchmark;
+pub mod bond;
 pub mod composite;
 pub mod corrections;
 pub mod decimal;
@@ -38,6 +40,7 @@ pub mod types;
 
 pub use attribution::{attribute, attribute_of, Attribution, ComponentShare};
 pub use benchmark::{benchmark, Benchmark, BenchmarkStats};
+pub use bond::{BondError, BondTerms, CouponPeriod, DayCount, Frequency};
 pub use corrections::{effective, effective_of};
 pub use decimal::{money_text, ratio_text, round_money, round_ratio, ArithmeticError};
 pub use event::{

@@ -6,14 +6,14 @@
 
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::bond::{BondTerms, DayCount};
 use crate::types::{Currency, Symbol};
 
 /// One event of the instruments topic: a definition of `symbol`, or its
 /// withdrawal (`definition: None`, the producer's `cancelled: true`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instrument {
     pub event_id: Uuid,
     pub symbol: Symbol,
@@ -21,11 +21,11 @@ pub struct Instrument {
 }
 
 /// What a symbol is, for its whole history in every portfolio.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Definition {
     pub kind: InstrumentKind,
-    /// > 0 and ≤ 10^6; an equity's defaults to 1, an option's to 100, a
-    /// bond's is 1 (its `face` sizes it).
+    /// Greater than 0 and at most 10^6; an equity's defaults to 1, an
+    /// option's to 100, a bond's is 1 (its `face` sizes it).
     pub multiplier: Decimal,
     /// The currency of the symbol's closes, trades and cash; informational
     /// (and optional) for an equity.
@@ -33,16 +33,14 @@ pub struct Definition {
 }
 
 /// A call or a put.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Right {
     Call,
     Put,
 }
 
 /// How an exercised or assigned option settles.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Settlement {
     /// The underlying changes hands at the strike.
     Physical,
@@ -50,51 +48,8 @@ pub enum Settlement {
     Cash,
 }
 
-/// A bond's day count convention (docs/valuation.md, bonds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum DayCount {
-    #[serde(rename = "30/360")]
-    Thirty360,
-    #[serde(rename = "30E/360")]
-    ThirtyE360,
-    #[serde(rename = "ACT/360")]
-    Act360,
-    #[serde(rename = "ACT/365F")]
-    Act365F,
-    #[serde(rename = "ACT/ACT-ICMA")]
-    ActActIcma,
-}
-
-impl DayCount {
-    /// Every convention, as producers write it.
-    pub const NAMES: [&'static str; 5] =
-        ["30/360", "30E/360", "ACT/360", "ACT/365F", "ACT/ACT-ICMA"];
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "30/360" => DayCount::Thirty360,
-            "30E/360" => DayCount::ThirtyE360,
-            "ACT/360" => DayCount::Act360,
-            "ACT/365F" => DayCount::Act365F,
-            "ACT/ACT-ICMA" => DayCount::ActActIcma,
-            _ => return None,
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DayCount::Thirty360 => "30/360",
-            DayCount::ThirtyE360 => "30E/360",
-            DayCount::Act360 => "ACT/360",
-            DayCount::Act365F => "ACT/365F",
-            DayCount::ActActIcma => "ACT/ACT-ICMA",
-        }
-    }
-}
-
 /// The kind of an instrument and the terms that kind has.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InstrumentKind {
     Equity,
     Option {
@@ -109,19 +64,8 @@ pub enum InstrumentKind {
         /// Informational.
         underlying: Option<Symbol>,
     },
-    Bond {
-        /// Per bond, > 0.
-        face: Decimal,
-        /// Annual rate as a fraction, 0 ≤ c ≤ 1; 0: a zero-coupon bond
-        /// (then `frequency` and `day_count` are `None`).
-        coupon: Decimal,
-        frequency: Option<u8>,
-        day_count: Option<DayCount>,
-        issue_date: NaiveDate,
-        maturity: NaiveDate,
-        /// % of face, > 0.
-        redemption: Decimal,
-    },
+    /// Face, coupon, schedule and day count ([`crate::bond`]).
+    Bond(BondTerms),
 }
 
 impl InstrumentKind {
@@ -179,21 +123,17 @@ impl Instrument {
                 o(*expiry),
                 underlying.as_ref().map(Symbol::as_str).unwrap_or("")
             ),
-            InstrumentKind::Bond {
-                face,
-                coupon,
-                frequency,
-                day_count,
-                issue_date,
-                maturity,
-                redemption,
-            } => format!(
-                "{}|{}|{}|{}|{issue_date}|{maturity}|{}",
-                n(face),
-                n(coupon),
-                frequency.map(|f| f.to_string()).unwrap_or_default(),
-                day_count.map(DayCount::as_str).unwrap_or(""),
-                n(redemption)
+            InstrumentKind::Bond(b) => format!(
+                "{}|{}|{}|{}|{}|{}|{}",
+                n(&b.face()),
+                n(&b.coupon_rate()),
+                b.frequency()
+                    .map(|f| f.per_year().to_string())
+                    .unwrap_or_default(),
+                b.day_count().map(DayCount::as_str).unwrap_or(""),
+                b.issue_date(),
+                b.maturity(),
+                n(&b.redemption())
             ),
         };
         format!(

@@ -2,7 +2,8 @@
 //! golden definition parses, defaults apply, each refusal names its field,
 //! and a fingerprint tells a redelivery from a changed definition.
 
-use projections::instrument::{DayCount, InstrumentKind, Right, Settlement};
+use projections::bond::{DayCount, Frequency};
+use projections::instrument::{InstrumentKind, Right, Settlement};
 use projections::{parse_instrument, EventError, Instrument};
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -24,6 +25,7 @@ fn every_golden_definition_parses() {
     for text in [
         include_str!("../../fixtures/golden/shorts.json"),
         include_str!("../../fixtures/golden/futures-and-options.json"),
+        include_str!("../../fixtures/golden/bonds.json"),
     ] {
         let g: Value = serde_json::from_str(text).unwrap();
         for v in g["instruments"].as_array().unwrap() {
@@ -35,7 +37,7 @@ fn every_golden_definition_parses() {
             n += 1;
         }
     }
-    assert_eq!(n, 15);
+    assert_eq!(n, 22);
 }
 
 #[test]
@@ -55,14 +57,12 @@ fn defaults_apply_per_kind() {
     }
     let d = parse(BOND).unwrap().definition.unwrap();
     match d.kind {
-        InstrumentKind::Bond {
-            redemption,
-            frequency,
-            day_count,
-            ..
-        } => {
-            assert_eq!(redemption, Decimal::ONE_HUNDRED);
-            assert_eq!((frequency, day_count), (Some(2), Some(DayCount::Thirty360)));
+        InstrumentKind::Bond(b) => {
+            assert_eq!(b.redemption(), Decimal::ONE_HUNDRED);
+            assert_eq!(
+                (b.frequency(), b.day_count()),
+                (Some(Frequency::SemiAnnual), Some(DayCount::Thirty360))
+            );
         }
         other => panic!("{other:?}"),
     }

@@ -11,7 +11,8 @@ use super::{
     check_version, echo, invalid, parse_date, parse_number, parse_uuid, string_of, EventError,
     Object, Rules,
 };
-use crate::instrument::{DayCount, Definition, Instrument, InstrumentKind, Right, Settlement};
+use crate::bond::{BondTerms, DayCount, Frequency};
+use crate::instrument::{Definition, Instrument, InstrumentKind, Right, Settlement};
 use crate::types::{Currency, Symbol};
 
 const INSTRUMENT_FIELDS: &[&str] = &[
@@ -300,8 +301,8 @@ impl Fields<'_, '_> {
             ));
         }
         let redemption = match self.obj.get("redemption") {
-            None => Decimal::ONE_HUNDRED,
-            Some(_) => self.positive("redemption")?,
+            None => None,
+            Some(_) => Some(self.positive("redemption")?),
         };
         // Frequency and day count are checked whenever given, and needed
         // only when there are coupons to pay.
@@ -309,29 +310,24 @@ impl Fields<'_, '_> {
             None => None,
             Some(raw) => {
                 let f = parse_number("frequency", raw)?;
-                match [1u8, 2, 4, 12].into_iter().find(|x| Decimal::from(*x) == f) {
+                let whole = u32::try_from(f.trunc().mantissa())
+                    .ok()
+                    .filter(|_| f.fract().is_zero());
+                match whole.and_then(|w| Frequency::try_from(w).ok()) {
                     Some(x) => Some(x),
                     None => return Err(invalid("frequency", "must be 1, 2, 4 or 12")),
                 }
             }
         };
-        let day_count = self.word("day_count", &DayCount::NAMES.join(", "), DayCount::parse)?;
-        let (frequency, day_count) = if coupon.is_zero() {
-            (None, None)
-        } else {
-            (
-                Some(frequency.ok_or(EventError::Missing("frequency"))?),
-                Some(day_count.ok_or(EventError::Missing("day_count"))?),
-            )
-        };
-        Ok(InstrumentKind::Bond {
-            face,
-            coupon,
-            frequency,
-            day_count,
-            issue_date,
-            maturity,
-            redemption,
-        })
+        let names = DayCount::ALL.map(DayCount::as_str).join(", ");
+        let day_count = self.word("day_count", &names, |s| s.parse::<DayCount>().ok())?;
+        let terms = BondTerms::new(
+            face, coupon, frequency, day_count, issue_date, maturity, redemption,
+        )
+        .map_err(|e| match e {
+            crate::bond::BondError::Missing(field) => EventError::Missing(field),
+            other => invalid(other.field(), other.to_string()),
+        })?;
+        Ok(InstrumentKind::Bond(terms))
     }
 }

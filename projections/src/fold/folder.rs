@@ -626,12 +626,10 @@ fn out_of_term(d: &Definition, tx: &Transaction, day: NaiveDate) -> Option<Strin
             expiry: Some(expiry),
             ..
         } if day > *expiry => Some(format!("{what} of {symbol} after its expiry {expiry}")),
-        InstrumentKind::Bond {
-            issue_date,
-            maturity,
-            ..
-        } if day < *issue_date || day >= *maturity => Some(format!(
-            "{what} of {symbol} outside its life (issued {issue_date}, maturing {maturity})"
+        InstrumentKind::Bond(b) if day < b.issue_date() || day >= b.maturity() => Some(format!(
+            "{what} of {symbol} outside its life (issued {}, maturing {})",
+            b.issue_date(),
+            b.maturity()
         )),
         _ => None,
     }

@@ -110,6 +110,9 @@ SELECT create_reference_table('splits')
 -- Spin-offs, mergers and symbol changes, likewise.
 SELECT create_reference_table('corporate_actions')
  WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'corporate_actions'::regclass);
+-- Instrument definitions, likewise (few rows, read by every price book).
+SELECT create_reference_table('instruments')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'instruments'::regclass);
 -- Exchange rates and the currencies symbols are quoted in: per currency
 -- and symbol, read by every fold, like closes.
 SELECT create_reference_table('fx_rates')
@@ -157,7 +160,7 @@ SELECT create_reference_table('symbol_currencies')
 SELECT truncate_local_data_after_distributing_table(t)
   FROM unnest(ARRAY['portfolios', 'transactions', 'transactions_superseded', 'portfolio_symbols', 'portfolio_nav_history',
                     'portfolio_marks', 'portfolio_anchors', 'history_outbox', 'event_ids', 'prices', 'price_versions',
-                    'splits', 'corporate_actions', 'fx_rates', 'symbol_currencies',
+                    'splits', 'corporate_actions', 'instruments', 'fx_rates', 'symbol_currencies',
                     'prices_replaced', 'fx_rates_replaced']) AS t;
 
 -- ---------------------------------------------------------------------------

@@ -188,6 +188,7 @@ async fn run_on(pg: &PgTemp, addr: SocketAddr, stop: &CancellationToken) -> Resu
     cluster.create_topic(&kafka.prices_topic, 3, 1)?;
     cluster.create_topic(&kafka.corporate_actions_topic, 1, 1)?;
     cluster.create_topic(&kafka.fx_topic, 1, 1)?;
+    cluster.create_topic(&kafka.instruments_topic, 1, 1)?;
 
     let book = sample_book(42, 24, 24, 3 * 365, today);
     let Some(produced) = unless_stopped(
@@ -252,21 +253,7 @@ async fn run_on(pg: &PgTemp, addr: SocketAddr, stop: &CancellationToken) -> Resu
 
 /// The consumer's settings against the mock cluster at `brokers`.
 fn demo_kafka(brokers: String) -> KafkaConfig {
-    KafkaConfig {
-        brokers,
-        group: "navd-demo".into(),
-        transactions_topic: "nav.transactions".into(),
-        prices_topic: "nav.prices".into(),
-        corporate_actions_topic: "nav.corporate_actions".into(),
-        fx_topic: "nav.fx".into(),
-        default_currency: projections::Currency::parse("USD").expect("a currency code"),
-        batch_max: 5000,
-        batch_wait: Duration::from_millis(20),
-        batch_idle: Duration::from_millis(3),
-        properties: vec![],
-        rules: Default::default(),
-        assignment_grace: Duration::from_millis(30_000),
-    }
+    KafkaConfig::defaults(brokers, "navd-demo")
 }
 
 /// The service's configuration: the private database, the mock broker,
@@ -393,19 +380,10 @@ mod tests {
     #[test]
     fn the_banner_events_are_valid_events() {
         let kafka = KafkaConfig {
-            brokers: "127.0.0.1:9".into(),
-            group: "g".into(),
-            transactions_topic: "nav.transactions".into(),
-            prices_topic: "nav.prices".into(),
-            corporate_actions_topic: "nav.corporate_actions".into(),
-            fx_topic: "nav.fx".into(),
-            default_currency: projections::Currency::parse("USD").unwrap(),
             batch_max: 1,
             batch_wait: Duration::from_millis(1),
             batch_idle: Duration::from_millis(1),
-            properties: vec![],
-            rules: Default::default(),
-            assignment_grace: Duration::from_millis(30_000),
+            ..KafkaConfig::defaults("127.0.0.1:9", "g")
         };
         let today = chrono::NaiveDate::from_ymd_opt(2026, 11, 23).unwrap();
         let day = |d: &str, close: &str| {

@@ -591,6 +591,11 @@ fn money_weighted(
 #[derive(Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub(crate) struct PositionView {
     pub symbol: String,
+    /// `equity`, `option`, `future` or `bond` (the instruments topic's
+    /// definition; `equity` when there is none).
+    pub kind: String,
+    /// The contract multiplier: value is quantity · price · multiplier.
+    pub multiplier: String,
     /// As held: a split's result keeps its 10 decimal places.
     pub quantity: String,
     /// Moving-average cost, buy fees included.
@@ -613,6 +618,8 @@ pub(crate) struct PositionView {
     pub weight: Option<f64>,
     /// value − cost.
     pub unrealized_pnl: String,
+    /// An option's or future's expiry, a bond's maturity; null otherwise.
+    pub expiry: Option<NaiveDate>,
     /// The corporate actions dated the day that moved this row (a child,
     /// acquirer or new ticker received shares and cost, a spin-off's
     /// parent gave cost away); empty on other days.
@@ -753,6 +760,8 @@ fn position_views(
         .iter()
         .map(|x| PositionView {
             symbol: x.symbol.to_string(),
+            kind: x.kind.to_string(),
+            multiplier: x.multiplier.normalize().to_string(),
             quantity: x.quantity.to_string(),
             cost: money_text(x.cost),
             average_cost: money_text(x.cost.checked_div(x.quantity).unwrap_or_default()),
@@ -766,6 +775,7 @@ fn position_views(
                 .flatten()
                 .and_then(|w| w.to_string().parse().ok()),
             unrealized_pnl: money_text(x.value - x.cost),
+            expiry: x.expiry,
             actions: actions::row_marks(x.symbol.as_str(), effects),
         })
         .collect()

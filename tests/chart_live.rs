@@ -30,19 +30,13 @@ const PAGE: &str = "/portfolio/p-live";
 
 fn kafka(brokers: &str) -> KafkaConfig {
     KafkaConfig {
-        brokers: brokers.into(),
-        group: "navd-live".into(),
         transactions_topic: TX.into(),
         prices_topic: PX.into(),
-        corporate_actions_topic: "nav.corporate_actions".into(),
-        fx_topic: "nav.fx".into(),
-        default_currency: projections::Currency::parse("USD").unwrap(),
         batch_max: 500,
         batch_wait: Duration::from_millis(10),
         batch_idle: Duration::from_millis(10),
         properties: vec![("session.timeout.ms".into(), "6000".into())],
-        rules: Default::default(),
-        assignment_grace: Duration::from_millis(30_000),
+        ..KafkaConfig::defaults(brokers, "navd-live")
     }
 }
 
@@ -134,7 +128,14 @@ const MARKET_VALUE: &str =
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_redraws_when_an_event_arrives() {
     let cluster = MockCluster::new(1).expect("mock cluster");
-    for t in [TX, PX, "nav.corporate_actions", "nav.fx", "nav.history"] {
+    for t in [
+        TX,
+        PX,
+        "nav.corporate_actions",
+        "nav.fx",
+        "nav.instruments",
+        "nav.history",
+    ] {
         cluster.create_topic(t, 1, 1).unwrap();
     }
     let producer: FutureProducer = ClientConfig::new()

@@ -14,13 +14,11 @@ use rdkafka::consumer::BaseConsumer;
 
 fn kafka(properties: &[(&str, String)]) -> KafkaConfig {
     KafkaConfig {
-        brokers: "127.0.0.1:1".into(),
-        group: "tls-test".into(),
         transactions_topic: "t".into(),
         prices_topic: "p".into(),
         corporate_actions_topic: "c".into(),
         fx_topic: "f".into(),
-        default_currency: projections::Currency::parse("USD").unwrap(),
+        instruments_topic: "i".into(),
         batch_max: 10,
         batch_wait: Duration::from_millis(10),
         batch_idle: Duration::from_millis(10),
@@ -28,8 +26,7 @@ fn kafka(properties: &[(&str, String)]) -> KafkaConfig {
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect(),
-        rules: Default::default(),
-        assignment_grace: Duration::from_millis(30_000),
+        ..KafkaConfig::defaults("127.0.0.1:1", "tls-test")
     }
 }
 

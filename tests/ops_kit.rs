@@ -309,19 +309,10 @@ fn config(brokers: String) -> Config {
     Config {
         database_url: None,
         kafka: Some(KafkaConfig {
-            brokers,
-            group: "ops".into(),
-            transactions_topic: "nav.transactions".into(),
-            prices_topic: "nav.prices".into(),
-            corporate_actions_topic: "nav.corporate_actions".into(),
-            fx_topic: "nav.fx".into(),
             default_currency: usd.clone(),
             batch_max: 500,
             batch_wait: Duration::from_millis(10),
-            batch_idle: Duration::from_millis(3),
-            properties: vec![],
-            rules: Default::default(),
-            assignment_grace: Duration::from_millis(30_000),
+            ..KafkaConfig::defaults(brokers, "ops")
         }),
         http_addr: "127.0.0.1:0".parse().unwrap(),
         http_header_timeout_ms: 10_000,
@@ -352,6 +343,7 @@ async fn exercised_scrape(wanted: &BTreeSet<String>) -> BTreeMap<String, BTreeSe
         "nav.prices",
         "nav.corporate_actions",
         "nav.fx",
+        "nav.instruments",
     ] {
         cluster.create_topic(t, 1, 1).unwrap();
     }

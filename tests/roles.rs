@@ -20,19 +20,10 @@ fn config(role: Role) -> Config {
         database_url: None,
         // Nobody listens there.
         kafka: Some(KafkaConfig {
-            brokers: "127.0.0.1:1".into(),
-            group: "roles".into(),
-            transactions_topic: "nav.transactions".into(),
-            prices_topic: "nav.prices".into(),
-            corporate_actions_topic: "nav.corporate_actions".into(),
-            fx_topic: "nav.fx".into(),
-            default_currency: projections::Currency::parse("USD").unwrap(),
             batch_max: 100,
             batch_wait: Duration::from_millis(10),
             batch_idle: Duration::from_millis(10),
-            properties: vec![],
-            rules: Default::default(),
-            assignment_grace: Duration::from_millis(30_000),
+            ..KafkaConfig::defaults("127.0.0.1:1", "roles")
         }),
         http_addr: "127.0.0.1:0".parse().unwrap(),
         http_header_timeout_ms: 10_000,

@@ -70,6 +70,7 @@ impl NavdChild {
                 format!("{prefix}corporate_actions"),
             )
             .env("NAVD_FX_TOPIC", format!("{prefix}fx"))
+            .env("NAVD_INSTRUMENTS_TOPIC", format!("{prefix}instruments"))
             .env("NAVD_HTTP_ADDR", format!("127.0.0.1:{port}"))
             .env("NAVD_AUTH", "none")
             // Without authentication every stream is the one caller

@@ -173,15 +173,17 @@ impl Bench {
         Ok(())
     }
 
-    /// The four topics `{prefix}transactions`, `{prefix}prices`,
-    /// `{prefix}corporate_actions` and `{prefix}fx`, with the partitions of
-    /// the bench's own, on the mock cluster or the external broker.
+    /// The five topics `{prefix}transactions`, `{prefix}prices`,
+    /// `{prefix}corporate_actions`, `{prefix}fx` and `{prefix}instruments`,
+    /// with the partitions of the bench's own, on the mock cluster or the
+    /// external broker.
     pub(crate) async fn create_topic_set(&self, prefix: &str) -> Result<()> {
         let names = [
             (format!("{prefix}transactions"), self.topics.tx),
             (format!("{prefix}prices"), self.topics.px),
             (format!("{prefix}corporate_actions"), 1),
             (format!("{prefix}fx"), 1),
+            (format!("{prefix}instruments"), 1),
         ];
         match &self.cluster {
             Some(cluster) => {

@@ -19,6 +19,7 @@ pub(crate) const TX_TOPIC: &str = "nav.transactions";
 pub(crate) const PX_TOPIC: &str = "nav.prices";
 pub(crate) const CA_TOPIC: &str = "nav.corporate_actions";
 pub(crate) const FX_TOPIC: &str = "nav.fx";
+pub(crate) const IN_TOPIC: &str = "nav.instruments";
 /// A topic navd does not read: the bench's producers send one message to
 /// it before a timed scenario, so that their start is not timed.
 pub(crate) const WARM_TOPIC: &str = "nav.bench-warm-up";
@@ -50,12 +51,13 @@ impl Topics {
     }
 
     /// Every topic the bench creates, with its partitions.
-    fn all(self) -> [(&'static str, i32); 5] {
+    fn all(self) -> [(&'static str, i32); 6] {
         [
             (TX_TOPIC, self.tx),
             (PX_TOPIC, self.px),
             (CA_TOPIC, 1),
             (FX_TOPIC, 1),
+            (IN_TOPIC, 1),
             (WARM_TOPIC, 1),
         ]
     }

@@ -69,6 +69,16 @@ pub enum InstrumentKind {
 }
 
 impl InstrumentKind {
+    /// An option's or future's expiry, a bond's maturity.
+    pub fn expiry(&self) -> Option<NaiveDate> {
+        match self {
+            InstrumentKind::Equity => None,
+            InstrumentKind::Option { expiry, .. } => Some(*expiry),
+            InstrumentKind::Future { expiry, .. } => *expiry,
+            InstrumentKind::Bond(b) => Some(b.maturity()),
+        }
+    }
+
     /// The `kind` as producers write it.
     pub fn name(&self) -> &'static str {
         match self {

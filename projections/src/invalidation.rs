@@ -18,6 +18,9 @@
 //!   these, whose positions an action moved).
 //! - A rate between two currencies dated `d`: every portfolio whose base is
 //!   one of the pair and that has amounts in the other, from `d`.
+//! - An instrument definition (or its withdrawal) holds for the symbol's
+//!   whole history: every portfolio that ever held the symbol, from its
+//!   first day.
 //!
 //! Several events of one kind and target collapse to the earliest day: a
 //! refold from the earliest covers the later ones.
@@ -84,6 +87,21 @@ impl Invalidation {
             earliest(&mut self.holders, new.clone(), a.ex_date);
         }
     }
+
+    /// A stored instrument definition of `symbol` (or its withdrawal): it
+    /// holds for the symbol's whole history, so every portfolio that ever
+    /// held it, from its first day ([`Invalidation::BEFORE_ANY_DAY`], which
+    /// storage reads as each holder's first day).
+    pub fn instrument(&mut self, symbol: &Symbol) {
+        earliest(&mut self.holders, symbol.clone(), Self::BEFORE_ANY_DAY);
+    }
+
+    /// A day before any event's: a holder marked from it is refolded from
+    /// its first day.
+    pub const BEFORE_ANY_DAY: NaiveDate = match NaiveDate::from_ymd_opt(1, 1, 1) {
+        Some(d) => d,
+        None => panic!("a date"),
+    };
 
     /// A stored (new or replacing) rate from `from` to `to` on `day`.
     pub fn rate(&mut self, from: &Currency, to: &Currency, day: NaiveDate) {

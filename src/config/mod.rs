@@ -82,6 +82,8 @@ pub struct KafkaConfig {
     pub corporate_actions_topic: String,
     /// Exchange rates (`NAVD_FX_TOPIC`).
     pub fx_topic: String,
+    /// Instrument definitions (`NAVD_INSTRUMENTS_TOPIC`).
+    pub instruments_topic: String,
     /// `NAVD_DEFAULT_CURRENCY`, as [`Config::default_currency`].
     pub default_currency: projections::Currency,
     /// Most messages folded in one database transaction.
@@ -99,6 +101,41 @@ pub struct KafkaConfig {
     /// How long after its start or a rebalance the consumer may hold no
     /// partition and still be ready (`NAVD_CONSUMER_ASSIGNMENT_GRACE_MS`).
     pub assignment_grace: Duration,
+}
+
+impl KafkaConfig {
+    /// Every setting at its documented default (the table of
+    /// `NAVD_*` variables), against `brokers` in consumer group `group`:
+    /// what the demo and the tests start from, changing what they need.
+    pub fn defaults(brokers: impl Into<String>, group: impl Into<String>) -> KafkaConfig {
+        KafkaConfig {
+            brokers: brokers.into(),
+            group: group.into(),
+            transactions_topic: "nav.transactions".into(),
+            prices_topic: "nav.prices".into(),
+            corporate_actions_topic: "nav.corporate_actions".into(),
+            fx_topic: "nav.fx".into(),
+            instruments_topic: "nav.instruments".into(),
+            default_currency: projections::Currency::parse("USD").expect("a currency code"),
+            batch_max: 5000,
+            batch_wait: Duration::from_millis(20),
+            batch_idle: Duration::from_millis(3),
+            properties: vec![],
+            rules: Default::default(),
+            assignment_grace: Duration::from_millis(30_000),
+        }
+    }
+
+    /// Every topic the consumer reads.
+    pub fn topics(&self) -> [&str; 5] {
+        [
+            &self.transactions_topic,
+            &self.prices_topic,
+            &self.corporate_actions_topic,
+            &self.fx_topic,
+            &self.instruments_topic,
+        ]
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -265,6 +302,11 @@ pub const VARIABLES: &[(&str, &str, &str)] = &[
         "splits topic",
     ),
     ("NAVD_FX_TOPIC", "nav.fx", "exchange rates topic"),
+    (
+        "NAVD_INSTRUMENTS_TOPIC",
+        "nav.instruments",
+        "instrument definitions topic (options, futures, bonds, multipliers)",
+    ),
     (
         "NAVD_HISTORY_TOPIC",
         "nav.history",
@@ -738,6 +780,9 @@ impl Config {
                 .get("NAVD_CORPORATE_ACTIONS_TOPIC")
                 .unwrap_or_else(|| "nav.corporate_actions".into()),
             fx_topic: r.get("NAVD_FX_TOPIC").unwrap_or_else(|| "nav.fx".into()),
+            instruments_topic: r
+                .get("NAVD_INSTRUMENTS_TOPIC")
+                .unwrap_or_else(|| "nav.instruments".into()),
             default_currency: default_currency.clone(),
             batch_max,
             batch_wait,
@@ -776,13 +821,10 @@ impl Config {
         let kafka = match &self.kafka {
             None => "unset".to_string(),
             Some(k) => format!(
-                "{} group={} topics={},{},{},{} batch_max={} batch_wait_ms={} batch_idle_ms={} properties=[{}]",
+                "{} group={} topics={} batch_max={} batch_wait_ms={} batch_idle_ms={} properties=[{}]",
                 k.brokers,
                 k.group,
-                k.transactions_topic,
-                k.prices_topic,
-                k.corporate_actions_topic,
-                k.fx_topic,
+                k.topics().join(","),
                 k.batch_max,
                 k.batch_wait.as_millis(),
                 k.batch_idle.as_millis(),

@@ -10,8 +10,8 @@ use std::time::Duration;
 use anyhow::Result;
 use projections::event::printable;
 use projections::{
-    echo, parse_corporate_action_with, parse_fx_with, parse_price_with, parse_transaction_with,
-    CorporateEvent,
+    echo, parse_corporate_action_with, parse_fx_with, parse_instrument_with, parse_price_with,
+    parse_transaction_with, CorporateEvent,
 };
 use rdkafka::message::{Message, OwnedMessage};
 
@@ -105,6 +105,8 @@ impl BatchOutcome {
         r.prices_stored += o.report.prices_stored;
         r.splits_stored += o.report.splits_stored;
         r.actions_stored += o.report.actions_stored;
+        r.rates_stored += o.report.rates_stored;
+        r.instruments_stored += o.report.instruments_stored;
         r.dead_letters += o.report.dead_letters;
         r.affected.extend(o.report.affected);
         r.affected.sort();
@@ -249,6 +251,14 @@ fn parse_into(
                     Some(reason) => batch.dead_letters.push(dead(reason)),
                 }
             }
+            Err(e) => batch.dead_letters.push(dead(e.to_string())),
+        }
+    } else if m.topic() == cfg.instruments_topic {
+        match parse_instrument_with(&source.payload, &cfg.rules) {
+            Ok(i) => match key_mismatch(m.key(), i.symbol.as_str(), "symbol") {
+                None => batch.instruments.push((i, source)),
+                Some(reason) => batch.dead_letters.push(dead(reason)),
+            },
             Err(e) => batch.dead_letters.push(dead(e.to_string())),
         }
     } else {
@@ -471,19 +481,15 @@ mod tests {
 
     fn cfg() -> KafkaConfig {
         KafkaConfig {
-            brokers: "127.0.0.1:9".into(),
-            group: "g".into(),
             transactions_topic: "log-test.transactions".into(),
             prices_topic: "log-test.prices".into(),
             corporate_actions_topic: "log-test.corporate_actions".into(),
             fx_topic: "log-test.fx".into(),
-            default_currency: projections::Currency::parse("USD").unwrap(),
+            instruments_topic: "log-test.instruments".into(),
             batch_max: 1,
             batch_wait: Duration::from_millis(1),
             batch_idle: Duration::from_millis(1),
-            properties: vec![],
-            rules: Default::default(),
-            assignment_grace: Duration::from_millis(30_000),
+            ..KafkaConfig::defaults("127.0.0.1:9", "g")
         }
     }
 

@@ -76,12 +76,7 @@ impl Consumer {
     }
 
     fn topics(&self) -> Vec<String> {
-        vec![
-            self.cfg.transactions_topic.clone(),
-            self.cfg.prices_topic.clone(),
-            self.cfg.corporate_actions_topic.clone(),
-            self.cfg.fx_topic.clone(),
-        ]
+        self.cfg.topics().map(str::to_string).to_vec()
     }
 
     fn client(&self) -> Result<StreamConsumer<Ctx>> {

@@ -28,6 +28,8 @@ pub struct IngestBatch {
     /// Spin-offs, mergers and symbol changes (and their cancellations).
     pub actions: Vec<(CorporateAction, Source)>,
     pub rates: Vec<(FxRate, Source)>,
+    /// Instrument definitions (and their withdrawals).
+    pub instruments: Vec<(projections::Instrument, Source)>,
     pub dead_letters: Vec<DeadLetter>,
     /// The currency of closes and portfolios that name none (`None`: USD).
     pub default_currency: Option<Currency>,
@@ -41,6 +43,7 @@ pub struct IngestReport {
     pub splits_stored: usize,
     pub actions_stored: usize,
     pub rates_stored: usize,
+    pub instruments_stored: usize,
     pub dead_letters: usize,
     /// Portfolios whose projection is now pending.
     pub affected: Vec<String>,
@@ -50,7 +53,12 @@ impl IngestReport {
     /// Whether the batch stored closes, splits or rates (which cached reads
     /// with a benchmark depend on).
     pub fn prices_changed(&self) -> bool {
-        self.prices_stored + self.splits_stored + self.actions_stored + self.rates_stored > 0
+        self.prices_stored
+            + self.splits_stored
+            + self.actions_stored
+            + self.rates_stored
+            + self.instruments_stored
+            > 0
     }
 }
 
@@ -135,6 +143,12 @@ pub async fn ingest_sharded(
     report.actions_stored = actions.len();
     for a in &actions {
         invalid.corporate_action(a);
+    }
+    let instruments =
+        super::instruments::store_instruments(conn, batch.instruments, &mut dead).await?;
+    report.instruments_stored = instruments.len();
+    for i in &instruments {
+        invalid.instrument(&i.symbol);
     }
     let rates = store_rates(conn, batch.rates).await?;
     report.rates_stored = rates.len();
@@ -252,11 +266,13 @@ async fn mark_invalidated(
     if !invalid.holders.is_empty() {
         let (s2, d2) = linked_holders(conn, &invalid.holders).await?;
         let holders: Vec<(String, NaiveDate)> = sqlx::query_as(
-            "SELECT h.portfolio_id, min(u.day)
+            // From the holder's first day at the earliest (an instrument's
+            // definition marks from before any day).
+            "SELECT h.portfolio_id, GREATEST(min(u.day), p.first_day)
                FROM UNNEST($1::text[], $2::date[]) AS u(symbol, day)
                JOIN portfolio_symbols h ON h.symbol = u.symbol
                JOIN portfolios p ON p.portfolio_id = h.portfolio_id
-              GROUP BY h.portfolio_id",
+              GROUP BY h.portfolio_id, p.first_day",
         )
         .bind(&s2)
         .bind(&d2)

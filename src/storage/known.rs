@@ -76,6 +76,9 @@ pub(crate) async fn changed_since(
              (SELECT min(day) FROM prices WHERE received_at > $1::timestamptz),
              (SELECT min(ex_date) FROM splits WHERE received_at > $1::timestamptz),
              (SELECT min(ex_date) FROM corporate_actions WHERE received_at > $1::timestamptz),
+             -- A definition holds for a symbol's whole history.
+             (SELECT '0001-01-01'::date FROM instruments WHERE received_at > $1::timestamptz
+               LIMIT 1),
              (SELECT min(day) FROM fx_rates WHERE received_at > $1::timestamptz))",
     )
     .bind(at)
@@ -149,9 +152,14 @@ pub(crate) async fn book_known_at(
     // Corporate actions as known then, with the symbols they link: the
     // book's, read once (the cache's current ones are not read at all).
     let actions = super::actions::all_actions(conn, Some(at)).await?;
+    let instruments = super::instruments::all_instruments(conn, Some(at)).await?;
     let symbols = &super::actions::linked(symbols, &actions);
+    let known = super::price_cache::Known {
+        actions: &actions,
+        instruments: &instruments,
+    };
     let mut book = prices
-        .book_with_actions(conn, symbols, &actions, NaiveDate::MIN, through)
+        .book_with_actions(conn, symbols, known, NaiveDate::MIN, through)
         .await?;
     undo_later_closes(conn, &mut book, symbols, at, through).await?;
     // The splits as known then replace the cache's (every one stored):

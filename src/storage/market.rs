@@ -266,6 +266,16 @@ pub(crate) const FX_VERSION_KEY: &str = "";
 /// space), moved by every stored action so caches of the list reload it.
 pub(crate) const ACTIONS_VERSION_KEY: &str = " actions";
 
+/// The `price_versions` entry of the instrument definitions, moved by
+/// every stored instrument event.
+pub(crate) const INSTRUMENTS_VERSION_KEY: &str = " instruments";
+
+/// Gives the instrument definitions a new version (see
+/// [`INSTRUMENTS_VERSION_KEY`]).
+pub(crate) async fn instruments_changed(conn: &mut PgConnection) -> sqlx::Result<()> {
+    bump_price_versions(conn, &[(INSTRUMENTS_VERSION_KEY, None)]).await
+}
+
 /// Gives the corporate actions a new version (see [`ACTIONS_VERSION_KEY`]).
 pub(crate) async fn actions_changed(conn: &mut PgConnection) -> sqlx::Result<()> {
     bump_price_versions(conn, &[(ACTIONS_VERSION_KEY, None)]).await

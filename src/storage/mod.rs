@@ -63,6 +63,7 @@ pub(crate) mod events;
 pub(crate) mod explain;
 pub(crate) mod feed_check;
 pub mod history;
+pub(crate) mod instruments;
 pub(crate) mod kinds;
 pub(crate) mod known;
 pub mod layout;

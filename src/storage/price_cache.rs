@@ -73,6 +73,17 @@ struct Inner {
     /// Every stored corporate action in log order, with the actions'
     /// version when read (validated like a symbol's closes).
     actions: Option<(i64, Arc<Vec<projections::CorporateAction>>)>,
+    /// Every stored instrument event in log order, with their version
+    /// when read (likewise).
+    instruments: Option<(i64, Arc<Vec<projections::Instrument>>)>,
+}
+
+/// The corporate actions and instrument definitions a book is made with:
+/// every stored one, or those known at an instant, each in log order.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Known<'a> {
+    pub(crate) actions: &'a [projections::CorporateAction],
+    pub(crate) instruments: &'a [projections::Instrument],
 }
 
 /// Rates by (from, to): (day, rate), by day.
@@ -173,12 +184,16 @@ impl PriceCache {
         if symbols.is_empty() {
             return Ok(self.empty_book());
         }
-        // The actions' version is read with the symbols' in one statement.
+        // The actions' and instruments' versions are read with the
+        // symbols' in one statement.
         let key = storage::market::ACTIONS_VERSION_KEY;
+        let defined = storage::market::INSTRUMENTS_VERSION_KEY;
         let mut wanted = symbols.to_vec();
         wanted.push(key.to_string());
+        wanted.push(defined.to_string());
         let mut versions = storage::prices::versions(conn, &wanted).await?;
         let actions = self.actions(conn, versions.remove(key)).await?;
+        let instruments = self.instruments(conn, versions.remove(defined)).await?;
         // Symbols a corporate action links to these are needed too: a
         // spin-off's child, an acquirer, a renamed symbol's old closes.
         let linked = storage::actions::linked(symbols, &actions);
@@ -190,8 +205,35 @@ impl PriceCache {
         if !extra.is_empty() {
             versions.extend(storage::prices::versions(conn, &extra).await?);
         }
-        self.book_at(conn, &linked, &actions, &versions, after, through)
+        let known = Known {
+            actions: &actions,
+            instruments: &instruments,
+        };
+        self.book_at(conn, &linked, known, &versions, after, through)
             .await
+    }
+
+    /// Every stored instrument event, in log order: the cached list when
+    /// `version` (their entry in `price_versions`, read before) is the one
+    /// it was read at. Without an entry, read every time.
+    async fn instruments(
+        &self,
+        conn: &mut PgConnection,
+        version: Option<storage::prices::Version>,
+    ) -> anyhow::Result<Arc<Vec<projections::Instrument>>> {
+        if let Some(v) = &version {
+            let g = self.inner.lock().unwrap();
+            if let Some((cached, list)) = &g.instruments {
+                if *cached == v.version {
+                    return Ok(list.clone());
+                }
+            }
+        }
+        let list = Arc::new(storage::instruments::all_instruments(conn, None).await?);
+        if let Some(v) = version {
+            self.inner.lock().unwrap().instruments = Some((v.version, list.clone()));
+        }
+        Ok(list)
     }
 
     /// Every stored corporate action, in log order: the cached list when
@@ -217,14 +259,15 @@ impl PriceCache {
         Ok(actions)
     }
 
-    /// [`Self::book`] of `symbols` already linked by `actions` (every
-    /// stored action event in log order, or those known at an instant),
-    /// which are the book's corporate actions.
+    /// [`Self::book`] of `symbols` already linked by `known`'s actions
+    /// (every stored action and instrument event in log order, or those
+    /// known at an instant), which are the book's corporate actions and
+    /// instrument definitions.
     pub(crate) async fn book_with_actions(
         &self,
         conn: &mut PgConnection,
         symbols: &[String],
-        actions: &[projections::CorporateAction],
+        known: Known<'_>,
         after: NaiveDate,
         through: NaiveDate,
     ) -> anyhow::Result<PriceBook> {
@@ -232,7 +275,7 @@ impl PriceCache {
             return Ok(self.empty_book());
         }
         let versions = storage::prices::versions(conn, symbols).await?;
-        self.book_at(conn, symbols, actions, &versions, after, through)
+        self.book_at(conn, symbols, known, &versions, after, through)
             .await
     }
 
@@ -241,13 +284,14 @@ impl PriceCache {
         &self,
         conn: &mut PgConnection,
         symbols: &[String],
-        actions: &[projections::CorporateAction],
+        known: Known<'_>,
         versions: &HashMap<String, storage::prices::Version>,
         after: NaiveDate,
         through: NaiveDate,
     ) -> anyhow::Result<PriceBook> {
         let mut book = self.empty_book();
-        storage::actions::add_to_book(&mut book, symbols, actions);
+        storage::actions::add_to_book(&mut book, symbols, known.actions);
+        storage::instruments::add_to_book(&mut book, known.instruments);
         let mut have: HashMap<String, Arc<Series>> = HashMap::new();
         let mut missing: Vec<String> = Vec::new();
         // Series cached at the version the latest change replaced: only

@@ -38,8 +38,13 @@ pub struct ValuedPosition {
     /// The date of the rate event `fx_rate` came from; `None` in the base
     /// currency, which needs none.
     pub fx_date: Option<NaiveDate>,
+    /// What the instruments topic says the symbol is (`equity` when
+    /// undescribed).
+    pub kind: &'static str,
     /// The symbol's contract multiplier (1 for an undescribed symbol).
     pub multiplier: Decimal,
+    /// An option's or future's expiry, a bond's maturity.
+    pub expiry: Option<NaiveDate>,
     /// quantity · price · multiplier · fx_rate, in the base currency
     /// (negative for a short).
     pub value: Decimal,
@@ -155,7 +160,8 @@ pub(super) fn value_position(
         (None, _) => Decimal::ONE,
     };
     let (fx_rate, fx_date) = rate_or_missing(prices, &currency, base, day)?;
-    let multiplier = prices.multiplier(symbol);
+    let definition = prices.instrument(symbol);
+    let multiplier = definition.map_or(Decimal::ONE, |d| d.multiplier);
     let local = super::positions::worth(pos.qty, price, multiplier)?;
     let value = if currency == *base {
         local
@@ -173,7 +179,9 @@ pub(super) fn value_position(
         currency,
         fx_rate,
         fx_date,
+        kind: definition.map_or("equity", |d| d.kind.name()),
         multiplier,
+        expiry: definition.and_then(|d| d.kind.expiry()),
         value,
     })
 }

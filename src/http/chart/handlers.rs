@@ -728,6 +728,8 @@ mod page_tests {
                     market_value: "100.00000000".into(),
                     positions: vec![crate::query::PositionView {
                         symbol: "<ACME>".into(),
+                        kind: "equity".into(),
+                        multiplier: "1".into(),
                         quantity: "3".into(),
                         cost: "90.00000000".into(),
                         average_cost: "30.00000000".into(),
@@ -738,6 +740,7 @@ mod page_tests {
                         value: "100.50000000".into(),
                         weight: Some(1.0),
                         unrealized_pnl: "10.50000000".into(),
+                        expiry: None,
                         actions: vec![],
                     }],
                     cash: vec![],

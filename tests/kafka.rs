@@ -1310,7 +1310,6 @@ const EXPOSURE: [&str; 7] = [
     "accrued_interest",
 ];
 
-
 /// Every portfolio of `expected` read over HTTP: status and every reported
 /// string of every record as in the golden file.
 async fn assert_golden_portfolios(base: &str, file: &str, expected: &Value) {

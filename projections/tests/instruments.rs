@@ -66,9 +66,15 @@ fn defaults_apply_per_kind() {
         }
         other => panic!("{other:?}"),
     }
-    // A zero-coupon bond needs neither frequency nor day count.
+    // A zero-coupon bond needs neither frequency nor day count, and
+    // ignores them when given.
     let zero = r#","symbol":"Z","kind":"bond","face":"1000","coupon":"0","issue_date":"2024-01-02","maturity":"2024-12-31","currency":"USD""#;
     assert!(parse(zero).is_ok());
+    let ignored = parse(&format!(r#"{zero},"frequency":3,"day_count":"30/365""#)).unwrap();
+    match ignored.definition.unwrap().kind {
+        InstrumentKind::Bond(b) => assert_eq!((b.frequency(), b.day_count()), (None, None)),
+        other => panic!("{other:?}"),
+    }
     // Numbers may be strings of digits; null is absent.
     let d = parse(&format!(r#"{FUTURE},"expiry":null,"underlying":null"#))
         .unwrap()
@@ -177,6 +183,14 @@ fn each_refusal_names_its_field() {
     let v1 = format!(r#"{{"event_id":"{ID}","type":"instrument"{FUTURE}}}"#);
     assert!(matches!(
         parse_instrument(v1.as_bytes()),
+        Err(EventError::Invalid {
+            field: "schema_version",
+            ..
+        })
+    ));
+    let v3 = format!(r#"{{"event_id":"{ID}","type":"instrument","schema_version":3{FUTURE}}}"#);
+    assert!(matches!(
+        parse_instrument(v3.as_bytes()),
         Err(EventError::UnsupportedVersion(_))
     ));
     let other = format!(r#"{{"event_id":"{ID}","type":"future","schema_version":2{FUTURE}}}"#);

@@ -91,12 +91,7 @@ impl Consumer {
             .create_with_context(ctx)
             .context("creating the Kafka consumer")?;
         consumer
-            .subscribe(&[
-                &self.cfg.transactions_topic,
-                &self.cfg.prices_topic,
-                &self.cfg.corporate_actions_topic,
-                &self.cfg.fx_topic,
-            ])
+            .subscribe(&self.cfg.topics())
             .context("subscribing to the topics")?;
         Ok(consumer)
     }

@@ -25,6 +25,8 @@ pub async fn load_prices(
     let actions = super::actions::all_actions(conn, None).await?;
     let symbols = &super::actions::linked(symbols, &actions);
     super::actions::add_to_book(&mut book, symbols, &actions);
+    let instruments = super::instruments::all_instruments(conn, None).await?;
+    super::instruments::add_to_book(&mut book, &instruments);
     let rows = sqlx::query(
         "SELECT symbol, day, close, currency FROM prices
           WHERE symbol = ANY($1::text[]) AND day > $2::date AND day <= $3::date

@@ -85,9 +85,10 @@ pub fn parse_instrument_with(payload: &[u8], rules: &Rules) -> Result<Instrument
         return Err(EventError::UnknownType(echo(&ty)));
     }
     if version != 2 {
-        return Err(EventError::UnsupportedVersion(format!(
-            "{version} (instrument events need 2)"
-        )));
+        return Err(invalid(
+            "schema_version",
+            "instrument events need schema_version 2",
+        ));
     }
     let symbol = obj.symbol()?;
     let cancelled = match obj.get("cancelled").map(|r| r.get()) {
@@ -304,9 +305,10 @@ impl Fields<'_, '_> {
             None => None,
             Some(_) => Some(self.positive("redemption")?),
         };
-        // Frequency and day count are checked whenever given, and needed
-        // only when there are coupons to pay.
-        let frequency = match self.obj.get("frequency") {
+        // Frequency and day count belong to the coupons: needed when there
+        // are some, ignored (not even read) on a zero-coupon bond.
+        let coupons = !coupon.is_zero();
+        let frequency = match self.obj.get("frequency").filter(|_| coupons) {
             None => None,
             Some(raw) => {
                 let f = parse_number("frequency", raw)?;
@@ -320,7 +322,10 @@ impl Fields<'_, '_> {
             }
         };
         let names = DayCount::ALL.map(DayCount::as_str).join(", ");
-        let day_count = self.word("day_count", &names, |s| s.parse::<DayCount>().ok())?;
+        let day_count = match coupons {
+            true => self.word("day_count", &names, |s| s.parse::<DayCount>().ok())?,
+            false => None,
+        };
         let terms = BondTerms::new(
             face, coupon, frequency, day_count, issue_date, maturity, redemption,
         )

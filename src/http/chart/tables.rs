@@ -503,7 +503,47 @@ pub(super) fn write_last_day(h: &mut String, p: &Point, currency: &str) {
             escape_html(note)
         );
     }
+    let leverage = p
+        .leverage
+        .as_deref()
+        .map_or_else(|| NULL.to_string(), times);
+    let _ = writeln!(
+        h,
+        "<tr><th scope=\"row\">Leverage</th><td class=\"num\">{}</td>\
+         <td class=\"note\">gross exposure \u{f7} market value</td></tr>",
+        escape_html(&leverage)
+    );
     h.push_str("</table></div>\n");
+}
+
+/// A leverage as the page shows it: two places and a times sign.
+fn times(l: &str) -> String {
+    match l.parse::<Decimal>() {
+        Ok(v) => format!("{:.2}\u{d7}", v.round_dp(2)),
+        Err(_) => l.to_string(),
+    }
+}
+
+/// Under the value chart: how exposed the range's last day was (long and
+/// short value, futures notional, gross and net exposure, leverage).
+fn write_exposure(h: &mut String, last: &Point, currency: &str) {
+    let m = |t: &str| escape_html(&money_str(t, currency));
+    let leverage = last
+        .leverage
+        .as_deref()
+        .map_or_else(|| NULL.to_string(), times);
+    let _ = write!(
+        h,
+        "<p class=\"exposure\">Exposure on {}: long {}, short {}, futures {}; gross {}, \
+         net {}, leverage {}.</p>",
+        last.date,
+        m(&last.long_value),
+        m(&last.short_value),
+        m(&last.futures_notional),
+        m(&last.gross_exposure),
+        m(&last.net_exposure),
+        escape_html(&leverage)
+    );
 }
 
 /// Under the value chart: the value on the range's first and last day,
@@ -538,9 +578,11 @@ pub(super) fn write_value_summary(h: &mut String, points: &[Point], currency: &s
         "</table><p>The solid line is the market value in {cur}; the dashed one is the money \
          put in less the money taken out so far, so the gap between them is the profit. \
          \u{25b2} marks a day money came in, \u{25bc} a day it went out (the amount shows on \
-         hover).</p></div>",
+         hover).</p>",
         cur = escape_html(currency)
     );
+    write_exposure(h, last, currency);
+    h.push_str("</div>");
 }
 
 fn pct(v: f64) -> String {

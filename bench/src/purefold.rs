@@ -192,6 +192,69 @@ impl SentEvents {
     }
 }
 
+impl FoldInputs {
+    /// The same book as a margin account: cash tracked with shorts
+    /// allowed and a deposit before the first trade, every fifth symbol
+    /// traded with its sides turned (a short that mirrors the long), and
+    /// every seventh an equity with a contract multiplier of 10.
+    pub(crate) fn as_margin_account(&self) -> Result<FoldInputs> {
+        use projections::{CashMode, Kind};
+        let symbols: BTreeSet<&Symbol> = self
+            .transactions
+            .iter()
+            .filter_map(|t| t.kind.position_symbol())
+            .collect();
+        let shorted: BTreeSet<&Symbol> = symbols.iter().copied().step_by(5).collect();
+        let mut prices = self.prices.clone();
+        for (i, s) in symbols.iter().enumerate().filter(|(i, _)| i % 7 == 3) {
+            let payload = format!(
+                r#"{{"event_id":"00000000-0000-4000-8fff-{i:012}","type":"instrument","symbol":"{s}","kind":"equity","multiplier":"10","schema_version":2}}"#
+            );
+            let instrument = projections::parse_instrument(payload.as_bytes())
+                .map_err(|e| anyhow!("the bench's instrument: {e}"))?;
+            prices.insert_instrument(&instrument);
+        }
+        let first = self
+            .transactions
+            .iter()
+            .min_by_key(|t| t.fold_key())
+            .ok_or_else(|| anyhow!("an empty book"))?;
+        let mut settings = first.clone();
+        settings.event_id = uuid::Uuid::from_u128(u128::MAX - 1);
+        settings.seq = -2;
+        settings.kind = Kind::PortfolioSettings {
+            cash: CashMode::Tracked,
+            base_currency: None,
+            allow_short: true,
+        };
+        let mut deposit = first.clone();
+        deposit.event_id = uuid::Uuid::from_u128(u128::MAX - 2);
+        deposit.seq = -1;
+        deposit.occurred_at = None;
+        deposit.kind = Kind::Deposit {
+            amount: Decimal::from(1_000_000_000),
+        };
+        let mut transactions = vec![settings, deposit];
+        for t in &self.transactions {
+            let mut t = t.clone();
+            let turned = match &t.kind {
+                Kind::Buy(x) if shorted.contains(&x.symbol) => Some(Kind::Sell(x.clone())),
+                Kind::Sell(x) if shorted.contains(&x.symbol) => Some(Kind::Buy(x.clone())),
+                _ => None,
+            };
+            if let Some(k) = turned {
+                t.kind = k;
+            }
+            transactions.push(t);
+        }
+        Ok(FoldInputs {
+            transactions,
+            prices,
+            first_day: self.first_day,
+        })
+    }
+}
+
 /// Folds `inputs` through `through` `runs` times, each record rounded to
 /// its reported places as navd stores it: the median times, and the last
 /// record (rounded). An oversell is an error: the inputs are not the book.
@@ -242,6 +305,61 @@ mod tests {
             days: 200,
         };
         Book::generate(spec, 7, crate::pinned::TODAY.parse().unwrap())
+    }
+
+    /// The margin-account variant folds without an inconsistency, holds
+    /// shorts, and values a contract at its multiplier.
+    #[test]
+    fn the_margin_account_variant_holds_shorts() {
+        let book = small_book(12);
+        let to = book.today.pred_opt().unwrap();
+        let sent = SentEvents::of_book(&book, &BTreeSet::from([1]), &[], &[]).unwrap();
+        let inputs = sent.inputs(&book.portfolio(1), to).unwrap();
+        let margin = inputs.as_margin_account().unwrap();
+        let out = projections::fold(&margin.transactions, &margin.prices, to).unwrap();
+        assert_eq!(out.inconsistency, None);
+        assert!(out
+            .records
+            .iter()
+            .any(|r| r.exposure.short_value < Decimal::ZERO));
+        assert!(margin
+            .prices
+            .instruments()
+            .any(|(_, d)| d.multiplier == Decimal::TEN));
+    }
+
+    /// The pure fold of the bench's ten-year book (50 symbols, 20,000
+    /// trades) against the same book as a margin account, in turns: CPU
+    /// medians and their ratio (`cargo test --release -p navd-bench --
+    /// --ignored margin_account_fold_ratio --nocapture`).
+    #[test]
+    #[ignore = "a measurement: run it on purpose, in release"]
+    fn margin_account_fold_ratio() {
+        let spec = BookSpec {
+            tag: 2,
+            portfolio_prefix: "bf-",
+            portfolios: 1,
+            symbol_prefix: "B",
+            symbols: 50,
+            universe: 50,
+            trades_per_portfolio: 20_000,
+            days: 3653,
+        };
+        let book = Book::generate(spec, 42, crate::pinned::TODAY.parse().unwrap());
+        let to = book.today.pred_opt().unwrap();
+        let sent = SentEvents::of_book(&book, &BTreeSet::from([0]), &[], &[]).unwrap();
+        let plain = sent.inputs(&book.portfolio(0), to).unwrap();
+        let margin = plain.as_margin_account().unwrap();
+        let (mut p, mut m) = (Vec::new(), Vec::new());
+        for _ in 0..7 {
+            p.push(time_fold(&plain, to, 3).unwrap().0.cpu_ms);
+            m.push(time_fold(&margin, to, 3).unwrap().0.cpu_ms);
+        }
+        let (p, m) = (Dist::of(p).p50, Dist::of(m).p50);
+        println!(
+            "plain {p:.2} ms, margin account {m:.2} ms, ratio {:.3}",
+            m / p
+        );
     }
 
     /// A v1 and a v2 book fold from the events sent, every day a record.

@@ -17,13 +17,21 @@ UPDATE portfolio_nav_history
        net_exposure = holdings_value, gross_exposure_exact = holdings_value,
        accrued_interest = 0;
 
+-- navd writes every column; 0 is what a row written without them (by a
+-- tool, say) holds.
 ALTER TABLE portfolio_nav_history
     ALTER COLUMN long_value SET NOT NULL,
+    ALTER COLUMN long_value SET DEFAULT 0,
     ALTER COLUMN short_value SET NOT NULL,
+    ALTER COLUMN short_value SET DEFAULT 0,
     ALTER COLUMN futures_notional SET NOT NULL,
+    ALTER COLUMN futures_notional SET DEFAULT 0,
     ALTER COLUMN net_exposure SET NOT NULL,
+    ALTER COLUMN net_exposure SET DEFAULT 0,
     ALTER COLUMN gross_exposure_exact SET NOT NULL,
-    ALTER COLUMN accrued_interest SET NOT NULL;
+    ALTER COLUMN gross_exposure_exact SET DEFAULT 0,
+    ALTER COLUMN accrued_interest SET NOT NULL,
+    ALTER COLUMN accrued_interest SET DEFAULT 0;
 
 -- The records' digests covered twelve values; they cover eighteen now.
 -- Unknown until the next refold of each whole log, which the marks below

@@ -574,13 +574,13 @@ mod tests {
             realized_pnl: n("12.00"),
             inflow: n("13.00"),
             outflow: n("14.00"),
-            long_value: n("14.00"),
-            short_value: n("14.00"),
-            futures_notional: n("14.00"),
-            gross_exposure: n("14.00"),
-            net_exposure: n("14.00"),
+            long_value: n("15.00"),
+            short_value: n("-16.00"),
+            futures_notional: n("17.00"),
+            gross_exposure: n("48.00"),
+            net_exposure: n("16.00"),
             leverage: None,
-            accrued_interest: n("14.00"),
+            accrued_interest: n("19.00"),
             benchmark_index,
             rolling_volatility: rolling,
             rolling_sharpe: rolling.map(|_| None),
@@ -623,8 +623,10 @@ mod tests {
         assert!(lines
             .next()
             .unwrap()
-            .ends_with(",inflow,outflow,benchmark_index"));
-        assert!(lines.next().unwrap().ends_with(",14.00,"), "{csv}");
+            .ends_with(",leverage,accrued_interest,benchmark_index"));
+        // No leverage (null in the JSON) is an empty cell, as is the
+        // benchmark's null.
+        assert!(lines.next().unwrap().ends_with(",16.00,,19.00,"), "{csv}");
         // Without a benchmark the JSON has no `benchmark_index`: nor the CSV.
         let p = full_point(None);
         let keys = serde_json::to_value(&p).unwrap().as_object().unwrap().len();
@@ -632,6 +634,12 @@ mod tests {
         let mut lines = csv.split("\r\n");
         assert_eq!(lines.next().unwrap(), CSV_HEADER);
         assert_eq!(CSV_HEADER.split(',').count(), keys);
-        assert!(lines.next().unwrap().ends_with(",13.00,14.00"), "{csv}");
+        assert!(
+            lines
+                .next()
+                .unwrap()
+                .ends_with(",13.00,14.00,15.00,-16.00,17.00,48.00,16.00,,19.00"),
+            "{csv}"
+        );
     }
 }

@@ -198,6 +198,23 @@ async fn history_records_read_back_as_written_whether_copied_or_upserted() {
             exposure: Default::default(),
         }
         .rounded();
+        // The exposure as it comes too; its leverage is derived from the
+        // gross exposure and the exact value (none where that overflows,
+        // which the fold never stores).
+        let gross = Some(v(19))
+            .filter(|g| projections::Exposure::leverage_of(*g, value).is_ok())
+            .unwrap_or(Decimal::ZERO);
+        let exposure = projections::Exposure {
+            long_value: v(16),
+            short_value: v(17),
+            futures_notional: v(18),
+            gross_exposure: gross,
+            net_exposure: v(20),
+            leverage: projections::Exposure::leverage_of(gross, value)
+                .unwrap()
+                .map(projections::round_ratio),
+            accrued_interest: v(21),
+        };
         HistoryRow {
             record: projections::DailyRecord {
                 cost: v(1),
@@ -208,6 +225,7 @@ async fn history_records_read_back_as_written_whether_copied_or_upserted() {
                 receivable: v(13),
                 income: v(14),
                 realized_pnl: v(15),
+                exposure,
                 ..reported
             },
             nav_exact: nav,
@@ -368,7 +386,8 @@ fn edge_records() -> Vec<projections::DailyRecord> {
                 realized_pnl: d("-3.5"),
                 cum_in,
                 cum_out,
-                exposure: Default::default(),
+                // A book of long positions: its holdings are all exposure.
+                exposure: projections::Exposure::of(value, Decimal::ZERO, value).unwrap(),
             }
         })
         .collect();
@@ -646,7 +665,8 @@ async fn history_written_with_the_reported_columns_migrates_without_loss() {
     for gone in ["net_value", "market_value", "return_rate", "profit"] {
         assert!(!columns.iter().any(|c| c == gone), "{gone} in {columns:?}");
     }
-    assert_eq!(columns.len(), 2 + 12 + 1, "{columns:?}");
+    // Key, twelve values, computed_at, and the exposure's six values.
+    assert_eq!(columns.len(), 2 + 12 + 1 + 6, "{columns:?}");
     let after = navd::storage::load_history(&mut conn, "p-old", None, Some(last))
         .await
         .unwrap();
@@ -668,7 +688,22 @@ async fn history_written_with_the_reported_columns_migrates_without_loss() {
             (b.nav_exact, b.market_value_exact),
             "{at}"
         );
-        assert_eq!(Point::from(a), Point::from(b), "the reported texts of {at}");
+        // Records stored before exposure existed held long positions
+        // only: the migration gives each its holdings as long value, gross
+        // and net exposure (leverage follows from the gross and the exact
+        // value); every other text is as the old schema read it.
+        let holdings = b.record.holdings_value;
+        let mut was = b.clone();
+        was.record.exposure = projections::Exposure {
+            long_value: holdings,
+            gross_exposure: holdings,
+            net_exposure: holdings,
+            leverage: projections::Exposure::leverage_of(holdings, b.market_value_exact)
+                .unwrap()
+                .map(projections::round_ratio),
+            ..Default::default()
+        };
+        assert_eq!(Point::from(a), Point::from(&was), "the reported texts of {at}");
     }
     let page = navd::storage::portfolios::portfolios_page(&mut conn, "", 10, None)
         .await

@@ -703,7 +703,11 @@ async fn history_written_with_the_reported_columns_migrates_without_loss() {
                 .map(projections::round_ratio),
             ..Default::default()
         };
-        assert_eq!(Point::from(a), Point::from(&was), "the reported texts of {at}");
+        assert_eq!(
+            Point::from(a),
+            Point::from(&was),
+            "the reported texts of {at}"
+        );
     }
     let page = navd::storage::portfolios::portfolios_page(&mut conn, "", 10, None)
         .await

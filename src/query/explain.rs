@@ -42,6 +42,11 @@ impl From<sqlx::Error> for ExplainFailure {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct ValuationLine {
     pub symbol: String,
+    /// `equity`, `option`, `future` or `bond` (the instruments topic's
+    /// definition; `equity` when there is none).
+    pub kind: String,
+    /// The contract multiplier.
+    pub multiplier: String,
     /// As held (a split's result keeps its 10 decimal places).
     pub quantity: String,
     /// The price used: the close or trade price times `split_factor`.
@@ -60,7 +65,8 @@ pub(crate) struct ValuationLine {
     pub fx_rate: String,
     /// The date of the rate used; null in the portfolio's own currency.
     pub fx_date: Option<NaiveDate>,
-    /// quantity · price · fx_rate, in the portfolio's currency.
+    /// quantity · price · multiplier · fx_rate, in the portfolio's
+    /// currency (negative for a short).
     pub value: String,
 }
 
@@ -313,6 +319,8 @@ fn explain(
 fn line_of(v: &projections::ValuedPosition) -> ValuationLine {
     ValuationLine {
         symbol: v.symbol.to_string(),
+        kind: v.kind.to_string(),
+        multiplier: v.multiplier.normalize().to_string(),
         quantity: v.quantity.to_string(),
         price: v.price.normalize().to_string(),
         price_source: v.price_source.as_str().to_string(),

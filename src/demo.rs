@@ -182,13 +182,7 @@ async fn run_on(pg: &PgTemp, addr: SocketAddr, stop: &CancellationToken) -> Resu
     };
 
     say("navd demo: starting an in-process Kafka-protocol broker (librdkafka mock cluster)...");
-    let cluster = MockCluster::new(1).context("starting the mock cluster")?;
-    let kafka = demo_kafka(cluster.bootstrap_servers());
-    cluster.create_topic(&kafka.transactions_topic, 6, 1)?;
-    cluster.create_topic(&kafka.prices_topic, 3, 1)?;
-    cluster.create_topic(&kafka.corporate_actions_topic, 1, 1)?;
-    cluster.create_topic(&kafka.fx_topic, 1, 1)?;
-    cluster.create_topic(&kafka.instruments_topic, 1, 1)?;
+    let (cluster, kafka) = demo_broker()?;
 
     let book = sample_book(42, 24, 24, 3 * 365, today);
     let Some(produced) = unless_stopped(
@@ -249,6 +243,28 @@ async fn run_on(pg: &PgTemp, addr: SocketAddr, stop: &CancellationToken) -> Resu
     service.join().await?;
     drop(cluster);
     Ok(())
+}
+
+/// The in-process broker with every topic navd reads (the transactions
+/// and prices spread over a few partitions), and the consumer's settings
+/// against it.
+fn demo_broker() -> Result<(
+    MockCluster<'static, rdkafka::producer::DefaultProducerContext>,
+    KafkaConfig,
+)> {
+    let cluster = MockCluster::new(1).context("starting the mock cluster")?;
+    let kafka = demo_kafka(cluster.bootstrap_servers());
+    for topic in kafka.topics() {
+        let partitions = if topic == kafka.transactions_topic {
+            6
+        } else if topic == kafka.prices_topic {
+            3
+        } else {
+            1
+        };
+        cluster.create_topic(topic, partitions, 1)?;
+    }
+    Ok((cluster, kafka))
 }
 
 /// The consumer's settings against the mock cluster at `brokers`.

@@ -2055,23 +2055,43 @@ fn the_golden_events_are_valid_against_the_schemas() {
 
 const EVENTS_MD: &str = include_str!("../../docs/events.md");
 
+/// An example of the instruments topic (its key, when a kcat line gives
+/// one, and its payload): the topic has no JSON Schema, its parser alone
+/// checks it.
+type InstrumentExample = (Option<String>, String);
+
+/// An example of a topic with a schema: its topic, its key when a kcat
+/// line gives one, and its payload.
+type Example = (Topic, Option<String>, String);
+
 /// The examples of docs/events.md: its JSON blocks (topic told by their
-/// content) and its kcat lines (topic from `-t`, with their key).
-fn doc_examples() -> Vec<(Topic, Option<String>, String)> {
+/// content) and its kcat lines (topic from `-t`, with their key); those
+/// of the instruments topic apart.
+fn doc_examples() -> (Vec<Example>, Vec<InstrumentExample>) {
     let topic_named = |name: &str| match name {
-        "nav.transactions" => Topic::Transactions,
-        "nav.prices" => Topic::Prices,
-        "nav.corporate_actions" => Topic::CorporateActions,
-        "nav.fx" => Topic::Fx,
+        "nav.transactions" => Some(Topic::Transactions),
+        "nav.prices" => Some(Topic::Prices),
+        "nav.corporate_actions" => Some(Topic::CorporateActions),
+        "nav.fx" => Some(Topic::Fx),
+        "nav.instruments" => None,
         other => panic!("unknown topic {other}"),
     };
     let mut out = Vec::new();
+    let mut instruments = Vec::new();
     let mut lines = EVENTS_MD.lines();
     while let Some(line) = lines.next() {
-        if line == "```json" {
-            let block: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+        // Blocks inside a list item are indented.
+        if line.trim_start() == "```json" {
+            let block: Vec<&str> = lines
+                .by_ref()
+                .take_while(|l| l.trim_start() != "```")
+                .collect();
             let text = block.join("\n");
             let v: Value = serde_json::from_str(&text).expect("a JSON example");
+            if v["type"] == "instrument" {
+                instruments.push((None, text));
+                continue;
+            }
             let topic = if v.get("close").is_some() {
                 Topic::Prices
             } else if v.get("rate").is_some() {
@@ -2094,14 +2114,13 @@ fn doc_examples() -> Vec<(Topic, Option<String>, String)> {
                 .skip_while(|w| *w != "-t")
                 .nth(1)
                 .expect("a topic");
-            out.push((
-                topic_named(topic),
-                Some(key.to_string()),
-                payload.to_string(),
-            ));
+            match topic_named(topic) {
+                Some(topic) => out.push((topic, Some(key.to_string()), payload.to_string())),
+                None => instruments.push((Some(key.to_string()), payload.to_string())),
+            }
         }
     }
-    out
+    (out, instruments)
 }
 
 /// Every example of docs/events.md is accepted by its schema and its
@@ -2110,8 +2129,20 @@ fn doc_examples() -> Vec<(Topic, Option<String>, String)> {
 fn the_examples_of_the_docs_are_valid() {
     let values = schema_values();
     let schemas = Schemas::compile([&values[0], &values[1], &values[2], &values[3]]);
-    let examples = doc_examples();
+    let (examples, instruments) = doc_examples();
     assert!(examples.len() >= 12, "{} examples", examples.len());
+    assert!(
+        instruments.len() >= 4,
+        "{} instrument examples",
+        instruments.len()
+    );
+    for (key, payload) in &instruments {
+        let i = projections::parse_instrument(payload.as_bytes())
+            .unwrap_or_else(|e| panic!("{payload}: {e}"));
+        if let Some(key) = key {
+            assert_eq!(i.symbol.as_str(), key, "the key of {payload}");
+        }
+    }
     let mut kinds = Vec::new();
     for (topic, key, payload) in &examples {
         if let Err(errors) = schema_verdict(&schemas, *topic, payload) {

@@ -11,7 +11,8 @@ use anyhow::Result;
 use projections::event::printable;
 use projections::{
     echo, parse_corporate_action_with, parse_fx_with, parse_instrument_with, parse_price_with,
-    parse_transaction_with, CorporateEvent,
+    parse_transaction_with, ClosePrice, CorporateAction, CorporateEvent, FxRate, Instrument, Split,
+    Transaction,
 };
 use rdkafka::message::{Message, OwnedMessage};
 
@@ -213,59 +214,109 @@ fn parse_into(
             .push(dead("empty message (no payload)".into()));
         return;
     }
-    if m.topic() == cfg.transactions_topic {
-        match parse_transaction_with(&source.payload, &cfg.rules) {
-            Ok(t) => match key_mismatch(m.key(), t.portfolio_id.as_str(), "portfolio_id") {
-                None => batch.transactions.push((t, source)),
-                Some(reason) => batch.dead_letters.push(dead(reason)),
-            },
-            Err(e) => batch.dead_letters.push(dead(e.to_string())),
-        }
-    } else if m.topic() == cfg.prices_topic {
-        match parse_price_with(&source.payload, &cfg.rules) {
-            Ok(p) => match key_mismatch(m.key(), p.symbol.as_str(), "symbol") {
-                None => batch.prices.push((p, source)),
-                Some(reason) => batch.dead_letters.push(dead(reason)),
-            },
-            Err(e) => batch.dead_letters.push(dead(e.to_string())),
-        }
-    } else if m.topic() == cfg.fx_topic {
-        match parse_fx_with(&source.payload, &cfg.rules) {
-            Ok(r) => match key_mismatch(m.key(), &r.key(), "from/to pair") {
-                None => batch.rates.push((r, source)),
-                Some(reason) => batch.dead_letters.push(dead(reason)),
-            },
-            Err(e) => batch.dead_letters.push(dead(e.to_string())),
-        }
-    } else if m.topic() == cfg.corporate_actions_topic {
-        match parse_corporate_action_with(&source.payload, &cfg.rules) {
-            Ok(CorporateEvent::Split(s)) => {
-                match key_mismatch(m.key(), s.symbol.as_str(), "symbol") {
-                    None => batch.splits.push((s, source)),
-                    Some(reason) => batch.dead_letters.push(dead(reason)),
-                }
+    route(batch, cfg, (m.topic(), m.key()), source);
+}
+
+/// A message of `topic` with `key`, parsed by its topic's parser into the
+/// batch's list of its kind, or into a dead letter.
+fn route(
+    batch: &mut IngestBatch,
+    cfg: &KafkaConfig,
+    (topic, key): (&str, Option<&[u8]>),
+    source: Source,
+) {
+    let dead_letters = &mut batch.dead_letters;
+    let payload = &source.payload;
+    let rules = &cfg.rules;
+    if topic == cfg.transactions_topic {
+        let parsed = parse_transaction_with(payload, rules);
+        let own = |t: &Transaction| t.portfolio_id.to_string();
+        let into = &mut batch.transactions;
+        file(
+            parsed,
+            (key, "portfolio_id", own),
+            source,
+            into,
+            dead_letters,
+        );
+    } else if topic == cfg.prices_topic {
+        let parsed = parse_price_with(payload, rules);
+        let own = |p: &ClosePrice| p.symbol.to_string();
+        file(
+            parsed,
+            (key, "symbol", own),
+            source,
+            &mut batch.prices,
+            dead_letters,
+        );
+    } else if topic == cfg.fx_topic {
+        let parsed = parse_fx_with(payload, rules);
+        let own = |r: &FxRate| r.key();
+        file(
+            parsed,
+            (key, "from/to pair", own),
+            source,
+            &mut batch.rates,
+            dead_letters,
+        );
+    } else if topic == cfg.corporate_actions_topic {
+        match parse_corporate_action_with(payload, rules) {
+            Ok(CorporateEvent::Split(x)) => {
+                let own = |x: &Split| x.symbol.to_string();
+                file(
+                    Ok(x),
+                    (key, "symbol", own),
+                    source,
+                    &mut batch.splits,
+                    dead_letters,
+                );
             }
-            Ok(CorporateEvent::Action(a)) => {
-                match key_mismatch(m.key(), a.symbol.as_str(), "symbol") {
-                    None => batch.actions.push((a, source)),
-                    Some(reason) => batch.dead_letters.push(dead(reason)),
-                }
+            Ok(CorporateEvent::Action(x)) => {
+                let own = |x: &CorporateAction| x.symbol.to_string();
+                file(
+                    Ok(x),
+                    (key, "symbol", own),
+                    source,
+                    &mut batch.actions,
+                    dead_letters,
+                );
             }
-            Err(e) => batch.dead_letters.push(dead(e.to_string())),
+            Err(e) => dead_letters.push(DeadLetter {
+                source,
+                reason: e.to_string(),
+            }),
         }
-    } else if m.topic() == cfg.instruments_topic {
-        match parse_instrument_with(&source.payload, &cfg.rules) {
-            Ok(i) => match key_mismatch(m.key(), i.symbol.as_str(), "symbol") {
-                None => batch.instruments.push((i, source)),
-                Some(reason) => batch.dead_letters.push(dead(reason)),
-            },
-            Err(e) => batch.dead_letters.push(dead(e.to_string())),
-        }
+    } else if topic == cfg.instruments_topic {
+        let parsed = parse_instrument_with(payload, rules);
+        let own = |i: &Instrument| i.symbol.to_string();
+        let into = &mut batch.instruments;
+        file(parsed, (key, "symbol", own), source, into, dead_letters);
     } else {
-        batch
-            .dead_letters
-            .push(dead(format!("unexpected topic {}", m.topic())));
+        dead_letters.push(DeadLetter {
+            source,
+            reason: format!("unexpected topic {topic}"),
+        });
     }
+}
+
+/// A parsed event kept `into` its list when the message's key is the
+/// event's own `field` value (`own`), else (or when it did not parse) a
+/// dead letter.
+fn file<T>(
+    parsed: Result<T, projections::EventError>,
+    (key, field, own): (Option<&[u8]>, &str, impl Fn(&T) -> String),
+    source: Source,
+    into: &mut Vec<(T, Source)>,
+    dead_letters: &mut Vec<DeadLetter>,
+) {
+    let reason = match parsed {
+        Ok(event) => match key_mismatch(key, &own(&event), field) {
+            None => return into.push((event, source)),
+            Some(reason) => reason,
+        },
+        Err(e) => e.to_string(),
+    };
+    dead_letters.push(DeadLetter { source, reason });
 }
 
 /// Why a message's key is not the event's own `field` value, if it is not.

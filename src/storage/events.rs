@@ -133,33 +133,19 @@ pub async fn ingest_sharded(
     super::corrections::apply_settled(conn, &checked).await?;
     super::corrections::resolve(conn, &checked.keys, &mut invalid, &mut dead).await?;
     let fresh = checked.fresh;
-    report.prices_stored = store_prices(conn, &batch.prices, &mut invalid).await?;
-    let splits = store_splits(conn, batch.splits, &mut dead).await?;
-    report.splits_stored = splits.len();
-    for (symbol, ex_date) in &splits {
-        invalid.split(symbol, *ex_date);
-    }
-    let actions = super::actions::store_actions(conn, batch.actions, &mut dead).await?;
-    report.actions_stored = actions.len();
-    for a in &actions {
-        invalid.corporate_action(a);
-    }
-    let instruments =
-        super::instruments::store_instruments(conn, batch.instruments, &mut dead).await?;
-    report.instruments_stored = instruments.len();
-    for i in &instruments {
-        invalid.instrument(&i.symbol);
-    }
-    let rates = store_rates(conn, batch.rates).await?;
-    report.rates_stored = rates.len();
-    for (from, to, day) in &rates {
-        invalid.rate(from, to, *day);
-    }
+    let market = Market {
+        prices: &batch.prices,
+        splits: batch.splits,
+        actions: batch.actions,
+        instruments: batch.instruments,
+        rates: batch.rates,
+    };
+    store_market(conn, market, &mut report, &mut invalid, &mut dead).await?;
     let default_currency = batch
         .default_currency
         .as_ref()
         .map_or("USD", Currency::as_str);
-    let causes = Causes::of(&fresh, &report, splits.len());
+    let causes = Causes::of(&fresh, &report, report.splits_stored);
     report.affected = mark_invalidated(conn, &invalid, &causes, default_currency).await?;
 
     if !dead.is_empty() {
@@ -168,6 +154,50 @@ pub async fn ingest_sharded(
     }
     super::changes::notify(conn, &report.affected, report.prices_changed()).await?;
     Ok(report)
+}
+
+/// A batch's market data: what holds for every portfolio holding a
+/// symbol (or exposed to a currency pair).
+struct Market<'b> {
+    prices: &'b [(ClosePrice, Source)],
+    splits: Vec<(Split, Source)>,
+    actions: Vec<(CorporateAction, Source)>,
+    instruments: Vec<(projections::Instrument, Source)>,
+    rates: Vec<(FxRate, Source)>,
+}
+
+/// Stores a batch's closes, splits, corporate actions, instrument
+/// definitions and rates, counting each in `report` and adding what each
+/// invalidates to `invalid` (a reused id is a dead letter).
+async fn store_market(
+    conn: &mut PgConnection,
+    m: Market<'_>,
+    report: &mut IngestReport,
+    invalid: &mut Invalidation,
+    dead: &mut Vec<DeadLetter>,
+) -> sqlx::Result<()> {
+    report.prices_stored = store_prices(conn, m.prices, invalid).await?;
+    let splits = store_splits(conn, m.splits, dead).await?;
+    report.splits_stored = splits.len();
+    for (symbol, ex_date) in &splits {
+        invalid.split(symbol, *ex_date);
+    }
+    let actions = super::actions::store_actions(conn, m.actions, dead).await?;
+    report.actions_stored = actions.len();
+    for a in &actions {
+        invalid.corporate_action(a);
+    }
+    let instruments = super::instruments::store_instruments(conn, m.instruments, dead).await?;
+    report.instruments_stored = instruments.len();
+    for i in &instruments {
+        invalid.instrument(&i.symbol);
+    }
+    let rates = store_rates(conn, m.rates).await?;
+    report.rates_stored = rates.len();
+    for (from, to, day) in &rates {
+        invalid.rate(from, to, *day);
+    }
+    Ok(())
 }
 
 /// Why the batch marks each portfolio, for the change feed: per portfolio

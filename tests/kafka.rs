@@ -1163,7 +1163,9 @@ async fn readiness_says_when_the_consumer_holds_no_partition() {
     };
     let why = body["consumer"].as_str().unwrap();
     assert!(why.starts_with("failing: no partitions assigned"), "{body}");
-    assert!(why.contains("has 5 to give"), "{body}");
+    // Transactions 2, prices 1, and one each of the corporate actions,
+    // the rates and the instruments.
+    assert!(why.contains("has 6 to give"), "{body}");
     assert_eq!(body["database"], "ok");
     let metrics = reqwest::get(format!("http://{}/metrics", svc.addr))
         .await

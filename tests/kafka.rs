@@ -1546,10 +1546,51 @@ async fn shorts_golden_through_the_broker() {
         assert!(reason.contains("allow_short"), "{reason}");
     }
     assert_golden_portfolios(&base, "shorts", &g["portfolios"]).await;
+    // Every curve and the positions as the first phase left them, and the
+    // instant after it.
+    let mut first = Vec::new();
+    for id in g["portfolios"].as_object().unwrap().keys() {
+        let curve = get_curve(&base, id, "?calendar=all").await;
+        let held: Value = reqwest::get(format!("{base}/api/v1/portfolio/{id}/positions"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        first.push((id.clone(), curve, held));
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let between = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    tokio::time::sleep(Duration::from_millis(20)).await;
     let then = &g["then"];
     sent += produce_golden(&b, then).await;
     caught_up(&pool, group, sent, Duration::from_secs(60)).await;
     assert_golden_portfolios(&base, "shorts then", &then["portfolios"]).await;
+    // Asked as known between the phases, every answer is the first's: the
+    // late sell that changed the cover (late-cover) is not known then.
+    let mut changed = 0;
+    for (id, curve, held) in &first {
+        let known = get_curve(&base, id, &format!("?calendar=all&as_known_at={between}")).await;
+        assert_eq!(
+            known["points"], curve["points"],
+            "{id} as known between the phases"
+        );
+        assert_eq!(known["status"], curve["status"], "{id}");
+        let now = get_curve(&base, id, "?calendar=all").await;
+        changed += usize::from(now["points"] != curve["points"]);
+        if held["positions"].is_array() {
+            let known: Value = reqwest::get(format!(
+                "{base}/api/v1/portfolio/{id}/positions?as_known_at={between}"
+            ))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+            assert_eq!(known["positions"], held["positions"], "{id} positions");
+        }
+    }
+    assert_eq!(changed, 1, "the late sell changes late-cover alone");
     stop(svc).await;
 }
 

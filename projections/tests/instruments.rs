@@ -1,6 +1,8 @@
 //! The instruments topic's parser (docs/events.md, instruments): every
 //! golden definition parses, defaults apply, each refusal names its field,
-//! and a fingerprint tells a redelivery from a changed definition.
+//! a fingerprint tells a redelivery from a changed definition, and
+//! `schemas/instruments.schema.json` accepts what the parser accepts and
+//! refuses what both refuse by shape.
 
 use projections::bond::{DayCount, Frequency};
 use projections::instrument::{InstrumentKind, Right, Settlement};
@@ -213,4 +215,86 @@ fn fingerprints_tell_a_redelivery_from_a_change() {
         parse(OPTION).unwrap().fingerprint(),
         parse(&OPTION.replace("call", "put")).unwrap().fingerprint()
     );
+}
+
+const SCHEMA: &str = include_str!("../../schemas/instruments.schema.json");
+
+/// The schema's verdict on `payload`.
+fn schema_accepts(payload: &str) -> bool {
+    let schema: Value = serde_json::from_str(SCHEMA).unwrap();
+    let v = jsonschema::draft202012::new(&schema).expect("a valid JSON Schema");
+    v.is_valid(&serde_json::from_str::<Value>(payload).unwrap())
+}
+
+fn event(fields: &str) -> String {
+    format!(r#"{{"event_id":"{ID}","type":"instrument","schema_version":2{fields}}}"#)
+}
+
+#[test]
+fn the_schema_and_the_parser_agree() {
+    // Accepted by both: every golden definition, the defaults, a
+    // withdrawal, nulls, numbers as strings.
+    let mut accepted: Vec<String> = Vec::new();
+    for text in [
+        include_str!("../../fixtures/golden/shorts.json"),
+        include_str!("../../fixtures/golden/futures-and-options.json"),
+        include_str!("../../fixtures/golden/bonds.json"),
+    ] {
+        let g: Value = serde_json::from_str(text).unwrap();
+        accepted.extend(
+            g["instruments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(Value::to_string),
+        );
+    }
+    accepted.extend(
+        [
+            OPTION,
+            FUTURE,
+            BOND,
+            r#","symbol":"MINI","kind":"equity","multiplier":10"#,
+            r#","symbol":"ESZ6","cancelled":true"#,
+            r#","symbol":"Z","kind":"bond","face":"1000","coupon":0,"issue_date":"2024-01-02","maturity":"2024-12-31","currency":"USD""#,
+            r#","symbol":"F","kind":"future","multiplier":"50","currency":"USD","expiry":null"#,
+        ]
+        .map(event),
+    );
+    for payload in &accepted {
+        assert!(
+            parse_instrument(payload.as_bytes()).is_ok(),
+            "parser: {payload}"
+        );
+        assert!(schema_accepts(payload), "schema: {payload}");
+    }
+    // Refused by both (shape: the schema sees it).
+    let refused = [
+        r#","symbol":"X","kind":"swap","currency":"USD""#.to_string(),
+        format!(r#"{FUTURE},"face":"100""#),
+        format!(r#"{BOND},"multiplier":"1""#),
+        OPTION.replace(r#""strike":"50""#, r#""strike":"0""#),
+        OPTION.replace(r#""right":"call""#, r#""right":"straddle""#),
+        OPTION.replace(r#","currency":"USD""#, ""),
+        FUTURE.replace(r#","multiplier":"50""#, ""),
+        BOND.replace(r#","frequency":2"#, ""),
+        BOND.replace(r#""frequency":2"#, r#""frequency":3"#),
+        BOND.replace(r#""day_count":"30/360""#, r#""day_count":"30/365""#),
+        BOND.replace(r#""coupon":"0.05""#, r#""coupon":1.5"#),
+        format!(r#"{OPTION},"multiplier":2000000"#),
+        r#","symbol":" X","kind":"equity""#.to_string(),
+        r#","symbol":"X""#.to_string(),
+    ]
+    .map(|f| event(&f));
+    for payload in &refused {
+        assert!(
+            parse_instrument(payload.as_bytes()).is_err(),
+            "parser: {payload}"
+        );
+        assert!(!schema_accepts(payload), "schema: {payload}");
+    }
+    // Version 1 (or none) is refused by both.
+    let v1 = format!(r#"{{"event_id":"{ID}","type":"instrument"{FUTURE}}}"#);
+    assert!(parse_instrument(v1.as_bytes()).is_err());
+    assert!(!schema_accepts(&v1));
 }

@@ -77,11 +77,23 @@ pub(super) fn write_inconsistency(h: &mut String, id: &str, st: &PortfolioStatus
         let _ = write!(
             h,
             "<li>{who} sells or transfers out more than was held on {since}: publish the buy \
-             or <code>transfer_in</code> it relies on, dated on or before {since} (events are \
-             never edited or withdrawn, so the fix is the missing event).</li>\
-             <li>If that buy was sent, it may have been refused: look for it among the dead \
+             or <code>transfer_in</code> it relies on, dated on or before {since}; if {} was \
+             sent by mistake, or with a wrong quantity, cancel or amend it (a \
+             <code>cancel</code>, or a corrected version with <code>corrects</code> and \
+             <code>revision</code>).</li>",
+            who.to_lowercase()
+        );
+        if detail.contains("allow_short") {
+            h.push_str(
+                "<li>If the account sells short, its settings need <code>allow_short: \
+                 true</code> (a <code>portfolio_settings</code> event with <code>cash: \
+                 tracked</code>): a short sale is then valued, not refused.</li>",
+            );
+        }
+        h.push_str(
+            "<li>If that buy was sent, it may have been refused: look for it among the dead \
              letters, <a href=\"/api/v1/admin/dead-letters\">/api/v1/admin/dead-letters</a> \
-             (scope <code>nav:admin</code>), where each refusal names the field at fault.</li>"
+             (scope <code>nav:admin</code>), where each refusal names the field at fault.</li>",
         );
     } else if detail.contains("overflow") {
         h.push_str(
@@ -173,4 +185,40 @@ pub(super) fn write_undrawn(h: &mut String, a: &Asked<'_>) {
         ),
     }
     h.push_str("</div>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::State;
+
+    fn advice(detail: &str) -> String {
+        let st = PortfolioStatus {
+            state: State::Inconsistent,
+            since: NaiveDate::from_ymd_opt(2024, 3, 6),
+            event_id: None,
+            detail: Some(detail.to_string()),
+        };
+        let mut h = String::new();
+        write_inconsistency(&mut h, "p-1", &st);
+        h
+    }
+
+    /// An oversell's advice points at the missing buy and at cancel and
+    /// amend (events can be corrected); a tracked book's short sale also
+    /// at `allow_short`, which a securities-only book cannot have.
+    #[test]
+    fn an_oversell_is_fixed_by_the_missing_event_a_correction_or_allow_short() {
+        let tracked =
+            advice("sell of 8 NAS exceeds the position of 5 (a short sale needs allow_short)");
+        let none = advice("sell of 12 ASN exceeds the position of 10");
+        for h in [&tracked, &none] {
+            assert!(h.contains("<code>cancel</code>"), "{h}");
+            assert!(h.contains("<code>corrects</code>"), "{h}");
+            assert!(h.contains("transfer_in</code> it relies on"), "{h}");
+            assert!(!h.contains("never edited"), "{h}");
+        }
+        assert!(tracked.contains("allow_short: true"), "{tracked}");
+        assert!(!none.contains("allow_short"), "{none}");
+    }
 }

@@ -77,6 +77,26 @@ fn defaults_apply_per_kind() {
         InstrumentKind::Bond(b) => assert_eq!((b.frequency(), b.day_count()), (None, None)),
         other => panic!("{other:?}"),
     }
+    // The largest multiplier is 10^6 itself.
+    let d = parse(&format!(r#"{FUTURE}"#).replace(r#""50""#, r#""1000000""#))
+        .unwrap()
+        .definition
+        .unwrap();
+    assert_eq!(d.multiplier, Decimal::from(1_000_000));
+    // A future's expiry and underlying are read when given.
+    let d = parse(&format!(
+        r#"{FUTURE},"expiry":"2026-12-18","underlying":"SPX""#
+    ))
+    .unwrap()
+    .definition
+    .unwrap();
+    match d.kind {
+        InstrumentKind::Future { expiry, underlying } => {
+            assert_eq!(expiry.map(|e| e.to_string()).as_deref(), Some("2026-12-18"));
+            assert_eq!(underlying.map(|u| u.to_string()).as_deref(), Some("SPX"));
+        }
+        other => panic!("{other:?}"),
+    }
     // Numbers may be strings of digits; null is absent.
     let d = parse(&format!(r#"{FUTURE},"expiry":null,"underlying":null"#))
         .unwrap()

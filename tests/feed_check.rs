@@ -15,8 +15,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use common::*;
-use navd_testkit::{BrokerKind, TestBroker};
 use navd::feed::check::{self, Difference, Options, Report, Source, Verdict};
+use navd_testkit::{BrokerKind, TestBroker};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};

@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use common::*;
-use navd_testkit::{BrokerKind, TestBroker};
 use navd::feed::replica::Replica;
+use navd_testkit::{BrokerKind, TestBroker};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::FutureProducer;
 use rdkafka::{ClientConfig, Message as _, Offset, TopicPartitionList};
@@ -81,7 +81,10 @@ fn read_topic(servers: &str) -> Vec<Vec<u8>> {
     }
     // Nothing beyond the watermarks: a message more would be a stray.
     if let Some(Ok(m)) = consumer.poll(Duration::from_millis(500)) {
-        panic!("a message beyond the high watermarks at offset {}", m.offset());
+        panic!(
+            "a message beyond the high watermarks at offset {}",
+            m.offset()
+        );
     }
     out
 }

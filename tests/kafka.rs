@@ -16,8 +16,8 @@ use common::*;
 use navd::app::Service;
 use navd::clock::Clock;
 use navd::config::{AuthConfig, Config, KafkaConfig, LogFormat};
-use rand::{Rng, SeedableRng};
 use navd_testkit::{BrokerKind, TestBroker};
+use rand::{Rng, SeedableRng};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};
@@ -83,7 +83,9 @@ impl Broker {
     }
 
     /// The mock cluster under this broker, for its fault injection.
-    fn mock(&self) -> &rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext> {
+    fn mock(
+        &self,
+    ) -> &rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext> {
         self.broker.mock().expect("a mock-cluster test")
     }
 
@@ -700,6 +702,18 @@ async fn apache_cluster_leader_killed_mid_batch_loses_and_doubles_nothing() {
     let apache = b.broker.apache().unwrap();
     let leader = apache.leader_of(TX, 0).unwrap();
     apache.kill(leader).unwrap();
+    // The fault came mid-stream: the platform still producing, navd still
+    // consuming (not a kill after the fact).
+    let at_kill = scalar(
+        &pool,
+        "SELECT coalesce(sum(next_offset), 0)::bigint FROM consumer_offsets WHERE group_id = 'fault'",
+    )
+    .await;
+    assert!(!produced.is_finished(), "the producer was still producing");
+    assert!(
+        (at_kill as usize) < prices.len() + txs.len(),
+        "navd was still consuming ({at_kill} stored)"
+    );
     tokio::time::sleep(Duration::from_secs(4)).await;
     apache
         .restart(leader)

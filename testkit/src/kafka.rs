@@ -116,7 +116,10 @@ pub fn jars() -> Result<PathBuf> {
         .arg(&pom)
         .arg(format!("-Dmaven.repo.local={}", repo.display()))
         .arg("dependency:copy-dependencies")
-        .arg(format!("-DoutputDirectory={}", staging.join("jars").display()))
+        .arg(format!(
+            "-DoutputDirectory={}",
+            staging.join("jars").display()
+        ))
         .arg("-DincludeScope=runtime")
         .stdin(Stdio::null())
         .output();
@@ -160,7 +163,10 @@ fn java_in(java_home: Option<std::ffi::OsString>) -> Result<PathBuf> {
         .status()
     {
         Ok(s) if s.success() => Ok(java),
-        Ok(s) => bail!("`{} -version` failed ({s}).\n{INSTALL_HINT}", java.display()),
+        Ok(s) => bail!(
+            "`{} -version` failed ({s}).\n{INSTALL_HINT}",
+            java.display()
+        ),
         Err(e) => bail!("cannot run `{}`: {e}.\n{INSTALL_HINT}", java.display()),
     }
 }
@@ -213,7 +219,7 @@ impl Kafka {
         let classpath = format!("{}/*", jars.join("jars").display());
         let dir = tempfile::Builder::new().prefix("navd-kafka-").tempdir()?;
         let ports = free_ports(2 * n)?;
-        let mut nodes: Vec<Node> = (0..n)
+        let nodes: Vec<Node> = (0..n)
             .map(|i| Node {
                 id: i as i32 + 1,
                 port: ports[2 * i],
@@ -267,16 +273,18 @@ impl Kafka {
                 );
             }
         }
+        // The nodes belong to `kafka` before any starts: a failed start
+        // of the second kills the first (on drop).
         let mut kafka = Kafka {
-            nodes: Vec::new(),
+            nodes,
             java,
             classpath,
             _dir: dir,
         };
-        for node in &mut nodes {
-            node.child = Some(kafka.spawn(node)?);
+        for i in 0..kafka.nodes.len() {
+            let child = kafka.spawn(&kafka.nodes[i])?;
+            kafka.nodes[i].child = Some(child);
         }
-        kafka.nodes = nodes;
         let ids: Vec<i32> = kafka.nodes.iter().map(|n| n.id).collect();
         kafka.wait_for_brokers(&ids, START_TIMEOUT)?;
         Ok(kafka)
@@ -475,6 +483,7 @@ impl Kafka {
             .create()
             .context("creating an admin client")?;
         loop {
+            let mut exited = None;
             for node in &mut self.nodes {
                 if !ids.contains(&node.id) {
                     continue;
@@ -482,24 +491,22 @@ impl Kafka {
                 if let Some(c) = node.child.as_mut() {
                     if let Some(status) = c.try_wait()? {
                         node.child = None;
-                        bail!(
-                            "Kafka node {} exited while starting ({status})\n{}",
-                            node.id,
-                            self.log_tails()
-                        );
+                        exited = Some((node.id, status));
                     }
                 }
             }
+            if let Some((id, status)) = exited {
+                bail!(
+                    "Kafka node {id} exited while starting ({status})\n{}",
+                    self.log_tails()
+                );
+            }
             // A killed node stays in the metadata until its session
             // expires: its own listener answering tells a restart apart.
-            let listening = self
-                .nodes
-                .iter()
-                .filter(|n| ids.contains(&n.id))
-                .all(|n| {
-                    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], n.port));
-                    std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
-                });
+            let listening = self.nodes.iter().filter(|n| ids.contains(&n.id)).all(|n| {
+                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], n.port));
+                std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok()
+            });
             if listening {
                 if let Ok(md) = admin.inner().fetch_metadata(None, Duration::from_secs(2)) {
                     let up: Vec<i32> = md.brokers().iter().map(|b| b.id()).collect();
@@ -588,8 +595,7 @@ fn free_ports(n: usize) -> Result<Vec<u16>> {
 
 /// A UUID as Kafka writes a cluster id: URL-safe base64 without padding.
 fn kafka_uuid(u: uuid::Uuid) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let bytes = u.as_bytes();
     let mut out = String::with_capacity(22);
     for chunk in bytes.chunks(3) {

@@ -21,6 +21,6 @@ pub mod kafka;
 pub mod pgtemp;
 pub mod scale_book;
 
-pub use cluster::{BrokerKind, TestBroker};
 pub use book::{sample_book, Book, BookSpec, SampleBook};
+pub use cluster::{BrokerKind, TestBroker};
 pub use pgtemp::{PgOptions, PgTemp};

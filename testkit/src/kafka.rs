@@ -212,6 +212,13 @@ impl Kafka {
 
     /// `n` nodes (1 or 3), formatted and started, answering metadata with
     /// every broker registered.
+    ///
+    /// On Linux each JVM dies with the thread that started it (so a killed
+    /// test process leaves none behind): start and [`restart`] from the
+    /// thread the test runs on, not from a pool thread that may end first
+    /// (`spawn_blocking`).
+    ///
+    /// [`restart`]: Kafka::restart
     pub fn start(n: usize) -> Result<Kafka> {
         anyhow::ensure!(n == 1 || n == 3, "a test Kafka has 1 or 3 nodes, not {n}");
         let java = java()?;
@@ -295,16 +302,34 @@ impl Kafka {
             .create(true)
             .append(true)
             .open(node.log_path())?;
-        Command::new(&self.java)
-            .args(JVM_OPTS)
+        let mut cmd = Command::new(&self.java);
+        cmd.args(JVM_OPTS)
             .arg("-cp")
             .arg(&self.classpath)
             .arg("kafka.Kafka")
             .arg(node.dir.join("server.properties"))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
+            .stderr(log);
+        // Drop kills the JVM, but a test process that is itself killed
+        // (a timeout, Ctrl-C) runs no Drop: the kernel then kills the JVM
+        // with the thread that started it — a test's own thread, which
+        // lives as long as the test.
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt as _;
+            // SAFETY: prctl is async-signal-safe; nothing else runs
+            // between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        cmd.spawn()
             .with_context(|| format!("starting Kafka node {}", node.id))
     }
 
@@ -431,17 +456,41 @@ impl Kafka {
         bail!("Kafka node {id} did not stop within 60 s of SIGTERM (killed)")
     }
 
-    /// Stops every node cleanly (controllers last is not needed: each node
-    /// is both, and the last one alone has no quorum to lose).
+    /// Stops every node cleanly: SIGTERM to all at once (as
+    /// `kafka-server-stop.sh` does: one by one, the last nodes of a cluster
+    /// would wait for a controller quorum that has already gone), then
+    /// waits up to 60 s before a SIGKILL.
     pub fn stop(&mut self) -> Result<()> {
-        let ids = self.node_ids();
-        let mut first_err = None;
-        for id in ids.into_iter().rev() {
-            if let Err(e) = self.stop_node(id) {
-                first_err.get_or_insert(e);
+        for node in &self.nodes {
+            if let Some(c) = &node.child {
+                // SAFETY: a signal to our own child.
+                unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
             }
         }
-        first_err.map_or(Ok(()), Err)
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut stuck = Vec::new();
+        for node in &mut self.nodes {
+            let Some(mut c) = node.child.take() else {
+                continue;
+            };
+            loop {
+                if c.try_wait()?.is_some() {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    stuck.push(node.id);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        anyhow::ensure!(
+            stuck.is_empty(),
+            "Kafka nodes {stuck:?} did not stop within 60 s of SIGTERM (killed)"
+        );
+        Ok(())
     }
 
     /// The last lines of every node's log, for a failure's message.

@@ -661,6 +661,9 @@ async fn apache_cluster_leader_killed_mid_batch_loses_and_doubles_nothing() {
         .set("message.timeout.ms", "120000")
         .create()
         .unwrap();
+    // The second half of the trades waits for `go`: the fault then lands
+    // while they are being produced however slowly the consumer started.
+    let (go, gate) = tokio::sync::oneshot::channel::<()>();
     let produced = tokio::spawn({
         let (txs, prices) = (txs.clone(), prices.clone());
         async move {
@@ -683,10 +686,13 @@ async fn apache_cluster_leader_killed_mid_batch_loses_and_doubles_nothing() {
             }
             // In 200 paced chunks, each in flight at once (per partition
             // in order: idempotence keeps it so across the leader's
-            // failover): producing lasts 15 s or more, so the fault
-            // lands while the platform produces and navd consumes.
+            // failover): the second half lasts 7 s or more.
             let chunk = txs.len().div_ceil(200);
-            for part in txs.chunks(chunk) {
+            let mut gate = Some(gate);
+            for (i, part) in txs.chunks(chunk).enumerate() {
+                if i == 100 {
+                    gate.take().unwrap().await.unwrap();
+                }
                 let sends = part.iter().map(|(k, t)| send(TX, k.clone(), t.clone()));
                 futures::future::join_all(sends).await;
                 tokio::time::sleep(Duration::from_millis(75)).await;
@@ -708,6 +714,8 @@ async fn apache_cluster_leader_killed_mid_batch_loses_and_doubles_nothing() {
         assert!(Instant::now() < deadline, "the consumer never got going");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    go.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let apache = b.broker.apache().unwrap();
     let leader = apache.leader_of(TX, 0).unwrap();
     apache.kill(leader).unwrap();

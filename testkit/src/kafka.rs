@@ -249,7 +249,7 @@ impl Kafka {
                 properties(node, &voters, rf, min_isr),
             )?;
         }
-        let cluster_id = kafka_uuid(uuid::Uuid::new_v4());
+        let cluster_id = cluster_id();
         // Formatting is a JVM start per node: in parallel.
         let formats = nodes
             .iter()
@@ -642,6 +642,18 @@ fn free_ports(n: usize) -> Result<Vec<u16>> {
         .collect()
 }
 
+/// A fresh cluster id. Like Kafka's own `Uuid.randomUuid`, never one that
+/// starts with `-`: the storage tool's argument parser would take it for an
+/// option (`-t -Xy…`: "expected one argument"), one start in 64.
+fn cluster_id() -> String {
+    loop {
+        let id = kafka_uuid(uuid::Uuid::new_v4());
+        if !id.starts_with('-') {
+            return id;
+        }
+    }
+}
+
 /// A UUID as Kafka writes a cluster id: URL-safe base64 without padding.
 fn kafka_uuid(u: uuid::Uuid) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -712,5 +724,10 @@ mod tests {
         let z = uuid::Uuid::from_bytes([0; 16]);
         assert_eq!(kafka_uuid(z), "AAAAAAAAAAAAAAAAAAAAAA");
         assert_eq!(kafka_uuid(uuid::Uuid::new_v4()).len(), 22);
+        // 0xf8 starts with six 1-bits, 62 → `-` in the first place.
+        assert!(kafka_uuid(uuid::Uuid::from_bytes([0xf8; 16])).starts_with('-'));
+        for _ in 0..2000 {
+            assert!(!cluster_id().starts_with('-'));
+        }
     }
 }

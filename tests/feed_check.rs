@@ -1,4 +1,5 @@
-//! `navd feed-check` through the Kafka mock cluster: after the relay
+//! `navd feed-check` through the Kafka mock cluster and a real Apache Kafka
+//! broker (`mock::…` and `apache::…`, one body each): after the relay
 //! published everything, the check (the library function, and the real
 //! binary) finds the feed whole, exit code 0; a history changed behind
 //! navd's back (a value updated, a day deleted) is reported by portfolio,
@@ -6,6 +7,7 @@
 //! "moving", not a difference, and a message that does not parse is a
 //! finding, not a crash.
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeMap;
@@ -14,13 +16,19 @@ use std::time::Duration;
 
 use common::*;
 use navd::feed::check::{self, Difference, Options, Report, Source, Verdict};
-use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{DefaultProducerContext, FutureProducer, FutureRecord};
+use navd_testkit::{BrokerKind, TestBroker};
+use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};
 
 const TOPIC: &str = "nav.history";
 const PARTITIONS: i32 = 3;
+
+on_both_brokers!(
+    #[tokio::test]
+    a_whole_feed_passes_and_a_history_changed_behind_navds_back_is_named,
+    an_unpublished_change_is_moving_and_a_bad_message_is_a_finding,
+);
 
 fn buy(n: u32, p: &str, q: &str, date: &str) -> Value {
     json!({"event_id": format!("74000000-0000-4000-8000-{n:012}"), "type": "buy",
@@ -31,7 +39,7 @@ fn close(date: &str, c: &str) -> Value {
     json!({"symbol": "CHK", "date": date, "close": c})
 }
 
-fn producer(cluster: &MockCluster<'static, DefaultProducerContext>) -> FutureProducer {
+fn producer(cluster: &TestBroker) -> FutureProducer {
     ClientConfig::new()
         .set("bootstrap.servers", cluster.bootstrap_servers())
         .set("enable.idempotence", "true")
@@ -58,7 +66,7 @@ async fn drain(app: &TestApp, p: &FutureProducer) {
     }
 }
 
-fn source(cluster: &MockCluster<'static, DefaultProducerContext>) -> Source {
+fn source(cluster: &TestBroker) -> Source {
     Source {
         brokers: cluster.bootstrap_servers(),
         properties: vec![],
@@ -140,10 +148,9 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-#[tokio::test]
-async fn a_whole_feed_passes_and_a_history_changed_behind_navds_back_is_named() {
-    let cluster = MockCluster::new(1).expect("mock cluster");
-    cluster.create_topic(TOPIC, PARTITIONS, 1).unwrap();
+async fn a_whole_feed_passes_and_a_history_changed_behind_navds_back_is_named(kind: BrokerKind) {
+    let cluster = TestBroker::start(kind).unwrap_or_else(|e| panic!("{kind:?} broker: {e:#}"));
+    cluster.create_topic(TOPIC, PARTITIONS).unwrap();
     let p = producer(&cluster);
     let app = spawn_app(jwt_auth(), day("2024-03-15")).await;
     let ids = published_book(&app, &p).await;
@@ -245,10 +252,9 @@ async fn a_whole_feed_passes_and_a_history_changed_behind_navds_back_is_named() 
     );
 }
 
-#[tokio::test]
-async fn an_unpublished_change_is_moving_and_a_bad_message_is_a_finding() {
-    let cluster = MockCluster::new(1).expect("mock cluster");
-    cluster.create_topic(TOPIC, PARTITIONS, 1).unwrap();
+async fn an_unpublished_change_is_moving_and_a_bad_message_is_a_finding(kind: BrokerKind) {
+    let cluster = TestBroker::start(kind).unwrap_or_else(|e| panic!("{kind:?} broker: {e:#}"));
+    cluster.create_topic(TOPIC, PARTITIONS).unwrap();
     let p = producer(&cluster);
     let app = spawn_app(jwt_auth(), day("2024-03-15")).await;
     let ids = published_book(&app, &p).await;

@@ -1,4 +1,5 @@
-//! The change feed's relay through the Kafka mock cluster: two relays (as
+//! The change feed's relay through the Kafka mock cluster and a real Apache
+//! Kafka broker (`mock::…` and `apache::…`, one body each): two relays (as
 //! two processes) publish one outbox; a consumer that reads the topic from
 //! the start and applies it by the version rule holds exactly what the API
 //! serves, each portfolio's versions arrive in increasing order, and a
@@ -6,6 +7,7 @@
 //! acknowledgement and its commit) republishes only duplicates the version
 //! rule makes harmless.
 
+#[macro_use]
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,21 +15,26 @@ use std::time::Duration;
 
 use common::*;
 use navd::feed::replica::Replica;
+use navd_testkit::{BrokerKind, TestBroker};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{DefaultProducerContext, FutureProducer};
+use rdkafka::producer::FutureProducer;
 use rdkafka::{ClientConfig, Message as _, Offset, TopicPartitionList};
 use serde_json::{json, Value};
 
 const TOPIC: &str = "nav.history";
 const PARTITIONS: i32 = 3;
 
+on_both_brokers!(
+    #[tokio::test]
+    two_relays_publish_a_feed_a_consumer_turns_into_the_api,
+);
+
 fn buy(n: u32, p: &str, q: &str, date: &str) -> Value {
     json!({"event_id": format!("73000000-0000-4000-8000-{n:012}"), "type": "buy",
            "portfolio_id": p, "symbol": "REL", "quantity": q, "price": "10", "trade_date": date})
 }
 
-fn producer(cluster: &MockCluster<'static, DefaultProducerContext>) -> FutureProducer {
+fn producer(cluster: &TestBroker) -> FutureProducer {
     ClientConfig::new()
         .set("bootstrap.servers", cluster.bootstrap_servers())
         .set("enable.idempotence", "true")
@@ -37,7 +44,9 @@ fn producer(cluster: &MockCluster<'static, DefaultProducerContext>) -> FuturePro
         .unwrap()
 }
 
-/// Every message on the topic, per partition in offset order.
+/// Every message on the topic, per partition in offset order: read until
+/// each partition's high watermark (not until the topic goes quiet, which a
+/// real broker's first fetch can outlast).
 fn read_topic(servers: &str) -> Vec<Vec<u8>> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", servers)
@@ -46,22 +55,36 @@ fn read_topic(servers: &str) -> Vec<Vec<u8>> {
         .create()
         .unwrap();
     let mut tpl = TopicPartitionList::new();
+    let mut expected = 0;
     for p in 0..PARTITIONS {
         tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
             .unwrap();
+        let (low, high) = consumer
+            .fetch_watermarks(TOPIC, p, Duration::from_secs(10))
+            .unwrap();
+        expected += (high - low) as usize;
     }
     consumer.assign(&tpl).unwrap();
     let mut out = Vec::new();
-    let mut idle = 0;
-    while idle < 20 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while out.len() < expected {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "read {} of {expected} messages",
+            out.len()
+        );
         match consumer.poll(Duration::from_millis(100)) {
-            Some(Ok(m)) => {
-                idle = 0;
-                out.push(m.payload().unwrap().to_vec());
-            }
+            Some(Ok(m)) => out.push(m.payload().unwrap().to_vec()),
             Some(Err(e)) => panic!("consuming: {e}"),
-            None => idle += 1,
+            None => {}
         }
+    }
+    // Nothing beyond the watermarks: a message more would be a stray.
+    if let Some(Ok(m)) = consumer.poll(Duration::from_millis(500)) {
+        panic!(
+            "a message beyond the high watermarks at offset {}",
+            m.offset()
+        );
     }
     out
 }
@@ -104,10 +127,9 @@ async fn drain(app: &TestApp, a: &FutureProducer, b: &FutureProducer) {
     }
 }
 
-#[tokio::test]
-async fn two_relays_publish_a_feed_a_consumer_turns_into_the_api() {
-    let cluster = MockCluster::new(1).expect("mock cluster");
-    cluster.create_topic(TOPIC, PARTITIONS, 1).unwrap();
+async fn two_relays_publish_a_feed_a_consumer_turns_into_the_api(kind: BrokerKind) {
+    let cluster = TestBroker::start(kind).unwrap_or_else(|e| panic!("{kind:?} broker: {e:#}"));
+    cluster.create_topic(TOPIC, PARTITIONS).unwrap();
     let (a, b) = (producer(&cluster), producer(&cluster));
     let app = spawn_app(jwt_auth(), day("2024-03-15")).await;
     let ids: Vec<String> = (0..6).map(|i| format!("p-r{i}")).collect();

@@ -78,7 +78,7 @@ fn defaults_apply_per_kind() {
         other => panic!("{other:?}"),
     }
     // The largest multiplier is 10^6 itself.
-    let d = parse(&format!(r#"{FUTURE}"#).replace(r#""50""#, r#""1000000""#))
+    let d = parse(&FUTURE.replace(r#""50""#, r#""1000000""#))
         .unwrap()
         .definition
         .unwrap();

@@ -569,3 +569,30 @@ fn assert_close(at: &str, a: &Value, e: &Value) {
         other => assert_eq!(a, other, "{at}"),
     }
 }
+
+/// Runs each named test body — an `async fn name(kind: BrokerKind)` of the
+/// including file — on both brokers: `mock::name` on librdkafka's mock
+/// cluster, `apache::name` on a real Apache Kafka broker (a JVM started from
+/// Maven's jars, `navd_testkit::kafka`). One body, so the two cannot drift.
+/// The first argument is the test attribute both get.
+#[allow(unused_macros)]
+macro_rules! on_both_brokers {
+    (#[$test:meta] $($name:ident),* $(,)?) => {
+        mod mock {
+            $(
+                #[$test]
+                async fn $name() {
+                    super::$name(navd_testkit::BrokerKind::Mock).await
+                }
+            )*
+        }
+        mod apache {
+            $(
+                #[$test]
+                async fn $name() {
+                    super::$name(navd_testkit::BrokerKind::Apache).await
+                }
+            )*
+        }
+    };
+}

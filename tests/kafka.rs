@@ -1388,7 +1388,7 @@ async fn readiness_says_when_the_consumer_holds_no_partition() {
         assert!(Instant::now() < deadline, "never ready again: {body}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(body["consumer"], "ok (5 partitions assigned)", "{body}");
+    assert_eq!(body["consumer"], "ok (6 partitions assigned)", "{body}");
     stop(svc).await;
 }
 

@@ -142,16 +142,7 @@ fn parse_in_lieu(
     }
     let symbol = obj.symbol()?;
     let amount = obj.positive("amount")?;
-    let pay_date = match obj.get("pay_date") {
-        None => trade_date,
-        Some(raw) => parse_date("pay_date", &string_of("pay_date", raw)?, rules)?,
-    };
-    if pay_date < trade_date {
-        return Err(invalid(
-            "pay_date",
-            format!("{pay_date} is before the ex-date (trade_date) {trade_date}"),
-        ));
-    }
+    let pay_date = pay_date(obj, trade_date, rules)?;
     Ok(Kind::PaymentInLieu {
         symbol,
         amount,
@@ -175,16 +166,7 @@ fn parse_dividend(
             "must cover tax + fee (the net dividend would be negative)",
         ));
     }
-    let pay_date = match obj.get("pay_date") {
-        None => trade_date,
-        Some(raw) => parse_date("pay_date", &string_of("pay_date", raw)?, rules)?,
-    };
-    if pay_date < trade_date {
-        return Err(invalid(
-            "pay_date",
-            format!("{pay_date} is before the ex-date (trade_date) {trade_date}"),
-        ));
-    }
+    let pay_date = pay_date(obj, trade_date, rules)?;
     let reinvest = match obj.get("reinvest") {
         None => None,
         Some(raw) => Some(parse_reinvest(raw)?),
@@ -221,4 +203,24 @@ fn parse_reinvest(raw: &RawValue) -> Result<Reinvest, EventError> {
         quantity,
         price: non_negative("reinvest.price", price)?,
     })
+}
+
+/// A dividend's or payment in lieu's `pay_date`: its ex-date (the
+/// `trade_date`) when absent, never before it.
+fn pay_date(
+    obj: &Object<'_>,
+    trade_date: NaiveDate,
+    rules: &Rules,
+) -> Result<NaiveDate, EventError> {
+    let pay_date = match obj.get("pay_date") {
+        None => trade_date,
+        Some(raw) => parse_date("pay_date", &string_of("pay_date", raw)?, rules)?,
+    };
+    if pay_date < trade_date {
+        return Err(invalid(
+            "pay_date",
+            format!("{pay_date} is before the ex-date (trade_date) {trade_date}"),
+        ));
+    }
+    Ok(pay_date)
 }

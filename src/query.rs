@@ -612,7 +612,8 @@ pub(crate) struct PositionView {
     /// Units of the portfolio's currency per unit of `currency` (12 places
     /// at most).
     pub fx_rate: String,
-    /// quantity · price, in the portfolio's currency.
+    /// quantity · price · multiplier, in the portfolio's currency; 0 for a
+    /// future, whose gains are settled in cash every day.
     pub value: String,
     /// value / market value; null when the market value is 0.
     pub weight: Option<f64>,
@@ -620,6 +621,10 @@ pub(crate) struct PositionView {
     pub unrealized_pnl: String,
     /// An option's or future's expiry, a bond's maturity; null otherwise.
     pub expiry: Option<NaiveDate>,
+    /// A future's quantity · price · multiplier in the portfolio's
+    /// currency (signed); absent for anything else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notional: Option<String>,
     /// The corporate actions dated the day that moved this row (a child,
     /// acquirer or new ticker received shares and cost, a spin-off's
     /// parent gave cost away); empty on other days.
@@ -776,6 +781,7 @@ fn position_views(
                 .and_then(|w| w.to_string().parse().ok()),
             unrealized_pnl: money_text(x.value - x.cost),
             expiry: x.expiry,
+            notional: x.notional.map(money_text),
             actions: actions::row_marks(x.symbol.as_str(), effects),
         })
         .collect()

@@ -218,6 +218,8 @@ pub const TRANSACTION_TYPES: &[&str] = &[
     "dividend",
     "payment_in_lieu",
     "return_of_capital",
+    "exercise",
+    "assignment",
     "cancel",
 ];
 

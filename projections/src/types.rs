@@ -299,6 +299,19 @@ pub enum Kind {
         symbol: Symbol,
         amount: Decimal,
     },
+    /// `quantity` contracts of a long option exercised: the option
+    /// position shrinks and the underlying changes hands at the strike,
+    /// or the intrinsic value is paid (docs/valuation.md, options).
+    Exercise {
+        symbol: Symbol,
+        quantity: Decimal,
+    },
+    /// `quantity` contracts of a written option assigned: the mirror of
+    /// an exercise.
+    Assignment {
+        symbol: Symbol,
+        quantity: Decimal,
+    },
     /// Takes back the logical transaction it corrects (its
     /// [`Transaction::correction`]): while it is the highest revision, the
     /// transaction has no effect. It carries nothing else.
@@ -324,6 +337,8 @@ impl Kind {
             Kind::Dividend(_) => "dividend",
             Kind::PaymentInLieu { .. } => "payment_in_lieu",
             Kind::ReturnOfCapital { .. } => "return_of_capital",
+            Kind::Exercise { .. } => "exercise",
+            Kind::Assignment { .. } => "assignment",
             Kind::Cancel => "cancel",
         }
     }
@@ -337,6 +352,7 @@ impl Kind {
             Kind::Dividend(d) => Some(&d.symbol),
             Kind::PaymentInLieu { symbol, .. } => Some(symbol),
             Kind::ReturnOfCapital { symbol, .. } => Some(symbol),
+            Kind::Exercise { symbol, .. } | Kind::Assignment { symbol, .. } => Some(symbol),
             _ => None,
         }
     }
@@ -556,6 +572,9 @@ impl Transaction {
             } => format!("{symbol}|{}|{pay_date}", norm_text(amount)),
             Kind::ReturnOfCapital { symbol, amount } => {
                 format!("{symbol}|{}", norm_text(amount))
+            }
+            Kind::Exercise { symbol, quantity } | Kind::Assignment { symbol, quantity } => {
+                format!("{symbol}|{}", norm_text(quantity))
             }
             Kind::Cancel => String::new(),
         }
@@ -794,6 +813,28 @@ impl Exposure {
             net_exposure: holdings,
             leverage,
             accrued_interest: Decimal::ZERO,
+        })
+    }
+
+    /// This exposure with futures of notional `net` (signed) and `gross`
+    /// (Σ of the absolute values) added, in a portfolio worth `value`.
+    pub fn with_futures(
+        self,
+        net: Decimal,
+        gross: Decimal,
+        value: Decimal,
+    ) -> Result<Exposure, crate::decimal::ArithmeticError> {
+        if gross.is_zero() {
+            return Ok(self);
+        }
+        use crate::decimal::add;
+        let gross_exposure = add(self.gross_exposure, gross)?;
+        Ok(Exposure {
+            futures_notional: net,
+            gross_exposure,
+            net_exposure: add(self.net_exposure, net)?,
+            leverage: Exposure::leverage_of(gross_exposure, value)?,
+            ..self
         })
     }
 

@@ -458,6 +458,7 @@ fn start_state(positions: &[(&str, &str, &str)], cash: &str, cum_in: &str) -> Da
                 last_trade_price: price,
                 last_trade_date: Some(day(3)),
                 currency: None,
+                settled: None,
             },
         );
     }

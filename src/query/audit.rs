@@ -254,6 +254,9 @@ fn fields_of(t: &Transaction) -> Map<String, Value> {
         Kind::ReturnOfCapital { symbol, amount } => {
             json!({"symbol": symbol.as_str(), "amount": d(amount)})
         }
+        Kind::Exercise { symbol, quantity } | Kind::Assignment { symbol, quantity } => {
+            json!({"symbol": symbol.as_str(), "quantity": d(quantity)})
+        }
         Kind::Cancel => json!({}),
     };
     let m = m.as_object_mut().expect("an object").clone();

@@ -11,6 +11,7 @@
 //! [`projections::explain_day`], the day loop's own step.
 
 use chrono::NaiveDate;
+use rust_decimal::Decimal;
 use projections::{
     money_text, DayExplanation, DayState, Inconsistency, ReportedStatus, Transaction,
 };
@@ -66,8 +67,16 @@ pub(crate) struct ValuationLine {
     /// The date of the rate used; null in the portfolio's own currency.
     pub fx_date: Option<NaiveDate>,
     /// quantity · price · multiplier · fx_rate, in the portfolio's
-    /// currency (negative for a short).
+    /// currency (negative for a short); 0 for a future.
     pub value: String,
+    /// A future's quantity · price · multiplier · fx_rate (signed); absent
+    /// for anything else.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notional: Option<String>,
+    /// A future's variation margin of the day, in the portfolio's currency
+    /// (into cash and realized); absent for anything else.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variation_margin: Option<String>,
 }
 
 /// A rate the day's flows were converted at (events in another currency
@@ -298,7 +307,11 @@ fn explain(
             &inputs.splits,
             day,
         ),
-        valuation: e.valuation.iter().map(line_of).collect(),
+        valuation: e
+            .valuation
+            .iter()
+            .map(|v| line_of(v, &e.variation_margins))
+            .collect(),
         cash: e.cash.iter().map(CashView::of).collect(),
         receivable: money_text(e.receivable),
         inflow: money_text(e.inflow),
@@ -316,7 +329,13 @@ fn explain(
     })
 }
 
-fn line_of(v: &projections::ValuedPosition) -> ValuationLine {
+/// The line of `v`, with its variation margin of the day among `margins`
+/// (a future's, 0 when it paid none).
+fn line_of(
+    v: &projections::ValuedPosition,
+    margins: &[(projections::Symbol, Decimal)],
+) -> ValuationLine {
+    let margin = margins.iter().find(|(s, _)| *s == v.symbol).map(|(_, m)| *m);
     ValuationLine {
         symbol: v.symbol.to_string(),
         kind: v.kind.to_string(),
@@ -330,6 +349,10 @@ fn line_of(v: &projections::ValuedPosition) -> ValuationLine {
         fx_rate: v.fx_rate.normalize().to_string(),
         fx_date: v.fx_date,
         value: money_text(v.value),
+        notional: v.notional.map(money_text),
+        variation_margin: v
+            .notional
+            .map(|_| money_text(margin.unwrap_or_default())),
     }
 }
 

@@ -336,8 +336,11 @@ async fn mark_invalidated(
 }
 
 /// The symbols whose holders are invalidated, each from its day: those
-/// named, and the symbols corporate actions link to them (a holder of a
-/// spin-off's parent holds its child without a trade in it).
+/// named, the symbols corporate actions link to them (a holder of a
+/// spin-off's parent holds its child without a trade in it), and the
+/// options on them (an option's expiry and cash settlement read its
+/// underlying's price, and an exercise hands over the underlying without
+/// a trade in it).
 async fn linked_holders(
     conn: &mut PgConnection,
     holders: &BTreeMap<projections::Symbol, NaiveDate>,
@@ -349,6 +352,14 @@ async fn linked_holders(
             let e = out.entry(l).or_insert(*d);
             *e = (*e).min(*d);
         }
+    }
+    let named: Vec<String> = out.keys().cloned().collect();
+    let on: Vec<(String, String)> =
+        super::instruments::options_on(conn, &named).await?;
+    for (option, underlying) in on {
+        let d = out[&underlying];
+        let e = out.entry(option).or_insert(d);
+        *e = (*e).min(d);
     }
     Ok(out.into_iter().unzip())
 }

@@ -13,6 +13,26 @@ use uuid::Uuid;
 
 use super::dead_letters::{reused_reason, DeadLetter, Source};
 
+/// The options (any version of their definition) whose underlying is one
+/// of `underlyings`, with it: (option, underlying).
+pub(super) async fn options_on(
+    conn: &mut PgConnection,
+    underlyings: &[String],
+) -> sqlx::Result<Vec<(String, String)>> {
+    if underlyings.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query_as(
+        "SELECT DISTINCT symbol, payload::jsonb->>'underlying'
+           FROM instruments
+          WHERE payload::jsonb->>'kind' = 'option'
+            AND payload::jsonb->>'underlying' = ANY($1::text[])",
+    )
+    .bind(underlyings)
+    .fetch_all(&mut *conn)
+    .await
+}
+
 /// Stores instrument events (a redelivery ignored, a reused id with other
 /// content dead-lettered) at log positions in batch order; returns the
 /// stored ones.

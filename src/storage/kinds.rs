@@ -176,6 +176,13 @@ pub(super) fn kind_columns(kind: &Kind) -> KindColumns<'_> {
             amount: Some(*amount),
             ..none()
         },
+        Kind::Exercise { symbol, quantity } | Kind::Assignment { symbol, quantity } => {
+            KindColumns {
+                sym: Some(symbol.as_str()),
+                qty: Some(*quantity),
+                ..none()
+            }
+        }
     }
 }
 
@@ -332,6 +339,14 @@ pub(super) fn kind_of(r: &impl TxRow) -> anyhow::Result<Kind> {
         "return_of_capital" => Kind::ReturnOfCapital {
             symbol: k.symbol()?,
             amount: k.need(Col::Amount)?,
+        },
+        "exercise" => Kind::Exercise {
+            symbol: k.symbol()?,
+            quantity: k.need(Col::Quantity)?,
+        },
+        "assignment" => Kind::Assignment {
+            symbol: k.symbol()?,
+            quantity: k.need(Col::Quantity)?,
         },
         "cancel" => Kind::Cancel,
         other => anyhow::bail!("stored transaction of unknown kind `{other}`"),

@@ -80,6 +80,14 @@ pub(super) fn parse_kind(
             symbol: obj.symbol()?,
             amount: obj.positive("amount")?,
         },
+        "exercise" => Kind::Exercise {
+            symbol: obj.symbol()?,
+            quantity: obj.positive("quantity")?,
+        },
+        "assignment" => Kind::Assignment {
+            symbol: obj.symbol()?,
+            quantity: obj.positive("quantity")?,
+        },
         // Answered before the fields of a kind are read.
         "cancel" => Kind::Cancel,
         _ => unreachable!("checked against TRANSACTION_TYPES"),

@@ -375,6 +375,7 @@ impl<'t> Action<'_, '_, 't> {
             last_trade_price: price,
             last_trade_date: Some(self.day),
             currency: (currency != base).then(|| currency.clone()),
+            settled: None,
         });
         self.add_new(touched, qty, cost, priced.as_ref())
     }
@@ -411,6 +412,7 @@ impl<'t> Action<'_, '_, 't> {
                     last_trade_price: price.map_or(Decimal::ZERO, |x| x.last_trade_price),
                     last_trade_date: price.and_then(|x| x.last_trade_date),
                     currency: price.and_then(|x| x.currency.clone()),
+                    settled: None,
                 })
             }
         }

@@ -69,6 +69,12 @@ struct Slot {
     close: Option<Decimal>,
     /// The symbol's contract multiplier (1 for an undescribed symbol).
     mult: Decimal,
+    /// What the instruments topic says the symbol is, where it matters
+    /// to the day's end: a future (worth 0, settled daily) or an option
+    /// (it may expire).
+    contract: Contract,
+    /// A future's settled notional ([`Position::settled`]).
+    settled: Option<Decimal>,
     /// qty · price(day) · mult, exact, in the price's currency.
     term: Units,
     /// Whether `term` is in the short sums too (it was a short's).
@@ -139,6 +145,8 @@ impl Slot {
             cursor,
             close,
             mult: prices.multiplier(symbol),
+            contract: Contract::of(prices, symbol),
+            settled: pos.settled,
             term: Units::default(),
             term_short: false,
             dirty: false,
@@ -177,6 +185,11 @@ impl Slot {
     /// last trade price).
     #[inline]
     fn value(&self) -> Result<Units, ArithmeticError> {
+        if self.contract == Contract::Future {
+            // Settled in cash every day: its notional is an exposure,
+            // never a holding.
+            return Ok(Units::default());
+        }
         let price = self.close.unwrap_or(self.last_trade_price);
         if self.mult == Decimal::ONE {
             Units::product(self.qty, price)
@@ -192,6 +205,27 @@ impl Slot {
             last_trade_price: self.last_trade_price,
             last_trade_date: self.last_trade_date,
             currency: (self.trade_ccy != 0).then(|| ccys[usize::from(self.trade_ccy)].clone()),
+            settled: self.settled,
+        }
+    }
+}
+
+/// What a held symbol is, where the day's end treats it apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Contract {
+    /// An equity, a bond or an undescribed symbol.
+    Plain,
+    Future,
+    Option,
+}
+
+impl Contract {
+    pub(super) fn of(prices: &PriceBook, symbol: &Symbol) -> Contract {
+        use crate::instrument::InstrumentKind as K;
+        match prices.instrument(symbol).map(|d| &d.kind) {
+            Some(K::Future { .. }) => Contract::Future,
+            Some(K::Option { .. }) => Contract::Option,
+            _ => Contract::Plain,
         }
     }
 }
@@ -333,7 +367,12 @@ pub(super) struct Touched<'t> {
     factor: Option<Decimal>,
 }
 
-impl Touched<'_> {
+impl<'t> Touched<'t> {
+    /// The position's symbol.
+    pub(super) fn symbol(&self) -> &'t Symbol {
+        self.symbol
+    }
+
     /// The carried close of this position is worth `f` of itself from
     /// today on (a spin-off's 1 − a).
     pub(super) fn scale_close(&mut self, f: Decimal) -> Result<(), ArithmeticError> {
@@ -378,6 +417,9 @@ pub(super) struct Cache<'p> {
     /// How many slots' terms are in `short_sums`: none in most books, and
     /// then the short value is 0 without a look.
     pub(super) shorts: u32,
+    /// How many slots hold futures or options: none in most books, and
+    /// then the day's end has nothing to settle or expire.
+    contracts: u32,
     /// Σ cost over the positions, exact.
     pub(super) cost_sum: ExactSum,
 }
@@ -400,6 +442,7 @@ impl<'p> Cache<'p> {
             held: vec![0u32; series.ccys.len()],
             short_sums: vec![ExactSum::default(); series.ccys.len()],
             shorts: 0,
+            contracts: 0,
             series,
             cost_sum: ExactSum::default(),
         };
@@ -458,6 +501,48 @@ impl<'p> Cache<'p> {
             .collect()
     }
 
+    /// The symbols of the futures and options held (none in most books).
+    pub(super) fn contract_symbols(&self) -> Vec<Symbol> {
+        if self.contracts == 0 {
+            return Vec::new();
+        }
+        let names = &self.series.names;
+        self.slots
+            .iter()
+            .filter(|s| s.contract != Contract::Plain)
+            .map(|s| Symbol::parse(&names[s.name.0..s.name.1]).expect("a slot's symbol"))
+            .collect()
+    }
+
+    /// The §3 price of `symbol` on `day` (docs/valuation.md): its latest
+    /// close dated ≤ `day`, as the fold adjusts it, else the last trade
+    /// price of its position (touched today or held); `None` when it has
+    /// neither.
+    pub(super) fn price_on(
+        &self,
+        symbol: &Symbol,
+        day: NaiveDate,
+        touched: &[Touched<'_>],
+    ) -> Result<Option<Decimal>, ArithmeticError> {
+        if let Some((t, c)) = self.prices.close_dated(symbol, day) {
+            return Ok(Some(if self.prices.adjusts(symbol) {
+                self.prices.adjust_close(symbol, t, day, c)?
+            } else {
+                c
+            }));
+        }
+        let key = SymbolKey::of(symbol);
+        if let Ok(i) = touched.binary_search_by(|t| t.cmp_key(&key)) {
+            return Ok(touched[i].pos.as_ref().map(|p| p.last_trade_price));
+        }
+        let names = &self.series.names;
+        Ok(self
+            .slots
+            .binary_search_by(|s| key.cmp_slot(s, names))
+            .ok()
+            .map(|j| self.slots[j].last_trade_price))
+    }
+
     /// Adds `slot`'s term to the value sum of its currency (and to the
     /// short sum when it is a short's).
     fn hold(&mut self, slot: &mut Slot) {
@@ -465,6 +550,9 @@ impl<'p> Cache<'p> {
         self.grow(c + 1);
         self.value_sums[c].add_units(&slot.term);
         self.held[c] += 1;
+        if slot.contract != Contract::Plain {
+            self.contracts += 1;
+        }
         slot.term_short = slot.qty < Decimal::ZERO;
         if slot.term_short {
             self.short_sums[c].add_units(&slot.term);
@@ -583,6 +671,7 @@ impl<'p> Cache<'p> {
         slot.cost = p.cost;
         slot.last_trade_price = p.last_trade_price;
         slot.last_trade_date = p.last_trade_date;
+        slot.settled = p.settled;
         slot.trade_ccy = trade_ccy;
         if slot.close.is_none() {
             slot.ccy = trade_ccy;
@@ -641,6 +730,9 @@ impl<'p> Cache<'p> {
         let c = usize::from(slot.term_ccy);
         self.value_sums[c].sub_units(&slot.term);
         self.held[c] -= 1;
+        if slot.contract != Contract::Plain {
+            self.contracts -= 1;
+        }
         if slot.term_short {
             self.short_sums[c].sub_units(&slot.term);
             self.shorts -= 1;

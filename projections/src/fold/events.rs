@@ -24,6 +24,9 @@ pub(super) struct Terms {
     pub(super) multiplier: Decimal,
     /// Whether positions may go below zero (the portfolio's settings).
     pub(super) allow_short: bool,
+    /// Whether the symbol is a future: traded without a premium and
+    /// settled every day (docs/valuation.md, futures).
+    pub(super) future: bool,
 }
 
 /// The effect of one transaction is applied to the position in its symbol
@@ -58,9 +61,33 @@ pub(super) fn apply(
         fx,
         terms,
     };
+    if step.terms.future {
+        match &tx.kind {
+            Kind::Buy(t) => return step.future_trade(t, t.quantity, "buy"),
+            Kind::Sell(t) => return step.future_trade(t, -t.quantity, "sell"),
+            Kind::TransferIn {
+                symbol,
+                quantity,
+                price,
+                ..
+            } => {
+                let t = free_trade(symbol, *quantity, *price);
+                return step.future_trade(&t, *quantity, "transfer_in");
+            }
+            Kind::TransferOut {
+                symbol,
+                quantity,
+                price,
+            } => {
+                let t = free_trade(symbol, *quantity, *price);
+                return step.future_trade(&t, -*quantity, "transfer_out");
+            }
+            _ => {}
+        }
+    }
     match &tx.kind {
-        Kind::Buy(t) => step.buy(t),
-        Kind::Sell(t) => step.sell(t),
+        Kind::Buy(t) => step.buy(t, Decimal::ZERO),
+        Kind::Sell(t) => step.sell(t, Decimal::ZERO),
         Kind::PortfolioSettings { .. } => step.settings(),
         Kind::Deposit { amount } => step.deposit(*amount),
         Kind::Withdrawal { amount } => step.withdrawal(*amount),
@@ -85,8 +112,50 @@ pub(super) fn apply(
             pay_date,
         } => step.accrue_in_lieu(symbol, *amount, *pay_date),
         Kind::ReturnOfCapital { symbol, amount } => step.return_of_capital(symbol, *amount),
+        // Two positions move: the folder applies them (`contracts`).
+        Kind::Exercise { .. } | Kind::Assignment { .. } => step.settings(),
         // Only effective events are folded, and a cancel never is one.
         Kind::Cancel => step.settings(),
+    }
+}
+
+/// One leg of an option's exercise or assignment in its underlying (docs/
+/// valuation.md, options): a fee-free buy (`buy`) or sell of `t` whose
+/// cost or proceeds carry `premium` (the option cost released, in the base
+/// currency) on top of what changes hands.
+pub(super) fn underlying_leg(
+    pos: &mut Option<Position>,
+    t: &Trade,
+    buy: bool,
+    premium: Decimal,
+    day: NaiveDate,
+    ledger: &mut Ledger,
+    fx: Fx<'_>,
+    terms: Terms,
+) -> Outcome {
+    let step = Step {
+        pos,
+        ledger,
+        day,
+        fx,
+        terms,
+    };
+    match (buy, terms.future) {
+        (true, false) => step.buy(t, premium),
+        (false, false) => step.sell(t, premium),
+        (true, true) => step.future_trade(t, t.quantity, "exercise"),
+        (false, true) => step.future_trade(t, -t.quantity, "exercise"),
+    }
+}
+
+/// A trade of `quantity` at `price` without a fee (a transfer's, or an
+/// exercise's leg).
+pub(super) fn free_trade(symbol: &Symbol, quantity: Decimal, price: Decimal) -> Trade {
+    Trade {
+        symbol: symbol.clone(),
+        quantity,
+        price,
+        fee: Decimal::ZERO,
     }
 }
 
@@ -103,7 +172,10 @@ impl Step<'_, '_> {
     /// Quantity · price · multiplier + fee, paid. On a long or flat
     /// position the cost grows by it; on a short it covers first (docs/
     /// valuation.md, short positions), and what is left opens a long.
-    fn buy(mut self, t: &Trade) -> Outcome {
+    ///
+    /// `premium` (base currency, 0 for a plain buy) is an option's cost an
+    /// exercise or assignment adds to the buy's cost, split like the fee.
+    fn buy(mut self, t: &Trade, premium: Decimal) -> Outcome {
         let (fx, m) = (self.fx, self.terms.multiplier);
         let amount = dec::add(worth(t.quantity, t.price, m)?, t.fee)?;
         let paid = fx.base(amount)?;
@@ -112,15 +184,18 @@ impl Step<'_, '_> {
             let short = -held;
             let covered = t.quantity.min(short);
             let fee = fee_share(t.fee, covered, t.quantity)?;
-            self.cover(t, covered, fee)?;
+            let extra = fee_share(premium, covered, t.quantity)?;
+            self.cover(t, covered, fee, extra)?;
             let rest = dec::sub(t.quantity, covered)?;
             if rest > Decimal::ZERO {
                 let fee = fee_share(t.fee, rest, t.quantity)?;
-                let cost = fx.base(dec::add(worth(rest, t.price, m)?, fee)?)?;
+                let extra = fee_share(premium, rest, t.quantity)?;
+                let cost = dec::add(fx.base(dec::add(worth(rest, t.price, m)?, fee)?)?, extra)?;
                 buy_into(self.pos, rest, t.price, cost, self.day, fx)?;
             }
         } else {
-            buy_into(self.pos, t.quantity, t.price, paid, self.day, fx)?;
+            let cost = dec::add(paid, premium)?;
+            buy_into(self.pos, t.quantity, t.price, cost, self.day, fx)?;
         }
         self.ledger
             .tap(|| Component::Symbol(t.symbol.clone()), paid);
@@ -130,7 +205,13 @@ impl Step<'_, '_> {
 
     /// Covers `b` (≤ |q|) of the short at `t.price` with fee `f`: the
     /// cost released R = c · b / |q| (< 0) against what the cover paid.
-    fn cover(&mut self, t: &Trade, b: Decimal, f: Decimal) -> Result<(), ArithmeticError> {
+    fn cover(
+        &mut self,
+        t: &Trade,
+        b: Decimal,
+        f: Decimal,
+        premium: Decimal,
+    ) -> Result<(), ArithmeticError> {
         let fx = self.fx;
         let p = self.pos.as_mut().expect("a short is held");
         let left = dec::add(p.qty, b)?;
@@ -139,7 +220,10 @@ impl Step<'_, '_> {
         } else {
             dec::div(dec::mul(p.cost, b)?, -p.qty)?
         };
-        let paid = fx.base(dec::add(worth(b, t.price, self.terms.multiplier)?, f)?)?;
+        let paid = dec::add(
+            fx.base(dec::add(worth(b, t.price, self.terms.multiplier)?, f)?)?,
+            premium,
+        )?;
         let ledger = &mut *self.ledger;
         ledger.realized_pnl = dec::sub(dec::sub(ledger.realized_pnl, released)?, paid)?;
         if left.is_zero() {
@@ -159,7 +243,10 @@ impl Step<'_, '_> {
     /// with `allow_short`, the rest opens or adds to a short (its cost
     /// falls by the net proceeds), the fee split by quantity; without it,
     /// selling more than is held is the history's inconsistency.
-    fn sell(mut self, t: &Trade) -> Outcome {
+    ///
+    /// `premium` (base currency, 0 for a plain sell) is an option's cost an
+    /// exercise or assignment takes from the proceeds, split like the fee.
+    fn sell(mut self, t: &Trade, premium: Decimal) -> Outcome {
         let (fx, m) = (self.fx, self.terms.multiplier);
         let held = self.pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
         let long = if t.quantity <= held {
@@ -181,13 +268,15 @@ impl Step<'_, '_> {
             let released = take_out(self.pos, "sell", &t.symbol, long, t.price, self.day, fx)?
                 .expect("within the position");
             let fee = fee_share(t.fee, long, t.quantity)?;
-            let received = fx.base(dec::sub(worth(long, t.price, m)?, fee)?)?;
+            let extra = fee_share(premium, long, t.quantity)?;
+            let received = dec::sub(fx.base(dec::sub(worth(long, t.price, m)?, fee)?)?, extra)?;
             let ledger = &mut *self.ledger;
             ledger.realized_pnl = dec::add(ledger.realized_pnl, dec::sub(received, released)?)?;
         }
         let short = dec::sub(t.quantity, long)?;
         if short > Decimal::ZERO {
-            self.open_short(t, short)?;
+            let extra = fee_share(premium, short, t.quantity)?;
+            self.open_short(t, short, extra)?;
         }
         let proceeds = dec::sub(worth(t.quantity, t.price, m)?, t.fee)?;
         let ledger = self.ledger;
@@ -199,11 +288,60 @@ impl Step<'_, '_> {
 
     /// Opens or adds to a short of `s` at `t.price` with its share of the
     /// fee: q −= s, c −= the net proceeds; nothing is realized.
-    fn open_short(&mut self, t: &Trade, s: Decimal) -> Result<(), ArithmeticError> {
+    fn open_short(&mut self, t: &Trade, s: Decimal, premium: Decimal) -> Result<(), ArithmeticError> {
         let fx = self.fx;
         let fee = fee_share(t.fee, s, t.quantity)?;
-        let net = fx.base(dec::sub(worth(s, t.price, self.terms.multiplier)?, fee)?)?;
+        let net = dec::sub(
+            fx.base(dec::sub(worth(s, t.price, self.terms.multiplier)?, fee)?)?,
+            premium,
+        )?;
         buy_into(self.pos, -s, t.price, -net, self.day, fx)
+    }
+
+    /// A trade of `t` contracts (signed: > 0 bought) of a future at
+    /// `x.price`, fee `x.fee`: only the fee is paid (and realized); the
+    /// position moves by `t` and its settled notional by t · x · m, from
+    /// which the day's end counts the variation margin (docs/valuation.md,
+    /// futures). A position brought to 0 stays until the day's end settles
+    /// it. Transfers move it the same way, with no flow: a future is worth
+    /// nothing.
+    fn future_trade(self, x: &Trade, t: Decimal, what: &str) -> Outcome {
+        if !self.ledger.tracked() {
+            return Ok(Err("futures need cash: tracked".to_string()));
+        }
+        let held = self.pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
+        let after = dec::add(held, t)?;
+        if after < Decimal::ZERO && !self.terms.allow_short {
+            return Ok(Err(format!(
+                "{what} of {} {} exceeds the position of {} (a short sale needs allow_short)",
+                t.abs().normalize(),
+                x.symbol,
+                held.normalize()
+            )));
+        }
+        let notional = worth(t, x.price, self.terms.multiplier)?;
+        let fx = self.fx;
+        let p = self.pos.get_or_insert(Position {
+            qty: Decimal::ZERO,
+            cost: Decimal::ZERO,
+            last_trade_price: x.price,
+            last_trade_date: Some(self.day),
+            currency: None,
+            settled: Some(Decimal::ZERO),
+        });
+        p.qty = after;
+        p.settled = Some(dec::add(p.settled.unwrap_or_default(), notional)?);
+        p.last_trade_price = x.price;
+        p.last_trade_date = Some(self.day);
+        p.currency = fx.currency.cloned();
+        if !x.fee.is_zero() {
+            let paid = fx.base(x.fee)?;
+            let ledger = &mut *self.ledger;
+            ledger.realized_pnl = dec::sub(ledger.realized_pnl, paid)?;
+            ledger.tap(|| Component::Symbol(x.symbol.clone()), paid);
+            ledger.pay(x.fee, fx)?;
+        }
+        Ok(Ok(()))
     }
 
     /// Settings hold for the whole history and reach the fold as the

@@ -48,6 +48,9 @@ pub struct DayExplanation {
     /// The dividends paid at the start of the day (accrued on an earlier
     /// ex-date; one paid on its own ex-date is among the day's events).
     pub payments: Vec<Receivable>,
+    /// Each future's variation margin of the day, in the base currency
+    /// (docs/valuation.md, futures): one paid 0 is not listed.
+    pub variation_margins: Vec<(Symbol, Decimal)>,
     /// The state at the end of the day.
     pub state: DayState,
 }
@@ -106,6 +109,7 @@ pub fn explain_day(
             .filter(|r| r.pay_date <= day)
             .cloned()
             .collect(),
+        variation_margins: std::mem::take(&mut folder.last_margins),
         state,
     })))
 }

@@ -11,6 +11,7 @@ use rust_decimal::Decimal;
 use super::actions::DayStart;
 use super::book::PriceBook;
 use super::cache::{Cache, Touched};
+use super::contracts::{ContractDay, Notional};
 use super::error::{next_day, overflow_stops_history, FoldError};
 use super::events::{apply, Terms};
 use super::flows::{ComponentFlow, ValueMove};
@@ -20,7 +21,7 @@ use super::state::{DayState, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::instrument::{Definition, InstrumentKind};
 use crate::status::Inconsistency;
-use crate::types::{CorporateAction, Currency, DailyRecord, Exposure, Symbol, Transaction};
+use crate::types::{CorporateAction, Currency, DailyRecord, Exposure, Kind, Symbol, Transaction};
 
 /// Folds one day at a time from a starting state.
 ///
@@ -82,6 +83,9 @@ pub struct Folder<'a> {
     /// The shares corporate actions moved between symbols on the last day
     /// recorded, when tapping.
     pub(super) last_moves: Vec<ValueMove>,
+    /// Each future's variation margin on the last day recorded, in the
+    /// base currency.
+    pub(super) last_margins: Vec<(Symbol, Decimal)>,
 }
 
 impl std::fmt::Debug for Folder<'_> {
@@ -126,6 +130,7 @@ impl<'a> Folder<'a> {
             tapping: false,
             last_taps: Vec::new(),
             last_moves: Vec::new(),
+            last_margins: Vec::new(),
         }
     }
 
@@ -230,6 +235,9 @@ impl<'a> Folder<'a> {
         if let Some(e) = self.pending.take() {
             return Err(overflow(e));
         }
+        // Futures and options held at the day's start (none in most
+        // books): the day's end settles and expires them.
+        let held_contracts = self.cache.contract_symbols();
         let splits_today = self.splits_through(day);
         let actions_today = self.actions_through(day);
         if self.before_history(day, day_transactions) {
@@ -264,6 +272,18 @@ impl<'a> Folder<'a> {
         if let Err(inconsistency) = applied.map_err(overflow)? {
             return Ok(Err(inconsistency));
         }
+        let contracts = ContractDay {
+            cache: &self.cache,
+            day,
+            allow_short: self.state.allow_short,
+        };
+        let notional = match contracts
+            .day_end(&held_contracts, &mut touched, &mut ledger)
+            .map_err(overflow)?
+        {
+            Ok(notional) => notional,
+            Err(inconsistency) => return Ok(Err(inconsistency)),
+        };
         let cum_in = dec::add(self.state.cum_in, ledger.inflow).map_err(overflow)?;
         let cum_out = dec::add(self.state.cum_out, ledger.outflow).map_err(overflow)?;
 
@@ -292,7 +312,7 @@ impl<'a> Folder<'a> {
             Ok(Err(missing)) => return Ok(Err(missing)),
             Err(e) => return Err(overflow(e)),
         };
-        let record = self.close_day(day, ledger, cash, cum_in, cum_out);
+        let record = self.close_day(day, ledger, cash, (cum_in, cum_out), notional);
         Ok(Ok(Some(record.map_err(overflow)?)))
     }
 
@@ -379,7 +399,10 @@ impl<'a> Folder<'a> {
         touched: &mut Vec<Touched<'t>>,
         ledger: &mut Ledger,
         day: NaiveDate,
-    ) -> Result<Result<(), Inconsistency>, ArithmeticError> {
+    ) -> Result<Result<(), Inconsistency>, ArithmeticError>
+    where
+        'a: 't,
+    {
         for &tx in day_transactions {
             let i = tx
                 .kind
@@ -404,11 +427,29 @@ impl<'a> Folder<'a> {
             if let Some(detail) = definition.and_then(|d| out_of_term(d, tx, day)) {
                 return Ok(Err(refused(detail)));
             }
-            let terms = Terms {
-                multiplier: definition.map_or(Decimal::ONE, |d| d.multiplier),
-                allow_short: self.state.allow_short,
+            let outcome = match &tx.kind {
+                Kind::Exercise { symbol, quantity } | Kind::Assignment { symbol, quantity } => {
+                    let contracts = ContractDay {
+                        cache: &self.cache,
+                        day,
+                        allow_short: self.state.allow_short,
+                    };
+                    let assigned = matches!(tx.kind, Kind::Assignment { .. });
+                    contracts.exercise(touched, ledger, symbol, *quantity, assigned, fx)?
+                }
+                _ => {
+                    let terms = Terms {
+                        multiplier: definition.map_or(Decimal::ONE, |d| d.multiplier),
+                        allow_short: self.state.allow_short,
+                        future: matches!(
+                            definition.map(|d| &d.kind),
+                            Some(InstrumentKind::Future { .. })
+                        ),
+                    };
+                    apply(pos, tx, day, ledger, fx, terms)?
+                }
             };
-            if let Err(detail) = apply(pos, tx, day, ledger, fx, terms)? {
+            if let Err(detail) = outcome {
                 return Ok(Err(refused(detail)));
             }
         }
@@ -500,8 +541,8 @@ impl<'a> Folder<'a> {
         day: NaiveDate,
         mut ledger: Ledger,
         cash: Decimal,
-        cum_in: Decimal,
-        cum_out: Decimal,
+        (cum_in, cum_out): (Decimal, Decimal),
+        mut futures: Notional,
     ) -> Result<DailyRecord, ArithmeticError> {
         let prev_value = self.state.market_value;
         // Without cash or receivables (every v1 book) V is the holdings
@@ -531,7 +572,8 @@ impl<'a> Folder<'a> {
             realized_pnl: ledger.realized_pnl,
             cum_in,
             cum_out,
-            exposure: Exposure::of(self.holdings, self.short_value, value)?,
+            exposure: Exposure::of(self.holdings, self.short_value, value)?
+                .with_futures(futures.net, futures.gross, value)?,
         };
         self.state.date = day;
         self.state.market_value = value;
@@ -541,6 +583,7 @@ impl<'a> Folder<'a> {
         self.last_flows = (ledger.inflow, ledger.outflow);
         self.last_taps = ledger.tap.take().unwrap_or_default();
         self.last_moves = std::mem::take(&mut ledger.moved);
+        self.last_margins = std::mem::take(&mut futures.margins);
         self.commit_ledger(ledger);
         Ok(record)
     }

@@ -37,6 +37,8 @@
 //! - `cache`: the folder's valuation cache (slots, closes, exact sums);
 //! - `actions`: what a spin-off, merger or symbol change does to holders,
 //!   and what each says it did ([`ActionEffect`]);
+//! - `contracts`: an option's exercise or assignment, and the day's end
+//!   of futures and options (expiry, variation margin);
 //! - `settings`: a log's cash mode and base currency;
 //! - `folder`: [`Folder`], one day's step;
 //! - `driver`: the day loop ([`fold`], [`resume`], [`replay`]);
@@ -51,6 +53,7 @@ mod actions;
 mod attribute;
 mod book;
 mod cache;
+mod contracts;
 mod driver;
 mod effects;
 mod error;

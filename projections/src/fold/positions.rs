@@ -54,6 +54,7 @@ pub(super) fn buy_into(
         last_trade_price: price,
         last_trade_date: Some(day),
         currency: None,
+        settled: None,
     });
     p.qty = dec::add(p.qty, qty)?;
     p.cost = dec::add(p.cost, cost)?;

@@ -31,6 +31,12 @@ pub struct Position {
     /// The currency of `last_trade_price`; `None`: the base currency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency: Option<Currency>,
+    /// A future's settled notional in its currency: q · S · m at the last
+    /// settlement plus t · x · m of each trade since, so that the day's
+    /// variation margin is q · S(d) · m − settled (docs/valuation.md,
+    /// futures). `None` for every other position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled: Option<Decimal>,
 }
 
 /// Compact end-of-day state: everything needed to fold the next day.

@@ -46,8 +46,11 @@ pub struct ValuedPosition {
     /// An option's or future's expiry, a bond's maturity.
     pub expiry: Option<NaiveDate>,
     /// quantity · price · multiplier · fx_rate, in the base currency
-    /// (negative for a short).
+    /// (negative for a short); 0 for a future, settled in cash every day.
     pub value: Decimal,
+    /// A future's quantity · price · multiplier · fx_rate (signed), what
+    /// its value would be if it were paid for; `None` for anything else.
+    pub notional: Option<Decimal>,
 }
 
 /// Where a valuation price came from (docs/valuation.md: a close beats the
@@ -163,10 +166,19 @@ pub(super) fn value_position(
     let definition = prices.instrument(symbol);
     let multiplier = definition.map_or(Decimal::ONE, |d| d.multiplier);
     let local = super::positions::worth(pos.qty, price, multiplier)?;
-    let value = if currency == *base {
+    let converted = if currency == *base {
         local
     } else {
         dec::mul(local, fx_rate)?
+    };
+    let future = matches!(
+        definition.map(|d| &d.kind),
+        Some(crate::instrument::InstrumentKind::Future { .. })
+    );
+    let (value, notional) = if future {
+        (Decimal::ZERO, Some(converted))
+    } else {
+        (converted, None)
     };
     Ok(ValuedPosition {
         symbol: symbol.clone(),
@@ -183,6 +195,7 @@ pub(super) fn value_position(
         multiplier,
         expiry: definition.and_then(|d| d.kind.expiry()),
         value,
+        notional,
     })
 }
 

@@ -741,6 +741,7 @@ mod page_tests {
                         weight: Some(1.0),
                         unrealized_pnl: "10.50000000".into(),
                         expiry: None,
+                        notional: None,
                         actions: vec![],
                     }],
                     cash: vec![],

@@ -1,0 +1,374 @@
+//! Futures and options where they differ from any other position (docs/
+//! valuation.md, futures and options): an option's exercise or assignment,
+//! which moves two positions (the option and its underlying), and the
+//! day's end — options expiring (exercised or assigned when in the money,
+//! else worthless), then every future's variation margin, then futures
+//! expiring.
+
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+
+use super::cache::{Cache, Contract, Touched};
+use super::events::{free_trade, underlying_leg, Terms};
+use super::flows::Component;
+use super::ledger::{no_rate, Fx, Ledger};
+use crate::decimal::{self as dec, ArithmeticError};
+use crate::instrument::{Definition, InstrumentKind, Right, Settlement};
+use crate::status::Inconsistency;
+use crate::types::Symbol;
+
+/// What a step gives: `Ok(Err(detail))` is the history's inconsistency.
+type Outcome = Result<Result<(), String>, ArithmeticError>;
+
+/// The futures at the day's end, in the base currency.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Notional {
+    /// Σ q · S · m · FX over those left open, signed.
+    pub(super) net: Decimal,
+    /// Σ |q · S · m · FX| over those left open.
+    pub(super) gross: Decimal,
+    /// Each future's variation margin of the day (none when it paid 0).
+    pub(super) margins: Vec<(Symbol, Decimal)>,
+}
+
+/// The day a contract is handled on, and what the portfolio allows.
+#[derive(Clone, Copy)]
+pub(super) struct ContractDay<'c, 'p> {
+    pub(super) cache: &'c Cache<'p>,
+    pub(super) day: NaiveDate,
+    pub(super) allow_short: bool,
+}
+
+impl<'p> ContractDay<'_, 'p> {
+    /// `n` contracts of the option `option` exercised (`assigned` false:
+    /// a long position of at least `n`) or assigned (a short one), its
+    /// amounts in `fx`: the option's position moves `n` toward zero
+    /// releasing c_o of its cost, and the underlying changes hands at the
+    /// strike with c_o in its cost or proceeds (physical), or the
+    /// intrinsic value is paid (cash).
+    pub(super) fn exercise<'t>(
+        &self,
+        touched: &mut Vec<Touched<'t>>,
+        ledger: &mut Ledger,
+        option: &'t Symbol,
+        n: Decimal,
+        assigned: bool,
+        fx: Fx<'_>,
+    ) -> Outcome
+    where
+        'p: 't,
+    {
+        let what = if assigned { "assignment" } else { "exercise" };
+        let prices: &'p _ = self.cache.prices;
+        let Some((def, underlying, right, strike, settlement)) = option_terms(prices.instrument(option))
+        else {
+            return Ok(Err(format!("{what} of {option}: it is not an option")));
+        };
+        let i = self.cache.touch(touched, option);
+        let q = touched[i].pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
+        let enough = if assigned { -q >= n } else { q >= n };
+        if !enough {
+            let side = if assigned { "short" } else { "long" };
+            return Ok(Err(format!(
+                "{what} of {} {option} exceeds the {side} position of {}",
+                n.normalize(),
+                q.normalize()
+            )));
+        }
+        let released = release(&mut touched[i].pos, n)?;
+        let m = def.multiplier;
+        let units = dec::mul(n, m)?;
+        match settlement {
+            Settlement::Cash => {
+                let Some(intrinsic) = self.intrinsic(touched, underlying, right, strike)? else {
+                    return Ok(Err(self.unpriced(underlying, option)));
+                };
+                let amount = dec::mul(units, intrinsic)?;
+                let paid = fx.base(amount)?;
+                if assigned {
+                    ledger.realized_pnl = dec::sub(dec::sub(ledger.realized_pnl, paid)?, released)?;
+                    ledger.tap(|| Component::Symbol(option.clone()), paid);
+                    ledger.pay(amount, fx)?;
+                } else {
+                    ledger.realized_pnl = dec::sub(dec::add(ledger.realized_pnl, paid)?, released)?;
+                    ledger.tap(|| Component::Symbol(option.clone()), -paid);
+                    ledger.receive(amount, fx)?;
+                }
+                Ok(Ok(()))
+            }
+            Settlement::Physical => {
+                // An exercised call and an assigned put buy the underlying.
+                let buy = (right == Right::Call) != assigned;
+                let (quantity, terms, premium) = match prices.instrument(underlying) {
+                    Some(Definition {
+                        kind: InstrumentKind::Future { .. },
+                        multiplier,
+                        ..
+                    }) => {
+                        // A futures trade of n contracts at the strike; the
+                        // option's cost is realized now.
+                        ledger.realized_pnl = dec::sub(ledger.realized_pnl, released)?;
+                        (n, self.terms(*multiplier, true), Decimal::ZERO)
+                    }
+                    Some(Definition {
+                        kind: InstrumentKind::Equity,
+                        multiplier,
+                        ..
+                    }) if *multiplier == Decimal::ONE => {
+                        (units, self.terms(Decimal::ONE, false), released)
+                    }
+                    None => (units, self.terms(Decimal::ONE, false), released),
+                    Some(_) => {
+                        return Ok(Err(format!(
+                            "{what} of {option}: its underlying {underlying} is neither an equity of multiplier 1 nor a future"
+                        )))
+                    }
+                };
+                let leg = free_trade(underlying, quantity, strike);
+                let j = self.cache.touch(touched, underlying);
+                underlying_leg(
+                    &mut touched[j].pos,
+                    &leg,
+                    buy,
+                    premium,
+                    self.day,
+                    ledger,
+                    fx,
+                    terms,
+                )
+            }
+        }
+    }
+
+    fn terms(&self, multiplier: Decimal, future: bool) -> Terms {
+        Terms {
+            multiplier,
+            allow_short: self.allow_short,
+            future,
+        }
+    }
+
+    /// The intrinsic value per unit of a `right` struck at `strike` at
+    /// the underlying's price of the day; `None` when it has none.
+    fn intrinsic(
+        &self,
+        touched: &[Touched<'_>],
+        underlying: &Symbol,
+        right: Right,
+        strike: Decimal,
+    ) -> Result<Option<Decimal>, ArithmeticError> {
+        let Some(price) = self.cache.price_on(underlying, self.day, touched)? else {
+            return Ok(None);
+        };
+        let gap = match right {
+            Right::Call => dec::sub(price, strike)?,
+            Right::Put => dec::sub(strike, price)?,
+        };
+        Ok(Some(gap.max(Decimal::ZERO)))
+    }
+
+    fn unpriced(&self, underlying: &Symbol, option: &Symbol) -> String {
+        format!(
+            "no price of {underlying} on or before {} for the intrinsic value of {option}",
+            self.day
+        )
+    }
+
+    /// The day's end of the held futures and options (`held`: those held
+    /// at the day's start; the day's trades are in `touched`): options
+    /// expiring today, in symbol order, then each future's variation
+    /// margin, then futures expiring today. Returns the futures' notional
+    /// left open.
+    pub(super) fn day_end<'t>(
+        &self,
+        held: &'t [Symbol],
+        touched: &mut Vec<Touched<'t>>,
+        ledger: &mut Ledger,
+    ) -> Result<Result<Notional, Inconsistency>, ArithmeticError>
+    where
+        'p: 't,
+    {
+        let inconsistent = |detail| Inconsistency {
+            day: self.day,
+            event_id: None,
+            detail,
+        };
+        for option in self.contracts(held, touched, Contract::Option) {
+            if let Err(detail) = self.expire(touched, ledger, option)? {
+                return Ok(Err(inconsistent(detail)));
+            }
+        }
+        let mut notional = Notional::default();
+        for future in self.contracts(held, touched, Contract::Future) {
+            if let Err(detail) = self.settle(touched, ledger, future, &mut notional)? {
+                return Ok(Err(inconsistent(detail)));
+            }
+        }
+        Ok(Ok(notional))
+    }
+
+    /// The symbols of `kind` held at the day's start or touched today, in
+    /// symbol order.
+    fn contracts<'t>(
+        &self,
+        held: &'t [Symbol],
+        touched: &[Touched<'t>],
+        kind: Contract,
+    ) -> Vec<&'t Symbol> {
+        let prices = self.cache.prices;
+        let mut out: Vec<&'t Symbol> = held
+            .iter()
+            .chain(touched.iter().map(Touched::symbol))
+            .filter(|s| Contract::of(prices, s) == kind)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// An option whose expiry is today and is still open: exercised (long)
+    /// or assigned (short) in full when in the money at its underlying's
+    /// price of the day, else gone worthless (its cost realized).
+    fn expire<'t>(
+        &self,
+        touched: &mut Vec<Touched<'t>>,
+        ledger: &mut Ledger,
+        option: &'t Symbol,
+    ) -> Outcome
+    where
+        'p: 't,
+    {
+        let Some((def, underlying, right, strike, _)) =
+            option_terms(self.cache.prices.instrument(option))
+        else {
+            return Ok(Ok(()));
+        };
+        if def.kind.expiry() != Some(self.day) {
+            return Ok(Ok(()));
+        }
+        let i = self.cache.touch(touched, option);
+        let Some(q) = touched[i].pos.as_ref().map(|p| p.qty) else {
+            return Ok(Ok(()));
+        };
+        let Some(intrinsic) = self.intrinsic(touched, underlying, right, strike)? else {
+            return Ok(Err(self.unpriced(underlying, option)));
+        };
+        if intrinsic > Decimal::ZERO {
+            let fx = match self.fx(def)? {
+                Ok(fx) => fx,
+                Err(detail) => return Ok(Err(detail)),
+            };
+            return self.exercise(touched, ledger, option, q.abs(), q < Decimal::ZERO, fx);
+        }
+        let released = release(&mut touched[i].pos, q.abs())?;
+        ledger.realized_pnl = dec::sub(ledger.realized_pnl, released)?;
+        Ok(Ok(()))
+    }
+
+    /// A future's variation margin of the day, q · S(d) · m − settled,
+    /// into cash in its currency and realized; closed at its expiry, or
+    /// when traded down to 0 today. Adds what stays open to `notional`.
+    fn settle<'t>(
+        &self,
+        touched: &mut Vec<Touched<'t>>,
+        ledger: &mut Ledger,
+        future: &'t Symbol,
+        notional: &mut Notional,
+    ) -> Outcome {
+        let Some(def) = self.cache.prices.instrument(future) else {
+            return Ok(Ok(()));
+        };
+        let i = self.cache.touch(touched, future);
+        let Some(p) = touched[i].pos.clone() else {
+            return Ok(Ok(()));
+        };
+        let price = match self.cache.price_on(future, self.day, touched)? {
+            Some(price) => price,
+            None => p.last_trade_price,
+        };
+        let fx = match self.fx(def)? {
+            Ok(fx) => fx,
+            Err(detail) => return Ok(Err(detail)),
+        };
+        let now = dec::mul(dec::mul(p.qty, price)?, def.multiplier)?;
+        let margin = dec::sub(now, p.settled.unwrap_or_default())?;
+        if !margin.is_zero() {
+            let settled = fx.base(margin)?;
+            ledger.realized_pnl = dec::add(ledger.realized_pnl, settled)?;
+            ledger.tap(|| Component::Symbol(future.clone()), -settled);
+            ledger.add_cash(fx.currency, margin)?;
+            notional.margins.push((future.clone(), settled));
+        }
+        let expired = def.kind.expiry() == Some(self.day);
+        touched[i].pos = if p.qty.is_zero() || expired {
+            None
+        } else {
+            let open = fx.base(now)?;
+            notional.net = dec::add(notional.net, open)?;
+            notional.gross = dec::add(notional.gross, open.abs())?;
+            let mut p = p;
+            p.settled = Some(now);
+            Some(p)
+        };
+        Ok(Ok(()))
+    }
+
+    /// The currency of a contract's amounts and its rate of the day to the
+    /// base; the missing rate's detail when there is none.
+    fn fx<'d>(&self, def: &'d Definition) -> Result<Result<Fx<'d>, String>, ArithmeticError> {
+        let base = self.cache.base();
+        let Some(c) = def.currency.as_ref().filter(|c| *c != base) else {
+            return Ok(Ok(Fx::BASE));
+        };
+        Ok(match self.cache.prices.rate(c, base, self.day)? {
+            Some(rate) => Ok(Fx {
+                currency: Some(c),
+                rate,
+            }),
+            None => Err(no_rate(c, base, self.day)),
+        })
+    }
+}
+
+/// An option's definition and terms: (definition, underlying, right,
+/// strike, settlement); `None` for anything else.
+fn option_terms(
+    def: Option<&Definition>,
+) -> Option<(&Definition, &Symbol, Right, Decimal, Settlement)> {
+    match def {
+        Some(
+            d @ Definition {
+                kind:
+                    InstrumentKind::Option {
+                        underlying,
+                        right,
+                        strike,
+                        settlement,
+                        ..
+                    },
+                ..
+            },
+        ) => Some((d, underlying, *right, *strike, *settlement)),
+        _ => None,
+    }
+}
+
+/// Moves `n` (> 0, at most |q|) of an option position toward zero and
+/// returns the cost released, c · n / |q| (all of it when it closes).
+fn release(pos: &mut Option<crate::fold::Position>, n: Decimal) -> Result<Decimal, ArithmeticError> {
+    let p = pos.as_mut().expect("checked to be held");
+    let whole = p.qty.abs();
+    if n == whole {
+        let released = p.cost;
+        *pos = None;
+        return Ok(released);
+    }
+    let released = dec::div(dec::mul(p.cost, n)?, whole)?;
+    p.cost = dec::sub(p.cost, released)?;
+    p.qty = if p.qty > Decimal::ZERO {
+        dec::sub(p.qty, n)?
+    } else {
+        dec::add(p.qty, n)?
+    };
+    Ok(released)
+}

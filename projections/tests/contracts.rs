@@ -1,0 +1,297 @@
+//! Futures and options through the pure fold (docs/contracts.md), beyond
+//! the golden book: the variation margin's identity over any price path
+//! and trades, a resumed fold equal to the full one on every day, the
+//! order of a day's end, and every way an exercise, an assignment or a
+//! futures trade makes the history inconsistent.
+
+use chrono::{Days, NaiveDate};
+use proptest::prelude::*;
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+
+use projections::{
+    fold, parse_instrument, parse_transaction, resume, DailyRecord, PriceBook, Symbol, Transaction,
+};
+
+fn base() -> NaiveDate {
+    NaiveDate::from_ymd_opt(2024, 6, 3).unwrap()
+}
+
+fn day(n: u64) -> NaiveDate {
+    base() + Days::new(n)
+}
+
+fn dec(s: &str) -> Decimal {
+    s.parse().unwrap()
+}
+
+/// A book: its transactions (parsed, in log order) and its price book.
+struct Book {
+    txs: Vec<Transaction>,
+    prices: PriceBook,
+}
+
+impl Book {
+    fn new(instruments: &[Value]) -> Book {
+        let mut prices = PriceBook::new();
+        for i in instruments {
+            prices.insert_instrument(&parse_instrument(i.to_string().as_bytes()).unwrap());
+        }
+        Book {
+            txs: Vec::new(),
+            prices,
+        }
+    }
+
+    /// A transaction of day `d` in portfolio `p`: `fields` plus the
+    /// envelope.
+    fn tx(&mut self, d: u64, fields: Value) -> &mut Self {
+        let mut v = fields;
+        let n = self.txs.len() + 1;
+        v["event_id"] = json!(format!("00000000-0000-4000-8000-{n:012}"));
+        v["portfolio_id"] = json!("p");
+        v["trade_date"] = json!(day(d).to_string());
+        v["schema_version"] = json!(2);
+        let mut t = parse_transaction(v.to_string().as_bytes()).unwrap_or_else(|e| panic!("{v}: {e}"));
+        t.seq = n as i64;
+        self.txs.push(t);
+        self
+    }
+
+    fn close(&mut self, symbol: &str, d: u64, close: &str) -> &mut Self {
+        self.prices
+            .insert(Symbol::parse(symbol).unwrap(), day(d), dec(close));
+        self
+    }
+
+    /// A margin account: cash tracked, shorts allowed, `cash` deposited
+    /// on day 0.
+    fn account(&mut self, cash: &str) -> &mut Self {
+        self.tx(0, json!({"type": "portfolio_settings", "cash": "tracked", "allow_short": true}))
+            .tx(0, json!({"type": "deposit", "amount": cash}))
+    }
+
+    fn fold(&self, through: u64) -> projections::FoldOutput {
+        fold(&self.txs, &self.prices, day(through)).unwrap()
+    }
+
+    /// The history's inconsistency's (day offset, detail).
+    fn inconsistency(&self, through: u64) -> (i64, String) {
+        let i = self.fold(through).inconsistency.expect("inconsistent");
+        ((i.day - base()).num_days(), i.detail)
+    }
+}
+
+fn future(symbol: &str, m: &str, expiry: Option<NaiveDate>) -> Value {
+    json!({"event_id": format!("10000000-0000-4000-8000-{:012}", symbol.len()), "type": "instrument",
+           "symbol": symbol, "kind": "future", "multiplier": m, "currency": "USD",
+           "expiry": expiry.map(|d| d.to_string()), "schema_version": 2})
+}
+
+fn option(symbol: &str, underlying: &str, right: &str, strike: &str, settlement: &str) -> Value {
+    json!({"event_id": format!("20000000-0000-4000-8000-{:012}", symbol.len()), "type": "instrument",
+           "symbol": symbol, "kind": "option", "underlying": underlying, "right": right,
+           "strike": strike, "expiry": day(10).to_string(), "currency": "USD",
+           "settlement": settlement, "schema_version": 2})
+}
+
+fn last(out: &projections::FoldOutput) -> &DailyRecord {
+    out.records.last().unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Over any settlement path and any trades, the margins paid add up
+    /// to m · (q_end · S_end − Σ t · x): the account gains exactly what
+    /// the contracts' price moved under the position, fees apart, and
+    /// holds the future at 0 every day.
+    #[test]
+    fn variation_margin_adds_up_to_the_moves_under_the_position(
+        closes in prop::collection::vec(900i64..1100, 1..12),
+        trades in prop::collection::vec((0u64..12, -5i64..=5, 900i64..1100, 0i64..3), 1..8),
+    ) {
+        let mut b = Book::new(&[future("FUT", "50", None)]);
+        b.account("1000000");
+        for (i, c) in closes.iter().enumerate() {
+            b.close("FUT", i as u64, &c.to_string());
+        }
+        let (mut q, mut paid, mut fees) = (Decimal::ZERO, Decimal::ZERO, Decimal::ZERO);
+        let mut sorted = trades.clone();
+        sorted.sort_by_key(|t| t.0);
+        for (d, t, x, f) in sorted.iter().copied().filter(|t| t.1 != 0) {
+            let ty = if t > 0 { "buy" } else { "sell" };
+            b.tx(d, json!({"type": ty, "symbol": "FUT", "quantity": t.abs().to_string(),
+                           "price": x.to_string(), "fee": f.to_string()}));
+            q += Decimal::from(t);
+            paid += Decimal::from(t * x);
+            fees += Decimal::from(f);
+        }
+        let out = b.fold(14);
+        prop_assert!(out.inconsistency.is_none(), "{:?}", out.inconsistency);
+        let s_end = Decimal::from(*closes.last().unwrap());
+        let margin = dec("50") * (q * s_end - paid);
+        let r = last(&out);
+        prop_assert_eq!(r.realized_pnl, margin - fees);
+        prop_assert_eq!(r.cash, dec("1000000") + margin - fees);
+        prop_assert_eq!(r.holdings_value, Decimal::ZERO);
+        prop_assert_eq!(r.cost, Decimal::ZERO);
+        prop_assert_eq!(r.exposure.futures_notional, dec("50") * q * s_end);
+        prop_assert!(out.records.iter().all(|r| r.holdings_value.is_zero()));
+    }
+}
+
+/// The service resumes from stored states: from any day's end state of a
+/// book with futures and options, the rest of the fold is the full fold's.
+#[test]
+fn a_resumed_fold_is_the_full_fold_on_every_day() {
+    let mut b = Book::new(&[
+        future("FUT", "10", Some(day(12))),
+        option("UC C50", "UC", "call", "50", "physical"),
+        option("UP P45", "UP", "put", "45", "physical"),
+        option("FUT C1000", "FUT", "call", "1000", "physical"),
+    ]);
+    b.account("100000");
+    b.tx(0, json!({"type": "buy", "symbol": "FUT", "quantity": "2", "price": "1000", "fee": "2"}))
+        .tx(1, json!({"type": "buy", "symbol": "UC C50", "quantity": "1", "price": "3"}))
+        .tx(1, json!({"type": "sell", "symbol": "UP P45", "quantity": "2", "price": "1.5"}))
+        .tx(2, json!({"type": "buy", "symbol": "FUT C1000", "quantity": "1", "price": "5"}))
+        .tx(4, json!({"type": "sell", "symbol": "FUT", "quantity": "2", "price": "1010"}));
+    for (d, c) in [(0, "1001"), (1, "998"), (3, "1012"), (6, "1020"), (10, "1030"), (11, "1025")] {
+        b.close("FUT", d, c);
+    }
+    b.close("UC", 10, "55").close("UP", 10, "44").close("UC C50", 5, "4.2");
+    let full = b.fold(14);
+    assert!(full.inconsistency.is_none(), "{:?}", full.inconsistency);
+    for cut in 0..13 {
+        let head = b.fold(cut);
+        let state = head.end_state.unwrap();
+        let state: projections::DayState =
+            serde_json::from_str(&serde_json::to_string(&state).unwrap()).unwrap();
+        let later: Vec<Transaction> = b
+            .txs
+            .iter()
+            .filter(|t| t.trade_date > state.date)
+            .cloned()
+            .collect();
+        let rest = resume(&state, &later, &b.prices, day(14)).unwrap();
+        let from = full.records.iter().position(|r| r.date > day(cut)).unwrap();
+        assert_eq!(rest.records, full.records[from..], "resumed after day {cut}");
+    }
+    // Expiry day 10: the call (UC at 55) exercised, the written put (UP at
+    // 44, struck at 45) assigned, the call on FUT (at 1,030) exercised into
+    // a future; FUT itself expires on day 12.
+    let on = |d: u64| full.records.iter().find(|r| r.date == day(d)).unwrap();
+    assert!(on(11).exposure.futures_notional > Decimal::ZERO);
+    assert_eq!(on(12).exposure.futures_notional, Decimal::ZERO);
+    let end = full.end_state.unwrap();
+    let held: Vec<&str> = end.positions.keys().map(Symbol::as_str).collect();
+    assert_eq!(held, ["UC", "UP"]);
+    assert_eq!(end.positions[&Symbol::parse("UC").unwrap()].cost, dec("5300"));
+    // 200 UP bought at 45, less the 300 of premium received.
+    assert_eq!(end.positions[&Symbol::parse("UP").unwrap()].cost, dec("8700"));
+}
+
+/// An option on a future exercised at its expiry opens the future at the
+/// strike, and the same day's margin is counted from the strike: the day's
+/// end expires options before it settles futures.
+#[test]
+fn an_option_on_a_future_expires_into_a_future_settled_from_its_strike() {
+    let mut b = Book::new(&[
+        future("FUT", "10", None),
+        option("FUT P1000", "FUT", "put", "1000", "physical"),
+    ]);
+    b.account("100000");
+    b.tx(1, json!({"type": "buy", "symbol": "FUT P1000", "quantity": "1", "price": "4"}));
+    b.close("FUT", 10, "990");
+    let out = b.fold(10);
+    let r = last(&out);
+    // A put exercised sells 1 future at 1,000; settled at 990 that day:
+    // +100, and the premium of 400 realized.
+    assert_eq!(r.realized_pnl, dec("-300"));
+    assert_eq!(r.cash, dec("100000") - dec("400") + dec("100"));
+    assert_eq!(r.exposure.futures_notional, dec("-9900"));
+    let fut = &out.end_state.unwrap().positions[&Symbol::parse("FUT").unwrap()];
+    assert_eq!(fut.qty, dec("-1"));
+}
+
+/// Each way a contract's event cannot apply makes the history
+/// inconsistent on its day, naming what is wrong.
+#[test]
+fn contract_events_that_cannot_apply_stop_the_history() {
+    let instruments = [
+        future("FUT", "10", None),
+        option("UC C50", "UC", "call", "50", "physical"),
+        option("IX C10", "IX", "call", "10", "cash"),
+        option("BD C90", "BD", "call", "90", "physical"),
+        json!({"event_id": "30000000-0000-4000-8000-000000000001", "type": "instrument",
+               "symbol": "BD", "kind": "bond", "face": "1000", "coupon": "0",
+               "issue_date": "2020-01-01", "maturity": "2030-01-01", "currency": "USD",
+               "schema_version": 2}),
+    ];
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"type": "exercise", "symbol": "UC C50", "quantity": "2"}),
+         "exercise of 2 UC C50 exceeds the long position of 1"),
+        (json!({"type": "assignment", "symbol": "UC C50", "quantity": "1"}),
+         "assignment of 1 UC C50 exceeds the short position of 1"),
+        (json!({"type": "exercise", "symbol": "UC", "quantity": "1"}),
+         "exercise of UC: it is not an option"),
+        (json!({"type": "exercise", "symbol": "IX C10", "quantity": "1"}),
+         "no price of IX on or before 2024-06-05 for the intrinsic value of IX C10"),
+        (json!({"type": "exercise", "symbol": "BD C90", "quantity": "1"}),
+         "exercise of BD C90: its underlying BD is neither an equity of multiplier 1 nor a future"),
+    ];
+    for (event, detail) in cases {
+        let mut b = Book::new(&instruments);
+        b.account("100000");
+        for held in ["UC C50", "IX C10", "BD C90"] {
+            b.tx(1, json!({"type": "buy", "symbol": held, "quantity": "1", "price": "2"}));
+        }
+        b.tx(2, event.clone());
+        assert_eq!(b.inconsistency(5), (2, detail.to_string()), "{event}");
+    }
+
+    // A future in a book without cash, and a short future without
+    // allow_short.
+    let mut b = Book::new(&instruments);
+    b.tx(1, json!({"type": "buy", "symbol": "FUT", "quantity": "1", "price": "100"}));
+    assert_eq!(b.inconsistency(3), (1, "futures need cash: tracked".into()));
+    let mut b = Book::new(&instruments);
+    b.tx(0, json!({"type": "portfolio_settings", "cash": "tracked"}))
+        .tx(0, json!({"type": "deposit", "amount": "1000"}))
+        .tx(1, json!({"type": "sell", "symbol": "FUT", "quantity": "1", "price": "100"}));
+    assert_eq!(
+        b.inconsistency(3),
+        (1, "sell of 1 FUT exceeds the position of 0 (a short sale needs allow_short)".into())
+    );
+    // A trade after the option's expiry.
+    let mut b = Book::new(&instruments);
+    b.account("1000")
+        .tx(11, json!({"type": "buy", "symbol": "UC C50", "quantity": "1", "price": "1"}));
+    assert_eq!(
+        b.inconsistency(12),
+        (11, "buy of UC C50 after its expiry 2024-06-13".into())
+    );
+}
+
+/// At expiry a long out of the money loses its premium and a written one
+/// keeps it; several expire in the order of their symbols.
+#[test]
+fn out_of_the_money_options_expire_worthless() {
+    let mut b = Book::new(&[
+        option("UC C50", "UC", "call", "50", "physical"),
+        option("UC C60", "UC", "call", "60", "cash"),
+    ]);
+    b.account("10000")
+        .tx(1, json!({"type": "buy", "symbol": "UC C50", "quantity": "2", "price": "3", "fee": "1"}))
+        .tx(1, json!({"type": "sell", "symbol": "UC C60", "quantity": "1", "price": "1"}));
+    b.close("UC", 10, "49");
+    let out = b.fold(11);
+    let r = last(&out);
+    assert_eq!(r.realized_pnl, dec("-601") + dec("100"));
+    assert_eq!(r.cash, dec("10000") - dec("601") + dec("100"));
+    assert_eq!(r.holdings_value, Decimal::ZERO);
+    assert!(out.end_state.unwrap().positions.is_empty());
+    let before = out.records.iter().find(|r| r.date == day(9)).unwrap();
+    assert_eq!(before.cost, dec("601") - dec("100"));
+}

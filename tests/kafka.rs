@@ -1325,6 +1325,10 @@ async fn readiness_follows_the_broker_without_traffic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_says_when_the_consumer_holds_no_partition() {
     use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    let _limit = navd_testkit::Watchdog::new(
+        "readiness_says_when_the_consumer_holds_no_partition",
+        Duration::from_secs(300),
+    );
     let (pool, _) = fresh_db().await;
     let b = Broker::new(2, 1);
     // The coordinator keeps refusing the join: the consumer reaches the
@@ -1337,8 +1341,12 @@ async fn readiness_says_when_the_consumer_holds_no_partition() {
     k.assignment_grace = Duration::from_secs(2);
     let svc = start(&pool, k, day("2024-01-03")).await;
     let url = format!("http://{}/readyz", svc.addr);
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
     let read = || async {
-        let r = reqwest::get(&url).await.unwrap();
+        let r = http.get(&url).send().await.unwrap();
         let code = r.status().as_u16();
         (code, r.json::<Value>().await.unwrap())
     };

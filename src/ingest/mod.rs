@@ -99,7 +99,7 @@ impl Consumer {
     /// Consumes until `stop`; then finishes the batch in flight, commits and
     /// leaves the group.
     pub(crate) async fn run(self, stop: CancellationToken) -> Result<()> {
-        let consumer = Arc::new(self.client()?);
+        let consumer = Arc::new(Owned(Some(self.client()?)));
         self.report_started();
         tracing::info!(brokers = %self.cfg.brokers, group = %self.cfg.group, "consumer started");
         let probe = tokio::spawn(probe_broker(
@@ -149,12 +149,16 @@ impl Consumer {
             span.record("dead_letters", outcome.report.dead_letters);
             self.settle(&consumer, outcome, &mut accepted_gaps);
         }
-        self.final_mirror(&consumer).await;
-        consumer.unsubscribe();
+        let stored = self.stored_for_assignment(&consumer).await;
         drop(stream);
         probe.abort();
         let _ = probe.await;
-        drop(consumer); // the last reference: closes the consumer and leaves the group
+        match Arc::try_unwrap(consumer) {
+            Ok(owned) => owned.close(stored, CLOSE_WITHIN).await,
+            // A metadata probe still running holds it for a few seconds
+            // more: it closes (off the runtime) when that one lets go.
+            Err(_) => tracing::info!("the consumer closes once the broker probe in flight ends"),
+        }
         tracing::info!("consumer stopped");
         Ok(())
     }
@@ -224,18 +228,21 @@ impl Consumer {
         self.mirror(consumer, &outcome.next_offsets, CommitMode::Async);
     }
 
-    /// Final mirror of what the database holds for our partitions.
-    async fn final_mirror(&self, consumer: &StreamConsumer<Ctx>) {
-        if let Ok(assigned) = consumer.assignment() {
-            let parts: Vec<(String, i32)> = assigned
-                .elements()
-                .iter()
-                .map(|e| (e.topic().to_string(), e.partition()))
-                .collect();
-            if let Ok(stored) = self.read_offsets(&parts).await {
-                self.mirror(consumer, &stored, CommitMode::Sync);
-            }
-        }
+    /// What the database holds for the partitions assigned now: the final
+    /// mirror to Kafka at stop.
+    async fn stored_for_assignment(
+        &self,
+        consumer: &StreamConsumer<Ctx>,
+    ) -> BTreeMap<(String, i32), i64> {
+        let Ok(assigned) = consumer.assignment() else {
+            return BTreeMap::new();
+        };
+        let parts: Vec<(String, i32)> = assigned
+            .elements()
+            .iter()
+            .map(|e| (e.topic().to_string(), e.partition()))
+            .collect();
+        self.read_offsets(&parts).await.unwrap_or_default()
     }
 
     fn kafka_trouble(&self, e: &KafkaError) {
@@ -263,16 +270,7 @@ impl Consumer {
         offsets: &BTreeMap<(String, i32), i64>,
         mode: CommitMode,
     ) {
-        if offsets.is_empty() {
-            return;
-        }
-        let mut tpl = TopicPartitionList::new();
-        for ((t, p), o) in offsets {
-            let _ = tpl.add_partition_offset(t, *p, Offset::Offset(*o));
-        }
-        if let Err(e) = consumer.commit(&tpl, mode) {
-            tracing::debug!(error = %e, "mirroring offsets to Kafka failed (monitoring only)");
-        }
+        mirror(consumer, offsets, mode);
     }
 
     /// Stores a batch, retrying transient failures with backoff until it
@@ -326,7 +324,7 @@ impl Consumer {
 /// next message happens to arrive, and can tell a consumer left without
 /// partitions from one with nothing to hold.
 async fn probe_broker(
-    consumer: Arc<StreamConsumer<Ctx>>,
+    consumer: Arc<Owned>,
     topics: Vec<String>,
     group: String,
     health: Arc<Health>,
@@ -392,6 +390,86 @@ async fn probe_broker(
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(Duration::from_secs(3)) => {}
+        }
+    }
+}
+
+/// Commits `offsets` to Kafka: a mirror of the stored ones for lag
+/// monitoring, never the truth.
+fn mirror(
+    consumer: &StreamConsumer<Ctx>,
+    offsets: &BTreeMap<(String, i32), i64>,
+    mode: CommitMode,
+) {
+    if offsets.is_empty() {
+        return;
+    }
+    let mut tpl = TopicPartitionList::new();
+    for ((t, p), o) in offsets {
+        let _ = tpl.add_partition_offset(t, *p, Offset::Offset(*o));
+    }
+    if let Err(e) = consumer.commit(&tpl, mode) {
+        tracing::debug!(error = %e, "mirroring offsets to Kafka failed (monitoring only)");
+    }
+}
+
+/// How long a stop waits for the consumer to leave its group.
+const CLOSE_WITHIN: Duration = Duration::from_secs(10);
+
+/// The consumer, closed off the runtime's threads whichever way its task
+/// ends. Closing (the last commit, leaving the group) blocks inside
+/// librdkafka, and for as long as a group join is stuck (a coordinator that
+/// keeps refusing it): on a runtime thread that would stall every timer
+/// and task of the process, a graceful stop included.
+struct Owned(Option<StreamConsumer<Ctx>>);
+
+impl std::ops::Deref for Owned {
+    type Target = StreamConsumer<Ctx>;
+    fn deref(&self) -> &StreamConsumer<Ctx> {
+        self.0.as_ref().expect("taken only when closed or dropped")
+    }
+}
+
+impl Owned {
+    /// Mirrors `stored`, leaves the group and closes, on a thread of its
+    /// own; waits at most `within` (the broker drops a member it no longer
+    /// hears from after `session.timeout.ms` anyway).
+    async fn close(mut self, stored: BTreeMap<(String, i32), i64>, within: Duration) {
+        let Some(consumer) = self.0.take() else {
+            return;
+        };
+        let (done, closed) = tokio::sync::oneshot::channel();
+        let spawned = std::thread::Builder::new()
+            .name("navd-kafka-close".into())
+            .spawn(move || {
+                mirror(&consumer, &stored, CommitMode::Sync);
+                consumer.unsubscribe();
+                drop(consumer);
+                let _ = done.send(());
+            });
+        if spawned.is_err() {
+            tracing::warn!(
+                "no thread to close the consumer on; the broker drops it after its session timeout"
+            );
+            return;
+        }
+        if tokio::time::timeout(within, closed).await.is_err() {
+            tracing::warn!(
+                within = ?within,
+                "the consumer did not leave its group in time; the broker drops it after its session timeout"
+            );
+        }
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if let Some(consumer) = self.0.take() {
+            // Not waited for: this is a task ended some other way than a
+            // stop (aborted, or its runtime shutting down).
+            let _ = std::thread::Builder::new()
+                .name("navd-kafka-close".into())
+                .spawn(move || drop(consumer));
         }
     }
 }

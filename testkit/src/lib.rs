@@ -20,7 +20,9 @@ pub mod cluster;
 pub mod kafka;
 pub mod pgtemp;
 pub mod scale_book;
+pub mod watchdog;
 
 pub use book::{sample_book, Book, BookSpec, SampleBook};
 pub use cluster::{BrokerKind, TestBroker};
 pub use pgtemp::{PgOptions, PgTemp};
+pub use watchdog::Watchdog;

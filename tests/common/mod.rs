@@ -574,7 +574,8 @@ fn assert_close(at: &str, a: &Value, e: &Value) {
 /// including file — on both brokers: `mock::name` on librdkafka's mock
 /// cluster, `apache::name` on a real Apache Kafka broker (a JVM started from
 /// Maven's jars, `navd_testkit::kafka`). One body, so the two cannot drift.
-/// The first argument is the test attribute both get.
+/// The first argument is the test attribute both get. Each run has 10
+/// minutes ([`navd_testkit::Watchdog`]): a hang ends the binary, named.
 #[allow(unused_macros)]
 macro_rules! on_both_brokers {
     (#[$test:meta] $($name:ident),* $(,)?) => {
@@ -582,6 +583,10 @@ macro_rules! on_both_brokers {
             $(
                 #[$test]
                 async fn $name() {
+                    let _limit = navd_testkit::Watchdog::new(
+                        concat!("mock::", stringify!($name)),
+                        std::time::Duration::from_secs(600),
+                    );
                     super::$name(navd_testkit::BrokerKind::Mock).await
                 }
             )*
@@ -590,6 +595,10 @@ macro_rules! on_both_brokers {
             $(
                 #[$test]
                 async fn $name() {
+                    let _limit = navd_testkit::Watchdog::new(
+                        concat!("apache::", stringify!($name)),
+                        std::time::Duration::from_secs(600),
+                    );
                     super::$name(navd_testkit::BrokerKind::Apache).await
                 }
             )*

@@ -1561,7 +1561,11 @@ async fn assert_golden_portfolios(base: &str, file: &str, expected: &Value) {
                 .json()
                 .await
                 .unwrap();
-            assert_eq!(got["portfolio_id"], id.as_str());
+            assert_eq!(
+                got["portfolio_id"],
+                id.as_str(),
+                "{file} {id}{query}: {got}"
+            );
             assert_stats(&got, &block["positions"]);
         }
         for block in exp
@@ -1795,6 +1799,67 @@ async fn shorts_golden_through_the_broker() {
         }
     }
     assert_eq!(changed, 1, "the late sell changes late-cover alone");
+    stop(svc).await;
+}
+
+/// The futures-and-options golden book (daily variation margin, options
+/// exercised, assigned, expiring in and out of the money, an option on a
+/// future) produced to the broker and read over HTTP: every record, status
+/// and position as in the golden file; explain gives a future's margin of
+/// the day; a settlement price restated late recomputes the margins from
+/// its day and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn futures_and_options_golden_through_the_broker() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(3, 2);
+    let g = golden_file("futures-and-options");
+    let today = day(g["today"].as_str().unwrap());
+    let mut sent = produce_golden(&b, &g).await;
+    let group = "v2-contracts";
+    let svc = start(&pool, kafka(&b.servers(), group), today).await;
+    caught_up(&pool, group, sent, Duration::from_secs(60)).await;
+    let base = format!("http://{}", svc.addr);
+    let dead = scalar(&pool, "SELECT count(*) FROM dead_letters").await;
+    assert_eq!(dead, 0);
+    assert_golden_portfolios(&base, "futures-and-options", &g["portfolios"]).await;
+    // GC settled 1,297 on 6 May and 1,284 on 7 May: a short of 10 × 100
+    // gains 13,000, into cash.
+    let explain: Value = reqwest::get(format!(
+        "{base}/api/v1/portfolio/short-futures/nav-history/2024-05-07/explain"
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let line = &explain["valuation"][0];
+    assert_eq!(line["symbol"], "GC", "{explain}");
+    assert_eq!(line["kind"], "future");
+    assert_eq!(line["value"], "0.00000000");
+    assert_eq!(line["notional"], "-1284000.00000000");
+    assert_eq!(line["variation_margin"], "13000.00000000");
+    let before: Vec<(String, Value)> = {
+        let mut v = Vec::new();
+        for id in g["portfolios"].as_object().unwrap().keys() {
+            v.push((id.clone(), get_curve(&base, id, "?calendar=all").await));
+        }
+        v
+    };
+    let then = &g["then"];
+    sent += produce_golden(&b, then).await;
+    caught_up(&pool, group, sent, Duration::from_secs(60)).await;
+    assert_golden_portfolios(&base, "futures-and-options then", &then["portfolios"]).await;
+    let mut changed = Vec::new();
+    for (id, curve) in &before {
+        if get_curve(&base, id, "?calendar=all").await["points"] != curve["points"] {
+            changed.push(id.as_str());
+        }
+    }
+    assert_eq!(
+        changed,
+        ["late-settlement"],
+        "the restated close moves its holder alone"
+    );
     stop(svc).await;
 }
 

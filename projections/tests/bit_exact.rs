@@ -307,7 +307,6 @@ fn without_year_ends(debug: String) -> String {
     }
 }
 
-
 /// An output's `Debug` without the fields added with short positions and
 /// futures (a record's exposure, a state's `allow_short`, a position's
 /// `settled`): the reference digest is of the fields every earlier book

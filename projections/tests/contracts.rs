@@ -52,7 +52,8 @@ impl Book {
         v["portfolio_id"] = json!("p");
         v["trade_date"] = json!(day(d).to_string());
         v["schema_version"] = json!(2);
-        let mut t = parse_transaction(v.to_string().as_bytes()).unwrap_or_else(|e| panic!("{v}: {e}"));
+        let mut t =
+            parse_transaction(v.to_string().as_bytes()).unwrap_or_else(|e| panic!("{v}: {e}"));
         t.seq = n as i64;
         self.txs.push(t);
         self
@@ -67,8 +68,11 @@ impl Book {
     /// A margin account: cash tracked, shorts allowed, `cash` deposited
     /// on day 0.
     fn account(&mut self, cash: &str) -> &mut Self {
-        self.tx(0, json!({"type": "portfolio_settings", "cash": "tracked", "allow_short": true}))
-            .tx(0, json!({"type": "deposit", "amount": cash}))
+        self.tx(
+            0,
+            json!({"type": "portfolio_settings", "cash": "tracked", "allow_short": true}),
+        )
+        .tx(0, json!({"type": "deposit", "amount": cash}))
     }
 
     fn fold(&self, through: u64) -> projections::FoldOutput {
@@ -152,15 +156,39 @@ fn a_resumed_fold_is_the_full_fold_on_every_day() {
         option("FUT C1000", "FUT", "call", "1000", "physical"),
     ]);
     b.account("100000");
-    b.tx(0, json!({"type": "buy", "symbol": "FUT", "quantity": "2", "price": "1000", "fee": "2"}))
-        .tx(1, json!({"type": "buy", "symbol": "UC C50", "quantity": "1", "price": "3"}))
-        .tx(1, json!({"type": "sell", "symbol": "UP P45", "quantity": "2", "price": "1.5"}))
-        .tx(2, json!({"type": "buy", "symbol": "FUT C1000", "quantity": "1", "price": "5"}))
-        .tx(4, json!({"type": "sell", "symbol": "FUT", "quantity": "2", "price": "1010"}));
-    for (d, c) in [(0, "1001"), (1, "998"), (3, "1012"), (6, "1020"), (10, "1030"), (11, "1025")] {
+    b.tx(
+        0,
+        json!({"type": "buy", "symbol": "FUT", "quantity": "2", "price": "1000", "fee": "2"}),
+    )
+    .tx(
+        1,
+        json!({"type": "buy", "symbol": "UC C50", "quantity": "1", "price": "3"}),
+    )
+    .tx(
+        1,
+        json!({"type": "sell", "symbol": "UP P45", "quantity": "2", "price": "1.5"}),
+    )
+    .tx(
+        2,
+        json!({"type": "buy", "symbol": "FUT C1000", "quantity": "1", "price": "5"}),
+    )
+    .tx(
+        4,
+        json!({"type": "sell", "symbol": "FUT", "quantity": "2", "price": "1010"}),
+    );
+    for (d, c) in [
+        (0, "1001"),
+        (1, "998"),
+        (3, "1012"),
+        (6, "1020"),
+        (10, "1030"),
+        (11, "1025"),
+    ] {
         b.close("FUT", d, c);
     }
-    b.close("UC", 10, "55").close("UP", 10, "44").close("UC C50", 5, "4.2");
+    b.close("UC", 10, "55")
+        .close("UP", 10, "44")
+        .close("UC C50", 5, "4.2");
     let full = b.fold(14);
     assert!(full.inconsistency.is_none(), "{:?}", full.inconsistency);
     for cut in 0..13 {
@@ -176,7 +204,27 @@ fn a_resumed_fold_is_the_full_fold_on_every_day() {
             .collect();
         let rest = resume(&state, &later, &b.prices, day(14)).unwrap();
         let from = full.records.iter().position(|r| r.date > day(cut)).unwrap();
-        assert_eq!(rest.records, full.records[from..], "resumed after day {cut}");
+        assert_eq!(
+            rest.records,
+            full.records[from..],
+            "resumed after day {cut}"
+        );
+    }
+    // A replay (positions and flows only, what the positions answer
+    // runs) reaches the fold's state: margins and expiries need the
+    // closes it keeps.
+    let mut start = projections::DayState::initial_in(base(), projections::CashMode::Tracked);
+    start.allow_short = true;
+    for d in [3, 10, 12, 14] {
+        let replayed = projections::replay(&start, &b.txs, &b.prices, day(d))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            replayed.positions,
+            b.fold(d).end_state.unwrap().positions,
+            "day {d}"
+        );
+        assert_eq!(replayed.cash, b.fold(d).end_state.unwrap().cash, "day {d}");
     }
     // Expiry day 10: the call (UC at 55) exercised, the written put (UP at
     // 44, struck at 45) assigned, the call on FUT (at 1,030) exercised into
@@ -187,9 +235,15 @@ fn a_resumed_fold_is_the_full_fold_on_every_day() {
     let end = full.end_state.unwrap();
     let held: Vec<&str> = end.positions.keys().map(Symbol::as_str).collect();
     assert_eq!(held, ["UC", "UP"]);
-    assert_eq!(end.positions[&Symbol::parse("UC").unwrap()].cost, dec("5300"));
+    assert_eq!(
+        end.positions[&Symbol::parse("UC").unwrap()].cost,
+        dec("5300")
+    );
     // 200 UP bought at 45, less the 300 of premium received.
-    assert_eq!(end.positions[&Symbol::parse("UP").unwrap()].cost, dec("8700"));
+    assert_eq!(
+        end.positions[&Symbol::parse("UP").unwrap()].cost,
+        dec("8700")
+    );
 }
 
 /// An option on a future exercised at its expiry opens the future at the
@@ -202,7 +256,10 @@ fn an_option_on_a_future_expires_into_a_future_settled_from_its_strike() {
         option("FUT P1000", "FUT", "put", "1000", "physical"),
     ]);
     b.account("100000");
-    b.tx(1, json!({"type": "buy", "symbol": "FUT P1000", "quantity": "1", "price": "4"}));
+    b.tx(
+        1,
+        json!({"type": "buy", "symbol": "FUT P1000", "quantity": "1", "price": "4"}),
+    );
     b.close("FUT", 10, "990");
     let out = b.fold(10);
     let r = last(&out);
@@ -245,7 +302,10 @@ fn contract_events_that_cannot_apply_stop_the_history() {
         let mut b = Book::new(&instruments);
         b.account("100000");
         for held in ["UC C50", "IX C10", "BD C90"] {
-            b.tx(1, json!({"type": "buy", "symbol": held, "quantity": "1", "price": "2"}));
+            b.tx(
+                1,
+                json!({"type": "buy", "symbol": held, "quantity": "1", "price": "2"}),
+            );
         }
         b.tx(2, event.clone());
         assert_eq!(b.inconsistency(5), (2, detail.to_string()), "{event}");
@@ -254,20 +314,31 @@ fn contract_events_that_cannot_apply_stop_the_history() {
     // A future in a book without cash, and a short future without
     // allow_short.
     let mut b = Book::new(&instruments);
-    b.tx(1, json!({"type": "buy", "symbol": "FUT", "quantity": "1", "price": "100"}));
+    b.tx(
+        1,
+        json!({"type": "buy", "symbol": "FUT", "quantity": "1", "price": "100"}),
+    );
     assert_eq!(b.inconsistency(3), (1, "futures need cash: tracked".into()));
     let mut b = Book::new(&instruments);
     b.tx(0, json!({"type": "portfolio_settings", "cash": "tracked"}))
         .tx(0, json!({"type": "deposit", "amount": "1000"}))
-        .tx(1, json!({"type": "sell", "symbol": "FUT", "quantity": "1", "price": "100"}));
+        .tx(
+            1,
+            json!({"type": "sell", "symbol": "FUT", "quantity": "1", "price": "100"}),
+        );
     assert_eq!(
         b.inconsistency(3),
-        (1, "sell of 1 FUT exceeds the position of 0 (a short sale needs allow_short)".into())
+        (
+            1,
+            "sell of 1 FUT exceeds the position of 0 (a short sale needs allow_short)".into()
+        )
     );
     // A trade after the option's expiry.
     let mut b = Book::new(&instruments);
-    b.account("1000")
-        .tx(11, json!({"type": "buy", "symbol": "UC C50", "quantity": "1", "price": "1"}));
+    b.account("1000").tx(
+        11,
+        json!({"type": "buy", "symbol": "UC C50", "quantity": "1", "price": "1"}),
+    );
     assert_eq!(
         b.inconsistency(12),
         (11, "buy of UC C50 after its expiry 2024-06-13".into())
@@ -283,8 +354,14 @@ fn out_of_the_money_options_expire_worthless() {
         option("UC C60", "UC", "call", "60", "cash"),
     ]);
     b.account("10000")
-        .tx(1, json!({"type": "buy", "symbol": "UC C50", "quantity": "2", "price": "3", "fee": "1"}))
-        .tx(1, json!({"type": "sell", "symbol": "UC C60", "quantity": "1", "price": "1"}));
+        .tx(
+            1,
+            json!({"type": "buy", "symbol": "UC C50", "quantity": "2", "price": "3", "fee": "1"}),
+        )
+        .tx(
+            1,
+            json!({"type": "sell", "symbol": "UC C60", "quantity": "1", "price": "1"}),
+        );
     b.close("UC", 10, "49");
     let out = b.fold(11);
     let r = last(&out);

@@ -11,10 +11,10 @@
 //! [`projections::explain_day`], the day loop's own step.
 
 use chrono::NaiveDate;
-use rust_decimal::Decimal;
 use projections::{
     money_text, DayExplanation, DayState, Inconsistency, ReportedStatus, Transaction,
 };
+use rust_decimal::Decimal;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
@@ -335,7 +335,10 @@ fn line_of(
     v: &projections::ValuedPosition,
     margins: &[(projections::Symbol, Decimal)],
 ) -> ValuationLine {
-    let margin = margins.iter().find(|(s, _)| *s == v.symbol).map(|(_, m)| *m);
+    let margin = margins
+        .iter()
+        .find(|(s, _)| *s == v.symbol)
+        .map(|(_, m)| *m);
     ValuationLine {
         symbol: v.symbol.to_string(),
         kind: v.kind.to_string(),
@@ -350,9 +353,7 @@ fn line_of(
         fx_date: v.fx_date,
         value: money_text(v.value),
         notional: v.notional.map(money_text),
-        variation_margin: v
-            .notional
-            .map(|_| money_text(margin.unwrap_or_default())),
+        variation_margin: v.notional.map(|_| money_text(margin.unwrap_or_default())),
     }
 }
 

@@ -354,8 +354,7 @@ async fn linked_holders(
         }
     }
     let named: Vec<String> = out.keys().cloned().collect();
-    let on: Vec<(String, String)> =
-        super::instruments::options_on(conn, &named).await?;
+    let on: Vec<(String, String)> = super::instruments::options_on(conn, &named).await?;
     for (option, underlying) in on {
         let d = out[&underlying];
         let e = out.entry(option).or_insert(d);

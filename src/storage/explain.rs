@@ -120,9 +120,22 @@ pub(crate) async fn load_day(
                 symbols.sort();
                 symbols.dedup();
             }
-            let book =
+            let mut book =
                 super::prices::load_prices(conn, &symbols, day, day, &prices.default_currency())
                     .await?;
+            // The days replayed up to this one settle futures and expire
+            // options at their closes: those need every close since.
+            let since = after.or_else(|| log.first().and_then(|t| t.trade_date.pred_opt()));
+            if let Some(since) = since.filter(|_| settles_daily(&book, &symbols)) {
+                book = super::prices::load_prices(
+                    conn,
+                    &symbols,
+                    since,
+                    day,
+                    &prices.default_currency(),
+                )
+                .await?;
+            }
             (anchor, log, book, symbols)
         }
         Some(k) => {
@@ -149,6 +162,16 @@ pub(crate) async fn load_day(
         splits,
         action_origins,
         book,
+    })
+}
+
+/// Whether one of `symbols` is a future or an option in `book`: its days
+/// read closes of their own (margin, expiry), not only the day's.
+fn settles_daily(book: &PriceBook, symbols: &[String]) -> bool {
+    use projections::InstrumentKind as K;
+    book.instruments().any(|(s, d)| {
+        matches!(d.kind, K::Future { .. } | K::Option { .. })
+            && symbols.iter().any(|x| x == s.as_str())
     })
 }
 

@@ -137,6 +137,29 @@ pub(crate) async fn all_instruments(
 }
 
 /// Puts `instruments` (in log order) into `book`.
+/// `symbols` with the underlyings of the options among them (by their
+/// latest definition in `instruments`, log order) added: an option's
+/// expiry and cash settlement read its underlying's price, and an exercise
+/// hands the underlying over, so a book of the option needs both.
+pub(crate) fn with_underlyings(symbols: &[String], instruments: &[Instrument]) -> Vec<String> {
+    let mut out = symbols.to_vec();
+    for s in symbols {
+        let latest = instruments
+            .iter()
+            .rev()
+            .find(|i| i.symbol.as_str() == s.as_str());
+        if let Some(projections::InstrumentKind::Option { underlying, .. }) =
+            latest.and_then(|i| i.definition.as_ref()).map(|d| &d.kind)
+        {
+            let u = underlying.to_string();
+            if !out.contains(&u) {
+                out.push(u);
+            }
+        }
+    }
+    out
+}
+
 pub(crate) fn add_to_book(book: &mut PriceBook, instruments: &[Instrument]) {
     for i in instruments {
         book.insert_instrument(i);

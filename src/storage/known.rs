@@ -153,6 +153,7 @@ pub(crate) async fn book_known_at(
     // book's, read once (the cache's current ones are not read at all).
     let actions = super::actions::all_actions(conn, Some(at)).await?;
     let instruments = super::instruments::all_instruments(conn, Some(at)).await?;
+    let symbols = &super::instruments::with_underlyings(symbols, &instruments);
     let symbols = &super::actions::linked(symbols, &actions);
     let known = super::price_cache::Known {
         actions: &actions,

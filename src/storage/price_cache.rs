@@ -195,8 +195,10 @@ impl PriceCache {
         let actions = self.actions(conn, versions.remove(key)).await?;
         let instruments = self.instruments(conn, versions.remove(defined)).await?;
         // Symbols a corporate action links to these are needed too: a
-        // spin-off's child, an acquirer, a renamed symbol's old closes.
-        let linked = storage::actions::linked(symbols, &actions);
+        // spin-off's child, an acquirer, a renamed symbol's old closes;
+        // and an option's underlying.
+        let wide = storage::instruments::with_underlyings(symbols, &instruments);
+        let linked = storage::actions::linked(&wide, &actions);
         let extra: Vec<String> = linked
             .iter()
             .filter(|s| !versions.contains_key(*s) && !symbols.contains(s))

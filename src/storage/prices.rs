@@ -23,9 +23,10 @@ pub async fn load_prices(
         return Ok(book);
     }
     let actions = super::actions::all_actions(conn, None).await?;
+    let instruments = super::instruments::all_instruments(conn, None).await?;
+    let symbols = &super::instruments::with_underlyings(symbols, &instruments);
     let symbols = &super::actions::linked(symbols, &actions);
     super::actions::add_to_book(&mut book, symbols, &actions);
-    let instruments = super::instruments::all_instruments(conn, None).await?;
     super::instruments::add_to_book(&mut book, &instruments);
     let rows = sqlx::query(
         "SELECT symbol, day, close, currency FROM prices

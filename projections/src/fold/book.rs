@@ -2,7 +2,7 @@
 //! what valuation needs besides them — splits, exchange rates and the
 //! default currency.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use chrono::NaiveDate;
@@ -284,12 +284,34 @@ impl PriceBook {
             .flat_map(|(s, m)| m.iter().map(move |(d, (n, q))| (s, *d, *n, *q)))
     }
 
-    /// The same splits, corporate actions, rates and default currency, and
-    /// no closes: what a replay of positions and flows needs.
+    /// The same splits, corporate actions, rates, instruments and default
+    /// currency, and only the closes that move money: a future's (its
+    /// variation margin) and an option's underlying's (its expiry and cash
+    /// settlement). What a replay of positions and flows needs.
     pub fn splits_only(&self) -> PriceBook {
+        use crate::instrument::InstrumentKind as K;
+        let moving: BTreeSet<&Symbol> = self
+            .instruments
+            .iter()
+            .filter_map(|(s, d)| match &d.kind {
+                K::Future { .. } => Some(s),
+                K::Option { underlying, .. } => Some(underlying),
+                _ => None,
+            })
+            .collect();
         PriceBook {
-            by_symbol: BTreeMap::new(),
-            quoted_in: BTreeMap::new(),
+            by_symbol: self
+                .by_symbol
+                .iter()
+                .filter(|(s, _)| moving.contains(s))
+                .map(|(s, v)| (s.clone(), v.clone()))
+                .collect(),
+            quoted_in: self
+                .quoted_in
+                .iter()
+                .filter(|(s, _)| moving.contains(s))
+                .map(|(s, v)| (s.clone(), v.clone()))
+                .collect(),
             splits: self.splits.clone(),
             rates: self.rates.clone(),
             default_currency: self.default_currency.clone(),

@@ -60,7 +60,8 @@ impl<'p> ContractDay<'_, 'p> {
     {
         let what = if assigned { "assignment" } else { "exercise" };
         let prices: &'p _ = self.cache.prices;
-        let Some((def, underlying, right, strike, settlement)) = option_terms(prices.instrument(option))
+        let Some((def, underlying, right, strike, settlement)) =
+            option_terms(prices.instrument(option))
         else {
             return Ok(Err(format!("{what} of {option}: it is not an option")));
         };
@@ -355,7 +356,10 @@ fn option_terms(
 
 /// Moves `n` (> 0, at most |q|) of an option position toward zero and
 /// returns the cost released, c · n / |q| (all of it when it closes).
-fn release(pos: &mut Option<crate::fold::Position>, n: Decimal) -> Result<Decimal, ArithmeticError> {
+fn release(
+    pos: &mut Option<crate::fold::Position>,
+    n: Decimal,
+) -> Result<Decimal, ArithmeticError> {
     let p = pos.as_mut().expect("checked to be held");
     let whole = p.qty.abs();
     if n == whole {

@@ -288,7 +288,12 @@ impl Step<'_, '_> {
 
     /// Opens or adds to a short of `s` at `t.price` with its share of the
     /// fee: q −= s, c −= the net proceeds; nothing is realized.
-    fn open_short(&mut self, t: &Trade, s: Decimal, premium: Decimal) -> Result<(), ArithmeticError> {
+    fn open_short(
+        &mut self,
+        t: &Trade,
+        s: Decimal,
+        premium: Decimal,
+    ) -> Result<(), ArithmeticError> {
         let fx = self.fx;
         let fee = fee_share(t.fee, s, t.quantity)?;
         let net = dec::sub(

@@ -572,8 +572,11 @@ impl<'a> Folder<'a> {
             realized_pnl: ledger.realized_pnl,
             cum_in,
             cum_out,
-            exposure: Exposure::of(self.holdings, self.short_value, value)?
-                .with_futures(futures.net, futures.gross, value)?,
+            exposure: Exposure::of(self.holdings, self.short_value, value)?.with_futures(
+                futures.net,
+                futures.gross,
+                value,
+            )?,
         };
         self.state.date = day;
         self.state.market_value = value;

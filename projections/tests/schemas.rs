@@ -2513,6 +2513,39 @@ fn actions(c: &mut Corpus) {
         rc(&[("schema_version", Some("1"))]),
         Refuse("type"),
     );
+    for ty in ["exercise", "assignment"] {
+        let ex = v2(ty, &[("symbol", r#""UC C50""#), ("quantity", r#""1""#)]);
+        let e = |changes: &[(&str, Option<&str>)]| with(&ex, changes);
+        c.tx(&format!("{ty}: the docs' example"), e(&[]), Accept);
+        c.tx(
+            &format!("{ty}: an OCC symbol, several contracts"),
+            e(&[
+                ("symbol", Some(r#""UX    240621C00100000""#)),
+                ("quantity", Some(r#""3""#)),
+            ]),
+            Accept,
+        );
+        c.tx(
+            &format!("{ty}: missing symbol"),
+            e(&[("symbol", None)]),
+            Refuse("symbol"),
+        );
+        c.tx(
+            &format!("{ty}: missing quantity"),
+            e(&[("quantity", None)]),
+            Refuse("quantity"),
+        );
+        c.tx(
+            &format!("{ty}: quantity 0"),
+            e(&[("quantity", Some(r#""0""#))]),
+            Refuse("quantity"),
+        );
+        c.tx(
+            &format!("{ty}: version 1"),
+            e(&[("schema_version", Some("1"))]),
+            Refuse("type"),
+        );
+    }
     let rename = owned(RENAME);
     let r = |changes: &[(&str, Option<&str>)]| with(&rename, changes);
     c.split("symbol_change: the docs' example", r(&[]), Accept);

@@ -105,11 +105,8 @@ pub(super) fn kind_columns(kind: &Kind) -> KindColumns<'_> {
     match kind {
         Kind::Cancel => none(),
         Kind::Buy(tr) | Kind::Sell(tr) => KindColumns {
-            sym: Some(tr.symbol.as_str()),
-            qty: Some(tr.quantity),
-            price: Some(tr.price),
             fee: Some(tr.fee),
-            ..none()
+            ..moved(&tr.symbol, tr.quantity, Some(tr.price))
         },
         Kind::PortfolioSettings {
             cash,
@@ -144,22 +141,14 @@ pub(super) fn kind_columns(kind: &Kind) -> KindColumns<'_> {
             price,
             cost,
         } => KindColumns {
-            sym: Some(symbol.as_str()),
-            qty: Some(*quantity),
-            price: Some(*price),
             cost: *cost,
-            ..none()
+            ..moved(symbol, *quantity, Some(*price))
         },
         Kind::TransferOut {
             symbol,
             quantity,
             price,
-        } => KindColumns {
-            sym: Some(symbol.as_str()),
-            qty: Some(*quantity),
-            price: Some(*price),
-            ..none()
-        },
+        } => moved(symbol, *quantity, Some(*price)),
         Kind::Dividend(d) => dividend_columns(d),
         Kind::PaymentInLieu {
             symbol,
@@ -177,12 +166,18 @@ pub(super) fn kind_columns(kind: &Kind) -> KindColumns<'_> {
             ..none()
         },
         Kind::Exercise { symbol, quantity } | Kind::Assignment { symbol, quantity } => {
-            KindColumns {
-                sym: Some(symbol.as_str()),
-                qty: Some(*quantity),
-                ..none()
-            }
+            moved(symbol, *quantity, None)
         }
+    }
+}
+
+/// What an event that moves a quantity of `symbol` (at `price`) writes.
+fn moved(symbol: &Symbol, qty: Decimal, price: Option<Decimal>) -> KindColumns<'_> {
+    KindColumns {
+        sym: Some(symbol.as_str()),
+        qty: Some(qty),
+        price,
+        ..KindColumns::default()
     }
 }
 

@@ -9,7 +9,7 @@ use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
 use super::cache::{Cache, Contract, Touched};
-use super::events::{free_trade, underlying_leg, Terms};
+use super::events::{free_trade, underlying_leg, Leg, Terms};
 use super::flows::Component;
 use super::ledger::{no_rate, Fx, Ledger};
 use crate::decimal::{self as dec, ArithmeticError};
@@ -29,6 +29,22 @@ pub(super) struct Notional {
     pub(super) gross: Decimal,
     /// Each future's variation margin of the day (none when it paid 0).
     pub(super) margins: Vec<(Symbol, Decimal)>,
+}
+
+/// An exercise or assignment under way: what the option says, and what
+/// its position gave up.
+struct Deal<'t> {
+    option: &'t Symbol,
+    underlying: &'t Symbol,
+    right: Right,
+    strike: Decimal,
+    /// n · m: units of the underlying.
+    units: Decimal,
+    /// n.
+    contracts: Decimal,
+    /// c_o: the option cost released.
+    released: Decimal,
+    assigned: bool,
 }
 
 /// The day a contract is handled on, and what the portfolio allows.
@@ -77,68 +93,103 @@ impl<'p> ContractDay<'_, 'p> {
             )));
         }
         let released = release(&mut touched[i].pos, n)?;
-        let m = def.multiplier;
-        let units = dec::mul(n, m)?;
+        let deal = Deal {
+            option,
+            underlying,
+            right,
+            strike,
+            units: dec::mul(n, def.multiplier)?,
+            contracts: n,
+            released,
+            assigned,
+        };
         match settlement {
-            Settlement::Cash => {
-                let Some(intrinsic) = self.intrinsic(touched, underlying, right, strike)? else {
-                    return Ok(Err(self.unpriced(underlying, option)));
-                };
-                let amount = dec::mul(units, intrinsic)?;
-                let paid = fx.base(amount)?;
-                if assigned {
-                    ledger.realized_pnl = dec::sub(dec::sub(ledger.realized_pnl, paid)?, released)?;
-                    ledger.tap(|| Component::Symbol(option.clone()), paid);
-                    ledger.pay(amount, fx)?;
-                } else {
-                    ledger.realized_pnl = dec::sub(dec::add(ledger.realized_pnl, paid)?, released)?;
-                    ledger.tap(|| Component::Symbol(option.clone()), -paid);
-                    ledger.receive(amount, fx)?;
-                }
-                Ok(Ok(()))
-            }
-            Settlement::Physical => {
-                // An exercised call and an assigned put buy the underlying.
-                let buy = (right == Right::Call) != assigned;
-                let (quantity, terms, premium) = match prices.instrument(underlying) {
-                    Some(Definition {
-                        kind: InstrumentKind::Future { .. },
-                        multiplier,
-                        ..
-                    }) => {
-                        // A futures trade of n contracts at the strike; the
-                        // option's cost is realized now.
-                        ledger.realized_pnl = dec::sub(ledger.realized_pnl, released)?;
-                        (n, self.terms(*multiplier, true), Decimal::ZERO)
-                    }
-                    Some(Definition {
-                        kind: InstrumentKind::Equity,
-                        multiplier,
-                        ..
-                    }) if *multiplier == Decimal::ONE => {
-                        (units, self.terms(Decimal::ONE, false), released)
-                    }
-                    None => (units, self.terms(Decimal::ONE, false), released),
-                    Some(_) => {
-                        return Ok(Err(format!(
-                            "{what} of {option}: its underlying {underlying} is neither an equity of multiplier 1 nor a future"
-                        )))
-                    }
-                };
-                let leg = free_trade(underlying, quantity, strike);
-                let j = self.cache.touch(touched, underlying);
-                underlying_leg(
-                    &mut touched[j].pos,
-                    &leg,
-                    buy,
-                    premium,
-                    self.day,
-                    ledger,
-                    fx,
-                    terms,
-                )
-            }
+            Settlement::Cash => self.settle_in_cash(touched, ledger, &deal, fx),
+            Settlement::Physical => self.deliver(touched, ledger, &deal, fx),
         }
+    }
+
+    /// A cash-settled exercise or assignment: the intrinsic value of the
+    /// units, received or paid, realized less the option cost released.
+    fn settle_in_cash(
+        &self,
+        touched: &[Touched<'_>],
+        ledger: &mut Ledger,
+        deal: &Deal<'_>,
+        fx: Fx<'_>,
+    ) -> Outcome {
+        let Some(intrinsic) = self.intrinsic(touched, deal.underlying, deal.right, deal.strike)?
+        else {
+            return Ok(Err(self.unpriced(deal.underlying, deal.option)));
+        };
+        let amount = dec::mul(deal.units, intrinsic)?;
+        let paid = fx.base(amount)?;
+        let option = deal.option;
+        if deal.assigned {
+            ledger.realized_pnl = dec::sub(dec::sub(ledger.realized_pnl, paid)?, deal.released)?;
+            ledger.tap(|| Component::Symbol(option.clone()), paid);
+            ledger.pay(amount, fx)?;
+        } else {
+            ledger.realized_pnl = dec::sub(dec::add(ledger.realized_pnl, paid)?, deal.released)?;
+            ledger.tap(|| Component::Symbol(option.clone()), -paid);
+            ledger.receive(amount, fx)?;
+        }
+        Ok(Ok(()))
+    }
+
+    /// A physically settled exercise or assignment: the underlying bought
+    /// or sold at the strike, the option cost released in its cost or
+    /// proceeds (an equity), or realized now (a future, of which the leg is
+    /// a trade of as many contracts).
+    fn deliver<'t>(
+        &self,
+        touched: &mut Vec<Touched<'t>>,
+        ledger: &mut Ledger,
+        deal: &Deal<'t>,
+        fx: Fx<'_>,
+    ) -> Outcome
+    where
+        'p: 't,
+    {
+        // An exercised call and an assigned put buy the underlying.
+        let buy = (deal.right == Right::Call) != deal.assigned;
+        let (quantity, terms, premium) = match self.cache.prices.instrument(deal.underlying) {
+            Some(Definition {
+                kind: InstrumentKind::Future { .. },
+                multiplier,
+                ..
+            }) => {
+                ledger.realized_pnl = dec::sub(ledger.realized_pnl, deal.released)?;
+                (deal.contracts, self.terms(*multiplier, true), Decimal::ZERO)
+            }
+            Some(Definition {
+                kind: InstrumentKind::Equity,
+                multiplier,
+                ..
+            }) if *multiplier == Decimal::ONE => {
+                (deal.units, self.terms(Decimal::ONE, false), deal.released)
+            }
+            None => (deal.units, self.terms(Decimal::ONE, false), deal.released),
+            Some(_) => {
+                let what = if deal.assigned {
+                    "assignment"
+                } else {
+                    "exercise"
+                };
+                return Ok(Err(format!(
+                    "{what} of {}: its underlying {} is neither an equity of multiplier 1 nor a future",
+                    deal.option, deal.underlying
+                )));
+            }
+        };
+        let trade = free_trade(deal.underlying, quantity, deal.strike);
+        let leg = Leg {
+            trade: &trade,
+            buy,
+            premium,
+        };
+        let j = self.cache.touch(touched, deal.underlying);
+        underlying_leg(&mut touched[j].pos, leg, self.day, ledger, fx, terms)
     }
 
     fn terms(&self, multiplier: Decimal, future: bool) -> Terms {

@@ -119,15 +119,22 @@ pub(super) fn apply(
     }
 }
 
+/// The underlying's side of an exercise or assignment: the trade, whether
+/// it buys, and the option cost released that its cost or proceeds carry.
+#[derive(Clone, Copy)]
+pub(super) struct Leg<'t> {
+    pub(super) trade: &'t Trade,
+    pub(super) buy: bool,
+    pub(super) premium: Decimal,
+}
+
 /// One leg of an option's exercise or assignment in its underlying (docs/
 /// valuation.md, options): a fee-free buy (`buy`) or sell of `t` whose
 /// cost or proceeds carry `premium` (the option cost released, in the base
 /// currency) on top of what changes hands.
 pub(super) fn underlying_leg(
     pos: &mut Option<Position>,
-    t: &Trade,
-    buy: bool,
-    premium: Decimal,
+    leg: Leg<'_>,
     day: NaiveDate,
     ledger: &mut Ledger,
     fx: Fx<'_>,
@@ -140,6 +147,11 @@ pub(super) fn underlying_leg(
         fx,
         terms,
     };
+    let Leg {
+        trade: t,
+        buy,
+        premium,
+    } = leg;
     match (buy, terms.future) {
         (true, false) => step.buy(t, premium),
         (false, false) => step.sell(t, premium),

@@ -263,30 +263,12 @@ impl<'a> Folder<'a> {
             return Ok(Err(inconsistency));
         }
         let paid = self.take_due(&mut ledger, day);
-        for r in &paid {
-            let i = self.cache.touch(&mut touched, &r.symbol);
-            let m = self.cache.prices.multiplier(&r.symbol);
-            pay_dividend(&mut touched[i].pos, r, &mut ledger, day, m).map_err(overflow)?;
-        }
-        let applied = self.apply_transactions(day_transactions, &mut touched, &mut ledger, day);
-        if let Err(inconsistency) = applied.map_err(overflow)? {
-            return Ok(Err(inconsistency));
-        }
-        let contracts = ContractDay {
-            cache: &self.cache,
-            day,
-            allow_short: self.state.allow_short,
-        };
-        let notional = match contracts
-            .day_end(&held_contracts, &mut touched, &mut ledger)
-            .map_err(overflow)?
-        {
+        let due = (&paid[..], day_transactions);
+        let events = self.apply_events(&held_contracts, due, &mut touched, &mut ledger, day);
+        let notional = match events.map_err(overflow)? {
             Ok(notional) => notional,
             Err(inconsistency) => return Ok(Err(inconsistency)),
         };
-        let cum_in = dec::add(self.state.cum_in, ledger.inflow).map_err(overflow)?;
-        let cum_out = dec::add(self.state.cum_out, ledger.outflow).map_err(overflow)?;
-
         // Commit to the state, the slots and the sums.
         let has_changes = !touched.is_empty();
         if has_changes && !keep_positions {
@@ -303,17 +285,67 @@ impl<'a> Folder<'a> {
             self.total_cost = self.cache.cost_sum.to_decimal().map_err(overflow)?;
         }
 
-        // 2. Prices of the day, 3. market value: only the terms whose price
-        //    or quantity moved are recomputed.
-        let moved = self.cache.revalue(day).map_err(overflow)?;
+        match self.finish_day(day, has_changes, ledger, notional) {
+            Ok(Ok(record)) => Ok(Ok(Some(record))),
+            Ok(Err(missing)) => Ok(Err(missing)),
+            Err(e) => Err(overflow(e)),
+        }
+    }
+
+    /// The day's prices (2.) and market value (3.), only the terms whose
+    /// price or quantity moved recomputed, then its record; a missing rate
+    /// is the day's inconsistency.
+    fn finish_day(
+        &mut self,
+        day: NaiveDate,
+        has_changes: bool,
+        ledger: Ledger,
+        notional: Notional,
+    ) -> Result<Result<DailyRecord, Inconsistency>, ArithmeticError> {
+        let flows = (
+            dec::add(self.state.cum_in, ledger.inflow)?,
+            dec::add(self.state.cum_out, ledger.outflow)?,
+        );
+        let moved = self.cache.revalue(day)?;
         let holdings_changed = has_changes || !self.started || moved;
-        let cash = match self.value_day(day, holdings_changed, &ledger) {
-            Ok(Ok(cash)) => cash,
-            Ok(Err(missing)) => return Ok(Err(missing)),
-            Err(e) => return Err(overflow(e)),
+        let cash = match self.value_day(day, holdings_changed, &ledger)? {
+            Ok(cash) => cash,
+            Err(missing) => return Ok(Err(missing)),
         };
-        let record = self.close_day(day, ledger, cash, (cum_in, cum_out), notional);
-        Ok(Ok(Some(record.map_err(overflow)?)))
+        Ok(Ok(self.close_day(day, ledger, cash, flows, notional)?))
+    }
+
+    /// The dividends and payments in lieu due (`paid`), the day's
+    /// transactions, then the day's end of its futures and options
+    /// (`held`: those held at its start): the futures' notional, or the
+    /// day's inconsistency.
+    fn apply_events<'t>(
+        &self,
+        held: &'t [Symbol],
+        (paid, day_transactions): (&'t [Receivable], &[&'t Transaction]),
+        touched: &mut Vec<Touched<'t>>,
+        ledger: &mut Ledger,
+        day: NaiveDate,
+    ) -> Result<Result<Notional, Inconsistency>, ArithmeticError>
+    where
+        'a: 't,
+    {
+        for r in paid {
+            let i = self.cache.touch(touched, &r.symbol);
+            let m = self.cache.prices.multiplier(&r.symbol);
+            pay_dividend(&mut touched[i].pos, r, ledger, day, m)?;
+        }
+        if let Err(inconsistency) =
+            self.apply_transactions(day_transactions, touched, ledger, day)?
+        {
+            return Ok(Err(inconsistency));
+        }
+        let contracts = ContractDay {
+            cache: &self.cache,
+            day,
+            allow_short: self.state.allow_short,
+        };
+        contracts.day_end(held, touched, ledger)
     }
 
     /// The ledger a day starts with (recording the flows per component when

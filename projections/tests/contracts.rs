@@ -372,3 +372,33 @@ fn out_of_the_money_options_expire_worthless() {
     let before = out.records.iter().find(|r| r.date == day(9)).unwrap();
     assert_eq!(before.cost, dec("601") - dec("100"));
 }
+
+/// Attribution (docs/contracts.md): a future is worth nothing, so its
+/// P&L is its variation margin less its fee, which leave it for cash;
+/// cash's own P&L is then 0, and the parts add up to the whole.
+#[test]
+fn a_futures_margin_is_the_futures_pnl_in_attribution() {
+    let mut b = Book::new(&[future("FUT", "50", None)]);
+    b.account("100000")
+        .tx(1, json!({"type": "buy", "symbol": "FUT", "quantity": "2", "price": "1000", "fee": "3"}));
+    for (d, c) in [(1, "1004"), (2, "998"), (3, "1010"), (5, "1012")] {
+        b.close("FUT", d, c);
+    }
+    let a = projections::attribute(&b.txs, &b.prices, day(1), day(6))
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let pnl = |name: &str| {
+        a.components
+            .iter()
+            .find(|c| c.component.name() == name)
+            .map(|c| c.pnl)
+            .unwrap_or_else(|| panic!("no {name} in {:?}", a.components))
+    };
+    // 2 × 50 × (1,012 − 1,000) − 3.
+    assert_eq!(pnl("symbol:FUT").normalize(), dec("1197"));
+    assert_eq!(pnl("cash").normalize(), Decimal::ZERO);
+    assert_eq!(a.pnl.normalize(), dec("1197"));
+    let sum: Decimal = a.components.iter().map(|c| c.contribution).sum();
+    assert_eq!(sum, a.total_return);
+}

@@ -835,6 +835,11 @@ impl Held<'_> {
         self.slot.mult
     }
 
+    /// Whether it is a future: worth 0, its gains settled in cash daily.
+    pub(super) fn settles_daily(&self) -> bool {
+        self.slot.contract == Contract::Future
+    }
+
     /// The price it is valued at (the latest close, as the fold adjusted
     /// it, else the last trade price) and that price's currency (`None`:
     /// the base).

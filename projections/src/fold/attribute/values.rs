@@ -230,6 +230,7 @@ impl<'p> Valuer<'p> {
                 t => (t as usize, true),
             };
             let value = match (self.is_plain(i, walk), h.price()) {
+                _ if h.settles_daily() => Decimal::ZERO,
                 (true, (_, None)) if known && !h.fresh && walk.was_valued[i] => walk.values[i],
                 (true, (price, None)) => worth(h.qty(), price, h.multiplier())?,
                 (true, (price, Some(currency))) => {

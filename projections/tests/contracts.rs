@@ -379,8 +379,10 @@ fn out_of_the_money_options_expire_worthless() {
 #[test]
 fn a_futures_margin_is_the_futures_pnl_in_attribution() {
     let mut b = Book::new(&[future("FUT", "50", None)]);
-    b.account("100000")
-        .tx(1, json!({"type": "buy", "symbol": "FUT", "quantity": "2", "price": "1000", "fee": "3"}));
+    b.account("100000").tx(
+        1,
+        json!({"type": "buy", "symbol": "FUT", "quantity": "2", "price": "1000", "fee": "3"}),
+    );
     for (d, c) in [(1, "1004"), (2, "998"), (3, "1010"), (5, "1012")] {
         b.close("FUT", d, c);
     }

@@ -431,7 +431,7 @@ pub(super) fn write_positions(
             "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"num\">{} {}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td>{pnl}</tr>",
-            escape_html(&x.symbol),
+            contract_note(&x.symbol, x, currency),
             escape_html(&amount_str(&x.quantity, 0)),
             escape_html(&amount_str(&x.price, 2)),
             escape_html(&x.currency),
@@ -462,6 +462,39 @@ pub(super) fn write_positions(
         h.push_str("<tr><td colspan=\"9\">nothing held</td></tr>\n");
     }
     h.push_str("</table></div>\n");
+}
+
+/// A position's symbol cell, escaped: with, for an option, a future or a
+/// bond, what it is (its multiplier beside it when not 1), its expiry or
+/// maturity, and a future's notional (its value is 0: its gains are
+/// settled in cash every day).
+fn contract_note(symbol: &str, x: &crate::query::PositionView, currency: &str) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if x.kind != "equity" {
+        parts.push(x.kind.clone());
+    }
+    if x.multiplier != "1" {
+        parts.push(format!("×{}", x.multiplier));
+    }
+    if let Some(e) = x.expiry {
+        let word = if x.kind == "bond" {
+            "matures"
+        } else {
+            "expires"
+        };
+        parts.push(format!("{word} {e}"));
+    }
+    if let Some(n) = &x.notional {
+        parts.push(format!("notional {}", money_str(n, currency)));
+    }
+    if parts.is_empty() {
+        return escape_html(symbol);
+    }
+    format!(
+        "{}<br><span class=\"sub\">{}</span>",
+        escape_html(symbol),
+        escape_html(&parts.join(" · "))
+    )
 }
 
 /// The money of the range's last day: what the value is made of, and what
@@ -691,5 +724,54 @@ mod tests {
         assert_eq!(opt(None, ratio), "\u{2014}");
         assert_eq!(opt_date(Some(day("2024-03-04"))), "2024-03-04");
         assert_eq!(opt_date(None), "\u{2014}");
+    }
+}
+
+#[cfg(test)]
+mod contract_tests {
+    use super::contract_note;
+    use crate::query::PositionView;
+
+    fn row(
+        kind: &str,
+        multiplier: &str,
+        expiry: Option<&str>,
+        notional: Option<&str>,
+    ) -> PositionView {
+        PositionView {
+            symbol: "ESU4".into(),
+            kind: kind.into(),
+            multiplier: multiplier.into(),
+            quantity: "2".into(),
+            cost: "0.00000000".into(),
+            average_cost: "0.00000000".into(),
+            price: "5440".into(),
+            price_date: None,
+            currency: "USD".into(),
+            fx_rate: "1".into(),
+            value: "0.00000000".into(),
+            weight: Some(0.0),
+            unrealized_pnl: "0.00000000".into(),
+            expiry: expiry.map(|d| d.parse().unwrap()),
+            notional: notional.map(str::to_string),
+            actions: vec![],
+        }
+    }
+
+    #[test]
+    fn a_contracts_row_says_what_it_is_when_it_expires_and_its_notional() {
+        let future = row("future", "50", Some("2024-09-20"), Some("544000.00000000"));
+        let cell = contract_note("ESU4", &future, "USD");
+        assert!(
+            cell.starts_with(
+                "ESU4<br><span class=\"sub\">future · ×50 · expires 2024-09-20 · notional "
+            ),
+            "{cell}"
+        );
+        assert!(cell.contains("544,000.00"), "{cell}");
+        let bond = row("bond", "1", Some("2030-01-15"), None);
+        assert!(contract_note("BD", &bond, "USD").contains("bond · matures 2030-01-15"));
+        let plain = row("equity", "1", None, None);
+        assert_eq!(contract_note("<ACME>", &plain, "USD"), "&lt;ACME&gt;");
     }
 }

@@ -297,6 +297,8 @@ fn contract_events_that_cannot_apply_stop_the_history() {
          "no price of IX on or before 2024-06-05 for the intrinsic value of IX C10"),
         (json!({"type": "exercise", "symbol": "BD C90", "quantity": "1"}),
          "exercise of BD C90: its underlying BD is neither an equity of multiplier 1 nor a future"),
+        (json!({"type": "exercise", "symbol": "UC C50", "quantity": "1", "currency": "EUR"}),
+         "UC C50 trades in USD, not EUR"),
     ];
     for (event, detail) in cases {
         let mut b = Book::new(&instruments);
@@ -403,4 +405,164 @@ fn a_futures_margin_is_the_futures_pnl_in_attribution() {
     assert_eq!(a.pnl.normalize(), dec("1197"));
     let sum: Decimal = a.components.iter().map(|c| c.contribution).sum();
     assert_eq!(sum, a.total_return);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Settling every day is the same account as marking the position to
+    /// its average entry and settling only when it closes: the same V and
+    /// the same r on every day, whatever the trades and the path.
+    #[test]
+    fn daily_settlement_equals_marking_to_the_average_entry(
+        closes in prop::collection::vec(950i64..1050, 10),
+        trades in prop::collection::vec((0u64..10, -4i64..=4, 950i64..1050), 1..7),
+    ) {
+        let m = Decimal::from(20);
+        let mut b = Book::new(&[future("FUT", "20", None)]);
+        b.account("500000");
+        for (i, c) in closes.iter().enumerate() {
+            b.close("FUT", i as u64, &c.to_string());
+        }
+        let mut sorted: Vec<_> = trades.into_iter().filter(|t| t.1 != 0).collect();
+        sorted.sort_by_key(|t| t.0);
+        for (d, t, x) in &sorted {
+            let ty = if *t > 0 { "buy" } else { "sell" };
+            b.tx(*d, json!({"type": ty, "symbol": "FUT", "quantity": t.abs().to_string(), "price": x.to_string()}));
+        }
+        let out = b.fold(9);
+        // The other model: cash moves only by what closing realizes
+        // against the average entry; the open position is worth
+        // q · m · (S − entry).
+        let (mut q, mut entry, mut cash) = (Decimal::ZERO, Decimal::ZERO, dec("500000"));
+        let mut prev_v = Decimal::ZERO;
+        for r in &out.records {
+            let d = (r.date - base()).num_days() as u64;
+            for (_, t, x) in sorted.iter().filter(|t| t.0 == d) {
+                let (t, x) = (Decimal::from(*t), Decimal::from(*x));
+                if q.is_zero() || q.is_sign_positive() == t.is_sign_positive() {
+                    entry = (entry * q + x * t) / (q + t);
+                    q += t;
+                } else {
+                    let closed = if t.is_sign_negative() { -t.abs().min(q.abs()) } else { t.abs().min(q.abs()) };
+                    cash += -closed * m * (x - entry);
+                    q += closed;
+                    let rest = t - closed;
+                    if !rest.is_zero() {
+                        entry = x;
+                        q = rest;
+                    } else if q.is_zero() {
+                        entry = Decimal::ZERO;
+                    }
+                }
+            }
+            let s = Decimal::from(closes[d as usize]);
+            let v = cash + q * m * (s - entry);
+            prop_assert_eq!(r.market_value.round_dp(12), v.round_dp(12), "V on {}", r.date);
+            if !prev_v.is_zero() && d > 0 {
+                let want = v / prev_v - Decimal::ONE;
+                prop_assert!((r.daily_return - want).abs() < dec("1e-20"), "r on {}", r.date);
+            }
+            prev_v = v;
+        }
+    }
+
+    /// An option in the money marked at its intrinsic value is worth as
+    /// much exercised (or assigned) as held: the day's V is the same
+    /// either way.
+    #[test]
+    fn exercising_an_option_marked_at_intrinsic_is_value_neutral(
+        strike in 20i64..80,
+        price in 20i64..80,
+        n in 1i64..4,
+        call in any::<bool>(),
+        written in any::<bool>(),
+    ) {
+        let right = if call { "call" } else { "put" };
+        let intrinsic = if call { (price - strike).max(0) } else { (strike - price).max(0) };
+        // Out of the money, exercising gives value away: nobody does.
+        prop_assume!(intrinsic > 0);
+        let book = |exercise: bool| {
+            let mut b = Book::new(&[option("U OPT", "U", right, &strike.to_string(), "physical")]);
+            b.account("100000")
+                .tx(0, json!({"type": "buy", "symbol": "U", "quantity": "1000", "price": "50"}))
+                .tx(1, json!({"type": if written { "sell" } else { "buy" }, "symbol": "U OPT",
+                              "quantity": n.to_string(), "price": "3"}));
+            b.close("U", 3, &price.to_string())
+                .close("U OPT", 3, &intrinsic.to_string());
+            if exercise {
+                let ty = if written { "assignment" } else { "exercise" };
+                b.tx(3, json!({"type": ty, "symbol": "U OPT", "quantity": n.to_string()}));
+            }
+            b.fold(3)
+        };
+        let (held, exercised) = (book(false), book(true));
+        prop_assert!(exercised.inconsistency.is_none(), "{:?}", exercised.inconsistency);
+        prop_assert_eq!(last(&exercised).market_value, last(&held).market_value);
+        prop_assert_eq!(last(&exercised).daily_return, last(&held).daily_return);
+    }
+
+    /// Out of the money at expiry, an option realizes exactly minus its
+    /// cost: a long's premium paid is lost, a written one's received kept.
+    #[test]
+    fn a_worthless_expiry_realizes_minus_the_cost(
+        premium in 1i64..900,
+        fee in 0i64..5,
+        n in 1i64..5,
+        written in any::<bool>(),
+    ) {
+        let mut b = Book::new(&[option("UC C50", "UC", "call", "50", "physical")]);
+        b.account("100000").tx(1, json!({
+            "type": if written { "sell" } else { "buy" }, "symbol": "UC C50",
+            "quantity": n.to_string(), "price": (Decimal::from(premium) / dec("100")).to_string(),
+            "fee": fee.to_string()}));
+        b.close("UC", 10, "40");
+        let out = b.fold(11);
+        let cost = out.records.iter().find(|r| r.date == day(9)).unwrap().cost;
+        prop_assert_eq!(last(&out).realized_pnl, -cost);
+        prop_assert_eq!(last(&out).cost, Decimal::ZERO);
+    }
+
+    /// The order events arrive in (their log positions) changes nothing
+    /// when their times order them: exercises, assignments, futures and
+    /// options alike.
+    #[test]
+    fn any_arrival_order_gives_the_same_records(seed in any::<u64>()) {
+        let events = [
+            (0, json!({"type": "buy", "symbol": "FUT", "quantity": "2", "price": "1000", "fee": "2"})),
+            (1, json!({"type": "buy", "symbol": "UC C50", "quantity": "2", "price": "3"})),
+            (1, json!({"type": "sell", "symbol": "UP P45", "quantity": "1", "price": "2"})),
+            (3, json!({"type": "exercise", "symbol": "UC C50", "quantity": "1"})),
+            (4, json!({"type": "sell", "symbol": "FUT", "quantity": "3", "price": "1010"})),
+            (5, json!({"type": "assignment", "symbol": "UP P45", "quantity": "1"})),
+        ];
+        let mut order: Vec<usize> = (0..events.len()).collect();
+        let mut s = seed;
+        for i in (1..order.len()).rev() {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            order.swap(i, (s >> 33) as usize % (i + 1));
+        }
+        let book = |order: &[usize]| {
+            let mut b = Book::new(&[
+                future("FUT", "10", None),
+                option("UC C50", "UC", "call", "50", "physical"),
+                option("UP P45", "UP", "put", "45", "physical"),
+            ]);
+            b.account("100000");
+            for &i in order {
+                let (d, mut e) = events[i].clone();
+                e["occurred_at"] = json!(format!("{}T10:00:{:02}Z", day(d), i));
+                b.tx(d, e);
+            }
+            for (d, c) in [(0, "1001"), (2, "995"), (4, "1012"), (6, "1003")] {
+                b.close("FUT", d, c);
+            }
+            b.close("UC", 3, "52").close("UP", 5, "43");
+            b.fold(12)
+        };
+        let reference = book(&(0..events.len()).collect::<Vec<_>>());
+        let shuffled = book(&order);
+        prop_assert!(reference.inconsistency.is_none(), "{:?}", reference.inconsistency);
+        prop_assert_eq!(shuffled.records, reference.records);
+    }
 }

@@ -208,6 +208,33 @@ impl FoldInputs {
         self.as_account(false)
     }
 
+    /// The same book as a futures account: every symbol a future of
+    /// multiplier 10, settled daily (docs/contracts.md), in a cash account
+    /// that allows shorts.
+    pub(crate) fn as_futures_account(&self) -> Result<FoldInputs> {
+        let mut account = self.as_account(false)?;
+        if let Some(projections::Kind::PortfolioSettings { allow_short, .. }) =
+            account.transactions.first_mut().map(|t| &mut t.kind)
+        {
+            *allow_short = true;
+        }
+        let symbols: BTreeSet<Symbol> = self
+            .transactions
+            .iter()
+            .filter_map(|t| t.kind.position_symbol().cloned())
+            .collect();
+        for (i, s) in symbols.iter().enumerate() {
+            let payload = format!(
+                r#"{{"event_id":"00000000-0000-4000-8ffe-{i:012}","type":"instrument","symbol":"{s}","kind":"future","multiplier":"10","currency":"{}","schema_version":2}}"#,
+                account.prices.default_currency()
+            );
+            let instrument = projections::parse_instrument(payload.as_bytes())
+                .map_err(|e| anyhow!("the bench's instrument: {e}"))?;
+            account.prices.insert_instrument(&instrument);
+        }
+        Ok(account)
+    }
+
     /// A cash account of this book; with `margin`, shorts allowed, every
     /// fifth symbol's sides turned and every seventh with multiplier 10.
     fn as_account(&self, margin: bool) -> Result<FoldInputs> {
@@ -383,6 +410,77 @@ mod tests {
             "plain {p:.2} ms, cash account {c:.2} ms, margin account {m:.2} ms; margin / cash {:.3}, margin / plain {:.3}",
             m / c,
             m / p
+        );
+    }
+
+    /// A price day in the pure fold for 1,000 accounts held as futures
+    /// against the same accounts held as equities, in turns: each account
+    /// resumed from its stored state of the day before with a close of
+    /// every symbol dated today (what a refresh of a price day folds).
+    /// CPU medians and their ratio (`cargo test --release -p navd-bench --
+    /// --ignored futures_price_day_ratio --nocapture`).
+    #[test]
+    #[ignore = "a measurement: run it on purpose, in release"]
+    fn futures_price_day_ratio() {
+        let spec = BookSpec {
+            tag: 3,
+            portfolio_prefix: "fu-",
+            portfolios: 1000,
+            symbol_prefix: "F",
+            symbols: 40,
+            universe: 8,
+            trades_per_portfolio: 60,
+            days: 250,
+        };
+        let book = Book::generate(spec, 11, crate::pinned::TODAY.parse().unwrap());
+        let today = book.today;
+        let yesterday = today.pred_opt().unwrap();
+        let ids: BTreeSet<u32> = (0..1000).collect();
+        let sent = SentEvents::of_book(&book, &ids, &[], &[]).unwrap();
+        let closes: Vec<projections::ClosePrice> = (0..40)
+            .map(|s| projections::parse_price(&book.today_close(s).1).unwrap())
+            .collect();
+        // Per account and kind: its inputs with today's closes, and its
+        // state at the end of yesterday.
+        let prepare = |futures: bool| -> Vec<(FoldInputs, projections::DayState)> {
+            (0..1000)
+                .map(|p| {
+                    let plain = sent.inputs(&book.portfolio(p), yesterday).unwrap();
+                    let mut inputs = if futures {
+                        plain.as_futures_account().unwrap()
+                    } else {
+                        plain.as_cash_account().unwrap()
+                    };
+                    let state = projections::fold(&inputs.transactions, &inputs.prices, yesterday)
+                        .unwrap()
+                        .end_state
+                        .expect("a history");
+                    for c in &closes {
+                        inputs.prices.insert(c.symbol.clone(), c.date, c.close);
+                    }
+                    (inputs, state)
+                })
+                .collect()
+        };
+        let (equities, futures) = (prepare(false), prepare(true));
+        let day = |accounts: &[(FoldInputs, projections::DayState)]| {
+            let c = thread_cpu();
+            for (inputs, state) in accounts {
+                let out = projections::resume(state, &[], &inputs.prices, today).unwrap();
+                assert_eq!(out.records.len(), 1);
+                assert!(out.inconsistency.is_none(), "{:?}", out.inconsistency);
+            }
+            ms(thread_cpu() - c)
+        };
+        let (mut e, mut f) = (Vec::new(), Vec::new());
+        for _ in 0..9 {
+            e.push(day(&equities));
+            f.push(day(&futures));
+        }
+        let (e, f) = (Dist::of(e).p50, Dist::of(f).p50);
+        println!(
+            "price day of 1,000 accounts: equities {e:.2} ms, futures {f:.2} ms; futures / equities {:.3}",
+            f / e
         );
     }
 

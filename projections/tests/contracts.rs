@@ -566,3 +566,78 @@ proptest! {
         prop_assert_eq!(shuffled.records, reference.records);
     }
 }
+
+/// The underlying of a physically settled option is an equity of
+/// multiplier 1 (described or not) or a future; an equity traded in lots
+/// (multiplier 10) is neither.
+#[test]
+fn the_underlying_must_be_an_equity_of_multiplier_one_or_a_future() {
+    let equity = |m: &str| {
+        json!({"event_id": "30000000-0000-4000-8000-000000000009", "type": "instrument",
+               "symbol": "UC", "kind": "equity", "multiplier": m, "schema_version": 2})
+    };
+    let exercised = |m: &str| {
+        let mut b = Book::new(&[option("UC C50", "UC", "call", "50", "physical"), equity(m)]);
+        b.account("100000")
+            .tx(
+                1,
+                json!({"type": "buy", "symbol": "UC C50", "quantity": "1", "price": "2"}),
+            )
+            .tx(
+                2,
+                json!({"type": "exercise", "symbol": "UC C50", "quantity": "1"}),
+            );
+        b
+    };
+    let one = exercised("1").fold(3);
+    assert!(one.inconsistency.is_none(), "{:?}", one.inconsistency);
+    assert_eq!(
+        one.end_state.unwrap().positions[&Symbol::parse("UC").unwrap()].qty,
+        dec("100")
+    );
+    assert_eq!(
+        exercised("10").inconsistency(3),
+        (
+            2,
+            "exercise of UC C50: its underlying UC is neither an equity of multiplier 1 nor a future"
+                .into()
+        )
+    );
+}
+
+/// Attribution of a cash-settled exercise: the intrinsic value leaves the
+/// option for cash, so the option's P&L is what it paid less its cost.
+#[test]
+fn a_cash_settlement_leaves_the_option_for_cash_in_attribution() {
+    for (written, ty, pnl) in [(false, "exercise", "1200"), (true, "assignment", "-1200")] {
+        let mut b = Book::new(&[option("IX C10", "IX", "call", "10", "cash")]);
+        let side = if written { "sell" } else { "buy" };
+        b.account("100000")
+            .tx(
+                1,
+                json!({"type": side, "symbol": "IX C10", "quantity": "1", "price": "1"}),
+            )
+            .tx(3, json!({"type": ty, "symbol": "IX C10", "quantity": "1"}));
+        b.close("IX", 1, "11")
+            .close("IX C10", 1, "1")
+            .close("IX", 3, "23");
+        let a = projections::attribute(&b.txs, &b.prices, day(1), day(4))
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let option = a
+            .components
+            .iter()
+            .find(|c| c.component.name() == "symbol:IX C10")
+            .unwrap();
+        // 100 × (23 − 10) less the premium of 100 (a written call: the
+        // premium kept less what the assignment paid).
+        assert_eq!(option.pnl.normalize(), dec(pnl), "{ty}");
+        let cash = a
+            .components
+            .iter()
+            .find(|c| c.component.name() == "cash")
+            .unwrap();
+        assert_eq!(cash.pnl.normalize(), Decimal::ZERO, "{ty}");
+    }
+}

@@ -171,6 +171,7 @@ const TRANSACTION_FIELDS: &[&str] = &[
     "corrects",
     "revision",
     "allow_short",
+    "accrued",
 ];
 /// Fields that exist from schema_version 2 on: a version-1 event carrying
 /// one is refused rather than read with a meaning it did not have.
@@ -187,6 +188,7 @@ const V2_FIELDS: &[&str] = &[
     "corrects",
     "revision",
     "allow_short",
+    "accrued",
 ];
 const PRICE_FIELDS: &[&str] = &["symbol", "date", "close", "currency", "schema_version"];
 const FX_FIELDS: &[&str] = &["from", "to", "date", "rate", "schema_version"];

@@ -148,6 +148,7 @@ mod tests {
             quantity: Decimal::ONE,
             price: Decimal::ONE,
             fee: Decimal::ZERO,
+            accrued: None,
         })
     }
 

@@ -199,6 +199,11 @@ pub struct Trade {
     pub quantity: Decimal,
     pub price: Decimal,
     pub fee: Decimal,
+    /// A bond trade's accrued interest changing hands, in all (≥ 0); `None`:
+    /// quantity · the bond's accrued interest on the trade date
+    /// (docs/contracts.md, bonds). Not allowed on anything but a bond.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accrued: Option<Decimal>,
 }
 
 /// The part of a dividend bought back into the symbol on the pay date.
@@ -440,6 +445,7 @@ impl Transaction {
             quantity,
             price,
             fee,
+            accrued: None,
         };
         Transaction {
             event_id,
@@ -509,12 +515,16 @@ impl Transaction {
     /// The kind's fields in [`Transaction::fingerprint`], normalized.
     fn kind_fields(&self) -> String {
         match &self.kind {
+            // Trades without accrued interest read as they did before bonds.
             Kind::Buy(t) | Kind::Sell(t) => format!(
-                "{}|{}|{}|{}",
+                "{}|{}|{}|{}{}",
                 t.symbol,
                 norm_text(&t.quantity),
                 norm_text(&t.price),
-                norm_text(&t.fee)
+                norm_text(&t.fee),
+                t.accrued
+                    .map(|a| format!("|accrued:{}", norm_text(&a)))
+                    .unwrap_or_default()
             ),
             // Settings without shorts read as they did before shorts.
             Kind::PortfolioSettings {
@@ -836,6 +846,15 @@ impl Exposure {
             leverage: Exposure::leverage_of(gross_exposure, value)?,
             ..self
         })
+    }
+
+    /// This exposure with `accrued` (the bonds' accrued interest, part of
+    /// the holdings) said.
+    pub fn with_accrued(self, accrued: Decimal) -> Exposure {
+        Exposure {
+            accrued_interest: accrued,
+            ..self
+        }
     }
 
     /// gross / V, exact; `None` when V ≤ 0 (no capital to lever).

@@ -55,6 +55,7 @@ fn buy(n: u128, s: &str, q: &str, x: &str) -> Transaction {
             quantity: dec(q),
             price: dec(x),
             fee: Decimal::ZERO,
+            accrued: None,
         }),
     )
 }

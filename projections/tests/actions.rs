@@ -47,6 +47,7 @@ fn buy(s: &str, q: Decimal, x: Decimal) -> Kind {
         quantity: q,
         price: x,
         fee: Decimal::ZERO,
+        accrued: None,
     })
 }
 
@@ -141,6 +142,7 @@ proptest! {
         if sold > Decimal::ZERO {
             txs.push(tx(9, 1, Kind::Sell(Trade {
                 symbol: sym("OLD"), quantity: sold, price: cents(5000), fee: Decimal::ONE,
+                accrued: None,
             })));
         }
         let left = held - sold;
@@ -183,6 +185,7 @@ proptest! {
         if sold > Decimal::ZERO {
             txs.push(tx(9, 1, Kind::Sell(Trade {
                 symbol: sym("T"), quantity: sold, price: cents(4321), fee: Decimal::ZERO,
+                accrued: None,
             })));
         }
         let mut book = PriceBook::new();
@@ -236,6 +239,7 @@ proptest! {
             tx(4, 2, buy("D", Decimal::from(7), cents(700))),
             tx(5, 4, Kind::Sell(Trade {
                 symbol: sym("C"), quantity: Decimal::ONE, price: cents(1000), fee: Decimal::ZERO,
+                accrued: None,
             })),
             tx(6, 6, buy("E", Decimal::ONE, cents(1200))),
         ];

@@ -58,6 +58,7 @@ fn buy(symbol: &str, quantity: &str, price: &str) -> Kind {
         quantity: d(quantity),
         price: d(price),
         fee: Decimal::ZERO,
+        accrued: None,
     })
 }
 
@@ -736,6 +737,7 @@ fn the_walk_values_each_day_as_the_fold_does() {
             quantity: d(quantity),
             price: d(price),
             fee: Decimal::ZERO,
+            accrued: None,
         })
     };
     let txs = vec![

@@ -138,6 +138,7 @@ fn book(seed: u64, span: u64, events: usize, symbols: usize) -> Book {
                     quantity: qty,
                     price,
                     fee,
+                    accrued: None,
                 })
             }
             40..=61 => {
@@ -155,6 +156,7 @@ fn book(seed: u64, span: u64, events: usize, symbols: usize) -> Book {
                     quantity: q.max(Decimal::new(1, 3)),
                     price,
                     fee,
+                    accrued: None,
                 };
                 if rng.chance(85) {
                     Kind::Sell(t)

@@ -282,6 +282,7 @@ fn build(spec: &BookSpec) -> Book {
                     quantity,
                     price,
                     fee: Decimal::ZERO,
+                    accrued: None,
                 };
                 if KINDS[s.kind].0 == "buy" {
                     Kind::Buy(t)
@@ -661,6 +662,7 @@ proptest! {
             quantity: q,
             price: close,
             fee: Decimal::ZERO,
+            accrued: None,
         })));
         let with = fold(&txs, &b.prices, b.as_of).unwrap();
         prop_assert!(with.inconsistency.is_none());
@@ -770,6 +772,7 @@ proptest! {
             quantity: Decimal::ONE,
             price: Decimal::new(100, 0),
             fee: Decimal::ZERO,
+            accrued: None,
         }));
         sell.occurred_at =
             time.map(|s| d.and_hms_opt(0, 0, 0).unwrap().and_utc() + TimeDelta::seconds(s));
@@ -1330,6 +1333,7 @@ fn a_missing_rate_stops_the_history_on_its_day() {
             quantity: Decimal::TEN,
             price: Decimal::TEN,
             fee: Decimal::ZERO,
+            accrued: None,
         }),
     );
     local.currency = Some(eur.clone());
@@ -1342,6 +1346,7 @@ fn a_missing_rate_stops_the_history_on_its_day() {
             quantity: Decimal::ONE,
             price: Decimal::TEN,
             fee: Decimal::ZERO,
+            accrued: None,
         }),
     );
     foreign.currency = Some(chf.clone());
@@ -1408,6 +1413,7 @@ fn the_default_currency_prices_closes_and_portfolios_that_name_none() {
             quantity: Decimal::TEN,
             price: Decimal::TEN,
             fee: Decimal::ZERO,
+            accrued: None,
         }),
     );
     let mut prices = PriceBook::with_default_currency(eur.clone());
@@ -1491,6 +1497,7 @@ proptest! {
             quantity: Decimal::new(3, 0),
             price: Decimal::new(100, 0),
             fee: Decimal::ZERO,
+            accrued: None,
         }));
         let records = fold(&[buy], &book, day(45)).unwrap().records;
         prop_assert_eq!(records.len(), 46);

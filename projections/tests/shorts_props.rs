@@ -45,6 +45,7 @@ fn trade(qty: Decimal, price: Decimal, fee: Decimal) -> Trade {
         quantity: qty,
         price,
         fee,
+        accrued: None,
     }
 }
 

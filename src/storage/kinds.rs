@@ -236,6 +236,7 @@ impl<R: TxRow> StoredKind<'_, R> {
             quantity: self.need(Col::Quantity)?,
             price: self.need(Col::Price)?,
             fee: self.need(Col::Fee)?,
+            accrued: None,
         })
     }
 

@@ -28,6 +28,10 @@ pub(super) fn parse_kind(
                 quantity: obj.positive("quantity")?,
                 price: obj.non_negative("price")?,
                 fee: obj.optional_non_negative("fee")?,
+                accrued: match obj.get("accrued") {
+                    None => None,
+                    Some(raw) => Some(non_negative("accrued", parse_number("accrued", raw)?)?),
+                },
             };
             if ty == "buy" {
                 Kind::Buy(t)

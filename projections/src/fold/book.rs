@@ -385,11 +385,18 @@ impl PriceBook {
         self.instruments.iter()
     }
 
-    /// The contract multiplier of `symbol` (1 when undescribed).
+    /// What an amount of `symbol` is, per unit of quantity and of price:
+    /// its contract multiplier (1 when undescribed), and a bond's face /
+    /// 100, its prices being in percent of face.
     pub fn multiplier(&self, symbol: &Symbol) -> Decimal {
-        self.instruments
-            .get(symbol)
-            .map_or(Decimal::ONE, |d| d.multiplier)
+        match self.instruments.get(symbol) {
+            Some(Definition {
+                kind: crate::instrument::InstrumentKind::Bond(b),
+                ..
+            }) => b.face() / Decimal::ONE_HUNDRED,
+            Some(d) => d.multiplier,
+            None => Decimal::ONE,
+        }
     }
 
     /// Records a spin-off, merger or symbol change; a later one for the

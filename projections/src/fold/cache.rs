@@ -13,6 +13,7 @@ use rust_decimal::Decimal;
 use super::book::PriceBook;
 use super::positions::{split_price, split_qty};
 use super::state::{DayState, Position};
+use crate::bond::BondTerms;
 use crate::decimal::ArithmeticError;
 use crate::exact::{ExactSum, Units};
 use crate::types::{Currency, Symbol};
@@ -75,6 +76,10 @@ struct Slot {
     contract: Contract,
     /// A future's settled notional ([`Position::settled`]).
     settled: Option<Decimal>,
+    /// A bond's terms (boxed: most slots hold none), and its accrued
+    /// interest per bond on the slot's day, part of its value.
+    bond: Option<Box<BondTerms>>,
+    accrued: Decimal,
     /// qty · price(day) · mult, exact, in the price's currency.
     term: Units,
     /// Whether `term` is in the short sums too (it was a short's).
@@ -134,6 +139,7 @@ impl Slot {
             series.names.len() + symbol.as_str().len(),
         );
         series.names.push_str(symbol.as_str());
+        let bond = bond_terms(prices, symbol);
         Ok(Slot {
             prefix: SymbolKey::of(symbol).prefix,
             name,
@@ -147,6 +153,10 @@ impl Slot {
             mult: prices.multiplier(symbol),
             contract: Contract::of(prices, symbol),
             settled: pos.settled,
+            accrued: bond
+                .as_ref()
+                .map_or(Decimal::ZERO, |t| crate::bond::accrued_interest(t, day)),
+            bond,
             term: Units::default(),
             term_short: false,
             dirty: false,
@@ -191,6 +201,12 @@ impl Slot {
             return Ok(Units::default());
         }
         let price = self.close.unwrap_or(self.last_trade_price);
+        if self.bond.is_some() {
+            // Face · clean price / 100 (the multiplier is face / 100) plus
+            // the accrued interest of the day.
+            let dirty = crate::decimal::add(crate::decimal::mul(price, self.mult)?, self.accrued)?;
+            return Units::product(self.qty, dirty);
+        }
         if self.mult == Decimal::ONE {
             Units::product(self.qty, price)
         } else {
@@ -210,13 +226,15 @@ impl Slot {
     }
 }
 
-/// What a held symbol is, where the day's end treats it apart.
+/// What a held symbol is, where a day's start or end treats it apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Contract {
-    /// An equity, a bond or an undescribed symbol.
+    /// An equity or an undescribed symbol.
     Plain,
     Future,
     Option,
+    /// Accrues interest every day; pays coupons and redeems.
+    Bond,
 }
 
 impl Contract {
@@ -225,8 +243,17 @@ impl Contract {
         match prices.instrument(symbol).map(|d| &d.kind) {
             Some(K::Future { .. }) => Contract::Future,
             Some(K::Option { .. }) => Contract::Option,
+            Some(K::Bond(_)) => Contract::Bond,
             _ => Contract::Plain,
         }
+    }
+}
+
+/// `symbol`'s bond terms, when the instruments topic describes it as one.
+fn bond_terms(prices: &PriceBook, symbol: &Symbol) -> Option<Box<BondTerms>> {
+    match prices.instrument(symbol).map(|d| &d.kind) {
+        Some(crate::instrument::InstrumentKind::Bond(b)) => Some(Box::new(b.clone())),
+        _ => None,
     }
 }
 
@@ -501,6 +528,26 @@ impl<'p> Cache<'p> {
             .collect()
     }
 
+    /// Σ q · AI over the bonds held, by the currency of their value sums
+    /// (indexes of the value sums; none in most books).
+    pub(super) fn accrued(&self) -> Result<Vec<(usize, Decimal)>, ArithmeticError> {
+        let mut out: Vec<(usize, Decimal)> = Vec::new();
+        for s in self.slots.iter().filter(|s| s.bond.is_some()) {
+            let a = crate::decimal::mul(s.qty, s.accrued)?;
+            let c = usize::from(s.term_ccy);
+            match out.iter_mut().find(|(i, _)| *i == c) {
+                Some((_, sum)) => *sum = crate::decimal::add(*sum, a)?,
+                None => out.push((c, a)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether any bond is held.
+    pub(super) fn holds_bonds(&self) -> bool {
+        self.contracts > 0 && self.slots.iter().any(|s| s.bond.is_some())
+    }
+
     /// The symbols of the futures and options held (none in most books).
     pub(super) fn contract_symbols(&self) -> Vec<Symbol> {
         if self.contracts == 0 {
@@ -756,9 +803,21 @@ impl<'p> Cache<'p> {
         let run_ccys = &self.series.run_ccys;
         let default_ccy = self.series.default_ccy;
         for slot in &mut self.slots {
-            // Both, not short-circuited: the cursor must move in any case.
+            // A bond's value moves every day: its interest accrues.
+            let accrued = match &slot.bond {
+                Some(terms) => {
+                    let ai = crate::bond::accrued_interest(terms, day);
+                    let moved = ai != slot.accrued;
+                    slot.accrued = ai;
+                    moved
+                }
+                None => false,
+            };
+            // All three, not short-circuited: the cursor must move in any
+            // case.
             if slot.advance(&runs[slot.run], &run_ccys[slot.run], default_ccy, day)
                 | std::mem::take(&mut slot.dirty)
+                | accrued
             {
                 let term = slot.value()?;
                 self.value_sums[usize::from(slot.term_ccy)].sub_units(&slot.term);
@@ -833,6 +892,11 @@ impl Held<'_> {
     /// The symbol's contract multiplier.
     pub(super) fn multiplier(&self) -> Decimal {
         self.slot.mult
+    }
+
+    /// Whether it is a bond: its value accrues interest every day.
+    pub(super) fn accrues(&self) -> bool {
+        self.slot.bond.is_some()
     }
 
     /// Whether it is a future: worth 0, its gains settled in cash daily.

@@ -197,6 +197,7 @@ impl<'p> ContractDay<'_, 'p> {
             multiplier,
             allow_short: self.allow_short,
             future,
+            accrued: None,
         }
     }
 
@@ -224,6 +225,66 @@ impl<'p> ContractDay<'_, 'p> {
             "no price of {underlying} on or before {} for the intrinsic value of {option}",
             self.day
         )
+    }
+
+    /// The start of a day for the bonds held (`held`: those held at the
+    /// day's start; `touched` has the day's splits and actions): each
+    /// coupon due today paid (q · coupon, income), and on the maturity
+    /// date, after its coupon, the redemption (q · face · redemption / 100,
+    /// realized against the cost), which closes the position.
+    pub(super) fn bonds_start<'t>(
+        &self,
+        held: &'t [Symbol],
+        touched: &mut Vec<Touched<'t>>,
+        ledger: &mut Ledger,
+    ) -> Result<Result<(), Inconsistency>, ArithmeticError> {
+        for bond in self.contracts(held, touched, Contract::Bond) {
+            let Some(
+                def @ Definition {
+                    kind: InstrumentKind::Bond(terms),
+                    ..
+                },
+            ) = self.cache.prices.instrument(bond)
+            else {
+                continue;
+            };
+            let coupon = crate::bond::coupon_on(terms, self.day);
+            let matures = self.day == terms.maturity();
+            if coupon.is_none() && !matures {
+                continue;
+            }
+            let i = self.cache.touch(touched, bond);
+            let Some(p) = touched[i].pos.as_ref() else {
+                continue;
+            };
+            let (q, cost) = (p.qty, p.cost);
+            let fx = match self.fx(def)? {
+                Ok(fx) => fx,
+                Err(detail) => {
+                    return Ok(Err(Inconsistency {
+                        day: self.day,
+                        event_id: None,
+                        detail,
+                    }))
+                }
+            };
+            if let Some(c) = coupon {
+                let paid = dec::mul(q, c)?;
+                let base = fx.base(paid)?;
+                ledger.income = dec::add(ledger.income, base)?;
+                ledger.tap(|| Component::Symbol(bond.clone()), -base);
+                ledger.receive(paid, fx)?;
+            }
+            if matures {
+                let redeemed = dec::mul(q, crate::bond::redemption_amount(terms))?;
+                let base = fx.base(redeemed)?;
+                ledger.realized_pnl = dec::add(ledger.realized_pnl, dec::sub(base, cost)?)?;
+                ledger.tap(|| Component::Symbol(bond.clone()), -base);
+                ledger.receive(redeemed, fx)?;
+                touched[i].pos = None;
+            }
+        }
+        Ok(Ok(()))
     }
 
     /// The day's end of the held futures and options (`held`: those held

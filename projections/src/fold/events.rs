@@ -25,8 +25,11 @@ pub(super) struct Terms {
     /// Whether positions may go below zero (the portfolio's settings).
     pub(super) allow_short: bool,
     /// Whether the symbol is a future: traded without a premium and
-    /// settled every day (docs/valuation.md, futures).
+    /// settled every day (docs/contracts.md, futures).
     pub(super) future: bool,
+    /// A bond's accrued interest per bond on the event's day (docs/
+    /// contracts.md, bonds); `None` for anything else.
+    pub(super) accrued: Option<Decimal>,
 }
 
 /// The effect of one transaction is applied to the position in its symbol
@@ -56,7 +59,7 @@ pub(super) fn apply(
 ) -> Outcome {
     let step = Step {
         pos,
-        ledger,
+        ledger: &mut *ledger,
         day,
         fx,
         terms,
@@ -85,7 +88,11 @@ pub(super) fn apply(
             _ => {}
         }
     }
-    match &tx.kind {
+    let interest = match accrued_interest(&tx.kind, terms) {
+        Ok(interest) => interest,
+        Err(detail) => return Ok(Err(detail)),
+    };
+    let outcome = match &tx.kind {
         Kind::Buy(t) => step.buy(t, Decimal::ZERO),
         Kind::Sell(t) => step.sell(t, Decimal::ZERO),
         Kind::PortfolioSettings { .. } => step.settings(),
@@ -116,6 +123,56 @@ pub(super) fn apply(
         Kind::Exercise { .. } | Kind::Assignment { .. } => step.settings(),
         // Only effective events are folded, and a cancel never is one.
         Kind::Cancel => step.settings(),
+    }?;
+    if let (Ok(()), Some((symbol, a, received))) = (&outcome, interest) {
+        // A bond's accrued interest changes hands with it: paid on an
+        // acquisition, received on a disposal, and income either way.
+        let base = fx.base(a)?;
+        if received {
+            ledger.income = dec::add(ledger.income, base)?;
+            ledger.tap(|| Component::Symbol(symbol.clone()), -base);
+        } else {
+            ledger.income = dec::sub(ledger.income, base)?;
+            ledger.tap(|| Component::Symbol(symbol.clone()), base);
+        }
+        match (&tx.kind, received) {
+            (Kind::TransferIn { .. }, _) => ledger.inflow(base)?,
+            (Kind::TransferOut { .. }, _) => ledger.outflow(base)?,
+            (_, true) => ledger.receive(a, fx)?,
+            (_, false) => ledger.pay(a, fx)?,
+        }
+    }
+    Ok(outcome)
+}
+
+/// The accrued interest a bond trade or transfer moves: (the bond, the
+/// amount in the bond's currency, whether the portfolio receives it);
+/// `None` for anything but a bond. An `accrued` amount on a trade of
+/// anything else is the history's inconsistency.
+fn accrued_interest(kind: &Kind, terms: Terms) -> Result<Option<(&Symbol, Decimal, bool)>, String> {
+    let (symbol, quantity, given, received) = match kind {
+        Kind::Buy(t) => (&t.symbol, t.quantity, t.accrued, false),
+        Kind::Sell(t) => (&t.symbol, t.quantity, t.accrued, true),
+        Kind::TransferIn {
+            symbol, quantity, ..
+        } => (symbol, *quantity, None, false),
+        Kind::TransferOut {
+            symbol, quantity, ..
+        } => (symbol, *quantity, None, true),
+        _ => return Ok(None),
+    };
+    match (terms.accrued, given) {
+        (None, Some(_)) => Err(format!(
+            "accrued interest on a {} of {symbol}, which is not a bond",
+            kind.name()
+        )),
+        (None, None) => Ok(None),
+        (Some(_), Some(a)) => Ok(Some((symbol, a, received))),
+        (Some(ai), None) => Ok(Some((
+            symbol,
+            dec::mul(quantity, ai).map_err(|e| e.to_string())?,
+            received,
+        ))),
     }
 }
 
@@ -168,6 +225,7 @@ pub(super) fn free_trade(symbol: &Symbol, quantity: Decimal, price: Decimal) -> 
         quantity,
         price,
         fee: Decimal::ZERO,
+        accrued: None,
     }
 }
 

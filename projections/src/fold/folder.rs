@@ -19,6 +19,7 @@ use super::ledger::{no_rate, Fx, Ledger};
 use super::positions::pay_dividend;
 use super::state::{DayState, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
+use crate::exact::ExactSum;
 use crate::instrument::{Definition, InstrumentKind};
 use crate::status::Inconsistency;
 use crate::types::{CorporateAction, Currency, DailyRecord, Exposure, Kind, Symbol, Transaction};
@@ -58,6 +59,8 @@ pub struct Folder<'a> {
     holdings: Decimal,
     /// The shorts' part of it (≤ 0).
     short_value: Decimal,
+    /// The bonds' accrued interest in it.
+    accrued: Decimal,
     /// The splits after the start day, by ex-date then symbol.
     split_days: Vec<(NaiveDate, Symbol, (u32, u32))>,
     /// Index of the first split not yet applied.
@@ -120,6 +123,7 @@ impl<'a> Folder<'a> {
             pending,
             holdings: Decimal::ZERO,
             short_value: Decimal::ZERO,
+            accrued: Decimal::ZERO,
             split_days,
             split_cursor: 0,
             action_days: prices.actions_after(origin),
@@ -335,16 +339,19 @@ impl<'a> Folder<'a> {
             let m = self.cache.prices.multiplier(&r.symbol);
             pay_dividend(&mut touched[i].pos, r, ledger, day, m)?;
         }
-        if let Err(inconsistency) =
-            self.apply_transactions(day_transactions, touched, ledger, day)?
-        {
-            return Ok(Err(inconsistency));
-        }
         let contracts = ContractDay {
             cache: &self.cache,
             day,
             allow_short: self.state.allow_short,
         };
+        if let Err(inconsistency) = contracts.bonds_start(held, touched, ledger)? {
+            return Ok(Err(inconsistency));
+        }
+        if let Err(inconsistency) =
+            self.apply_transactions(day_transactions, touched, ledger, day)?
+        {
+            return Ok(Err(inconsistency));
+        }
         contracts.day_end(held, touched, ledger)
     }
 
@@ -470,13 +477,20 @@ impl<'a> Folder<'a> {
                     contracts.exercise(touched, ledger, symbol, *quantity, assigned, fx)?
                 }
                 _ => {
+                    let symbol = tx.kind.position_symbol();
                     let terms = Terms {
-                        multiplier: definition.map_or(Decimal::ONE, |d| d.multiplier),
+                        multiplier: symbol.map_or(Decimal::ONE, |s| prices.multiplier(s)),
                         allow_short: self.state.allow_short,
                         future: matches!(
                             definition.map(|d| &d.kind),
                             Some(InstrumentKind::Future { .. })
                         ),
+                        accrued: match definition.map(|d| &d.kind) {
+                            Some(InstrumentKind::Bond(b)) => {
+                                Some(crate::bond::accrued_interest(b, day))
+                            }
+                            _ => None,
+                        },
                     };
                     apply(pos, tx, day, ledger, fx, terms)?
                 }
@@ -544,6 +558,22 @@ impl<'a> Folder<'a> {
         } else {
             Decimal::ZERO
         };
+        self.accrued = Decimal::ZERO;
+        if self.cache.holds_bonds() {
+            let mut accrued = ExactSum::default();
+            for (i, local) in self.cache.accrued()? {
+                let rate = match i {
+                    0 => Decimal::ONE,
+                    i => match self.rate_to_base(self.cache.currency(i), day)? {
+                        Ok(r) => r,
+                        Err(_) if !self.valuing => continue,
+                        Err(missing) => return Ok(Err(missing)),
+                    },
+                };
+                accrued.add(dec::mul(local, rate)?);
+            }
+            self.accrued = accrued.to_decimal()?;
+        }
         Ok(Ok(()))
     }
 
@@ -604,11 +634,9 @@ impl<'a> Folder<'a> {
             realized_pnl: ledger.realized_pnl,
             cum_in,
             cum_out,
-            exposure: Exposure::of(self.holdings, self.short_value, value)?.with_futures(
-                futures.net,
-                futures.gross,
-                value,
-            )?,
+            exposure: Exposure::of(self.holdings, self.short_value, value)?
+                .with_accrued(self.accrued)
+                .with_futures(futures.net, futures.gross, value)?,
         };
         self.state.date = day;
         self.state.market_value = value;
@@ -704,11 +732,12 @@ fn out_of_term(d: &Definition, tx: &Transaction, day: NaiveDate) -> Option<Strin
             expiry: Some(expiry),
             ..
         } if day > *expiry => Some(format!("{what} of {symbol} after its expiry {expiry}")),
-        InstrumentKind::Bond(b) if day < b.issue_date() || day >= b.maturity() => Some(format!(
-            "{what} of {symbol} outside its life (issued {}, maturing {})",
-            b.issue_date(),
-            b.maturity()
-        )),
+        InstrumentKind::Bond(b) if day >= b.maturity() => {
+            Some(format!("{symbol} matured on {}", b.maturity()))
+        }
+        InstrumentKind::Bond(b) if day < b.issue_date() => {
+            Some(format!("{symbol} is not issued until {}", b.issue_date()))
+        }
         _ => None,
     }
 }

@@ -51,6 +51,10 @@ pub struct ValuedPosition {
     /// A future's quantity · price · multiplier · fx_rate (signed), what
     /// its value would be if it were paid for; `None` for anything else.
     pub notional: Option<Decimal>,
+    /// A bond's quantity · accrued interest per bond · fx_rate, part of
+    /// its value (which is quantity · (face · price / 100 + accrued
+    /// interest) · fx_rate); `None` for anything else.
+    pub accrued_interest: Option<Decimal>,
 }
 
 /// Where a valuation price came from (docs/valuation.md: a close beats the
@@ -165,7 +169,17 @@ pub(super) fn value_position(
     let (fx_rate, fx_date) = rate_or_missing(prices, &currency, base, day)?;
     let definition = prices.instrument(symbol);
     let multiplier = definition.map_or(Decimal::ONE, |d| d.multiplier);
-    let local = super::positions::worth(pos.qty, price, multiplier)?;
+    let accrued = match definition.map(|d| &d.kind) {
+        Some(crate::instrument::InstrumentKind::Bond(b)) => {
+            Some(dec::mul(pos.qty, crate::bond::accrued_interest(b, day))?)
+        }
+        _ => None,
+    };
+    let clean = super::positions::worth(pos.qty, price, prices.multiplier(symbol))?;
+    let local = match accrued {
+        Some(a) => dec::add(clean, a)?,
+        None => clean,
+    };
     let converted = if currency == *base {
         local
     } else {
@@ -179,6 +193,10 @@ pub(super) fn value_position(
         (Decimal::ZERO, Some(converted))
     } else {
         (converted, None)
+    };
+    let accrued_interest = match accrued {
+        Some(a) if currency != *base => Some(dec::mul(a, fx_rate)?),
+        other => other,
     };
     Ok(ValuedPosition {
         symbol: symbol.clone(),
@@ -196,6 +214,7 @@ pub(super) fn value_position(
         expiry: definition.and_then(|d| d.kind.expiry()),
         value,
         notional,
+        accrued_interest,
     })
 }
 

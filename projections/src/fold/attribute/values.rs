@@ -231,6 +231,12 @@ impl<'p> Valuer<'p> {
             };
             let value = match (self.is_plain(i, walk), h.price()) {
                 _ if h.settles_daily() => Decimal::ZERO,
+                (true, _) if h.accrues() => {
+                    let Component::Symbol(symbol) = walk.component(i) else {
+                        unreachable!("a position's component is its symbol");
+                    };
+                    value_position(state, prices, symbol, &h.position())?.value
+                }
                 (true, (_, None)) if known && !h.fresh && walk.was_valued[i] => walk.values[i],
                 (true, (price, None)) => worth(h.qty(), price, h.multiplier())?,
                 (true, (price, Some(currency))) => {

@@ -625,6 +625,15 @@ pub(crate) struct PositionView {
     /// currency (signed); absent for anything else.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notional: Option<String>,
+    /// A bond's quantity · accrued interest per bond, in the portfolio's
+    /// currency: part of `value` (the price is clean, in percent of
+    /// face); absent for anything else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accrued_interest: Option<String>,
+    /// A bond's next coupon date; absent for anything else and for a
+    /// zero-coupon bond.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_coupon: Option<NaiveDate>,
     /// The corporate actions dated the day that moved this row (a child,
     /// acquirer or new ticker received shares and cost, a spin-off's
     /// parent gave cost away); empty on other days.
@@ -782,6 +791,8 @@ fn position_views(
             unrealized_pnl: money_text(x.value - x.cost),
             expiry: x.expiry,
             notional: x.notional.map(money_text),
+            accrued_interest: x.accrued_interest.map(money_text),
+            next_coupon: x.next_coupon,
             actions: actions::row_marks(x.symbol.as_str(), effects),
         })
         .collect()

@@ -1863,6 +1863,48 @@ async fn futures_and_options_golden_through_the_broker() {
     stop(svc).await;
 }
 
+/// The bonds golden book (clean prices in percent of face, accrued interest
+/// every day, trades with their accrued interest, coupons and redemption
+/// without an event, five day counts, a EUR bond in a USD book) produced
+/// to the broker and read over HTTP: every record, status and position as
+/// in the golden file, and explain's line of a bond with its accrued
+/// interest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bonds_golden_through_the_broker() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(3, 2);
+    let g = golden_file("bonds");
+    let today = day(g["today"].as_str().unwrap());
+    let sent = produce_golden(&b, &g).await;
+    let group = "v2-bonds";
+    let svc = start(&pool, kafka(&b.servers(), group), today).await;
+    caught_up(&pool, group, sent, Duration::from_secs(60)).await;
+    let base = format!("http://{}", svc.addr);
+    let dead: Vec<String> = sqlx::query_scalar("SELECT reason FROM dead_letters")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert!(dead.is_empty(), "{dead:?}");
+    assert_golden_portfolios(&base, "bonds", &g["portfolios"]).await;
+    // 100 BOND5 (face 100, 5 % semiannual, 30/360) on 5 March 2024: 50
+    // days of interest since 15 January, 100 × 100 × 0.05 × 50 / 360.
+    let explain: Value = reqwest::get(format!(
+        "{base}/api/v1/portfolio/semiannual-none/nav-history/2024-03-05/explain"
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let line = &explain["valuation"][0];
+    assert_eq!(line["symbol"], "BOND5", "{explain}");
+    assert_eq!(line["kind"], "bond");
+    assert_eq!(line["price"], "98.5");
+    assert_eq!(line["accrued_interest"], "69.44444444");
+    assert_eq!(line["value"], "9919.44444444");
+    stop(svc).await;
+}
+
 /// A dividend that arrives after its pay date recomputes its portfolio from
 /// its ex-date only, and gives the golden records; a settings event that
 /// arrives last recomputes the whole history in the new cash mode.

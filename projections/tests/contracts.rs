@@ -646,10 +646,16 @@ fn a_cash_settlement_leaves_the_option_for_cash_in_attribution() {
 /// the rest of its cost: long and short alike.
 #[test]
 fn a_partial_exercise_leaves_the_rest_of_the_position() {
-    for (side, ty, q, cost) in [("buy", "exercise", "2", "200"), ("sell", "assignment", "-2", "-200")] {
+    for (side, ty, q, cost) in [
+        ("buy", "exercise", "2", "200"),
+        ("sell", "assignment", "-2", "-200"),
+    ] {
         let mut b = Book::new(&[option("UC C50", "UC", "call", "50", "physical")]);
         b.account("100000")
-            .tx(1, json!({"type": side, "symbol": "UC C50", "quantity": "3", "price": "1"}))
+            .tx(
+                1,
+                json!({"type": side, "symbol": "UC C50", "quantity": "3", "price": "1"}),
+            )
             .tx(2, json!({"type": ty, "symbol": "UC C50", "quantity": "1"}));
         b.close("UC", 2, "55");
         let end = b.fold(3).end_state.unwrap();

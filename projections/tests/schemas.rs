@@ -2513,6 +2513,32 @@ fn actions(c: &mut Corpus) {
         rc(&[("schema_version", Some("1"))]),
         Refuse("type"),
     );
+    let bond = v2(
+        "sell",
+        &[
+            ("symbol", r#""BOND5""#),
+            ("quantity", r#""100""#),
+            ("price", r#""99.75""#),
+            ("accrued", r#""34.72""#),
+        ],
+    );
+    let bd = |changes: &[(&str, Option<&str>)]| with(&bond, changes);
+    c.tx("sell: a bond with its accrued interest", bd(&[]), Accept);
+    c.tx(
+        "buy: a bond with no accrued interest (on a coupon date)",
+        bd(&[("type", Some(r#""buy""#)), ("accrued", Some("0"))]),
+        Accept,
+    );
+    c.tx(
+        "sell: negative accrued interest",
+        bd(&[("accrued", Some(r#""-1""#))]),
+        Refuse("accrued"),
+    );
+    c.tx(
+        "sell: accrued interest in version 1",
+        bd(&[("schema_version", Some("1"))]),
+        Refuse("accrued"),
+    );
     for ty in ["exercise", "assignment"] {
         let ex = v2(ty, &[("symbol", r#""UC C50""#), ("quantity", r#""1""#)]);
         let e = |changes: &[(&str, Option<&str>)]| with(&ex, changes);

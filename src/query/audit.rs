@@ -213,7 +213,8 @@ fn fields_of(t: &Transaction) -> Map<String, Value> {
     let d = |x: &rust_decimal::Decimal| Value::from(x.normalize().to_string());
     let mut m = match &t.kind {
         Kind::Buy(tr) | Kind::Sell(tr) => json!({"symbol": tr.symbol.as_str(),
-            "quantity": d(&tr.quantity), "price": d(&tr.price), "fee": d(&tr.fee)}),
+            "quantity": d(&tr.quantity), "price": d(&tr.price), "fee": d(&tr.fee),
+            "accrued": tr.accrued.as_ref().map(d)}),
         Kind::Deposit { amount } | Kind::Withdrawal { amount } => json!({"amount": d(amount)}),
         Kind::Fee { amount, symbol }
         | Kind::Tax { amount, symbol }

@@ -77,6 +77,11 @@ pub(crate) struct ValuationLine {
     /// (into cash and realized); absent for anything else.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub variation_margin: Option<String>,
+    /// A bond's quantity · accrued interest per bond in the portfolio's
+    /// currency, part of `value` (`price` is its clean price in percent
+    /// of face); absent for anything else.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accrued_interest: Option<String>,
 }
 
 /// A rate the day's flows were converted at (events in another currency
@@ -354,6 +359,7 @@ fn line_of(
         value: money_text(v.value),
         notional: v.notional.map(money_text),
         variation_margin: v.notional.map(|_| money_text(margin.unwrap_or_default())),
+        accrued_interest: v.accrued_interest.map(money_text),
     }
 }
 

@@ -9,7 +9,7 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 /// The columns of [`TxColumns`], in the order of [`Col`].
-pub(super) const TX_COLUMNS: [&str; 20] = [
+pub(super) const TX_COLUMNS: [&str; 21] = [
     "event_id",
     "kind",
     "symbol",
@@ -30,6 +30,7 @@ pub(super) const TX_COLUMNS: [&str; 20] = [
     "currency",
     "fx_rate",
     "allow_short",
+    "accrued",
 ];
 
 /// A column of [`TX_COLUMNS`].
@@ -55,6 +56,7 @@ pub(super) enum Col {
     Currency,
     FxRate,
     AllowShort,
+    Accrued,
 }
 
 impl Col {
@@ -97,6 +99,8 @@ pub(super) struct KindColumns<'a> {
     /// A settings event's `allow_short`, when true (NULL otherwise, as in
     /// every row stored before shorts).
     pub(super) short: Option<bool>,
+    /// A bond trade's `accrued`, when given.
+    pub(super) accrued: Option<Decimal>,
 }
 
 /// What a kind writes in the kind-dependent columns.
@@ -106,6 +110,7 @@ pub(super) fn kind_columns(kind: &Kind) -> KindColumns<'_> {
         Kind::Cancel => none(),
         Kind::Buy(tr) | Kind::Sell(tr) => KindColumns {
             fee: Some(tr.fee),
+            accrued: tr.accrued,
             ..moved(&tr.symbol, tr.quantity, Some(tr.price))
         },
         Kind::PortfolioSettings {
@@ -236,7 +241,7 @@ impl<R: TxRow> StoredKind<'_, R> {
             quantity: self.need(Col::Quantity)?,
             price: self.need(Col::Price)?,
             fee: self.need(Col::Fee)?,
-            accrued: None,
+            accrued: self.r.decimal(Col::Accrued)?,
         })
     }
 

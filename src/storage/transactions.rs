@@ -102,13 +102,19 @@ async fn stored_fingerprints(
 pub(super) const COLUMNS: &str = "portfolio_id, event_id, seq, kind, symbol, quantity, price, fee,
      trade_date, occurred_at, fingerprint, source_topic, source_partition, source_offset, amount,
      tax, cost_basis, pay_date, reinvest_quantity, reinvest_price, cash_mode, base_currency,
-     currency, fx_rate, corrects, revision, allow_short, received_at";
+     currency, fx_rate, corrects, revision, allow_short, accrued, received_at";
+
+/// The columns [`transaction_row`] writes: [`COLUMNS`] but `received_at`,
+/// which the database sets.
+fn written_columns() -> &'static str {
+    COLUMNS.rsplit_once(", received_at").expect("last column").0
+}
 
 /// The columns [`transaction_of`] decodes a version from (with
 /// `corrections`), for reads that need no origin or fingerprint.
 pub(super) const VERSION_COLUMNS: &str = "event_id, kind, symbol, quantity, price, fee, trade_date,
      occurred_at, seq, amount, tax, cost_basis, pay_date, reinvest_quantity, reinvest_price,
-     cash_mode, base_currency, currency, fx_rate, allow_short, corrects, revision";
+     cash_mode, base_currency, currency, fx_rate, allow_short, accrued, corrects, revision";
 
 /// Writes new transactions (log positions, rows, ids) and the symbols
 /// their portfolios may hold. The events in `aside` go to
@@ -128,8 +134,11 @@ pub(super) async fn insert_transactions(
             .fetch_all(&mut *conn)
             .await?;
     seqs.sort_unstable();
-    let mut events = BinaryRows::new(27);
-    let mut set_aside = BinaryRows::new(27);
+    // One field per column written: counted from the list, which a new
+    // column joins, so the two cannot part.
+    let fields = written_columns().split(',').count() as i16;
+    let mut events = BinaryRows::new(fields);
+    let mut set_aside = BinaryRows::new(fields);
     let mut ids = BinaryRows::new(5);
     for ((t, src, fp), seq) in rows.iter().zip(&seqs) {
         let to = match aside.contains(&t.event_id) {
@@ -151,7 +160,7 @@ pub(super) async fn insert_transactions(
         if rows.is_empty() {
             continue;
         }
-        let columns = COLUMNS.rsplit_once(", received_at").expect("last column").0;
+        let columns = written_columns();
         copy_in(
             conn,
             &format!("COPY {table} ({columns}) FROM STDIN (FORMAT binary)"),
@@ -428,7 +437,7 @@ pub async fn load_transactions_many(
         "SELECT t.portfolio_id, t.event_id, t.kind, t.symbol, t.quantity, t.price, t.fee,
                 t.trade_date, t.occurred_at, t.seq, t.amount, t.tax, t.cost_basis, t.pay_date,
                 t.reinvest_quantity, t.reinvest_price, t.cash_mode, t.base_currency,
-                t.currency, t.fx_rate, t.allow_short
+                t.currency, t.fx_rate, t.allow_short, t.accrued
            FROM UNNEST($1::text[], $2::date[]) AS u(pid, after)
            JOIN transactions t ON t.portfolio_id = u.pid
                               AND t.trade_date > COALESCE(u.after, '-infinity'::date)
@@ -686,6 +695,7 @@ fn transaction_row(
         cash,
         ccy,
         short,
+        accrued,
     } = kind_columns(&t.kind);
     r.row()
         .text(t.portfolio_id.as_str())
@@ -714,6 +724,7 @@ fn transaction_row(
         .opt_numeric(t.fx_rate.as_ref())
         .opt_uuid(t.correction.map(|c| c.corrects))
         .opt_int4(t.correction.map(|c| c.revision as i32))
-        .opt_bool(short);
+        .opt_bool(short)
+        .opt_numeric(accrued.as_ref());
     Ok(())
 }

@@ -55,6 +55,9 @@ pub struct ValuedPosition {
     /// its value (which is quantity · (face · price / 100 + accrued
     /// interest) · fx_rate); `None` for anything else.
     pub accrued_interest: Option<Decimal>,
+    /// A bond's next coupon date after the day (its maturity's included);
+    /// `None` for anything else and for a zero-coupon bond.
+    pub next_coupon: Option<NaiveDate>,
 }
 
 /// Where a valuation price came from (docs/valuation.md: a close beats the
@@ -215,6 +218,12 @@ pub(super) fn value_position(
         value,
         notional,
         accrued_interest,
+        next_coupon: match definition.map(|d| &d.kind) {
+            Some(crate::instrument::InstrumentKind::Bond(b)) => {
+                crate::bond::next_coupon_date(b, day)
+            }
+            _ => None,
+        },
     })
 }
 

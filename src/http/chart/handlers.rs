@@ -742,6 +742,8 @@ mod page_tests {
                         unrealized_pnl: "10.50000000".into(),
                         expiry: None,
                         notional: None,
+                        accrued_interest: None,
+                        next_coupon: None,
                         actions: vec![],
                     }],
                     cash: vec![],

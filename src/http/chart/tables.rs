@@ -487,6 +487,12 @@ fn contract_note(symbol: &str, x: &crate::query::PositionView, currency: &str) -
     if let Some(n) = &x.notional {
         parts.push(format!("notional {}", money_str(n, currency)));
     }
+    if let Some(a) = &x.accrued_interest {
+        parts.push(format!("accrued {}", money_str(a, currency)));
+    }
+    if let Some(c) = x.next_coupon {
+        parts.push(format!("next coupon {c}"));
+    }
     if parts.is_empty() {
         return escape_html(symbol);
     }
@@ -754,6 +760,8 @@ mod contract_tests {
             unrealized_pnl: "0.00000000".into(),
             expiry: expiry.map(|d| d.parse().unwrap()),
             notional: notional.map(str::to_string),
+            accrued_interest: None,
+            next_coupon: None,
             actions: vec![],
         }
     }
@@ -769,8 +777,14 @@ mod contract_tests {
             "{cell}"
         );
         assert!(cell.contains("544,000.00"), "{cell}");
-        let bond = row("bond", "1", Some("2030-01-15"), None);
-        assert!(contract_note("BD", &bond, "USD").contains("bond · matures 2030-01-15"));
+        let mut bond = row("bond", "1", Some("2030-01-15"), None);
+        bond.accrued_interest = Some("68.05555556".into());
+        bond.next_coupon = Some("2024-07-15".parse().unwrap());
+        let cell = contract_note("BD", &bond, "USD");
+        assert!(
+            cell.contains("bond · matures 2030-01-15 · accrued $68.06 · next coupon 2024-07-15"),
+            "{cell}"
+        );
         let plain = row("equity", "1", None, None);
         assert_eq!(contract_note("<ACME>", &plain, "USD"), "&lt;ACME&gt;");
     }

@@ -210,7 +210,8 @@ impl FoldInputs {
 
     /// The same book as a futures account: every symbol a future of
     /// multiplier 10, settled daily (docs/contracts.md), in a cash account
-    /// that allows shorts.
+    /// that allows shorts. (Measured by `futures_price_day_ratio`.)
+    #[cfg(test)]
     pub(crate) fn as_futures_account(&self) -> Result<FoldInputs> {
         let mut account = self.as_account(false)?;
         if let Some(projections::Kind::PortfolioSettings { allow_short, .. }) =

@@ -236,6 +236,31 @@ impl FoldInputs {
         Ok(account)
     }
 
+    /// The same book as a bond account: every symbol a bond of face 100
+    /// paying 4 % twice a year (30/360), issued before the book and
+    /// maturing after it, its prices read as clean prices in percent of
+    /// face (docs/contracts.md, bonds). (Measured by
+    /// `bond_account_fold_ratio`.)
+    #[cfg(test)]
+    pub(crate) fn as_bond_account(&self) -> Result<FoldInputs> {
+        let mut account = self.as_account(false)?;
+        let symbols: BTreeSet<Symbol> = self
+            .transactions
+            .iter()
+            .filter_map(|t| t.kind.position_symbol().cloned())
+            .collect();
+        for (i, s) in symbols.iter().enumerate() {
+            let payload = format!(
+                r#"{{"event_id":"00000000-0000-4000-8ffd-{i:012}","type":"instrument","symbol":"{s}","kind":"bond","face":"100","coupon":"0.04","frequency":2,"day_count":"30/360","issue_date":"1990-01-15","maturity":"2090-01-15","currency":"{}","schema_version":2}}"#,
+                account.prices.default_currency()
+            );
+            let instrument = projections::parse_instrument(payload.as_bytes())
+                .map_err(|e| anyhow!("the bench's instrument: {e}"))?;
+            account.prices.insert_instrument(&instrument);
+        }
+        Ok(account)
+    }
+
     /// A cash account of this book; with `margin`, shorts allowed, every
     /// fifth symbol's sides turned and every seventh with multiplier 10.
     fn as_account(&self, margin: bool) -> Result<FoldInputs> {
@@ -411,6 +436,44 @@ mod tests {
             "plain {p:.2} ms, cash account {c:.2} ms, margin account {m:.2} ms; margin / cash {:.3}, margin / plain {:.3}",
             m / c,
             m / p
+        );
+    }
+
+    /// The pure fold of the bench's ten-year book (50 symbols, 20,000
+    /// trades) held as 50 bonds against the same book held as 50 equities,
+    /// both cash accounts, in turns: CPU medians and their ratio (`cargo
+    /// test --release -p navd-bench -- --ignored bond_account_fold_ratio
+    /// --nocapture`).
+    #[test]
+    #[ignore = "a measurement: run it on purpose, in release"]
+    fn bond_account_fold_ratio() {
+        let spec = BookSpec {
+            tag: 2,
+            portfolio_prefix: "bf-",
+            portfolios: 1,
+            symbol_prefix: "B",
+            symbols: 50,
+            universe: 50,
+            trades_per_portfolio: 20_000,
+            days: 3653,
+        };
+        let book = Book::generate(spec, 42, crate::pinned::TODAY.parse().unwrap());
+        let to = book.today.pred_opt().unwrap();
+        let sent = SentEvents::of_book(&book, &BTreeSet::from([0]), &[], &[]).unwrap();
+        let plain = sent.inputs(&book.portfolio(0), to).unwrap();
+        let cash = plain.as_cash_account().unwrap();
+        let bonds = plain.as_bond_account().unwrap();
+        let last = time_fold(&bonds, to, 1).unwrap().1.unwrap();
+        assert!(last.exposure.accrued_interest > Decimal::ZERO);
+        let (mut c, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..7 {
+            c.push(time_fold(&cash, to, 3).unwrap().0.cpu_ms);
+            b.push(time_fold(&bonds, to, 3).unwrap().0.cpu_ms);
+        }
+        let (c, b) = (Dist::of(c).p50, Dist::of(b).p50);
+        println!(
+            "ten-year fold: 50 equities {c:.2} ms, 50 bonds {b:.2} ms; bonds / equities {:.3}",
+            b / c
         );
     }
 

@@ -100,7 +100,7 @@ proptest! {
         let mut book = Book::new(&b, tracked);
         book.tx(1, json!({"type": "buy", "symbol": "BD", "quantity": q.to_string(), "price": "100"}));
         let terms = match &parse_instrument(b.to_string().as_bytes()).unwrap().definition.unwrap().kind {
-            projections::InstrumentKind::Bond(t) => t.clone(),
+            projections::InstrumentKind::Bond(t) => *t,
             _ => unreachable!(),
         };
         let first = projections::bond::next_coupon_date(&terms, day(1)).unwrap();

@@ -22,23 +22,8 @@ pub(super) fn parse_kind(
     rules: &Rules,
 ) -> Result<Kind, EventError> {
     Ok(match ty {
-        "buy" | "sell" => {
-            let t = Trade {
-                symbol: obj.symbol()?,
-                quantity: obj.positive("quantity")?,
-                price: obj.non_negative("price")?,
-                fee: obj.optional_non_negative("fee")?,
-                accrued: match obj.get("accrued") {
-                    None => None,
-                    Some(raw) => Some(non_negative("accrued", parse_number("accrued", raw)?)?),
-                },
-            };
-            if ty == "buy" {
-                Kind::Buy(t)
-            } else {
-                Kind::Sell(t)
-            }
-        }
+        "buy" => Kind::Buy(parse_trade(obj)?),
+        "sell" => Kind::Sell(parse_trade(obj)?),
         "portfolio_settings" => parse_settings(obj)?,
         "deposit" => Kind::Deposit {
             amount: obj.positive("amount")?,
@@ -95,6 +80,20 @@ pub(super) fn parse_kind(
         // Answered before the fields of a kind are read.
         "cancel" => Kind::Cancel,
         _ => unreachable!("checked against TRANSACTION_TYPES"),
+    })
+}
+
+/// A buy's or sell's fields.
+fn parse_trade(obj: &Object<'_>) -> Result<Trade, EventError> {
+    Ok(Trade {
+        symbol: obj.symbol()?,
+        quantity: obj.positive("quantity")?,
+        price: obj.non_negative("price")?,
+        fee: obj.optional_non_negative("fee")?,
+        accrued: match obj.get("accrued") {
+            None => None,
+            Some(raw) => Some(non_negative("accrued", parse_number("accrued", raw)?)?),
+        },
     })
 }
 

@@ -252,7 +252,7 @@ impl Contract {
 /// `symbol`'s bond terms, when the instruments topic describes it as one.
 fn bond_terms(prices: &PriceBook, symbol: &Symbol) -> Option<Box<BondTerms>> {
     match prices.instrument(symbol).map(|d| &d.kind) {
-        Some(crate::instrument::InstrumentKind::Bond(b)) => Some(Box::new(b.clone())),
+        Some(crate::instrument::InstrumentKind::Bond(b)) => Some(Box::new(*b)),
         _ => None,
     }
 }

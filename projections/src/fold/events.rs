@@ -64,29 +64,12 @@ pub(super) fn apply(
         fx,
         terms,
     };
-    if step.terms.future {
-        match &tx.kind {
-            Kind::Buy(t) => return step.future_trade(t, t.quantity, "buy"),
-            Kind::Sell(t) => return step.future_trade(t, -t.quantity, "sell"),
-            Kind::TransferIn {
-                symbol,
-                quantity,
-                price,
-                ..
-            } => {
-                let t = free_trade(symbol, *quantity, *price);
-                return step.future_trade(&t, *quantity, "transfer_in");
-            }
-            Kind::TransferOut {
-                symbol,
-                quantity,
-                price,
-            } => {
-                let t = free_trade(symbol, *quantity, *price);
-                return step.future_trade(&t, -*quantity, "transfer_out");
-            }
-            _ => {}
-        }
+    let moves = matches!(
+        tx.kind,
+        Kind::Buy(_) | Kind::Sell(_) | Kind::TransferIn { .. } | Kind::TransferOut { .. }
+    );
+    if step.terms.future && moves {
+        return step.future_event(&tx.kind);
     }
     let interest = match accrued_interest(&tx.kind, terms) {
         Ok(interest) => interest,
@@ -124,25 +107,34 @@ pub(super) fn apply(
         // Only effective events are folded, and a cancel never is one.
         Kind::Cancel => step.settings(),
     }?;
-    if let (Ok(()), Some((symbol, a, received))) = (&outcome, interest) {
-        // A bond's accrued interest changes hands with it: paid on an
-        // acquisition, received on a disposal, and income either way.
-        let base = fx.base(a)?;
-        if received {
-            ledger.income = dec::add(ledger.income, base)?;
-            ledger.tap(|| Component::Symbol(symbol.clone()), -base);
-        } else {
-            ledger.income = dec::sub(ledger.income, base)?;
-            ledger.tap(|| Component::Symbol(symbol.clone()), base);
-        }
-        match (&tx.kind, received) {
-            (Kind::TransferIn { .. }, _) => ledger.inflow(base)?,
-            (Kind::TransferOut { .. }, _) => ledger.outflow(base)?,
-            (_, true) => ledger.receive(a, fx)?,
-            (_, false) => ledger.pay(a, fx)?,
-        }
+    if let (Ok(()), Some(interest)) = (&outcome, interest) {
+        settle_accrued(ledger, &tx.kind, interest, fx)?;
     }
     Ok(outcome)
+}
+
+/// A bond's accrued interest changing hands with a trade or transfer of
+/// it: paid on an acquisition, received on a disposal, income either way.
+fn settle_accrued(
+    ledger: &mut Ledger,
+    kind: &Kind,
+    (symbol, a, received): (&Symbol, Decimal, bool),
+    fx: Fx<'_>,
+) -> Result<(), ArithmeticError> {
+    let base = fx.base(a)?;
+    if received {
+        ledger.income = dec::add(ledger.income, base)?;
+        ledger.tap(|| Component::Symbol(symbol.clone()), -base);
+    } else {
+        ledger.income = dec::sub(ledger.income, base)?;
+        ledger.tap(|| Component::Symbol(symbol.clone()), base);
+    }
+    match (kind, received) {
+        (Kind::TransferIn { .. }, _) => ledger.inflow(base),
+        (Kind::TransferOut { .. }, _) => ledger.outflow(base),
+        (_, true) => ledger.receive(a, fx),
+        (_, false) => ledger.pay(a, fx),
+    }
 }
 
 /// The accrued interest a bond trade or transfer moves: (the bond, the
@@ -371,6 +363,32 @@ impl Step<'_, '_> {
             premium,
         )?;
         buy_into(self.pos, -s, t.price, -net, self.day, fx)
+    }
+
+    /// A future's trade or transfer (docs/contracts.md, futures).
+    fn future_event(self, kind: &Kind) -> Outcome {
+        match kind {
+            Kind::Buy(t) => self.future_trade(t, t.quantity, "buy"),
+            Kind::Sell(t) => self.future_trade(t, -t.quantity, "sell"),
+            Kind::TransferIn {
+                symbol,
+                quantity,
+                price,
+                ..
+            } => {
+                let t = free_trade(symbol, *quantity, *price);
+                self.future_trade(&t, *quantity, "transfer_in")
+            }
+            Kind::TransferOut {
+                symbol,
+                quantity,
+                price,
+            } => {
+                let t = free_trade(symbol, *quantity, *price);
+                self.future_trade(&t, -*quantity, "transfer_out")
+            }
+            _ => unreachable!("only trades and transfers move a future"),
+        }
     }
 
     /// A trade of `t` contracts (signed: > 0 bought) of a future at

@@ -172,12 +172,7 @@ pub(super) fn value_position(
     let (fx_rate, fx_date) = rate_or_missing(prices, &currency, base, day)?;
     let definition = prices.instrument(symbol);
     let multiplier = definition.map_or(Decimal::ONE, |d| d.multiplier);
-    let accrued = match definition.map(|d| &d.kind) {
-        Some(crate::instrument::InstrumentKind::Bond(b)) => {
-            Some(dec::mul(pos.qty, crate::bond::accrued_interest(b, day))?)
-        }
-        _ => None,
-    };
+    let (accrued, next_coupon) = bond_parts(definition, pos, day)?;
     let clean = super::positions::worth(pos.qty, price, prices.multiplier(symbol))?;
     let local = match accrued {
         Some(a) => dec::add(clean, a)?,
@@ -218,12 +213,23 @@ pub(super) fn value_position(
         value,
         notional,
         accrued_interest,
-        next_coupon: match definition.map(|d| &d.kind) {
-            Some(crate::instrument::InstrumentKind::Bond(b)) => {
-                crate::bond::next_coupon_date(b, day)
-            }
-            _ => None,
-        },
+        next_coupon,
+    })
+}
+
+/// A bond position's accrued interest on `day` (q · AI, in the bond's
+/// currency) and its next coupon date; `None`s for anything else.
+fn bond_parts(
+    definition: Option<&crate::instrument::Definition>,
+    pos: &Position,
+    day: NaiveDate,
+) -> Result<(Option<Decimal>, Option<NaiveDate>), ArithmeticError> {
+    Ok(match definition.map(|d| &d.kind) {
+        Some(crate::instrument::InstrumentKind::Bond(b)) => (
+            Some(dec::mul(pos.qty, crate::bond::accrued_interest(b, day))?),
+            crate::bond::next_coupon_date(b, day),
+        ),
+        _ => (None, None),
     })
 }
 

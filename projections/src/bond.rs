@@ -420,6 +420,49 @@ pub fn notional_start(terms: &BondTerms) -> Option<NaiveDate> {
     terms.coupon.map(|c| terms.date(c, terms.periods))
 }
 
+/// A bond's accrued interest day after day, as [`accrued_interest`]
+/// gives it: the coupon period is found once and kept while the days stay
+/// in it (a fold asks for every day in turn).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Accrual {
+    terms: BondTerms,
+    period: Option<CouponPeriod>,
+}
+
+impl Accrual {
+    pub fn new(terms: BondTerms) -> Accrual {
+        Accrual {
+            terms,
+            period: None,
+        }
+    }
+
+    /// The terms it accrues by.
+    pub fn terms(&self) -> &BondTerms {
+        &self.terms
+    }
+
+    /// [`accrued_interest`] on `day`.
+    pub fn on(&mut self, day: NaiveDate) -> Decimal {
+        let terms = &self.terms;
+        let Some(coupon) = terms.coupon else {
+            return Decimal::ZERO;
+        };
+        if !(terms.issue_date..terms.maturity).contains(&day) {
+            return Decimal::ZERO;
+        }
+        let period = match self.period {
+            Some(p) if p.start <= day && day < p.end => p,
+            _ => {
+                let p = terms.period(coupon, day);
+                self.period = Some(p);
+                p
+            }
+        };
+        terms.accrual(coupon, &period, day)
+    }
+}
+
 /// The coupon period holding `day`: `None` before the issue date, from the
 /// maturity on, and for a zero-coupon bond.
 pub fn period_of(terms: &BondTerms, day: NaiveDate) -> Option<CouponPeriod> {

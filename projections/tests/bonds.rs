@@ -191,3 +191,47 @@ proptest! {
         prop_assert_eq!(book(&order).records, reference.records);
     }
 }
+
+/// The fold's day-after-day accrual gives the module's accrued interest
+/// on every day, walked in order or jumping about, for every day count.
+#[test]
+fn the_folds_accrual_is_the_modules_on_every_day() {
+    use projections::bond::{accrued_interest, Accrual};
+    for dc in DAY_COUNTS {
+        for (coupon, frequency, maturity) in [
+            ("0.05", 2, "2027-08-31"),
+            ("0.0425", 12, "2026-02-28"),
+            ("0", 1, "2025-12-31"),
+        ] {
+            let v = bond(coupon, frequency, dc, maturity);
+            let terms = match parse_instrument(v.to_string().as_bytes())
+                .unwrap()
+                .definition
+                .unwrap()
+                .kind
+            {
+                projections::InstrumentKind::Bond(t) => t,
+                _ => unreachable!(),
+            };
+            let mut walk = Accrual::new(terms);
+            let from = NaiveDate::from_ymd_opt(2023, 11, 20).unwrap();
+            let to: NaiveDate = maturity.parse::<NaiveDate>().unwrap() + Days::new(5);
+            for d in from.iter_days().take_while(|d| *d <= to) {
+                assert_eq!(walk.on(d), accrued_interest(&terms, d), "{dc} {coupon} {d}");
+            }
+            let mut jumps = Accrual::new(terms);
+            let mut s = 7u64;
+            for _ in 0..500 {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let d = from + Days::new((s >> 33) % 1400);
+                assert_eq!(
+                    jumps.on(d),
+                    accrued_interest(&terms, d),
+                    "{dc} {coupon} {d}"
+                );
+            }
+        }
+    }
+}

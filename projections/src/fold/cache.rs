@@ -13,7 +13,7 @@ use rust_decimal::Decimal;
 use super::book::PriceBook;
 use super::positions::{split_price, split_qty};
 use super::state::{DayState, Position};
-use crate::bond::BondTerms;
+use crate::bond::Accrual;
 use crate::decimal::ArithmeticError;
 use crate::exact::{ExactSum, Units};
 use crate::types::{Currency, Symbol};
@@ -78,7 +78,7 @@ struct Slot {
     settled: Option<Decimal>,
     /// A bond's terms (boxed: most slots hold none), and its accrued
     /// interest per bond on the slot's day, part of its value.
-    bond: Option<Box<BondTerms>>,
+    bond: Option<Box<Accrual>>,
     accrued: Decimal,
     /// qty · price(day) · mult, exact, in the price's currency.
     term: Units,
@@ -139,7 +139,7 @@ impl Slot {
             series.names.len() + symbol.as_str().len(),
         );
         series.names.push_str(symbol.as_str());
-        let bond = bond_terms(prices, symbol);
+        let mut bond = bond_terms(prices, symbol);
         Ok(Slot {
             prefix: SymbolKey::of(symbol).prefix,
             name,
@@ -153,9 +153,7 @@ impl Slot {
             mult: prices.multiplier(symbol),
             contract: Contract::of(prices, symbol),
             settled: pos.settled,
-            accrued: bond
-                .as_ref()
-                .map_or(Decimal::ZERO, |t| crate::bond::accrued_interest(t, day)),
+            accrued: bond.as_mut().map_or(Decimal::ZERO, |a| a.on(day)),
             bond,
             term: Units::default(),
             term_short: false,
@@ -250,9 +248,9 @@ impl Contract {
 }
 
 /// `symbol`'s bond terms, when the instruments topic describes it as one.
-fn bond_terms(prices: &PriceBook, symbol: &Symbol) -> Option<Box<BondTerms>> {
+fn bond_terms(prices: &PriceBook, symbol: &Symbol) -> Option<Box<Accrual>> {
     match prices.instrument(symbol).map(|d| &d.kind) {
-        Some(crate::instrument::InstrumentKind::Bond(b)) => Some(Box::new(*b)),
+        Some(crate::instrument::InstrumentKind::Bond(b)) => Some(Box::new(Accrual::new(*b))),
         _ => None,
     }
 }
@@ -804,9 +802,9 @@ impl<'p> Cache<'p> {
         let default_ccy = self.series.default_ccy;
         for slot in &mut self.slots {
             // A bond's value moves every day: its interest accrues.
-            let accrued = match &slot.bond {
-                Some(terms) => {
-                    let ai = crate::bond::accrued_interest(terms, day);
+            let accrued = match &mut slot.bond {
+                Some(accrual) => {
+                    let ai = accrual.on(day);
                     let moved = ai != slot.accrued;
                     slot.accrued = ai;
                     moved

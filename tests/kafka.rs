@@ -1902,6 +1902,19 @@ async fn bonds_golden_through_the_broker() {
     assert_eq!(line["price"], "98.5");
     assert_eq!(line["accrued_interest"], "69.44444444");
     assert_eq!(line["value"], "9919.44444444");
+    assert!(line.get("coupon").is_none(), "{line}");
+    // The coupon of 15 July: 100 × 100 × 0.05 / 2, at the day's start.
+    let explain: Value = reqwest::get(format!(
+        "{base}/api/v1/portfolio/semiannual-none/nav-history/2024-07-15/explain"
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let line = &explain["valuation"][0];
+    assert_eq!(line["coupon"], "250.00000000", "{explain}");
+    assert_eq!(line["accrued_interest"], "0.00000000");
     stop(svc).await;
 }
 

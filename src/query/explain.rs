@@ -82,6 +82,11 @@ pub(crate) struct ValuationLine {
     /// of face); absent for anything else.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accrued_interest: Option<String>,
+    /// A bond's coupon received at the start of the day (quantity ·
+    /// coupon), in the portfolio's currency; absent on other days and for
+    /// anything else.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coupon: Option<String>,
 }
 
 /// A rate the day's flows were converted at (events in another currency
@@ -315,7 +320,7 @@ fn explain(
         valuation: e
             .valuation
             .iter()
-            .map(|v| line_of(v, &e.variation_margins))
+            .map(|v| line_of(v, &e.variation_margins, &e.coupons))
             .collect(),
         cash: e.cash.iter().map(CashView::of).collect(),
         receivable: money_text(e.receivable),
@@ -339,7 +344,12 @@ fn explain(
 fn line_of(
     v: &projections::ValuedPosition,
     margins: &[(projections::Symbol, Decimal)],
+    coupons: &[(projections::Symbol, Decimal)],
 ) -> ValuationLine {
+    let coupon = coupons
+        .iter()
+        .find(|(s, _)| *s == v.symbol)
+        .map(|(_, c)| *c);
     let margin = margins
         .iter()
         .find(|(s, _)| *s == v.symbol)
@@ -360,6 +370,7 @@ fn line_of(
         notional: v.notional.map(money_text),
         variation_margin: v.notional.map(|_| money_text(margin.unwrap_or_default())),
         accrued_interest: v.accrued_interest.map(money_text),
+        coupon: coupon.map(money_text),
     }
 }
 

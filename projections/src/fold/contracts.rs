@@ -29,6 +29,8 @@ pub(super) struct Notional {
     pub(super) gross: Decimal,
     /// Each future's variation margin of the day (none when it paid 0).
     pub(super) margins: Vec<(Symbol, Decimal)>,
+    /// Each bond's coupon received at the day's start.
+    pub(super) coupons: Vec<(Symbol, Decimal)>,
 }
 
 /// An exercise or assignment under way: what the option says, and what
@@ -237,6 +239,7 @@ impl<'p> ContractDay<'_, 'p> {
         held: &'t [Symbol],
         touched: &mut Vec<Touched<'t>>,
         ledger: &mut Ledger,
+        coupons: &mut Vec<(Symbol, Decimal)>,
     ) -> Result<Result<(), Inconsistency>, ArithmeticError> {
         for bond in self.contracts(held, touched, Contract::Bond) {
             let Some(
@@ -274,6 +277,7 @@ impl<'p> ContractDay<'_, 'p> {
                 ledger.income = dec::add(ledger.income, base)?;
                 ledger.tap(|| Component::Symbol(bond.clone()), -base);
                 ledger.receive(paid, fx)?;
+                coupons.push((bond.clone(), base));
             }
             if matures {
                 let redeemed = dec::mul(q, crate::bond::redemption_amount(terms))?;

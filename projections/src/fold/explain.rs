@@ -51,6 +51,9 @@ pub struct DayExplanation {
     /// Each future's variation margin of the day, in the base currency
     /// (docs/valuation.md, futures): one paid 0 is not listed.
     pub variation_margins: Vec<(Symbol, Decimal)>,
+    /// Each bond's coupon received at the start of the day, in the base
+    /// currency (docs/contracts.md, bonds).
+    pub coupons: Vec<(Symbol, Decimal)>,
     /// The state at the end of the day.
     pub state: DayState,
 }
@@ -110,6 +113,7 @@ pub fn explain_day(
             .cloned()
             .collect(),
         variation_margins: std::mem::take(&mut folder.last_margins),
+        coupons: std::mem::take(&mut folder.last_coupons),
         state,
     })))
 }

@@ -89,6 +89,9 @@ pub struct Folder<'a> {
     /// Each future's variation margin on the last day recorded, in the
     /// base currency.
     pub(super) last_margins: Vec<(Symbol, Decimal)>,
+    /// Each bond's coupon received on the last day recorded, in the base
+    /// currency.
+    pub(super) last_coupons: Vec<(Symbol, Decimal)>,
 }
 
 impl std::fmt::Debug for Folder<'_> {
@@ -135,6 +138,7 @@ impl<'a> Folder<'a> {
             last_taps: Vec::new(),
             last_moves: Vec::new(),
             last_margins: Vec::new(),
+            last_coupons: Vec::new(),
         }
     }
 
@@ -344,7 +348,8 @@ impl<'a> Folder<'a> {
             day,
             allow_short: self.state.allow_short,
         };
-        if let Err(inconsistency) = contracts.bonds_start(held, touched, ledger)? {
+        let mut coupons = Vec::new();
+        if let Err(inconsistency) = contracts.bonds_start(held, touched, ledger, &mut coupons)? {
             return Ok(Err(inconsistency));
         }
         if let Err(inconsistency) =
@@ -352,7 +357,10 @@ impl<'a> Folder<'a> {
         {
             return Ok(Err(inconsistency));
         }
-        contracts.day_end(held, touched, ledger)
+        Ok(contracts.day_end(held, touched, ledger)?.map(|mut n| {
+            n.coupons = coupons;
+            n
+        }))
     }
 
     /// The ledger a day starts with (recording the flows per component when
@@ -647,6 +655,7 @@ impl<'a> Folder<'a> {
         self.last_taps = ledger.tap.take().unwrap_or_default();
         self.last_moves = std::mem::take(&mut ledger.moved);
         self.last_margins = std::mem::take(&mut futures.margins);
+        self.last_coupons = std::mem::take(&mut futures.coupons);
         self.commit_ledger(ledger);
         Ok(record)
     }

@@ -782,7 +782,7 @@ mod contract_tests {
         bond.next_coupon = Some("2024-07-15".parse().unwrap());
         let cell = contract_note("BD", &bond, "USD");
         assert!(
-            cell.contains("bond · matures 2030-01-15 · accrued $68.06 · next coupon 2024-07-15"),
+            cell.contains("bond · matures 2030-01-15 · accrued 68.06 USD · next coupon 2024-07-15"),
             "{cell}"
         );
         let plain = row("equity", "1", None, None);

@@ -235,3 +235,42 @@ fn the_folds_accrual_is_the_modules_on_every_day() {
         }
     }
 }
+
+/// Attribution (docs/contracts.md, bonds): a coupon and the redemption
+/// leave the bond for cash as a dividend does, and the accrued interest a
+/// sale receives leaves it too: the bond's P&L is its value change plus
+/// what it paid out, cash's own is 0, and the parts add up to the whole.
+#[test]
+fn a_bonds_coupons_and_redemption_leave_it_for_cash_in_attribution() {
+    let mut book = Book::new(&bond("0.06", 2, "30/360", "2025-05-31"), true);
+    book.tx(
+        3,
+        json!({"type": "buy", "symbol": "BD", "quantity": "10", "price": "99"}),
+    )
+    .tx(
+        200,
+        json!({"type": "sell", "symbol": "BD", "quantity": "4", "price": "100"}),
+    );
+    let a = projections::attribute(&book.txs, &book.prices, day(1), day(540))
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let pnl = |name: &str| {
+        a.components
+            .iter()
+            .find(|c| c.component.name() == name)
+            .map(|c| c.pnl)
+            .unwrap_or_else(|| panic!("no {name} in {:?}", a.components))
+    };
+    // 10 bought at 990 each, 4 sold at 1,000 and 6 redeemed at 1,000:
+    // +100; and every coupon of the held bonds, less nothing (the
+    // accrued interest paid at purchase and received at the sale are the
+    // bond's own flows).
+    let out = book.fold(day(540));
+    let r = out.records.last().unwrap();
+    assert_eq!(pnl("cash").normalize(), Decimal::ZERO);
+    assert_eq!(pnl("symbol:BD"), a.pnl);
+    assert_eq!(a.pnl.round_dp(8), (r.realized_pnl + r.income).round_dp(8));
+    let sum: Decimal = a.components.iter().map(|c| c.contribution).sum();
+    assert_eq!(sum, a.total_return);
+}

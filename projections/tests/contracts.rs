@@ -663,3 +663,36 @@ fn a_partial_exercise_leaves_the_rest_of_the_position() {
         assert_eq!((left.qty, left.cost), (dec(q), dec(cost)), "{ty}");
     }
 }
+
+/// A future transferred in or out moves like a fee-free trade at the
+/// transfer's price, its margin counted from it, with no In or Out: a
+/// future is worth nothing.
+#[test]
+fn a_transferred_future_is_settled_from_its_transfer_price() {
+    let mut b = Book::new(&[future("FUT", "10", None)]);
+    b.account("10000")
+        .tx(
+            1,
+            json!({"type": "transfer_in", "symbol": "FUT", "quantity": "3", "price": "100"}),
+        )
+        .tx(
+            2,
+            json!({"type": "transfer_out", "symbol": "FUT", "quantity": "1", "price": "104"}),
+        );
+    b.close("FUT", 1, "102").close("FUT", 2, "101");
+    let out = b.fold(2);
+    let (d1, d2) = (
+        &out.records[out.records.len() - 2],
+        out.records.last().unwrap(),
+    );
+    // Day 1: 3 × 10 × (102 − 100) = 60.
+    assert_eq!(d1.realized_pnl, dec("60"));
+    assert_eq!(d1.net_flow, Decimal::ZERO);
+    assert_eq!(d2.net_flow, Decimal::ZERO);
+    // Day 2: the 3 held from 102 to 101, −30; the one transferred out
+    // at 104, as a sale at 104: −1 × 10 × (101 − 104) = +30.
+    assert_eq!(d2.realized_pnl - d1.realized_pnl, Decimal::ZERO);
+    let fut = &out.end_state.unwrap().positions[&Symbol::parse("FUT").unwrap()];
+    assert_eq!(fut.qty, dec("2"));
+    assert_eq!(d2.exposure.futures_notional, dec("2020"));
+}

@@ -160,6 +160,18 @@ async fn stop(s: Service) {
         .unwrap();
 }
 
+/// The explanation of portfolio `id`'s `day` (`GET …/explain`).
+async fn explain_of(base: &str, id: &str, day: &str) -> Value {
+    reqwest::get(format!(
+        "{base}/api/v1/portfolio/{id}/nav-history/{day}/explain"
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap()
+}
+
 async fn scalar(pool: &PgPool, sql: &str) -> i64 {
     sqlx::query_scalar::<_, i64>(sql)
         .fetch_one(pool)
@@ -1824,14 +1836,7 @@ async fn futures_and_options_golden_through_the_broker() {
     assert_golden_portfolios(&base, "futures-and-options", &g["portfolios"]).await;
     // GC settled 1,297 on 6 May and 1,284 on 7 May: a short of 10 × 100
     // gains 13,000, into cash.
-    let explain: Value = reqwest::get(format!(
-        "{base}/api/v1/portfolio/short-futures/nav-history/2024-05-07/explain"
-    ))
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let explain = explain_of(&base, "short-futures", "2024-05-07").await;
     let line = &explain["valuation"][0];
     assert_eq!(line["symbol"], "GC", "{explain}");
     assert_eq!(line["kind"], "future");
@@ -1888,14 +1893,7 @@ async fn bonds_golden_through_the_broker() {
     assert_golden_portfolios(&base, "bonds", &g["portfolios"]).await;
     // 100 BOND5 (face 100, 5 % semiannual, 30/360) on 5 March 2024: 50
     // days of interest since 15 January, 100 × 100 × 0.05 × 50 / 360.
-    let explain: Value = reqwest::get(format!(
-        "{base}/api/v1/portfolio/semiannual-none/nav-history/2024-03-05/explain"
-    ))
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let explain = explain_of(&base, "semiannual-none", "2024-03-05").await;
     let line = &explain["valuation"][0];
     assert_eq!(line["symbol"], "BOND5", "{explain}");
     assert_eq!(line["kind"], "bond");
@@ -1904,14 +1902,7 @@ async fn bonds_golden_through_the_broker() {
     assert_eq!(line["value"], "9919.44444444");
     assert!(line.get("coupon").is_none(), "{line}");
     // The coupon of 15 July: 100 × 100 × 0.05 / 2, at the day's start.
-    let explain: Value = reqwest::get(format!(
-        "{base}/api/v1/portfolio/semiannual-none/nav-history/2024-07-15/explain"
-    ))
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let explain = explain_of(&base, "semiannual-none", "2024-07-15").await;
     let line = &explain["valuation"][0];
     assert_eq!(line["coupon"], "250.00000000", "{explain}");
     assert_eq!(line["accrued_interest"], "0.00000000");

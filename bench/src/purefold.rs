@@ -219,21 +219,34 @@ impl FoldInputs {
         {
             *allow_short = true;
         }
-        let symbols: BTreeSet<Symbol> = self
+        let currency = account.prices.default_currency().to_string();
+        self.describe_each(&mut account, |i, s| {
+            format!(
+                r#"{{"event_id":"00000000-0000-4000-8ffe-{i:012}","type":"instrument","symbol":"{s}","kind":"future","multiplier":"10","currency":"{currency}","schema_version":2}}"#
+            )
+        })?;
+        Ok(account)
+    }
+
+    /// Describes every symbol of the book on the instruments topic of
+    /// `account`: `payload(i, symbol)` is the i-th symbol's event.
+    #[cfg(test)]
+    fn describe_each(
+        &self,
+        account: &mut FoldInputs,
+        payload: impl Fn(usize, &Symbol) -> String,
+    ) -> Result<()> {
+        let symbols: BTreeSet<&Symbol> = self
             .transactions
             .iter()
-            .filter_map(|t| t.kind.position_symbol().cloned())
+            .filter_map(|t| t.kind.position_symbol())
             .collect();
-        for (i, s) in symbols.iter().enumerate() {
-            let payload = format!(
-                r#"{{"event_id":"00000000-0000-4000-8ffe-{i:012}","type":"instrument","symbol":"{s}","kind":"future","multiplier":"10","currency":"{}","schema_version":2}}"#,
-                account.prices.default_currency()
-            );
-            let instrument = projections::parse_instrument(payload.as_bytes())
+        for (i, s) in symbols.into_iter().enumerate() {
+            let instrument = projections::parse_instrument(payload(i, s).as_bytes())
                 .map_err(|e| anyhow!("the bench's instrument: {e}"))?;
             account.prices.insert_instrument(&instrument);
         }
-        Ok(account)
+        Ok(())
     }
 
     /// The same book as a bond account: every symbol a bond of face 100
@@ -244,20 +257,12 @@ impl FoldInputs {
     #[cfg(test)]
     pub(crate) fn as_bond_account(&self) -> Result<FoldInputs> {
         let mut account = self.as_account(false)?;
-        let symbols: BTreeSet<Symbol> = self
-            .transactions
-            .iter()
-            .filter_map(|t| t.kind.position_symbol().cloned())
-            .collect();
-        for (i, s) in symbols.iter().enumerate() {
-            let payload = format!(
-                r#"{{"event_id":"00000000-0000-4000-8ffd-{i:012}","type":"instrument","symbol":"{s}","kind":"bond","face":"100","coupon":"0.04","frequency":2,"day_count":"30/360","issue_date":"1990-01-15","maturity":"2090-01-15","currency":"{}","schema_version":2}}"#,
-                account.prices.default_currency()
-            );
-            let instrument = projections::parse_instrument(payload.as_bytes())
-                .map_err(|e| anyhow!("the bench's instrument: {e}"))?;
-            account.prices.insert_instrument(&instrument);
-        }
+        let currency = account.prices.default_currency().to_string();
+        self.describe_each(&mut account, |i, s| {
+            format!(
+                r#"{{"event_id":"00000000-0000-4000-8ffd-{i:012}","type":"instrument","symbol":"{s}","kind":"bond","face":"100","coupon":"0.04","frequency":2,"day_count":"30/360","issue_date":"1990-01-15","maturity":"2090-01-15","currency":"{currency}","schema_version":2}}"#
+            )
+        })?;
         Ok(account)
     }
 

@@ -299,19 +299,18 @@ impl PriceBook {
                 _ => None,
             })
             .collect();
+        fn kept<V: Clone>(
+            map: &BTreeMap<Symbol, V>,
+            moving: &BTreeSet<&Symbol>,
+        ) -> BTreeMap<Symbol, V> {
+            map.iter()
+                .filter(|(s, _)| moving.contains(s))
+                .map(|(s, v)| (s.clone(), v.clone()))
+                .collect()
+        }
         PriceBook {
-            by_symbol: self
-                .by_symbol
-                .iter()
-                .filter(|(s, _)| moving.contains(s))
-                .map(|(s, v)| (s.clone(), v.clone()))
-                .collect(),
-            quoted_in: self
-                .quoted_in
-                .iter()
-                .filter(|(s, _)| moving.contains(s))
-                .map(|(s, v)| (s.clone(), v.clone()))
-                .collect(),
+            by_symbol: kept(&self.by_symbol, &moving),
+            quoted_in: kept(&self.quoted_in, &moving),
             splits: self.splits.clone(),
             rates: self.rates.clone(),
             default_currency: self.default_currency.clone(),

@@ -1,5 +1,5 @@
-//! What the instruments topic says a symbol is (docs/events.md,
-//! instruments): an equity, an option, a future or a bond, with the
+//! What the instruments topic says a symbol is (docs/instruments.md): an
+//! equity, an option, a future or a bond, with the
 //! contract multiplier every amount computed from a quantity and a price
 //! is multiplied by. A symbol nobody describes is an equity with
 //! multiplier 1.

@@ -2053,7 +2053,13 @@ fn the_golden_events_are_valid_against_the_schemas() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-const EVENTS_MD: &str = include_str!("../../docs/events.md");
+/// The pages with producers' examples: the topics, the instruments topic,
+/// and futures, options and bonds.
+const DOCS: [&str; 3] = [
+    include_str!("../../docs/events.md"),
+    include_str!("../../docs/instruments.md"),
+    include_str!("../../docs/contracts.md"),
+];
 
 /// An example of the instruments topic (its key, when a kcat line gives
 /// one, and its payload): the topic has no JSON Schema, its parser alone
@@ -2078,7 +2084,8 @@ fn doc_examples() -> (Vec<Example>, Vec<InstrumentExample>) {
     };
     let mut out = Vec::new();
     let mut instruments = Vec::new();
-    let mut lines = EVENTS_MD.lines();
+    let text = DOCS.join("\n");
+    let mut lines = text.lines();
     while let Some(line) = lines.next() {
         // Blocks inside a list item are indented.
         if line.trim_start() == "```json" {
@@ -2123,7 +2130,8 @@ fn doc_examples() -> (Vec<Example>, Vec<InstrumentExample>) {
     (out, instruments)
 }
 
-/// Every example of docs/events.md is accepted by its schema and its
+/// Every example of the producers' pages (docs/events.md, instruments.md,
+/// contracts.md) is accepted by its schema and its
 /// parser, and a kcat line's key is the event's own.
 #[test]
 fn the_examples_of_the_docs_are_valid() {

@@ -302,6 +302,7 @@ impl FoldInputs {
         settings.event_id = uuid::Uuid::from_u128(u128::MAX - 1);
         settings.seq = -2;
         settings.kind = Kind::PortfolioSettings {
+            lot_method: Default::default(),
             cash: CashMode::Tracked,
             base_currency: None,
             allow_short: margin,

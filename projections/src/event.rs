@@ -172,6 +172,9 @@ const TRANSACTION_FIELDS: &[&str] = &[
     "revision",
     "allow_short",
     "accrued",
+    "lot_method",
+    "lots",
+    "acquired_on",
 ];
 /// Fields that exist from schema_version 2 on: a version-1 event carrying
 /// one is refused rather than read with a meaning it did not have.
@@ -189,6 +192,9 @@ const V2_FIELDS: &[&str] = &[
     "revision",
     "allow_short",
     "accrued",
+    "lot_method",
+    "lots",
+    "acquired_on",
 ];
 const PRICE_FIELDS: &[&str] = &["symbol", "date", "close", "currency", "schema_version"];
 const FX_FIELDS: &[&str] = &["from", "to", "date", "rate", "schema_version"];
@@ -202,6 +208,7 @@ const SPLIT_FIELDS: &[&str] = &[
     "schema_version",
 ];
 const REINVEST_FIELDS: &[&str] = &["quantity", "price"];
+const LOT_PICK_FIELDS: &[&str] = &["lot", "quantity"];
 
 /// Every transaction type, as producers write it.
 pub const TRANSACTION_TYPES: &[&str] = &[

@@ -144,6 +144,7 @@ mod tests {
 
     fn buy(symbol: &str) -> Kind {
         Kind::Buy(Trade {
+            lots: Default::default(),
             symbol: Symbol::parse(symbol).unwrap(),
             quantity: Decimal::ONE,
             price: Decimal::ONE,
@@ -154,6 +155,7 @@ mod tests {
 
     fn settings() -> Kind {
         Kind::PortfolioSettings {
+            lot_method: Default::default(),
             cash: CashMode::Tracked,
             base_currency: None,
             allow_short: false,

@@ -31,6 +31,7 @@ mod exact;
 pub mod fold;
 pub mod instrument;
 pub mod invalidation;
+pub mod lots;
 pub mod money;
 mod sampling;
 pub mod stats;
@@ -51,13 +52,16 @@ pub use event::{
 };
 pub use fold::{
     allow_short_of, base_currency_of, base_of, cash_mode_of, day_actions, explain_day, fold,
-    is_year_end, replay, resume, value_cash, value_positions, walk_components, walk_components_of,
-    ActionCash, ActionEffect, AttributionError, CashBalance, Component, DayExplanation, DayState,
-    ExplainError, FlowRate, FoldError, FoldOutput, Folder, ForeignAmount, Inconsistency, Position,
-    PriceBook, PriceSource, Receivable, ReportedStatus, Status, ValuationError, ValuedPosition,
+    is_year_end, lot_method_of, open_lots, realizations, replay, resume, value_cash,
+    value_positions, walk_components, walk_components_of, ActionCash, ActionEffect,
+    AttributionError, CashBalance, Component, DayExplanation, DayState, ExplainError, FlowRate,
+    FoldError, FoldOutput, Folder, ForeignAmount, Inconsistency, LotRow, Position, PriceBook,
+    PriceSource, Realizations, RealizedAnswer, RealizedRow, RealizedTotals, Receivable,
+    ReportedStatus, Status, ValuationError, ValuedPosition,
 };
 pub use instrument::{Definition, Instrument, InstrumentKind};
 pub use invalidation::Invalidation;
+pub use lots::{Lot, LotId, LotMethod, LotPick, Realization, RealizationKind, Term};
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};
 pub use stats::{statistics, Calendar, Statistics, StatsQuery};
 pub use tearsheet::{

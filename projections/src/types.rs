@@ -4,6 +4,7 @@
 //! character rules of docs/events.md and transactions carry positive quantities,
 //! non-negative prices and fees within the number bounds of docs/events.md.
 
+use crate::lots::{LotMethod, LotPick};
 use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
@@ -204,6 +205,10 @@ pub struct Trade {
     /// (docs/contracts.md, bonds). Not allowed on anything but a bond.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accrued: Option<Decimal>,
+    /// The lots a sell names to be taken first (specific identification;
+    /// docs/valuation.md, lots); empty on a buy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lots: Vec<LotPick>,
 }
 
 /// The part of a dividend bought back into the symbol on the pay date.
@@ -250,6 +255,10 @@ pub enum Kind {
         /// [`CashMode::Tracked`], which the parser enforces.
         #[serde(default)]
         allow_short: bool,
+        /// How disposals choose the cost they release (docs/valuation.md,
+        /// lots).
+        #[serde(default)]
+        lot_method: LotMethod,
     },
     Deposit {
         amount: Decimal,
@@ -284,11 +293,18 @@ pub enum Kind {
         price: Decimal,
         /// Cost basis carried over; `None` = quantity · price.
         cost: Option<Decimal>,
+        /// When the securities were first acquired (≤ the trade date):
+        /// the open date of the lot they make; `None`: the trade date.
+        #[serde(default)]
+        acquired_on: Option<NaiveDate>,
     },
     TransferOut {
         symbol: Symbol,
         quantity: Decimal,
         price: Decimal,
+        /// The lots taken first (specific identification).
+        #[serde(default)]
+        lots: Vec<LotPick>,
     },
     Dividend(Dividend),
     /// The dividend a short position owes its lender: accrued (negative)
@@ -446,6 +462,7 @@ impl Transaction {
             price,
             fee,
             accrued: None,
+            lots: Vec::new(),
         };
         Transaction {
             event_id,
@@ -517,25 +534,33 @@ impl Transaction {
         match &self.kind {
             // Trades without accrued interest read as they did before bonds.
             Kind::Buy(t) | Kind::Sell(t) => format!(
-                "{}|{}|{}|{}{}",
+                "{}|{}|{}|{}{}{}",
                 t.symbol,
                 norm_text(&t.quantity),
                 norm_text(&t.price),
                 norm_text(&t.fee),
                 t.accrued
                     .map(|a| format!("|accrued:{}", norm_text(&a)))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                picks_text(&t.lots)
             ),
             // Settings without shorts read as they did before shorts.
+            // Settings without shorts or lots read as they did before them.
             Kind::PortfolioSettings {
                 cash,
                 base_currency,
                 allow_short,
+                lot_method,
             } => format!(
-                "{}|{}{}",
+                "{}|{}{}{}",
                 cash.as_str(),
                 opt_text(base_currency),
-                if *allow_short { "|short" } else { "" }
+                if *allow_short { "|short" } else { "" },
+                if lot_method.keeps_lots() {
+                    format!("|lots:{}", lot_method.as_str())
+                } else {
+                    String::new()
+                }
             ),
             Kind::Deposit { amount } | Kind::Withdrawal { amount } => norm_text(amount),
             Kind::Fee { amount, symbol }
@@ -552,18 +577,29 @@ impl Transaction {
                 quantity,
                 price,
                 cost,
+                acquired_on,
             } => format!(
-                "{}|{}|{}|{}",
+                "{}|{}|{}|{}{}",
                 symbol,
                 norm_text(quantity),
                 norm_text(price),
-                opt_text(&cost.map(|c| c.normalize()))
+                opt_text(&cost.map(|c| c.normalize())),
+                acquired_on
+                    .map(|d| format!("|acquired:{d}"))
+                    .unwrap_or_default()
             ),
             Kind::TransferOut {
                 symbol,
                 quantity,
                 price,
-            } => format!("{}|{}|{}", symbol, norm_text(quantity), norm_text(price)),
+                lots,
+            } => format!(
+                "{}|{}|{}{}",
+                symbol,
+                norm_text(quantity),
+                norm_text(price),
+                picks_text(lots)
+            ),
             Kind::Dividend(d) => format!(
                 "{}|{}|{}|{}|{}|{}",
                 d.symbol,
@@ -936,6 +972,15 @@ fn norm_text(d: &Decimal) -> String {
 }
 
 /// An optional value as fingerprints write it: empty when absent.
+/// The lots a disposal names, in [`Transaction::fingerprint`]: nothing
+/// when none (so events without them read as they did before lots).
+fn picks_text(picks: &[LotPick]) -> String {
+    picks
+        .iter()
+        .map(|p| format!("|lot:{}:{}", p.lot, norm_text(&p.quantity)))
+        .collect()
+}
+
 fn opt_text<T: ToString>(v: &Option<T>) -> String {
     v.as_ref().map(T::to_string).unwrap_or_default()
 }

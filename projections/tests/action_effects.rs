@@ -51,6 +51,7 @@ fn buy(n: u128, s: &str, q: &str, x: &str) -> Transaction {
         n,
         0,
         Kind::Buy(Trade {
+            lots: Default::default(),
             symbol: sym(s),
             quantity: dec(q),
             price: dec(x),
@@ -65,6 +66,7 @@ fn tracked() -> Transaction {
         100,
         0,
         Kind::PortfolioSettings {
+            lot_method: Default::default(),
             cash: CashMode::Tracked,
             base_currency: None,
             allow_short: false,

@@ -43,6 +43,7 @@ fn tx(n: u128, on: u64, kind: Kind) -> Transaction {
 
 fn buy(s: &str, q: Decimal, x: Decimal) -> Kind {
     Kind::Buy(Trade {
+        lots: Default::default(),
         symbol: sym(s),
         quantity: q,
         price: x,
@@ -140,7 +141,7 @@ proptest! {
         let held: Decimal = lots.iter().map(|(q, _)| Decimal::from(*q)).sum();
         let sold = (held * Decimal::from(sell) / Decimal::from(100)).floor();
         if sold > Decimal::ZERO {
-            txs.push(tx(9, 1, Kind::Sell(Trade {
+            txs.push(tx(9, 1, Kind::Sell(Trade { lots: Default::default(),
                 symbol: sym("OLD"), quantity: sold, price: cents(5000), fee: Decimal::ONE,
                 accrued: None,
             })));
@@ -153,8 +154,8 @@ proptest! {
         let before = fold(&txs, &book, day(ex - 1)).unwrap().end_state.unwrap();
         let cost = before.positions[&sym("OLD")].cost;
         let x = book.close_on_or_before(&sym("OLD"), day(ex - 1)).unwrap();
-        txs.push(tx(20, ex, Kind::TransferOut { symbol: sym("OLD"), quantity: left, price: x }));
-        txs.push(tx(21, ex, Kind::TransferIn {
+        txs.push(tx(20, ex, Kind::TransferOut { lots: Default::default(), symbol: sym("OLD"), quantity: left, price: x }));
+        txs.push(tx(21, ex, Kind::TransferIn { acquired_on: Default::default(),
             symbol: sym("NEW"), quantity: left, price: x, cost: Some(cost),
         }));
         let with_transfer = records(&txs, &book, ex + 5);
@@ -183,7 +184,7 @@ proptest! {
         let held: Decimal = lots.iter().map(|(q, _)| Decimal::from(*q)).sum();
         let sold = (held * Decimal::from(sell) / Decimal::from(100)).floor();
         if sold > Decimal::ZERO {
-            txs.push(tx(9, 1, Kind::Sell(Trade {
+            txs.push(tx(9, 1, Kind::Sell(Trade { lots: Default::default(),
                 symbol: sym("T"), quantity: sold, price: cents(4321), fee: Decimal::ZERO,
                 accrued: None,
             })));
@@ -237,7 +238,7 @@ proptest! {
             tx(2, 0, buy("B", Decimal::from(30), cents(2000))),
             tx(3, 1, buy("A", Decimal::from(5), cents(5100))),
             tx(4, 2, buy("D", Decimal::from(7), cents(700))),
-            tx(5, 4, Kind::Sell(Trade {
+            tx(5, 4, Kind::Sell(Trade { lots: Default::default(),
                 symbol: sym("C"), quantity: Decimal::ONE, price: cents(1000), fee: Decimal::ZERO,
                 accrued: None,
             })),

@@ -54,6 +54,7 @@ fn tx(n: u32, on: NaiveDate, kind: Kind) -> Transaction {
 
 fn buy(symbol: &str, quantity: &str, price: &str) -> Kind {
     Kind::Buy(Trade {
+        lots: Default::default(),
         symbol: sym(symbol),
         quantity: d(quantity),
         price: d(price),
@@ -207,6 +208,7 @@ fn dollar_cash_book() -> (Vec<Transaction>, PriceBook) {
             1,
             day(4),
             Kind::PortfolioSettings {
+                lot_method: Default::default(),
                 cash: CashMode::Tracked,
                 base_currency: Some(eur.clone()),
                 allow_short: false,
@@ -454,6 +456,7 @@ fn start_state(positions: &[(&str, &str, &str)], cash: &str, cum_in: &str) -> Da
         s.positions.insert(
             sym(symbol),
             Position {
+                lots: Default::default(),
                 qty,
                 cost: qty * price,
                 last_trade_price: price,
@@ -525,6 +528,7 @@ fn flows_that_do_not_add_up_are_refused() {
     let owed = |net: &str| {
         let mut s = start_state(&[("A", "1000", "1000")], "0", "1000000");
         s.receivables.push(Receivable {
+            event_id: Default::default(),
             pay_date: day(5),
             symbol: sym("A"),
             net: d(net),
@@ -733,6 +737,7 @@ fn the_walk_values_each_day_as_the_fold_does() {
     prices.set_split(sym("SPL"), day(7), 2, 1);
     let sell = |symbol: &str, quantity: &str, price: &str| {
         Kind::Sell(Trade {
+            lots: Default::default(),
             symbol: sym(symbol),
             quantity: d(quantity),
             price: d(price),

@@ -105,6 +105,7 @@ fn book(seed: u64, span: u64, events: usize, symbols: usize) -> Book {
             occurred_at: None,
             seq: -1,
             kind: Kind::PortfolioSettings {
+                lot_method: Default::default(),
                 cash: if tracked {
                     CashMode::Tracked
                 } else {
@@ -134,6 +135,7 @@ fn book(seed: u64, span: u64, events: usize, symbols: usize) -> Book {
             _ if k < 40 || (k < 62 && held[s].is_zero() && !rng.chance(5)) => {
                 held[s] += qty;
                 Kind::Buy(Trade {
+                    lots: Default::default(),
                     symbol: sym(s),
                     quantity: qty,
                     price,
@@ -152,6 +154,7 @@ fn book(seed: u64, span: u64, events: usize, symbols: usize) -> Book {
                 };
                 held[s] = (held[s] - q).max(Decimal::ZERO);
                 let t = Trade {
+                    lots: Default::default(),
                     symbol: sym(s),
                     quantity: q.max(Decimal::new(1, 3)),
                     price,
@@ -162,6 +165,7 @@ fn book(seed: u64, span: u64, events: usize, symbols: usize) -> Book {
                     Kind::Sell(t)
                 } else {
                     Kind::TransferOut {
+                        lots: Default::default(),
                         symbol: t.symbol,
                         quantity: t.quantity,
                         price,
@@ -193,6 +197,7 @@ fn book(seed: u64, span: u64, events: usize, symbols: usize) -> Book {
             80..=86 => {
                 held[s] += qty;
                 Kind::TransferIn {
+                    acquired_on: Default::default(),
                     symbol: sym(s),
                     quantity: qty,
                     price,
@@ -322,9 +327,32 @@ fn without_new_fields(debug: &str) -> String {
         rest = &rest[k + end + 1..];
     }
     out.push_str(rest);
-    // Fields that books without shorts or futures leave at their default.
+    // Fields that books without shorts, futures or lots leave at their
+    // default.
     out.replace(", allow_short: false", "")
         .replace(", settled: None", "")
+        .replace(", lots: []", "")
+        .replace(", lot_method: Average", "")
+        .replace(", event_id: None", "")
+        .split(", event_id: Some(")
+        .enumerate()
+        .map(|(i, part)| receivable_event_dropped(i, part))
+        .collect()
+}
+
+/// A receivable's `event_id` (the lot its reinvestment opens) left out:
+/// `part` follows ", event_id: Some(" and starts with the id; an
+/// inconsistency's event_id, which follows no `foreign` field, stays.
+fn receivable_event_dropped(i: usize, part: &str) -> String {
+    // Parts after the first start with "<uuid>)"; the receivable's id
+    // closes its struct right after: ") }".
+    if i > 0 && part.len() > 38 && &part[36..39] == ") }" {
+        part[37..].to_string()
+    } else if i > 0 {
+        format!(", event_id: Some({part}")
+    } else {
+        part.to_string()
+    }
 }
 
 /// FNV-1a, 64 bits.

@@ -262,6 +262,7 @@ fn build(spec: &BookSpec) -> Book {
             -100,
             base(),
             Kind::PortfolioSettings {
+                lot_method: Default::default(),
                 cash: CashMode::Tracked,
                 base_currency: None,
                 allow_short: false,
@@ -278,6 +279,7 @@ fn build(spec: &BookSpec) -> Book {
         let kind = match KINDS[s.kind].0 {
             "buy" | "sell" => {
                 let t = Trade {
+                    lots: Default::default(),
                     symbol,
                     quantity,
                     price,
@@ -313,6 +315,7 @@ fn build(spec: &BookSpec) -> Book {
                 tax: (amount * Decimal::new(15, 2)).round_dp(2),
             },
             "transfer_in" => Kind::TransferIn {
+                acquired_on: Default::default(),
                 symbol,
                 quantity,
                 price,
@@ -321,6 +324,7 @@ fn build(spec: &BookSpec) -> Book {
                     .then(|| (quantity * price * Decimal::new(9, 1)).round_dp(2)),
             },
             "transfer_out" => Kind::TransferOut {
+                lots: Default::default(),
                 symbol,
                 quantity,
                 price,
@@ -374,12 +378,14 @@ fn build(spec: &BookSpec) -> Book {
                     ..tr.clone()
                 }),
                 (Kind::TransferOut { symbol, price, .. }, true) => Kind::TransferIn {
+                    acquired_on: Default::default(),
                     symbol: symbol.clone(),
                     quantity: Decimal::new(s.qty_units, s.qty_scale),
                     price: *price,
                     cost: None,
                 },
                 (Kind::TransferOut { symbol, price, .. }, false) => Kind::TransferOut {
+                    lots: Default::default(),
                     symbol: symbol.clone(),
                     quantity: q,
                     price: *price,
@@ -657,7 +663,7 @@ proptest! {
         let close = b.prices.close_on_or_before(symbol, *day).unwrap();
         let q = Decimal::new(qty, 2);
         let mut txs = b.txs.clone();
-        txs.push(event(u128::MAX, 1_000_000, *day, Kind::Buy(Trade {
+        txs.push(event(u128::MAX, 1_000_000, *day, Kind::Buy(Trade { lots: Default::default(),
             symbol: symbol.clone(),
             quantity: q,
             price: close,
@@ -767,7 +773,7 @@ proptest! {
         let k = day.index(full.records.len());
         let d = full.records[k].date;
         let symbol = Symbol::parse(SYMBOLS[sym]).unwrap();
-        let mut sell = event(u128::MAX - 1, 1_000_000, d, Kind::Sell(Trade {
+        let mut sell = event(u128::MAX - 1, 1_000_000, d, Kind::Sell(Trade { lots: Default::default(),
             symbol: symbol.clone(),
             quantity: Decimal::ONE,
             price: Decimal::new(100, 0),
@@ -1077,6 +1083,7 @@ fn in_currencies(b: &Book, fx: &FxSpec) -> (Vec<Transaction>, PriceBook) {
         -200,
         base(),
         Kind::PortfolioSettings {
+            lot_method: Default::default(),
             cash: if b.tracked {
                 CashMode::Tracked
             } else {
@@ -1171,7 +1178,7 @@ proptest! {
                 }
             }
             if !txs.iter().any(|t| matches!(t.kind, Kind::PortfolioSettings { .. })) {
-                txs.push(event(3_000_000, -200, base(), Kind::PortfolioSettings {
+                txs.push(event(3_000_000, -200, base(), Kind::PortfolioSettings { lot_method: Default::default(),
                     cash: CashMode::None,
                     base_currency: Some(ccy(base_idx)),
                     allow_short: false,
@@ -1208,7 +1215,7 @@ proptest! {
         let plain = fold(&b.txs, &b.prices, b.as_of).unwrap();
         let mut txs = b.txs.clone();
         txs.retain(|t| !matches!(t.kind, Kind::PortfolioSettings { .. }));
-        txs.push(event(3_000_000, -200, base(), Kind::PortfolioSettings {
+        txs.push(event(3_000_000, -200, base(), Kind::PortfolioSettings { lot_method: Default::default(),
             cash: if b.tracked { CashMode::Tracked } else { CashMode::None },
             base_currency: Some(ccy(1)),
             allow_short: false,
@@ -1319,6 +1326,7 @@ fn a_missing_rate_stops_the_history_on_its_day() {
         0,
         d(0),
         Kind::PortfolioSettings {
+            lot_method: Default::default(),
             cash: CashMode::None,
             base_currency: Some(eur.clone()),
             allow_short: false,
@@ -1329,6 +1337,7 @@ fn a_missing_rate_stops_the_history_on_its_day() {
         1,
         d(0),
         Kind::Buy(Trade {
+            lots: Default::default(),
             symbol: Symbol::parse("A").unwrap(),
             quantity: Decimal::TEN,
             price: Decimal::TEN,
@@ -1342,6 +1351,7 @@ fn a_missing_rate_stops_the_history_on_its_day() {
         2,
         d(2),
         Kind::Buy(Trade {
+            lots: Default::default(),
             symbol: Symbol::parse("B").unwrap(),
             quantity: Decimal::ONE,
             price: Decimal::TEN,
@@ -1409,6 +1419,7 @@ fn the_default_currency_prices_closes_and_portfolios_that_name_none() {
         0,
         d(0),
         Kind::Buy(Trade {
+            lots: Default::default(),
             symbol: Symbol::parse("A").unwrap(),
             quantity: Decimal::TEN,
             price: Decimal::TEN,
@@ -1430,6 +1441,7 @@ fn the_default_currency_prices_closes_and_portfolios_that_name_none() {
         1,
         d(0),
         Kind::PortfolioSettings {
+            lot_method: Default::default(),
             cash: CashMode::None,
             base_currency: Some(ccy(0)),
             allow_short: false,
@@ -1492,7 +1504,7 @@ proptest! {
         }
         // The fold values 3 units at the latest close, else at the trade
         // price of 100, every day.
-        let buy = event(1, 1, base(), Kind::Buy(Trade {
+        let buy = event(1, 1, base(), Kind::Buy(Trade { lots: Default::default(),
             symbol: symbol.clone(),
             quantity: Decimal::new(3, 0),
             price: Decimal::new(100, 0),
@@ -1635,7 +1647,7 @@ proptest! {
             Some(s) => s.clone(),
             None => {
                 let cash = if spec.tracked { CashMode::Tracked } else { CashMode::None };
-                let s = event(9_000_007, seq + 3, b.txs[0].trade_date, Kind::PortfolioSettings { cash, base_currency: None, allow_short: false });
+                let s = event(9_000_007, seq + 3, b.txs[0].trade_date, Kind::PortfolioSettings { lot_method: Default::default(), cash, base_currency: None, allow_short: false });
                 log.push(s.clone());
                 s
             }

@@ -41,6 +41,7 @@ fn event(n: u128, seq: i64, day: u64, at: i64, kind: Kind) -> Transaction {
 
 fn trade(qty: Decimal, price: Decimal, fee: Decimal) -> Trade {
     Trade {
+        lots: Default::default(),
         symbol: sym(),
         quantity: qty,
         price,
@@ -59,6 +60,7 @@ fn account() -> Vec<Transaction> {
             0,
             0,
             Kind::PortfolioSettings {
+                lot_method: Default::default(),
                 cash: CashMode::Tracked,
                 base_currency: None,
                 allow_short: true,
@@ -289,6 +291,7 @@ fn what_a_short_may_not_do() {
             0,
             0,
             Kind::PortfolioSettings {
+                lot_method: Default::default(),
                 cash: CashMode::Tracked,
                 base_currency: None,
                 allow_short: false,
@@ -312,6 +315,7 @@ fn what_a_short_may_not_do() {
     let mut short = account();
     short.push(event(3, 3, 0, 1, sell(5)));
     let transfer = Kind::TransferIn {
+        acquired_on: Default::default(),
         symbol: sym(),
         quantity: Decimal::ONE,
         price: Decimal::TEN,
@@ -352,6 +356,7 @@ fn what_a_short_may_not_do() {
         2,
         1,
         Kind::TransferOut {
+            lots: Default::default(),
             symbol: sym(),
             quantity: Decimal::ONE,
             price: Decimal::TEN,

@@ -212,6 +212,7 @@ pub(crate) async fn ex_dates(
         (base != *inputs.book.default_currency()).then_some(base),
     );
     start.allow_short = p.allow_short;
+    start.lot_method = p.lot_method;
     // A replay of the log: off the async threads, as curve reads are.
     tokio::task::spawn_blocking(move || {
         let mut log = inputs.log;

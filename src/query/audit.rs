@@ -208,13 +208,25 @@ fn view(v: &StoredVersion) -> VersionView {
     }
 }
 
+/// The lots a disposal names, as producers write them; none: null.
+fn picks(lots: &[projections::LotPick]) -> Value {
+    if lots.is_empty() {
+        Value::Null
+    } else {
+        json!(lots
+            .iter()
+            .map(|p| json!({"lot": p.lot, "quantity": p.quantity.normalize().to_string()}))
+            .collect::<Vec<_>>())
+    }
+}
+
 /// The event's own fields as producers write them.
 fn fields_of(t: &Transaction) -> Map<String, Value> {
     let d = |x: &rust_decimal::Decimal| Value::from(x.normalize().to_string());
     let mut m = match &t.kind {
         Kind::Buy(tr) | Kind::Sell(tr) => json!({"symbol": tr.symbol.as_str(),
             "quantity": d(&tr.quantity), "price": d(&tr.price), "fee": d(&tr.fee),
-            "accrued": tr.accrued.as_ref().map(d)}),
+            "accrued": tr.accrued.as_ref().map(d), "lots": picks(&tr.lots)}),
         Kind::Deposit { amount } | Kind::Withdrawal { amount } => json!({"amount": d(amount)}),
         Kind::Fee { amount, symbol }
         | Kind::Tax { amount, symbol }
@@ -228,14 +240,17 @@ fn fields_of(t: &Transaction) -> Map<String, Value> {
             quantity,
             price,
             cost,
+            acquired_on,
         } => json!({"symbol": symbol.as_str(),
-            "quantity": d(quantity), "price": d(price), "cost": cost.as_ref().map(d)}),
+            "quantity": d(quantity), "price": d(price), "cost": cost.as_ref().map(d),
+            "acquired_on": acquired_on}),
         Kind::TransferOut {
             symbol,
             quantity,
             price,
+            lots,
         } => json!({"symbol": symbol.as_str(),
-            "quantity": d(quantity), "price": d(price)}),
+            "quantity": d(quantity), "price": d(price), "lots": picks(lots)}),
         Kind::Dividend(v) => json!({"symbol": v.symbol.as_str(), "amount": d(&v.amount),
             "tax": d(&v.tax), "fee": d(&v.fee), "pay_date": v.pay_date,
             "reinvest": v.reinvest.map(|r| json!({"quantity": d(&r.quantity), "price": d(&r.price)}))}),
@@ -243,10 +258,12 @@ fn fields_of(t: &Transaction) -> Map<String, Value> {
             cash,
             base_currency,
             allow_short,
+            lot_method,
         } => json!({"cash": cash.as_str(),
             "base_currency": base_currency.as_ref().map(|c| c.as_str()),
             // Written only when true, as producers usually leave it out.
-            "allow_short": allow_short.then_some(true)}),
+            "allow_short": allow_short.then_some(true),
+            "lot_method": lot_method.keeps_lots().then(|| lot_method.as_str())}),
         Kind::PaymentInLieu {
             symbol,
             amount,

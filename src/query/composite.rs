@@ -261,6 +261,7 @@ fn composite_row(
         cash_mode: projections::CashMode::None,
         base_currency: base,
         allow_short: false,
+        lot_method: projections::LotMethod::Average,
         history_digest: None,
         record_count: None,
         anchors: None,

@@ -513,5 +513,6 @@ fn initial_state(
         (base != book.default_currency()).then(|| base.clone()),
     );
     s.allow_short = p.allow_short;
+    s.lot_method = p.lot_method;
     s
 }

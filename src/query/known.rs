@@ -78,6 +78,7 @@ pub(crate) async fn known_at(
     );
     let row = PortfolioRow {
         allow_short: projections::allow_short_of(&log),
+        lot_method: projections::lot_method_of(&log),
         ..row
     };
     tokio::task::spawn_blocking(move || {
@@ -111,6 +112,7 @@ fn id_row(
         cash_mode,
         base_currency,
         allow_short: false,
+        lot_method: projections::LotMethod::Average,
         history_digest: None,
         record_count: None,
         anchors: None,
@@ -237,6 +239,7 @@ async fn stored_known(
     // No settings event came later: the stored ones are those known then.
     let mut row = id_row(id, today, p.cash_mode, p.base_currency);
     row.allow_short = p.allow_short;
+    row.lot_method = p.lot_method;
     row.first_day = first.record.date;
     row.last_day = Some(last.record.date);
     Ok(Some((row, rows, book)))

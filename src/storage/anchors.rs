@@ -58,6 +58,7 @@ pub(crate) fn usable(p: &super::PortfolioRow, raw: &RawValue) -> Option<projecti
     (state.date >= before_first
         && state.cash_mode == p.cash_mode
         && state.allow_short == p.allow_short
+        && state.lot_method == p.lot_method
         && state.base_currency == p.base_currency)
         .then_some(state)
 }

@@ -87,7 +87,7 @@ pub(crate) async fn composite_validator(
 const MEMBER_COLUMNS: &str = "p.portfolio_id, p.first_day, p.last_day, p.computed_through, \
      NULL::jsonb AS base_state, m.pending_from, p.status, p.status_since, p.status_event_id, \
      p.status_detail, m.pending_since, p.version, '{}'::int8[] AS mark_ids, st.cash_mode, \
-     st.base_currency, st.allow_short, p.history_digest";
+     st.base_currency, st.allow_short, st.lot_method, p.history_digest";
 
 /// The marks and the latest settings of each member (as the rows of a set
 /// are read by `lock_portfolios`): each part repeats the set, so that
@@ -97,7 +97,7 @@ const MEMBER_JOINS: &str = "LEFT JOIN (SELECT k.portfolio_id, min(k.from_day) AS
      min(k.marked_at) AS pending_since \
      FROM portfolio_marks k WHERE k.portfolio_id = ANY($1::text[]) \
      GROUP BY k.portfolio_id) m ON m.portfolio_id = p.portfolio_id \
-     LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency, t.allow_short FROM transactions t \
+     LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency, t.allow_short, t.lot_method FROM transactions t \
      WHERE t.portfolio_id = p.portfolio_id AND t.portfolio_id = ANY($1::text[]) \
      AND t.kind = 'portfolio_settings' ORDER BY t.seq DESC LIMIT 1) st ON true";
 

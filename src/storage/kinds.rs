@@ -4,12 +4,14 @@
 //! columns ([`kind_columns`]) and the kind read back ([`kind_of`]).
 
 use chrono::{DateTime, NaiveDate, Utc};
-use projections::{CashMode, Currency, Dividend, Kind, Reinvest, Symbol, Trade};
+use projections::{
+    CashMode, Currency, Dividend, Kind, LotMethod, LotPick, Reinvest, Symbol, Trade,
+};
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
 /// The columns of [`TxColumns`], in the order of [`Col`].
-pub(super) const TX_COLUMNS: [&str; 21] = [
+pub(super) const TX_COLUMNS: [&str; 24] = [
     "event_id",
     "kind",
     "symbol",
@@ -31,6 +33,9 @@ pub(super) const TX_COLUMNS: [&str; 21] = [
     "fx_rate",
     "allow_short",
     "accrued",
+    "lot_method",
+    "lot_picks",
+    "acquired_on",
 ];
 
 /// A column of [`TX_COLUMNS`].
@@ -57,6 +62,9 @@ pub(super) enum Col {
     FxRate,
     AllowShort,
     Accrued,
+    LotMethod,
+    LotPicks,
+    AcquiredOn,
 }
 
 impl Col {
@@ -101,6 +109,13 @@ pub(super) struct KindColumns<'a> {
     pub(super) short: Option<bool>,
     /// A bond trade's `accrued`, when given.
     pub(super) accrued: Option<Decimal>,
+    /// A settings event's `lot_method`, when not `average` (NULL
+    /// otherwise, as in every row stored before lots).
+    pub(super) lot_method: Option<&'static str>,
+    /// The lots a sell or transfer_out names, as JSON, when it names any.
+    pub(super) lot_picks: Option<String>,
+    /// A transfer_in's `acquired_on`, when given.
+    pub(super) acquired_on: Option<NaiveDate>,
 }
 
 /// What a kind writes in the kind-dependent columns.
@@ -111,16 +126,19 @@ pub(super) fn kind_columns(kind: &Kind) -> KindColumns<'_> {
         Kind::Buy(tr) | Kind::Sell(tr) => KindColumns {
             fee: Some(tr.fee),
             accrued: tr.accrued,
+            lot_picks: picks_json(&tr.lots),
             ..moved(&tr.symbol, tr.quantity, Some(tr.price))
         },
         Kind::PortfolioSettings {
             cash,
             base_currency,
             allow_short,
+            lot_method,
         } => KindColumns {
             cash: Some(cash.as_str()),
             ccy: base_currency.as_ref().map(Currency::as_str),
             short: allow_short.then_some(true),
+            lot_method: lot_method.keeps_lots().then(|| lot_method.as_str()),
             ..none()
         },
         Kind::Deposit { amount } | Kind::Withdrawal { amount } => KindColumns {
@@ -145,15 +163,21 @@ pub(super) fn kind_columns(kind: &Kind) -> KindColumns<'_> {
             quantity,
             price,
             cost,
+            acquired_on,
         } => KindColumns {
             cost: *cost,
+            acquired_on: *acquired_on,
             ..moved(symbol, *quantity, Some(*price))
         },
         Kind::TransferOut {
             symbol,
             quantity,
             price,
-        } => moved(symbol, *quantity, Some(*price)),
+            lots,
+        } => KindColumns {
+            lot_picks: picks_json(lots),
+            ..moved(symbol, *quantity, Some(*price))
+        },
         Kind::Dividend(d) => dividend_columns(d),
         Kind::PaymentInLieu {
             symbol,
@@ -174,6 +198,12 @@ pub(super) fn kind_columns(kind: &Kind) -> KindColumns<'_> {
             moved(symbol, *quantity, None)
         }
     }
+}
+
+/// The lots a disposal names, as stored: their JSON array; none when it
+/// names none.
+fn picks_json(picks: &[LotPick]) -> Option<String> {
+    (!picks.is_empty()).then(|| serde_json::to_string(picks).expect("lot picks serialize"))
 }
 
 /// What an event that moves a quantity of `symbol` (at `price`) writes.
@@ -242,7 +272,16 @@ impl<R: TxRow> StoredKind<'_, R> {
             price: self.need(Col::Price)?,
             fee: self.need(Col::Fee)?,
             accrued: self.r.decimal(Col::Accrued)?,
+            lots: self.picks()?,
         })
+    }
+
+    /// The lots a stored disposal names (none: NULL).
+    fn picks(&self) -> anyhow::Result<Vec<LotPick>> {
+        match self.opt_text(Col::LotPicks)? {
+            None => Ok(Vec::new()),
+            Some(text) => Ok(serde_json::from_str(text)?),
+        }
     }
 
     fn settings(&self) -> anyhow::Result<Kind> {
@@ -256,6 +295,10 @@ impl<R: TxRow> StoredKind<'_, R> {
                 .map(Currency::parse)
                 .transpose()?,
             allow_short: self.r.flag(Col::AllowShort)?.unwrap_or(false),
+            lot_method: self
+                .opt_text(Col::LotMethod)?
+                .and_then(LotMethod::parse)
+                .unwrap_or_default(),
         })
     }
 
@@ -325,11 +368,13 @@ pub(super) fn kind_of(r: &impl TxRow) -> anyhow::Result<Kind> {
             quantity: k.need(Col::Quantity)?,
             price: k.need(Col::Price)?,
             cost: k.opt(Col::CostBasis)?,
+            acquired_on: r.date(Col::AcquiredOn)?,
         },
         "transfer_out" => Kind::TransferOut {
             symbol: k.symbol()?,
             quantity: k.need(Col::Quantity)?,
             price: k.need(Col::Price)?,
+            lots: k.picks()?,
         },
         "dividend" => Kind::Dividend(k.dividend()?),
         "payment_in_lieu" => Kind::PaymentInLieu {

@@ -37,6 +37,8 @@ pub struct PortfolioRow {
     pub base_currency: Option<Currency>,
     /// The same event's `allow_short` (none: false).
     pub allow_short: bool,
+    /// The same event's `lot_method` (none: `average`).
+    pub lot_method: projections::LotMethod,
     /// The digest of its stored records (`storage::digest`); `None`:
     /// unknown.
     pub history_digest: Option<Digest>,
@@ -58,6 +60,7 @@ impl PortfolioRow {
             self.base_currency.clone(),
         );
         s.allow_short = self.allow_short;
+        s.lot_method = self.lot_method;
         s
     }
 
@@ -73,14 +76,14 @@ pub(super) const PORTFOLIO_COLUMNS: &str =
     "p.portfolio_id, p.first_day, p.last_day, p.computed_through, \
      p.base_state, m.pending_from, p.status, p.status_since, p.status_event_id, p.status_detail, \
      m.pending_since, p.version, COALESCE(m.mark_ids, '{}') AS mark_ids, st.cash_mode, \
-     st.base_currency, st.allow_short, p.history_digest";
+     st.base_currency, st.allow_short, st.lot_method, p.history_digest";
 
 /// The marks of `p`, aggregated, and its latest settings event (LATERAL
 /// joins, usable with FOR UPDATE OF p; the settings in one index probe).
 pub(super) const ROW_JOINS: &str = "LEFT JOIN LATERAL (SELECT min(k.from_day) AS pending_from, \
      min(k.marked_at) AS pending_since, COALESCE(array_agg(k.id), '{}') AS mark_ids \
      FROM portfolio_marks k WHERE k.portfolio_id = p.portfolio_id) m ON true \
-     LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency, t.allow_short FROM transactions t \
+     LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency, t.allow_short, t.lot_method FROM transactions t \
      WHERE t.portfolio_id = p.portfolio_id AND t.kind = 'portfolio_settings' \
      ORDER BY t.seq DESC LIMIT 1) st ON true";
 
@@ -101,7 +104,7 @@ const ROW_JOINS_OF_SET: &str =
      min(k.marked_at) AS pending_since, array_agg(k.id) AS mark_ids \
      FROM portfolio_marks k WHERE k.portfolio_id = ANY($1::text[]) \
      GROUP BY k.portfolio_id) m ON m.portfolio_id = p.portfolio_id \
-     LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency, t.allow_short FROM transactions t \
+     LEFT JOIN LATERAL (SELECT t.cash_mode, t.base_currency, t.allow_short, t.lot_method FROM transactions t \
      WHERE t.portfolio_id = p.portfolio_id AND t.portfolio_id = ANY($1::text[]) \
      AND t.kind = 'portfolio_settings' ORDER BY t.seq DESC LIMIT 1) st ON true";
 
@@ -142,6 +145,10 @@ impl<'r> FromRow<'r, PgRow> for PortfolioRow {
             allow_short: r
                 .try_get::<Option<bool>, _>("allow_short")?
                 .unwrap_or(false),
+            lot_method: r
+                .try_get::<Option<&str>, _>("lot_method")?
+                .and_then(projections::LotMethod::parse)
+                .unwrap_or_default(),
             history_digest: r
                 .try_get::<Option<&[u8]>, _>("history_digest")?
                 .and_then(Digest::from_bytes),

@@ -102,7 +102,8 @@ async fn stored_fingerprints(
 pub(super) const COLUMNS: &str = "portfolio_id, event_id, seq, kind, symbol, quantity, price, fee,
      trade_date, occurred_at, fingerprint, source_topic, source_partition, source_offset, amount,
      tax, cost_basis, pay_date, reinvest_quantity, reinvest_price, cash_mode, base_currency,
-     currency, fx_rate, corrects, revision, allow_short, accrued, received_at";
+     currency, fx_rate, corrects, revision, allow_short, accrued, lot_method, lot_picks,
+     acquired_on, received_at";
 
 /// The columns [`transaction_row`] writes: [`COLUMNS`] but `received_at`,
 /// which the database sets.
@@ -114,7 +115,8 @@ fn written_columns() -> &'static str {
 /// `corrections`), for reads that need no origin or fingerprint.
 pub(super) const VERSION_COLUMNS: &str = "event_id, kind, symbol, quantity, price, fee, trade_date,
      occurred_at, seq, amount, tax, cost_basis, pay_date, reinvest_quantity, reinvest_price,
-     cash_mode, base_currency, currency, fx_rate, allow_short, accrued, corrects, revision";
+     cash_mode, base_currency, currency, fx_rate, allow_short, accrued, lot_method, lot_picks,
+     acquired_on, corrects, revision";
 
 /// Writes new transactions (log positions, rows, ids) and the symbols
 /// their portfolios may hold. The events in `aside` go to
@@ -437,7 +439,8 @@ pub async fn load_transactions_many(
         "SELECT t.portfolio_id, t.event_id, t.kind, t.symbol, t.quantity, t.price, t.fee,
                 t.trade_date, t.occurred_at, t.seq, t.amount, t.tax, t.cost_basis, t.pay_date,
                 t.reinvest_quantity, t.reinvest_price, t.cash_mode, t.base_currency,
-                t.currency, t.fx_rate, t.allow_short, t.accrued
+                t.currency, t.fx_rate, t.allow_short, t.accrued, t.lot_method,
+                t.lot_picks, t.acquired_on
            FROM UNNEST($1::text[], $2::date[]) AS u(pid, after)
            JOIN transactions t ON t.portfolio_id = u.pid
                               AND t.trade_date > COALESCE(u.after, '-infinity'::date)
@@ -696,6 +699,9 @@ fn transaction_row(
         ccy,
         short,
         accrued,
+        lot_method,
+        lot_picks,
+        acquired_on,
     } = kind_columns(&t.kind);
     r.row()
         .text(t.portfolio_id.as_str())
@@ -725,6 +731,9 @@ fn transaction_row(
         .opt_uuid(t.correction.map(|c| c.corrects))
         .opt_int4(t.correction.map(|c| c.revision as i32))
         .opt_bool(short)
-        .opt_numeric(accrued.as_ref());
+        .opt_numeric(accrued.as_ref())
+        .opt_text(lot_method)
+        .opt_text(lot_picks.as_deref())
+        .opt_date(acquired_on);
     Ok(())
 }

@@ -9,9 +9,14 @@ use serde_json::value::RawValue;
 
 use super::{
     echo, invalid, non_negative, parse_date, parse_number, string_of, EventError, Object, Rules,
-    REINVEST_FIELDS,
+    LOT_PICK_FIELDS, REINVEST_FIELDS,
 };
+use crate::lots::{LotId, LotMethod, LotPick};
 use crate::types::{CashMode, Currency, Dividend, Kind, Reinvest, Trade};
+
+/// The most lots one disposal may name: a sale names the lots it sells,
+/// not a history.
+const MAX_LOT_PICKS: usize = 1000;
 
 /// The fields of a transaction of type `ty` (one of
 /// [`TRANSACTION_TYPES`](super::TRANSACTION_TYPES)), dated `trade_date`.
@@ -22,8 +27,8 @@ pub(super) fn parse_kind(
     rules: &Rules,
 ) -> Result<Kind, EventError> {
     Ok(match ty {
-        "buy" => Kind::Buy(parse_trade(obj)?),
-        "sell" => Kind::Sell(parse_trade(obj)?),
+        "buy" => Kind::Buy(parse_trade(obj, false)?),
+        "sell" => Kind::Sell(parse_trade(obj, true)?),
         "portfolio_settings" => parse_settings(obj)?,
         "deposit" => Kind::Deposit {
             amount: obj.positive("amount")?,
@@ -57,12 +62,17 @@ pub(super) fn parse_kind(
                 None => None,
                 Some(raw) => Some(non_negative("cost", parse_number("cost", raw)?)?),
             },
+            acquired_on: acquired_on(obj, trade_date, rules)?,
         },
-        "transfer_out" => Kind::TransferOut {
-            symbol: obj.symbol()?,
-            quantity: obj.positive("quantity")?,
-            price: obj.non_negative("price")?,
-        },
+        "transfer_out" => {
+            let quantity = obj.positive("quantity")?;
+            Kind::TransferOut {
+                symbol: obj.symbol()?,
+                quantity,
+                price: obj.non_negative("price")?,
+                lots: lot_picks(obj, quantity)?,
+            }
+        }
         "dividend" => Kind::Dividend(parse_dividend(obj, trade_date, rules)?),
         "payment_in_lieu" => parse_in_lieu(obj, trade_date, rules)?,
         "return_of_capital" => Kind::ReturnOfCapital {
@@ -83,18 +93,94 @@ pub(super) fn parse_kind(
     })
 }
 
-/// A buy's or sell's fields.
-fn parse_trade(obj: &Object<'_>) -> Result<Trade, EventError> {
+/// A buy's or sell's fields (`sell`: the lots it names are read).
+fn parse_trade(obj: &Object<'_>, sell: bool) -> Result<Trade, EventError> {
+    let quantity = obj.positive("quantity")?;
     Ok(Trade {
         symbol: obj.symbol()?,
-        quantity: obj.positive("quantity")?,
+        quantity,
         price: obj.non_negative("price")?,
         fee: obj.optional_non_negative("fee")?,
         accrued: match obj.get("accrued") {
             None => None,
             Some(raw) => Some(non_negative("accrued", parse_number("accrued", raw)?)?),
         },
+        lots: if sell {
+            lot_picks(obj, quantity)?
+        } else {
+            Vec::new()
+        },
     })
+}
+
+/// A disposal's `lots`: `[{"lot": "<event_id>", "quantity": "…"}]`, each
+/// quantity > 0, together at most the disposal's `quantity`.
+fn lot_picks(obj: &Object<'_>, quantity: Decimal) -> Result<Vec<LotPick>, EventError> {
+    let Some(raw) = obj.get("lots") else {
+        return Ok(Vec::new());
+    };
+    let items: Vec<&RawValue> = serde_json::from_str(raw.get())
+        .map_err(|_| invalid("lots", "must be an array of {lot, quantity}"))?;
+    if items.len() > MAX_LOT_PICKS {
+        return Err(invalid(
+            "lots",
+            format!("names {} lots, more than {MAX_LOT_PICKS}", items.len()),
+        ));
+    }
+    let mut picks = Vec::with_capacity(items.len());
+    let mut named = Decimal::ZERO;
+    for item in items {
+        if !item.get().starts_with('{') {
+            return Err(invalid("lots", "must be an array of {lot, quantity}"));
+        }
+        let inner = Object::parse(item.get(), LOT_PICK_FIELDS)?;
+        let lot = match inner.get("lot") {
+            None => return Err(EventError::Missing("lots.lot")),
+            Some(raw) => LotId::parse(&string_of("lots.lot", raw)?)
+                .map_err(|reason| invalid("lots.lot", reason))?,
+        };
+        let q = match inner.get("quantity") {
+            None => return Err(EventError::Missing("lots.quantity")),
+            Some(raw) => parse_number("lots.quantity", raw)?,
+        };
+        if q <= Decimal::ZERO {
+            return Err(invalid("lots.quantity", "must be greater than 0"));
+        }
+        // Below 10^12 each and at most MAX_LOT_PICKS of them: no overflow.
+        named += q;
+        picks.push(LotPick { lot, quantity: q });
+    }
+    if named > quantity {
+        return Err(invalid(
+            "lots",
+            format!(
+                "the lots named add up to {}, more than the quantity {}",
+                named.normalize(),
+                quantity.normalize()
+            ),
+        ));
+    }
+    Ok(picks)
+}
+
+/// A `transfer_in`'s `acquired_on`: when the securities were first
+/// acquired, never after the transfer's own date.
+fn acquired_on(
+    obj: &Object<'_>,
+    trade_date: NaiveDate,
+    rules: &Rules,
+) -> Result<Option<NaiveDate>, EventError> {
+    let Some(raw) = obj.get("acquired_on") else {
+        return Ok(None);
+    };
+    let day = parse_date("acquired_on", &string_of("acquired_on", raw)?, rules)?;
+    if day > trade_date {
+        return Err(invalid(
+            "acquired_on",
+            format!("{day} is after the transfer's trade_date {trade_date}"),
+        ));
+    }
+    Ok(Some(day))
 }
 
 /// A `portfolio_settings` event's fields.
@@ -116,6 +202,21 @@ fn parse_settings(obj: &Object<'_>) -> Result<Kind, EventError> {
         Some("true") => true,
         Some(_) => return Err(invalid("allow_short", "must be true or false")),
     };
+    let lot_method = match obj.get("lot_method") {
+        None => LotMethod::Average,
+        Some(raw) => {
+            let text = string_of("lot_method", raw)?;
+            LotMethod::parse(&text).ok_or_else(|| {
+                invalid(
+                    "lot_method",
+                    format!(
+                        "must be `average`, `fifo`, `lifo` or `hifo`, not `{}`",
+                        echo(&text)
+                    ),
+                )
+            })?
+        }
+    };
     if allow_short && cash != CashMode::Tracked {
         return Err(invalid(
             "allow_short",
@@ -132,6 +233,7 @@ fn parse_settings(obj: &Object<'_>) -> Result<Kind, EventError> {
             )?),
         },
         allow_short,
+        lot_method,
     })
 }
 

@@ -438,7 +438,8 @@ fn v2_kinds_parse() {
         Kind::PortfolioSettings {
             cash: CashMode::None,
             base_currency: None,
-            allow_short: false
+            allow_short: false,
+            lot_method: crate::lots::LotMethod::Average,
         }
     ));
     assert!(matches!(

@@ -10,10 +10,11 @@ use rust_decimal::Decimal;
 
 use super::cache::{Cache, Touched};
 use super::flows::{Component, ValueMove};
-use super::ledger::{no_rate, Ledger};
+use super::ledger::{no_rate, Ledger, Source};
 use super::positions::split_qty;
 use super::state::Position;
 use crate::decimal::{self as dec, ArithmeticError};
+use crate::lots::{Lot, RealizationKind, Taken};
 use crate::status::Inconsistency;
 use crate::types::{ActionKind, CorporateAction, Currency, Symbol};
 
@@ -157,7 +158,7 @@ fn apply_actions<'t>(
             ActionKind::Merger => step.merger(touched, i, &old, ledger)?,
             ActionKind::SymbolChange => {
                 touched[i].pos = None;
-                step.add_new(touched, old.qty, old.cost, Some(&old))?;
+                step.add_new(touched, (old.qty, old.cost), Some(&old), old.lots.clone())?;
                 Ok(step.effect(&old, CLOSED, (old.qty, old.cost), None))
             }
         };
@@ -217,10 +218,32 @@ impl<'t> Action<'_, '_, 't> {
     /// last trade price are worth 1 − a of themselves from today.
     fn spin_off(&self, touched: &mut Vec<Touched<'t>>, i: usize, old: &Position) -> Applied {
         let keep = Decimal::ONE - self.a.cost_allocation;
-        let moved = dec::mul(old.cost, self.a.cost_allocation)?;
-        let qty = split_qty(old.qty, (self.a.numerator, self.a.denominator))?;
+        let ratio = (self.a.numerator, self.a.denominator);
         let p = touched[i].pos.as_mut().expect("held");
-        p.cost = dec::sub(p.cost, moved)?;
+        // Under a lot method every lot of P gives a lot of S with its id
+        // and open date.
+        let mut children = Vec::with_capacity(p.lots.len());
+        for l in &mut p.lots {
+            let quantity = split_qty(l.quantity, ratio)?;
+            if quantity.is_zero() {
+                continue;
+            }
+            let cost = dec::mul(l.cost, self.a.cost_allocation)?;
+            l.cost = dec::sub(l.cost, cost)?;
+            children.push(Lot {
+                quantity,
+                cost,
+                ..l.clone()
+            });
+        }
+        let (qty, moved) = if p.lots.is_empty() {
+            let moved = dec::mul(old.cost, self.a.cost_allocation)?;
+            p.cost = dec::sub(p.cost, moved)?;
+            (split_qty(old.qty, ratio)?, moved)
+        } else {
+            p.cost = crate::lots::totals(&p.lots)?.1;
+            crate::lots::totals(&children)?
+        };
         p.last_trade_price = dec::mul(p.last_trade_price, keep)?;
         let kept = (p.qty, p.cost);
         touched[i].scale_close(keep)?;
@@ -228,7 +251,7 @@ impl<'t> Action<'_, '_, 't> {
         if let Err(missing) = self.priced(touched)? {
             return Ok(Err(missing));
         }
-        self.add_new_priced(touched, qty, moved, &ccy)?;
+        self.add_new_priced(touched, (qty, moved), &ccy, children)?;
         Ok(Ok(self.effect(old, kept, (qty, moved), None)))
     }
 
@@ -271,14 +294,15 @@ impl<'t> Action<'_, '_, 't> {
             if let Err(missing) = self.priced(touched)? {
                 return Ok(Err(missing));
             }
-            let qty = split_qty(old.qty, (a.numerator, a.denominator))?;
-            let cost = dec::sub(old.cost, with_cash)?;
-            self.add_new_priced(touched, qty, cost, &ccy)?;
+            let (qty, cost, lots) = self.merged(old)?;
+            self.add_new_priced(touched, (qty, cost), &ccy, lots)?;
             shares = (qty, cost);
         }
         let received = dec::mul(cash, rate)?;
         let realized = dec::sub(received, with_cash)?;
-        ledger.realized_pnl = dec::add(ledger.realized_pnl, realized)?;
+        if !(received.is_zero() && with_cash.is_zero()) {
+            self.realize_cash(ledger, old, (received, with_cash))?;
+        }
         if ledger.tracked() {
             let c = (ccy != *base).then_some(&ccy);
             ledger.add_cash(c, cash)?;
@@ -294,6 +318,70 @@ impl<'t> Action<'_, '_, 't> {
             realized_pnl: realized,
         });
         Ok(Ok(self.effect(old, CLOSED, shares, paid)))
+    }
+
+    /// What a merger gives A for `old`: q·n/d shares at cost c·(1 − a),
+    /// and under a lot method a lot of A for each lot of T (same id and
+    /// open date).
+    fn merged(&self, old: &Position) -> Result<(Decimal, Decimal, Vec<Lot>), ArithmeticError> {
+        let a = self.a;
+        let ratio = (a.numerator, a.denominator);
+        if old.lots.is_empty() {
+            let with_cash = dec::mul(old.cost, a.cost_allocation)?;
+            return Ok((
+                split_qty(old.qty, ratio)?,
+                dec::sub(old.cost, with_cash)?,
+                Vec::new(),
+            ));
+        }
+        let mut lots = Vec::with_capacity(old.lots.len());
+        for l in &old.lots {
+            let quantity = split_qty(l.quantity, ratio)?;
+            if quantity.is_zero() {
+                continue;
+            }
+            let cost = dec::sub(l.cost, dec::mul(l.cost, a.cost_allocation)?)?;
+            lots.push(Lot {
+                quantity,
+                cost,
+                ..l.clone()
+            });
+        }
+        let (q, c) = crate::lots::totals(&lots)?;
+        Ok((q, c, lots))
+    }
+
+    /// A merger's cash part realized (`received` against `with_cash` in
+    /// all): per lot of T when it has lots (lot quantity · cash · φ
+    /// against lot cost · a), else as one row.
+    fn realize_cash(
+        &self,
+        ledger: &mut Ledger,
+        old: &Position,
+        (received, with_cash): (Decimal, Decimal),
+    ) -> Result<(), ArithmeticError> {
+        let event = ledger.event.replace(self.a.event_id);
+        let from = Source {
+            kind: RealizationKind::Merger,
+            symbol: &self.a.symbol,
+            quantity: old.qty,
+        };
+        if old.lots.is_empty() {
+            ledger.realize(from, received, with_cash)?;
+        } else {
+            let mut taken = Vec::with_capacity(old.lots.len());
+            for l in &old.lots {
+                taken.push(Taken {
+                    lot: l.lot.clone(),
+                    open_date: Some(l.open_date),
+                    quantity: l.quantity,
+                    cost: dec::mul(l.cost, self.a.cost_allocation)?,
+                });
+            }
+            ledger.realize_taken(from, received, with_cash, &taken)?;
+        }
+        ledger.event = event;
+        Ok(())
     }
 
     /// The effect of the action on `old`'s holder: `kept` is what the old
@@ -363,9 +451,9 @@ impl<'t> Action<'_, '_, 't> {
     fn add_new_priced(
         &self,
         touched: &mut Vec<Touched<'t>>,
-        qty: Decimal,
-        cost: Decimal,
+        (qty, cost): (Decimal, Decimal),
         ccy: &Currency,
+        lots: Vec<Lot>,
     ) -> Result<(), ArithmeticError> {
         let base = self.cache.base();
         let currency = self.a.currency.as_ref().unwrap_or(ccy);
@@ -376,8 +464,9 @@ impl<'t> Action<'_, '_, 't> {
             last_trade_date: Some(self.day),
             currency: (currency != base).then(|| currency.clone()),
             settled: None,
+            lots: Vec::new(),
         });
-        self.add_new(touched, qty, cost, priced.as_ref())
+        self.add_new(touched, (qty, cost), priced.as_ref(), lots)
     }
 
     /// qty and cost added to the new symbol's position; `price` (when
@@ -386,16 +475,23 @@ impl<'t> Action<'_, '_, 't> {
     fn add_new(
         &self,
         touched: &mut Vec<Touched<'t>>,
-        qty: Decimal,
-        cost: Decimal,
+        (qty, cost): (Decimal, Decimal),
         price: Option<&Position>,
+        lots: Vec<Lot>,
     ) -> Result<(), ArithmeticError> {
         let j = self.cache.touch(touched, self.new_symbol());
         let pos = &mut touched[j].pos;
         match pos {
             Some(p) => {
-                p.qty = dec::add(p.qty, qty)?;
-                p.cost = dec::add(p.cost, cost)?;
+                if lots.is_empty() {
+                    p.qty = dec::add(p.qty, qty)?;
+                    p.cost = dec::add(p.cost, cost)?;
+                } else {
+                    for l in lots {
+                        crate::lots::insert_lot(&mut p.lots, l);
+                    }
+                    (p.qty, p.cost) = crate::lots::totals(&p.lots)?;
+                }
                 if let Some(x) = price {
                     p.last_trade_price = x.last_trade_price;
                     p.last_trade_date = x.last_trade_date;
@@ -413,6 +509,7 @@ impl<'t> Action<'_, '_, 't> {
                     last_trade_date: price.and_then(|x| x.last_trade_date),
                     currency: price.and_then(|x| x.currency.clone()),
                     settled: None,
+                    lots,
                 })
             }
         }

@@ -13,7 +13,7 @@ use super::driver::in_fold_order;
 use super::error::{next_day, FoldError};
 use super::flows::{Component, ValueMove};
 use super::folder::Folder;
-use super::settings::{allow_short_of, base_currency_of, cash_mode_of, is_settings};
+use super::settings::{allow_short_of, base_currency_of, cash_mode_of, is_settings, lot_method_of};
 use super::state::DayState;
 use super::valuation::{base_of, ValuationError};
 use crate::decimal::{self as dec, ArithmeticError};
@@ -93,6 +93,7 @@ pub fn walk_components(
         base_currency_of(effective),
     );
     start.allow_short = allow_short_of(effective);
+    start.lot_method = lot_method_of(effective);
     let days = SortedDays { sorted, i: 0 };
     walk_days(start, days, prices, (from, to), each)
 }

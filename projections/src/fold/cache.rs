@@ -16,6 +16,7 @@ use super::state::{DayState, Position};
 use crate::bond::Accrual;
 use crate::decimal::ArithmeticError;
 use crate::exact::{ExactSum, Units};
+use crate::lots::Lot;
 use crate::types::{Currency, Symbol};
 
 /// The first 8 bytes of a symbol, big-endian, zero-padded: ordered like
@@ -76,6 +77,8 @@ struct Slot {
     contract: Contract,
     /// A future's settled notional ([`Position::settled`]).
     settled: Option<Decimal>,
+    /// The position's lots ([`Position::lots`]; empty under `average`).
+    lots: Vec<Lot>,
     /// A bond's terms (boxed: most slots hold none), and its accrued
     /// interest per bond on the slot's day, part of its value.
     bond: Option<Box<Accrual>>,
@@ -153,6 +156,7 @@ impl Slot {
             mult: prices.multiplier(symbol),
             contract: Contract::of(prices, symbol),
             settled: pos.settled,
+            lots: pos.lots.clone(),
             accrued: bond.as_mut().map_or(Decimal::ZERO, |a| a.on(day)),
             bond,
             term: Units::default(),
@@ -220,6 +224,7 @@ impl Slot {
             last_trade_date: self.last_trade_date,
             currency: (self.trade_ccy != 0).then(|| ccys[usize::from(self.trade_ccy)].clone()),
             settled: self.settled,
+            lots: self.lots.clone(),
         }
     }
 }
@@ -655,6 +660,14 @@ impl<'p> Cache<'p> {
             if let Ok(j) = self.slots.binary_search_by(|s| key.cmp_slot(s, names)) {
                 let mut p = self.slots[j].position(&self.series.ccys);
                 p.qty = split_qty(p.qty, *ratio)?;
+                if !p.lots.is_empty() {
+                    // Each lot split on its own; the position is their sum.
+                    for l in &mut p.lots {
+                        l.quantity = split_qty(l.quantity, *ratio)?;
+                    }
+                    p.lots.retain(|l| !l.quantity.is_zero());
+                    (p.qty, p.cost) = crate::lots::totals(&p.lots)?;
+                }
                 p.last_trade_price = split_price(p.last_trade_price, *ratio)?;
                 let i = touched
                     .binary_search_by(|t| t.cmp_key(&key))
@@ -718,6 +731,7 @@ impl<'p> Cache<'p> {
         slot.last_trade_date = p.last_trade_date;
         slot.settled = p.settled;
         slot.trade_ccy = trade_ccy;
+        slot.lots.clone_from(&p.lots);
         if slot.close.is_none() {
             slot.ccy = trade_ccy;
         }

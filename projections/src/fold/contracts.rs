@@ -11,9 +11,11 @@ use rust_decimal::Decimal;
 use super::cache::{Cache, Contract, Touched};
 use super::events::{free_trade, underlying_leg, Leg, Terms};
 use super::flows::Component;
-use super::ledger::{no_rate, Fx, Ledger};
+use super::ledger::{no_rate, Fx, Ledger, Source};
+use super::positions::Released;
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::instrument::{Definition, InstrumentKind, Right, Settlement};
+use crate::lots::{self, LotId, LotMethod, RealizationKind, Taken};
 use crate::status::Inconsistency;
 use crate::types::Symbol;
 
@@ -44,9 +46,41 @@ struct Deal<'t> {
     units: Decimal,
     /// n.
     contracts: Decimal,
-    /// c_o: the option cost released.
-    released: Decimal,
+    /// c_o: the option cost released, and the option's lots it came
+    /// from (none from a pool).
+    released: Released,
     assigned: bool,
+}
+
+impl Deal<'_> {
+    fn kind(&self) -> RealizationKind {
+        if self.assigned {
+            RealizationKind::Assignment
+        } else {
+            RealizationKind::Exercise
+        }
+    }
+
+    /// The option's side of the realization rows.
+    fn source(&self) -> Source<'_> {
+        Source {
+            kind: self.kind(),
+            symbol: self.option,
+            quantity: self.contracts,
+        }
+    }
+
+    /// Realizes the option cost released on its own (`proceeds` of the
+    /// settlement against it): per option lot when it had lots.
+    fn realize(&self, ledger: &mut Ledger, proceeds: Decimal) -> Result<(), ArithmeticError> {
+        let r = &self.released;
+        if r.cost < Decimal::ZERO {
+            // A written option: its premium received is the proceeds.
+            ledger.realize(self.source(), dec::sub(proceeds, r.cost)?, Decimal::ZERO)
+        } else {
+            ledger.realize_taken(self.source(), proceeds, r.cost, &r.taken)
+        }
+    }
 }
 
 /// The day a contract is handled on, and what the portfolio allows.
@@ -55,6 +89,7 @@ pub(super) struct ContractDay<'c, 'p> {
     pub(super) cache: &'c Cache<'p>,
     pub(super) day: NaiveDate,
     pub(super) allow_short: bool,
+    pub(super) lot_method: LotMethod,
 }
 
 impl<'p> ContractDay<'_, 'p> {
@@ -94,7 +129,10 @@ impl<'p> ContractDay<'_, 'p> {
                 q.normalize()
             )));
         }
-        let released = release(&mut touched[i].pos, n)?;
+        let released = match release(&mut touched[i].pos, n, self.lot_method)? {
+            Ok(released) => released,
+            Err(detail) => return Ok(Err(format!("{what} of {option}: {detail}"))),
+        };
         let deal = Deal {
             option,
             underlying,
@@ -128,11 +166,13 @@ impl<'p> ContractDay<'_, 'p> {
         let paid = fx.base(amount)?;
         let option = deal.option;
         if deal.assigned {
-            ledger.realized_pnl = dec::sub(dec::sub(ledger.realized_pnl, paid)?, deal.released)?;
+            // The premium received against the intrinsic value paid.
+            let premium = -deal.released.cost;
+            ledger.realize(deal.source(), premium, paid)?;
             ledger.tap(|| Component::Symbol(option.clone()), paid);
             ledger.pay(amount, fx)?;
         } else {
-            ledger.realized_pnl = dec::sub(dec::add(ledger.realized_pnl, paid)?, deal.released)?;
+            deal.realize(ledger, paid)?;
             ledger.tap(|| Component::Symbol(option.clone()), -paid);
             ledger.receive(amount, fx)?;
         }
@@ -161,17 +201,27 @@ impl<'p> ContractDay<'_, 'p> {
                 multiplier,
                 ..
             }) => {
-                ledger.realized_pnl = dec::sub(ledger.realized_pnl, deal.released)?;
-                (deal.contracts, self.terms(*multiplier, true), Decimal::ZERO)
+                deal.realize(ledger, Decimal::ZERO)?;
+                (
+                    deal.contracts,
+                    self.terms(*multiplier, true, deal),
+                    Decimal::ZERO,
+                )
             }
             Some(Definition {
                 kind: InstrumentKind::Equity,
                 multiplier,
                 ..
-            }) if *multiplier == Decimal::ONE => {
-                (deal.units, self.terms(Decimal::ONE, false), deal.released)
-            }
-            None => (deal.units, self.terms(Decimal::ONE, false), deal.released),
+            }) if *multiplier == Decimal::ONE => (
+                deal.units,
+                self.terms(Decimal::ONE, false, deal),
+                deal.released.cost,
+            ),
+            None => (
+                deal.units,
+                self.terms(Decimal::ONE, false, deal),
+                deal.released.cost,
+            ),
             Some(_) => {
                 let what = if deal.assigned {
                     "assignment"
@@ -184,6 +234,15 @@ impl<'p> ContractDay<'_, 'p> {
                 )));
             }
         };
+        // The leg's lot is the exercise's event, or when automatic at
+        // expiry `expiry:{option}`.
+        let terms = Terms {
+            lot: Some(match ledger.event {
+                Some(id) => LotId::Event(id),
+                None => LotId::Expiry(deal.option.clone()),
+            }),
+            ..terms
+        };
         let trade = free_trade(deal.underlying, quantity, deal.strike);
         let leg = Leg {
             trade: &trade,
@@ -194,12 +253,18 @@ impl<'p> ContractDay<'_, 'p> {
         underlying_leg(&mut touched[j].pos, leg, self.day, ledger, fx, terms)
     }
 
-    fn terms(&self, multiplier: Decimal, future: bool) -> Terms {
+    /// The terms of the underlying's leg of `deal`: its lot opens with
+    /// the exercise's event (none when automatic), and what it realizes is
+    /// the exercise's or assignment's.
+    fn terms(&self, multiplier: Decimal, future: bool, deal: &Deal<'_>) -> Terms {
         Terms {
             multiplier,
             allow_short: self.allow_short,
             future,
             accrued: None,
+            lot_method: self.lot_method,
+            lot: None,
+            disposal: deal.kind(),
         }
     }
 
@@ -282,7 +347,22 @@ impl<'p> ContractDay<'_, 'p> {
             if matures {
                 let redeemed = dec::mul(q, crate::bond::redemption_amount(terms))?;
                 let base = fx.base(redeemed)?;
-                ledger.realized_pnl = dec::add(ledger.realized_pnl, dec::sub(base, cost)?)?;
+                let from = Source {
+                    kind: RealizationKind::Redemption,
+                    symbol: bond,
+                    quantity: q,
+                };
+                let taken: Vec<Taken> = p
+                    .lots
+                    .iter()
+                    .map(|l| Taken {
+                        lot: l.lot.clone(),
+                        open_date: Some(l.open_date),
+                        quantity: l.quantity,
+                        cost: l.cost,
+                    })
+                    .collect();
+                ledger.realize_taken(from, base, cost, &taken)?;
                 ledger.tap(|| Component::Symbol(bond.clone()), -base);
                 ledger.receive(redeemed, fx)?;
                 touched[i].pos = None;
@@ -377,8 +457,20 @@ impl<'p> ContractDay<'_, 'p> {
             };
             return self.exercise(touched, ledger, option, q.abs(), q < Decimal::ZERO, fx);
         }
-        let released = release(&mut touched[i].pos, q.abs())?;
-        ledger.realized_pnl = dec::sub(ledger.realized_pnl, released)?;
+        let released = match release(&mut touched[i].pos, q.abs(), self.lot_method)? {
+            Ok(released) => released,
+            Err(detail) => return Ok(Err(format!("expiry of {option}: {detail}"))),
+        };
+        let from = Source {
+            kind: RealizationKind::Expiry,
+            symbol: option,
+            quantity: q.abs(),
+        };
+        if released.cost < Decimal::ZERO {
+            ledger.realize(from, -released.cost, Decimal::ZERO)?;
+        } else {
+            ledger.realize_taken(from, Decimal::ZERO, released.cost, &released.taken)?;
+        }
         Ok(Ok(()))
     }
 
@@ -411,7 +503,15 @@ impl<'p> ContractDay<'_, 'p> {
         let margin = dec::sub(now, p.settled.unwrap_or_default())?;
         if !margin.is_zero() {
             let settled = fx.base(margin)?;
-            ledger.realized_pnl = dec::add(ledger.realized_pnl, settled)?;
+            let from = Source {
+                kind: RealizationKind::VariationMargin,
+                symbol: future,
+                quantity: p.qty,
+            };
+            // What the day's end does on its own names no event.
+            let event = ledger.event.take();
+            ledger.realize(from, settled, Decimal::ZERO)?;
+            ledger.event = event;
             ledger.tap(|| Component::Symbol(future.clone()), -settled);
             ledger.add_cash(fx.currency, margin)?;
             notional.margins.push((future.clone(), settled));
@@ -471,17 +571,38 @@ fn option_terms(
 }
 
 /// Moves `n` (> 0, at most |q|) of an option position toward zero and
-/// returns the cost released, c · n / |q| (all of it when it closes).
+/// returns the cost released: from a long's lots when it has them, else
+/// c · n / |q| (all of it when it closes).
 fn release(
     pos: &mut Option<crate::fold::Position>,
     n: Decimal,
-) -> Result<Decimal, ArithmeticError> {
+    method: LotMethod,
+) -> Result<Result<Released, String>, ArithmeticError> {
     let p = pos.as_mut().expect("checked to be held");
+    if p.qty > Decimal::ZERO && !p.lots.is_empty() {
+        let taken = match lots::take(&mut p.lots, n, method, &[])? {
+            Ok(taken) => taken,
+            Err(detail) => return Ok(Err(detail)),
+        };
+        let mut cost = Decimal::ZERO;
+        for t in &taken {
+            cost = dec::add(cost, t.cost)?;
+        }
+        if p.lots.is_empty() {
+            *pos = None;
+        } else {
+            (p.qty, p.cost) = lots::totals(&p.lots)?;
+        }
+        return Ok(Ok(Released { cost, taken }));
+    }
     let whole = p.qty.abs();
     if n == whole {
         let released = p.cost;
         *pos = None;
-        return Ok(released);
+        return Ok(Ok(Released {
+            cost: released,
+            taken: Vec::new(),
+        }));
     }
     let released = dec::div(dec::mul(p.cost, n)?, whole)?;
     p.cost = dec::sub(p.cost, released)?;
@@ -490,5 +611,8 @@ fn release(
     } else {
         dec::add(p.qty, n)?
     };
-    Ok(released)
+    Ok(Ok(Released {
+        cost: released,
+        taken: Vec::new(),
+    }))
 }

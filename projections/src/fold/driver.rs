@@ -8,7 +8,7 @@ use chrono::NaiveDate;
 use super::book::PriceBook;
 use super::error::{next_day, FoldError};
 use super::folder::Folder;
-use super::settings::{allow_short_of, base_currency_of, cash_mode_of, is_settings};
+use super::settings::{allow_short_of, base_currency_of, cash_mode_of, is_settings, lot_method_of};
 use super::state::DayState;
 use crate::status::Inconsistency;
 use crate::types::{DailyRecord, Transaction};
@@ -242,6 +242,7 @@ pub fn fold(
         base_currency_of(transactions),
     );
     start.allow_short = allow_short_of(transactions);
+    start.lot_method = lot_method_of(transactions);
     run(&start, &sorted, prices, as_of, true, true)
 }
 

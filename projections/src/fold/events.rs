@@ -6,10 +6,11 @@ use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
 use super::flows::Component;
-use super::ledger::{Fx, Ledger};
-use super::positions::{buy_into, pay_dividend, take_out, worth};
+use super::ledger::{Fx, Ledger, Source};
+use super::positions::{buy_into, pay_dividend, take_out, worth, Opens, Takes};
 use super::state::{ForeignAmount, Position, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
+use crate::lots::{LotId, LotMethod, LotPick, RealizationKind};
 use crate::types::{Dividend, Kind, Symbol, Trade, Transaction};
 
 /// What a step gives: `Ok(Err(detail))` is an oversell (the position is
@@ -18,7 +19,7 @@ type Outcome = Result<Result<(), String>, ArithmeticError>;
 
 /// What the fold knows of the event's position symbol and of the
 /// portfolio besides the event itself.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Terms {
     /// The symbol's contract multiplier (1 for an undescribed symbol).
     pub(super) multiplier: Decimal,
@@ -30,6 +31,32 @@ pub(super) struct Terms {
     /// A bond's accrued interest per bond on the event's day (docs/
     /// contracts.md, bonds); `None` for anything else.
     pub(super) accrued: Option<Decimal>,
+    /// How disposals release cost (the portfolio's settings).
+    pub(super) lot_method: LotMethod,
+    /// The lot an acquisition opens: the event applied, or for an
+    /// option's automatic exercise at expiry `expiry:{option}`.
+    pub(super) lot: Option<LotId>,
+    /// What a disposal of a long realizes as: a sale, or the underlying
+    /// leg of an exercise or assignment.
+    pub(super) disposal: RealizationKind,
+}
+
+impl Terms {
+    /// The lot an acquisition on `open_date` opens, under a lot method.
+    fn opens(&self, open_date: NaiveDate) -> Option<Opens> {
+        self.lot_method.keeps_lots().then(|| Opens {
+            lot: self.lot.clone(),
+            open_date,
+        })
+    }
+
+    /// How a disposal naming `picks` takes from lots.
+    fn takes<'p>(&self, picks: &'p [LotPick]) -> Takes<'p> {
+        Takes {
+            method: self.lot_method,
+            picks,
+        }
+    }
 }
 
 /// The effect of one transaction is applied to the position in its symbol
@@ -71,7 +98,7 @@ pub(super) fn apply(
     if step.terms.future && moves {
         return step.future_event(&tx.kind);
     }
-    let interest = match accrued_interest(&tx.kind, terms) {
+    let interest = match accrued_interest(&tx.kind, step.terms.accrued) {
         Ok(interest) => interest,
         Err(detail) => return Ok(Err(detail)),
     };
@@ -89,12 +116,14 @@ pub(super) fn apply(
             quantity,
             price,
             cost,
-        } => step.transfer_in(symbol, *quantity, *price, *cost),
+            acquired_on,
+        } => step.transfer_in(symbol, (*quantity, *price), *cost, *acquired_on),
         Kind::TransferOut {
             symbol,
             quantity,
             price,
-        } => step.transfer_out(symbol, *quantity, *price),
+            lots,
+        } => step.transfer_out(symbol, *quantity, *price, lots),
         Kind::Dividend(d) => step.accrue_dividend(d),
         Kind::PaymentInLieu {
             symbol,
@@ -141,7 +170,10 @@ fn settle_accrued(
 /// amount in the bond's currency, whether the portfolio receives it);
 /// `None` for anything but a bond. An `accrued` amount on a trade of
 /// anything else is the history's inconsistency.
-fn accrued_interest(kind: &Kind, terms: Terms) -> Result<Option<(&Symbol, Decimal, bool)>, String> {
+fn accrued_interest(
+    kind: &Kind,
+    accrued: Option<Decimal>,
+) -> Result<Option<(&Symbol, Decimal, bool)>, String> {
     let (symbol, quantity, given, received) = match kind {
         Kind::Buy(t) => (&t.symbol, t.quantity, t.accrued, false),
         Kind::Sell(t) => (&t.symbol, t.quantity, t.accrued, true),
@@ -153,7 +185,7 @@ fn accrued_interest(kind: &Kind, terms: Terms) -> Result<Option<(&Symbol, Decima
         } => (symbol, *quantity, None, true),
         _ => return Ok(None),
     };
-    match (terms.accrued, given) {
+    match (accrued, given) {
         (None, Some(_)) => Err(format!(
             "accrued interest on a {} of {symbol}, which is not a bond",
             kind.name()
@@ -201,7 +233,7 @@ pub(super) fn underlying_leg(
         buy,
         premium,
     } = leg;
-    match (buy, terms.future) {
+    match (buy, step.terms.future) {
         (true, false) => step.buy(t, premium),
         (false, false) => step.sell(t, premium),
         (true, true) => step.future_trade(t, t.quantity, "exercise"),
@@ -218,6 +250,7 @@ pub(super) fn free_trade(symbol: &Symbol, quantity: Decimal, price: Decimal) -> 
         price,
         fee: Decimal::ZERO,
         accrued: None,
+        lots: Vec::new(),
     }
 }
 
@@ -253,11 +286,13 @@ impl Step<'_, '_> {
                 let fee = fee_share(t.fee, rest, t.quantity)?;
                 let extra = fee_share(premium, rest, t.quantity)?;
                 let cost = dec::add(fx.base(dec::add(worth(rest, t.price, m)?, fee)?)?, extra)?;
-                buy_into(self.pos, rest, t.price, cost, self.day, fx)?;
+                let opens = self.terms.opens(self.day);
+                buy_into(self.pos, (rest, t.price), cost, self.day, fx, opens)?;
             }
         } else {
             let cost = dec::add(paid, premium)?;
-            buy_into(self.pos, t.quantity, t.price, cost, self.day, fx)?;
+            let opens = self.terms.opens(self.day);
+            buy_into(self.pos, (t.quantity, t.price), cost, self.day, fx, opens)?;
         }
         self.ledger
             .tap(|| Component::Symbol(t.symbol.clone()), paid);
@@ -286,8 +321,17 @@ impl Step<'_, '_> {
             fx.base(dec::add(worth(b, t.price, self.terms.multiplier)?, f)?)?,
             premium,
         )?;
-        let ledger = &mut *self.ledger;
-        ledger.realized_pnl = dec::sub(dec::sub(ledger.realized_pnl, released)?, paid)?;
+        // A cover by an exercise's or assignment's leg is theirs.
+        let kind = match self.terms.disposal {
+            RealizationKind::Sale => RealizationKind::Cover,
+            leg => leg,
+        };
+        let from = Source {
+            kind,
+            symbol: &t.symbol,
+            quantity: b,
+        };
+        self.ledger.realize(from, -released, paid)?;
         if left.is_zero() {
             *self.pos = None;
         } else {
@@ -317,7 +361,13 @@ impl Step<'_, '_> {
             held.max(Decimal::ZERO)
         } else {
             let detail = take_out(
-                self.pos, "sell", &t.symbol, t.quantity, t.price, self.day, fx,
+                self.pos,
+                "sell",
+                &t.symbol,
+                (t.quantity, t.price),
+                self.day,
+                fx,
+                Takes::POOL,
             )?
             .expect_err("more than is held");
             return Ok(Err(if self.ledger.tracked() {
@@ -327,13 +377,22 @@ impl Step<'_, '_> {
             }));
         };
         if long > Decimal::ZERO {
-            let released = take_out(self.pos, "sell", &t.symbol, long, t.price, self.day, fx)?
-                .expect("within the position");
+            let takes = self.terms.takes(&t.lots);
+            let what = (long, t.price);
+            let released = match take_out(self.pos, "sell", &t.symbol, what, self.day, fx, takes)? {
+                Ok(released) => released,
+                Err(detail) => return Ok(Err(detail)),
+            };
             let fee = fee_share(t.fee, long, t.quantity)?;
             let extra = fee_share(premium, long, t.quantity)?;
             let received = dec::sub(fx.base(dec::sub(worth(long, t.price, m)?, fee)?)?, extra)?;
-            let ledger = &mut *self.ledger;
-            ledger.realized_pnl = dec::add(ledger.realized_pnl, dec::sub(received, released)?)?;
+            let from = Source {
+                kind: self.terms.disposal,
+                symbol: &t.symbol,
+                quantity: long,
+            };
+            self.ledger
+                .realize_taken(from, received, released.cost, &released.taken)?;
         }
         let short = dec::sub(t.quantity, long)?;
         if short > Decimal::ZERO {
@@ -362,7 +421,7 @@ impl Step<'_, '_> {
             fx.base(dec::sub(worth(s, t.price, self.terms.multiplier)?, fee)?)?,
             premium,
         )?;
-        buy_into(self.pos, -s, t.price, -net, self.day, fx)
+        buy_into(self.pos, (-s, t.price), -net, self.day, fx, None)
     }
 
     /// A future's trade or transfer (docs/contracts.md, futures).
@@ -383,6 +442,7 @@ impl Step<'_, '_> {
                 symbol,
                 quantity,
                 price,
+                ..
             } => {
                 let t = free_trade(symbol, *quantity, *price);
                 self.future_trade(&t, -*quantity, "transfer_out")
@@ -421,6 +481,7 @@ impl Step<'_, '_> {
             last_trade_date: Some(self.day),
             currency: None,
             settled: Some(Decimal::ZERO),
+            lots: Vec::new(),
         });
         p.qty = after;
         p.settled = Some(dec::add(p.settled.unwrap_or_default(), notional)?);
@@ -430,7 +491,12 @@ impl Step<'_, '_> {
         if !x.fee.is_zero() {
             let paid = fx.base(x.fee)?;
             let ledger = &mut *self.ledger;
-            ledger.realized_pnl = dec::sub(ledger.realized_pnl, paid)?;
+            let from = Source {
+                kind: RealizationKind::Fee,
+                symbol: &x.symbol,
+                quantity: t.abs(),
+            };
+            ledger.realize(from, Decimal::ZERO, paid)?;
             ledger.tap(|| Component::Symbol(x.symbol.clone()), paid);
             ledger.pay(x.fee, fx)?;
         }
@@ -490,13 +556,14 @@ impl Step<'_, '_> {
     }
 
     /// Securities brought in at `price` (an In of their value), with the
-    /// carried-over cost basis, else their value, as cost.
+    /// carried-over cost basis, else their value, as cost; under a lot
+    /// method a lot opened on `acquired_on`, else today.
     fn transfer_in(
         self,
         symbol: &Symbol,
-        quantity: Decimal,
-        price: Decimal,
+        (quantity, price): (Decimal, Decimal),
         cost: Option<Decimal>,
+        acquired_on: Option<NaiveDate>,
     ) -> Outcome {
         let fx = self.fx;
         let held = self.pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
@@ -510,7 +577,8 @@ impl Step<'_, '_> {
         // A given cost is a total: not multiplied.
         let value = worth(quantity, price, self.terms.multiplier)?;
         let basis = fx.base(cost.unwrap_or(value))?;
-        buy_into(self.pos, quantity, price, basis, self.day, fx)?;
+        let opens = self.terms.opens(acquired_on.unwrap_or(self.day));
+        buy_into(self.pos, (quantity, price), basis, self.day, fx, opens)?;
         let brought = fx.base(value)?;
         self.ledger
             .tap(|| Component::Symbol(symbol.clone()), brought);
@@ -518,17 +586,25 @@ impl Step<'_, '_> {
         Ok(Ok(()))
     }
 
-    /// Securities taken out at `price`: an Out of their value.
-    fn transfer_out(self, symbol: &Symbol, quantity: Decimal, price: Decimal) -> Outcome {
+    /// Securities taken out at `price`: an Out of their value; under a lot
+    /// method from the lots named first, then in the method's order.
+    fn transfer_out(
+        self,
+        symbol: &Symbol,
+        quantity: Decimal,
+        price: Decimal,
+        picks: &[LotPick],
+    ) -> Outcome {
         let fx = self.fx;
+        let takes = self.terms.takes(picks);
         if let Err(detail) = take_out(
             self.pos,
             "transfer_out",
             symbol,
-            quantity,
-            price,
+            (quantity, price),
             self.day,
             fx,
+            takes,
         )? {
             return Ok(Err(detail));
         }
@@ -554,6 +630,7 @@ impl Step<'_, '_> {
                 amount: net,
                 rate: fx.rate,
             }),
+            event_id: self.ledger.event,
         };
         let ledger = self.ledger;
         ledger.receivable = dec::add(ledger.receivable, r.net)?;
@@ -562,7 +639,8 @@ impl Step<'_, '_> {
         ledger.tap(|| Component::Symbol(d.symbol.clone()), -r.net);
         ledger.tap(|| Component::Receivable, r.net);
         if d.pay_date == self.day {
-            pay_dividend(self.pos, &r, ledger, self.day, self.terms.multiplier)?;
+            let terms = (self.terms.multiplier, self.terms.lot_method);
+            pay_dividend(self.pos, &r, ledger, self.day, terms)?;
         } else {
             ledger.receivables.push(r);
         }
@@ -584,6 +662,7 @@ impl Step<'_, '_> {
                 amount: -amount,
                 rate: fx.rate,
             }),
+            event_id: self.ledger.event,
         };
         let ledger = self.ledger;
         ledger.receivable = dec::add(ledger.receivable, r.net)?;
@@ -593,7 +672,8 @@ impl Step<'_, '_> {
         ledger.tap(|| Component::Symbol(symbol.clone()), -r.net);
         ledger.tap(|| Component::Receivable, r.net);
         if pay_date == self.day {
-            pay_dividend(self.pos, &r, ledger, self.day, self.terms.multiplier)?;
+            let terms = (self.terms.multiplier, self.terms.lot_method);
+            pay_dividend(self.pos, &r, ledger, self.day, terms)?;
         } else {
             ledger.receivables.push(r);
         }
@@ -611,16 +691,62 @@ impl Step<'_, '_> {
             )));
         }
         let paid = fx.base(amount)?;
-        let lowered = match self.pos.as_mut() {
-            Some(p) => {
-                let lowered = paid.min(p.cost);
-                p.cost = dec::sub(p.cost, lowered)?;
-                lowered
-            }
-            None => Decimal::ZERO,
+        let held = self.pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
+        let from = Source {
+            kind: RealizationKind::ReturnOfCapital,
+            symbol,
+            quantity: held,
         };
+        let ledger = &mut *self.ledger;
+        match self.pos.as_mut() {
+            Some(p) if !p.lots.is_empty() => {
+                // Spread over the lots by quantity, each capped at its
+                // own cost; the last lot takes what the shares leave.
+                let mut left = paid;
+                let n = p.lots.len();
+                for (i, l) in p.lots.iter_mut().enumerate() {
+                    let share = if i + 1 == n {
+                        left
+                    } else {
+                        dec::div(dec::mul(paid, l.quantity)?, p.qty)?
+                    };
+                    left = dec::sub(left, share)?;
+                    let lowered = share.min(l.cost);
+                    l.cost = dec::sub(l.cost, lowered)?;
+                    let excess = dec::sub(share, lowered)?;
+                    if !excess.is_zero() {
+                        let piece = crate::lots::Taken {
+                            lot: l.lot.clone(),
+                            open_date: Some(l.open_date),
+                            quantity: l.quantity,
+                            cost: Decimal::ZERO,
+                        };
+                        let from = Source {
+                            quantity: l.quantity,
+                            ..from
+                        };
+                        ledger.realized_pnl = dec::add(ledger.realized_pnl, excess)?;
+                        ledger.record(from, Some(&piece), excess, Decimal::ZERO);
+                    }
+                }
+                p.cost = crate::lots::totals(&p.lots)?.1;
+            }
+            pos => {
+                let lowered = match pos {
+                    Some(p) => {
+                        let lowered = paid.min(p.cost);
+                        p.cost = dec::sub(p.cost, lowered)?;
+                        lowered
+                    }
+                    None => Decimal::ZERO,
+                };
+                let excess = dec::sub(paid, lowered)?;
+                if !excess.is_zero() {
+                    ledger.realize(from, excess, Decimal::ZERO)?;
+                }
+            }
+        }
         let ledger = self.ledger;
-        ledger.realized_pnl = dec::add(ledger.realized_pnl, dec::sub(paid, lowered)?)?;
         // Value the security gave back: Out of it.
         ledger.tap(|| Component::Symbol(symbol.clone()), -paid);
         ledger.receive(amount, fx)?;

@@ -21,6 +21,7 @@ use super::state::{DayState, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::exact::ExactSum;
 use crate::instrument::{Definition, InstrumentKind};
+use crate::lots::{Realization, RealizationKind};
 use crate::status::Inconsistency;
 use crate::types::{CorporateAction, Currency, DailyRecord, Exposure, Kind, Symbol, Transaction};
 
@@ -83,6 +84,11 @@ pub struct Folder<'a> {
     pub(super) tapping: bool,
     /// The component flows of the last day recorded, when tapping.
     pub(super) last_taps: Vec<ComponentFlow>,
+    /// Whether each day's realizations are recorded (the realized
+    /// answer).
+    pub(super) collecting: bool,
+    /// The realizations of the last day recorded, when collecting.
+    pub(super) last_realized: Vec<Realization>,
     /// The shares corporate actions moved between symbols on the last day
     /// recorded, when tapping.
     pub(super) last_moves: Vec<ValueMove>,
@@ -136,6 +142,8 @@ impl<'a> Folder<'a> {
             last_flows: (Decimal::ZERO, Decimal::ZERO),
             tapping: false,
             last_taps: Vec::new(),
+            collecting: false,
+            last_realized: Vec::new(),
             last_moves: Vec::new(),
             last_margins: Vec::new(),
             last_coupons: Vec::new(),
@@ -341,12 +349,14 @@ impl<'a> Folder<'a> {
         for r in paid {
             let i = self.cache.touch(touched, &r.symbol);
             let m = self.cache.prices.multiplier(&r.symbol);
-            pay_dividend(&mut touched[i].pos, r, ledger, day, m)?;
+            let terms = (m, self.state.lot_method);
+            pay_dividend(&mut touched[i].pos, r, ledger, day, terms)?;
         }
         let contracts = ContractDay {
             cache: &self.cache,
             day,
             allow_short: self.state.allow_short,
+            lot_method: self.state.lot_method,
         };
         let mut coupons = Vec::new();
         if let Err(inconsistency) = contracts.bonds_start(held, touched, ledger, &mut coupons)? {
@@ -367,6 +377,10 @@ impl<'a> Folder<'a> {
     /// attribution asks for them).
     fn day_ledger(&self) -> Ledger {
         let mut ledger = Ledger::of(&self.state);
+        ledger.day = next_day(self.state.date).unwrap_or(self.state.date);
+        if self.collecting {
+            ledger.realized = Some(Vec::new());
+        }
         if self.tapping {
             ledger.tap = Some(Vec::new());
         }
@@ -451,6 +465,7 @@ impl<'a> Folder<'a> {
         'a: 't,
     {
         for &tx in day_transactions {
+            ledger.event = Some(tx.event_id);
             let i = tx
                 .kind
                 .position_symbol()
@@ -480,6 +495,7 @@ impl<'a> Folder<'a> {
                         cache: &self.cache,
                         day,
                         allow_short: self.state.allow_short,
+                        lot_method: self.state.lot_method,
                     };
                     let assigned = matches!(tx.kind, Kind::Assignment { .. });
                     contracts.exercise(touched, ledger, symbol, *quantity, assigned, fx)?
@@ -499,6 +515,9 @@ impl<'a> Folder<'a> {
                             }
                             _ => None,
                         },
+                        lot_method: self.state.lot_method,
+                        lot: Some(crate::lots::LotId::Event(tx.event_id)),
+                        disposal: RealizationKind::Sale,
                     };
                     apply(pos, tx, day, ledger, fx, terms)?
                 }
@@ -507,6 +526,7 @@ impl<'a> Folder<'a> {
                 return Ok(Err(refused(detail)));
             }
         }
+        ledger.event = None;
         Ok(Ok(()))
     }
 
@@ -653,6 +673,7 @@ impl<'a> Folder<'a> {
         self.state.cum_out = cum_out;
         self.last_flows = (ledger.inflow, ledger.outflow);
         self.last_taps = ledger.tap.take().unwrap_or_default();
+        self.last_realized = ledger.realized.take().unwrap_or_default();
         self.last_moves = std::mem::take(&mut ledger.moved);
         self.last_margins = std::mem::take(&mut futures.margins);
         self.last_coupons = std::mem::take(&mut futures.coupons);

@@ -10,7 +10,8 @@ use rust_decimal::Decimal;
 use super::flows::{Component, ComponentFlow, ValueMove};
 use super::state::{DayState, ForeignAmount, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
-use crate::types::{CashMode, Currency};
+use crate::lots::{Realization, RealizationKind, Taken};
+use crate::types::{CashMode, Currency, Symbol};
 
 /// Everything of a day that does not depend on prices: its flows and the
 /// new cash, receivables, income and realized P&L. Built on copies so that
@@ -36,6 +37,22 @@ pub(super) struct Ledger {
     /// The shares corporate actions moved between symbols today, when the
     /// folder taps (valued by the attribution at the day's end).
     pub(super) moved: Vec<ValueMove>,
+    /// The day's realizations, when the folder collects them (the
+    /// realized answer); `None` otherwise, and then nothing is recorded.
+    pub(super) realized: Option<Vec<Realization>>,
+    /// The day, and the event being applied (`None` between events): what
+    /// a realization row names.
+    pub(super) day: NaiveDate,
+    pub(super) event: Option<uuid::Uuid>,
+}
+
+/// Where a realization comes from: its kind and symbol, and the units it
+/// disposed of.
+#[derive(Clone, Copy)]
+pub(super) struct Source<'s> {
+    pub(super) kind: RealizationKind,
+    pub(super) symbol: &'s Symbol,
+    pub(super) quantity: Decimal,
 }
 
 /// The currency of an event's amounts and the rate φ that converts them
@@ -95,6 +112,81 @@ impl Ledger {
             foreign_cash: state.foreign_cash.clone(),
             tap: None,
             moved: Vec::new(),
+            realized: None,
+            day: state.date,
+            event: None,
+        }
+    }
+
+    /// Adds `proceeds − cost` to the realized P&L, recorded as one row
+    /// without a lot when collecting.
+    pub(super) fn realize(
+        &mut self,
+        from: Source<'_>,
+        proceeds: Decimal,
+        cost: Decimal,
+    ) -> Result<(), ArithmeticError> {
+        self.realized_pnl = dec::add(self.realized_pnl, dec::sub(proceeds, cost)?)?;
+        self.record(from, None, proceeds, cost);
+        Ok(())
+    }
+
+    /// Adds `proceeds − Σ cost` of a disposal to the realized P&L. When
+    /// collecting, each taken piece is a row with its share of the
+    /// proceeds (quantity / the whole; the last piece the rest, so that
+    /// the rows add up to the P&L exactly); no pieces (a pool): one row.
+    pub(super) fn realize_taken(
+        &mut self,
+        from: Source<'_>,
+        proceeds: Decimal,
+        released: Decimal,
+        taken: &[Taken],
+    ) -> Result<(), ArithmeticError> {
+        self.realized_pnl = dec::add(self.realized_pnl, dec::sub(proceeds, released)?)?;
+        if self.realized.is_none() {
+            return Ok(());
+        }
+        if taken.is_empty() {
+            self.record(from, None, proceeds, released);
+            return Ok(());
+        }
+        let mut left = proceeds;
+        for (i, t) in taken.iter().enumerate() {
+            let share = if i + 1 == taken.len() {
+                left
+            } else {
+                dec::div(dec::mul(proceeds, t.quantity)?, from.quantity)?
+            };
+            left = dec::sub(left, share)?;
+            let piece = Source {
+                quantity: t.quantity,
+                ..from
+            };
+            self.record(piece, Some(t), share, t.cost);
+        }
+        Ok(())
+    }
+
+    /// A row, when collecting.
+    pub(super) fn record(
+        &mut self,
+        from: Source<'_>,
+        lot: Option<&Taken>,
+        proceeds: Decimal,
+        cost: Decimal,
+    ) {
+        if let Some(rows) = &mut self.realized {
+            rows.push(Realization {
+                date: self.day,
+                event_id: self.event,
+                kind: from.kind,
+                symbol: from.symbol.clone(),
+                lot: lot.and_then(|t| t.lot.clone()),
+                open_date: lot.and_then(|t| t.open_date),
+                quantity: from.quantity,
+                proceeds,
+                cost,
+            });
         }
     }
 

@@ -39,7 +39,7 @@
 //!   and what each says it did ([`ActionEffect`]);
 //! - `contracts`: an option's exercise or assignment, and the day's end
 //!   of futures and options (expiry, variation margin);
-//! - `settings`: a log's cash mode and base currency;
+//! - `settings`: a log's cash mode, base currency, shorts and lot method;
 //! - `folder`: [`Folder`], one day's step;
 //! - `driver`: the day loop ([`fold`], [`resume`], [`replay`]);
 //! - `valuation`: a state's positions and cash valued for reports;
@@ -47,7 +47,9 @@
 //! - `effects`: what a day's corporate actions did to a portfolio;
 //! - `flows`: the attribution components and the flows the folder taps;
 //! - `attribute`: the day loop walked with tapping on, each day of a range
-//!   valued per component.
+//!   valued per component;
+//! - `realized`: the day loop walked collecting realizations, and a state's
+//!   open lots valued (the lots and realized answers).
 
 mod actions;
 mod attribute;
@@ -63,6 +65,7 @@ mod flows;
 mod folder;
 mod ledger;
 mod positions;
+mod realized;
 mod settings;
 mod state;
 mod valuation;
@@ -79,7 +82,10 @@ pub use self::error::FoldError;
 pub use self::explain::{explain_day, DayExplanation, ExplainError, FlowRate};
 pub use self::flows::{Component, ComponentFlow};
 pub use self::folder::Folder;
-pub use self::settings::{allow_short_of, base_currency_of, cash_mode_of};
+pub use self::realized::{
+    open_lots, realizations, LotRow, Realizations, RealizedAnswer, RealizedRow, RealizedTotals,
+};
+pub use self::settings::{allow_short_of, base_currency_of, cash_mode_of, lot_method_of};
 pub use self::state::{DayState, ForeignAmount, Position, Receivable};
 pub use self::valuation::{
     base_of, value_cash, value_positions, CashBalance, PriceSource, ValuationError, ValuedPosition,

@@ -10,6 +10,7 @@ use super::flows::Component;
 use super::ledger::{Fx, Ledger};
 use super::state::{Position, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
+use crate::lots::{self, Lot, LotId, LotMethod, LotPick, Taken};
 use crate::types::Symbol;
 
 /// A price in pre-split units in post-split units: x · d / n.
@@ -38,15 +39,24 @@ pub(super) fn worth(q: Decimal, x: Decimal, m: Decimal) -> Result<Decimal, Arith
     }
 }
 
+/// The lot an acquisition opens under a lot method: the acquiring
+/// event's id and the open date.
+#[derive(Debug, Clone)]
+pub(super) struct Opens {
+    pub(super) lot: Option<LotId>,
+    pub(super) open_date: NaiveDate,
+}
+
 /// Adds `qty` at `price` (in `fx`'s currency) and `cost` (in the base) to
-/// a position.
+/// a position; `opens` (a long acquisition under a lot method) makes it a
+/// lot, the position then the sum of its lots.
 pub(super) fn buy_into(
     pos: &mut Option<Position>,
-    qty: Decimal,
-    price: Decimal,
+    (qty, price): (Decimal, Decimal),
     cost: Decimal,
     day: NaiveDate,
     fx: Fx<'_>,
+    opens: Option<Opens>,
 ) -> Result<(), ArithmeticError> {
     let p = pos.get_or_insert(Position {
         qty: Decimal::ZERO,
@@ -55,26 +65,68 @@ pub(super) fn buy_into(
         last_trade_date: Some(day),
         currency: None,
         settled: None,
+        lots: Vec::new(),
     });
-    p.qty = dec::add(p.qty, qty)?;
-    p.cost = dec::add(p.cost, cost)?;
+    match opens {
+        Some(o) => {
+            lots::insert_lot(
+                &mut p.lots,
+                Lot {
+                    lot: o.lot,
+                    open_date: o.open_date,
+                    quantity: qty,
+                    cost,
+                },
+            );
+            (p.qty, p.cost) = lots::totals(&p.lots)?;
+        }
+        None => {
+            p.qty = dec::add(p.qty, qty)?;
+            p.cost = dec::add(p.cost, cost)?;
+        }
+    }
     p.last_trade_price = price;
     p.last_trade_date = Some(day);
     p.currency = fx.currency.cloned();
     Ok(())
 }
 
-/// Takes `qty` out of a position at `price`; returns the cost released, or
-/// the oversell's detail (the position is then untouched).
+/// How a disposal takes from a position's lots: the method and the lots
+/// it names first.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Takes<'p> {
+    pub(super) method: LotMethod,
+    pub(super) picks: &'p [LotPick],
+}
+
+impl Takes<'_> {
+    pub(super) const POOL: Takes<'static> = Takes {
+        method: LotMethod::Average,
+        picks: &[],
+    };
+}
+
+/// What a disposal released: the cost, and the lots' pieces it came from
+/// (none from a pool).
+#[derive(Debug, Default)]
+pub(super) struct Released {
+    pub(super) cost: Decimal,
+    pub(super) taken: Vec<Taken>,
+}
+
+/// Takes `qty` out of a position at `price`; returns the cost released
+/// (from its lots when it has them, else at the moving average), or the
+/// oversell's or a bad pick's detail (the position is then untouched).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn take_out(
     pos: &mut Option<Position>,
     what: &str,
     symbol: &Symbol,
-    qty: Decimal,
-    price: Decimal,
+    (qty, price): (Decimal, Decimal),
     day: NaiveDate,
     fx: Fx<'_>,
-) -> Result<Result<Decimal, String>, ArithmeticError> {
+    takes: Takes<'_>,
+) -> Result<Result<Released, String>, ArithmeticError> {
     let held = pos.as_ref().map_or(Decimal::ZERO, |p| p.qty);
     if qty > held {
         return Ok(Err(format!(
@@ -85,12 +137,39 @@ pub(super) fn take_out(
         )));
     }
     let p = pos.as_mut().expect("held > 0");
+    if takes.method.keeps_lots() && !p.lots.is_empty() {
+        let taken = match lots::take(&mut p.lots, qty, takes.method, takes.picks)? {
+            Ok(taken) => taken,
+            Err(detail) => {
+                return Ok(Err(format!(
+                    "{what} of {} {symbol}: {detail}",
+                    qty.normalize()
+                )))
+            }
+        };
+        let mut cost = Decimal::ZERO;
+        for t in &taken {
+            cost = dec::add(cost, t.cost)?;
+        }
+        if p.lots.is_empty() {
+            *pos = None;
+        } else {
+            (p.qty, p.cost) = lots::totals(&p.lots)?;
+            p.last_trade_price = price;
+            p.last_trade_date = Some(day);
+            p.currency = fx.currency.cloned();
+        }
+        return Ok(Ok(Released { cost, taken }));
+    }
     let left = dec::sub(p.qty, qty)?;
     if left.is_zero() {
         // cost[s] = 0 when qty[s] reaches 0: the position is gone.
         let released = p.cost;
         *pos = None;
-        Ok(Ok(released))
+        Ok(Ok(Released {
+            cost: released,
+            taken: Vec::new(),
+        }))
     } else {
         let released = dec::div(dec::mul(p.cost, qty)?, p.qty)?;
         p.cost = dec::sub(p.cost, released)?;
@@ -98,7 +177,10 @@ pub(super) fn take_out(
         p.last_trade_price = price;
         p.last_trade_date = Some(day);
         p.currency = fx.currency.cloned();
-        Ok(Ok(released))
+        Ok(Ok(Released {
+            cost: released,
+            taken: Vec::new(),
+        }))
     }
 }
 
@@ -109,7 +191,7 @@ pub(super) fn pay_dividend(
     r: &Receivable,
     ledger: &mut Ledger,
     day: NaiveDate,
-    multiplier: Decimal,
+    (multiplier, method): (Decimal, LotMethod),
 ) -> Result<(), ArithmeticError> {
     ledger.receivable = dec::sub(ledger.receivable, r.net)?;
     ledger.tap(|| Component::Receivable, -r.net);
@@ -120,7 +202,11 @@ pub(super) fn pay_dividend(
         Some(x) => {
             let spent = worth(x.quantity, x.price, multiplier)?;
             let bought = fx.base(spent)?;
-            buy_into(pos, x.quantity, x.price, bought, day, fx)?;
+            let opens = method.keeps_lots().then_some(Opens {
+                lot: r.event_id.map(LotId::Event),
+                open_date: day,
+            });
+            buy_into(pos, (x.quantity, x.price), bought, day, fx, opens)?;
             ledger.tap(|| Component::Symbol(r.symbol.clone()), bought);
             spent
         }

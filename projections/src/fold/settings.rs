@@ -2,6 +2,7 @@
 //! event's cash mode, base currency and whether it allows shorts (by log
 //! position), whatever its date.
 
+use crate::lots::LotMethod;
 use crate::types::{CashMode, Currency, Kind, Transaction};
 
 /// Whether `t` is a settings event (it holds for the whole history).
@@ -32,6 +33,19 @@ pub fn allow_short_of(transactions: &[Transaction]) -> bool {
         })
         .max_by_key(|(seq, _)| *seq)
         .is_some_and(|(_, a)| a)
+}
+
+/// How a log's portfolio releases cost on disposals: the latest settings
+/// event's `lot_method`, else `average`.
+pub fn lot_method_of(transactions: &[Transaction]) -> LotMethod {
+    transactions
+        .iter()
+        .filter_map(|t| match &t.kind {
+            Kind::PortfolioSettings { lot_method, .. } => Some((t.seq, *lot_method)),
+            _ => None,
+        })
+        .max_by_key(|(seq, _)| *seq)
+        .map_or(LotMethod::Average, |(_, m)| m)
 }
 
 fn latest_settings(transactions: &[Transaction]) -> Option<(CashMode, Option<&Currency>)> {

@@ -10,6 +10,7 @@ use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+use crate::lots::{Lot, LotMethod};
 use crate::types::{CashMode, Currency, Reinvest, Symbol};
 
 /// An open position: long (qty > 0) or, in a portfolio that allows
@@ -37,6 +38,12 @@ pub struct Position {
     /// futures). `None` for every other position.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled: Option<Decimal>,
+    /// A long position's lots under a lot method, in open-date then fold
+    /// order; their quantities and costs add up to `qty` and `cost`
+    /// (docs/valuation.md, lots). Empty under `average`, for shorts and
+    /// futures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lots: Vec<Lot>,
 }
 
 /// Compact end-of-day state: everything needed to fold the next day.
@@ -90,6 +97,14 @@ pub struct DayState {
     /// those of books without shorts read as they always did.
     #[serde(default, skip_serializing_if = "is_false")]
     pub allow_short: bool,
+    /// How disposals release cost (the portfolio's settings); left out of
+    /// stored states under `average`.
+    #[serde(default, skip_serializing_if = "is_average")]
+    pub lot_method: LotMethod,
+}
+
+fn is_average(m: &LotMethod) -> bool {
+    !m.keeps_lots()
 }
 
 fn yes() -> bool {
@@ -112,6 +127,9 @@ pub struct Receivable {
     /// ex-date that converted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub foreign: Option<ForeignAmount>,
+    /// The dividend's event: the lot its reinvestment opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<uuid::Uuid>,
 }
 
 /// An amount in another currency than the base, with the rate fixed for
@@ -160,6 +178,7 @@ impl DayState {
             base_currency,
             foreign_cash: BTreeMap::new(),
             allow_short: false,
+            lot_method: LotMethod::Average,
         }
     }
 }

@@ -22,6 +22,7 @@ pub(crate) mod composite;
 mod dashboard;
 pub(crate) mod explain;
 mod known;
+pub(crate) mod lots;
 mod pages;
 pub use dashboard::DashboardSort;
 pub(crate) use dashboard::{dashboard, Dashboard, DashboardEntry, DashboardQuery};

@@ -161,6 +161,32 @@ async fn stop(s: Service) {
 }
 
 /// The explanation of portfolio `id`'s `day` (`GET …/explain`).
+/// Every `expected_lots` and `expected_realized` of `expected` asked of
+/// the lots and realized answers over HTTP: equal to the golden JSON.
+async fn assert_lots_answers(base: &str, file: &str, expected: &Value) -> usize {
+    let mut compared = 0;
+    for (id, exp) in expected.as_object().unwrap() {
+        for (key, path, field) in [
+            ("expected_lots", "lots", "lots"),
+            ("expected_realized", "realized", "realized"),
+        ] {
+            for block in exp.get(key).and_then(Value::as_array).into_iter().flatten() {
+                let query: Vec<String> = block["query"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+                    .collect();
+                let url = format!("{base}/api/v1/portfolio/{id}/{path}?{}", query.join("&"));
+                let got: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+                assert_eq!(got, block[field], "{file} {id} {url}");
+                compared += 1;
+            }
+        }
+    }
+    compared
+}
+
 async fn explain_of(base: &str, id: &str, day: &str) -> Value {
     reqwest::get(format!(
         "{base}/api/v1/portfolio/{id}/nav-history/{day}/explain"
@@ -1786,6 +1812,7 @@ async fn shorts_golden_through_the_broker() {
     sent += produce_golden(&b, then).await;
     caught_up(&pool, group, sent, Duration::from_secs(60)).await;
     assert_golden_portfolios(&base, "shorts then", &then["portfolios"]).await;
+    assert!(assert_lots_answers(&base, "shorts then", &then["portfolios"]).await > 0);
     // Asked as known between the phases, every answer is the first's: the
     // late sell that changed the cover (late-cover) is not known then.
     let mut changed = 0;
@@ -1854,6 +1881,7 @@ async fn futures_and_options_golden_through_the_broker() {
     sent += produce_golden(&b, then).await;
     caught_up(&pool, group, sent, Duration::from_secs(60)).await;
     assert_golden_portfolios(&base, "futures-and-options then", &then["portfolios"]).await;
+    assert!(assert_lots_answers(&base, "futures-and-options then", &then["portfolios"]).await > 0);
     let mut changed = Vec::new();
     for (id, curve) in &before {
         if get_curve(&base, id, "?calendar=all").await["points"] != curve["points"] {
@@ -1865,6 +1893,59 @@ async fn futures_and_options_golden_through_the_broker() {
         ["late-settlement"],
         "the restated close moves its holder alone"
     );
+    stop(svc).await;
+}
+
+/// The lots golden book (the same trades under average, FIFO, LIFO and
+/// HIFO; lots through a split and a spin-off; a specific identification;
+/// sales around the first anniversary; a transfer's acquisition date)
+/// produced to the broker and read over HTTP: every record, and the lots
+/// and realized answers string for string; a buy that arrives late and
+/// dated before the sale changes which lot FIFO sold, in that portfolio
+/// alone; and as known before it arrived, the answer is the first one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lots_golden_through_the_broker() {
+    let (pool, _) = fresh_db().await;
+    let b = Broker::new(3, 2);
+    let g = golden_file("lots");
+    let today = day(g["today"].as_str().unwrap());
+    let mut sent = produce_golden(&b, &g).await;
+    let group = "v2-lots";
+    let svc = start(&pool, kafka(&b.servers(), group), today).await;
+    caught_up(&pool, group, sent, Duration::from_secs(60)).await;
+    let base = format!("http://{}", svc.addr);
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM dead_letters").await, 0);
+    assert_golden_portfolios(&base, "lots", &g["portfolios"]).await;
+    assert!(assert_lots_answers(&base, "lots", &g["portfolios"]).await > 10);
+    let before_late = chrono::Utc::now();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let then = &g["then"];
+    sent += produce_golden(&b, then).await;
+    caught_up(&pool, group, sent, Duration::from_secs(60)).await;
+    assert_golden_portfolios(&base, "lots then", &then["portfolios"]).await;
+    assert!(assert_lots_answers(&base, "lots then", &then["portfolios"]).await > 10);
+    // As known before the late buy: the lot of 2024-02-01 sold.
+    let at = before_late.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let url = format!(
+        "{base}/api/v1/portfolio/late-buy/realized?as_known_at={}",
+        at.replace('+', "%2B")
+    );
+    let known: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+    let first = &g["portfolios"]["late-buy"]["expected_realized"][0]["realized"];
+    assert_eq!(known["realizations"], first["realizations"], "{known}");
+    let csv = reqwest::get(format!("{base}/api/v1/portfolio/lots-fifo/realized.csv"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines[0],
+        "date,event_id,kind,symbol,lot,open_date,quantity,proceeds,cost,gain,term"
+    );
+    assert_eq!(lines.len(), 1 + 4 + 4, "{csv}");
+    assert_eq!(lines.last().unwrap(), &"total,,,,,,,,,300.00000000,");
     stop(svc).await;
 }
 
@@ -1891,6 +1972,7 @@ async fn bonds_golden_through_the_broker() {
         .unwrap();
     assert!(dead.is_empty(), "{dead:?}");
     assert_golden_portfolios(&base, "bonds", &g["portfolios"]).await;
+    assert!(assert_lots_answers(&base, "bonds", &g["portfolios"]).await > 0);
     // 100 BOND5 (face 100, 5 % semiannual, 30/360) on 5 March 2024: 50
     // days of interest since 15 January, 100 × 100 × 0.05 × 50 / 360.
     let explain = explain_of(&base, "semiannual-none", "2024-03-05").await;

@@ -20,6 +20,7 @@ pub mod guard;
 pub(crate) mod headers;
 pub(crate) mod html;
 pub(crate) mod login;
+pub(crate) mod lots;
 pub(crate) mod nav;
 pub mod openapi;
 pub mod params;
@@ -68,6 +69,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .merge(transactions::routes())
         .merge(stream::routes())
         .merge(attribution::routes())
+        .merge(lots::routes())
         .merge(composite::routes());
     Router::new()
         .nest("/api/v1", api)

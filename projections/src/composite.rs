@@ -9,7 +9,7 @@ use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
 use crate::decimal::{self as dec, ArithmeticError};
-use crate::types::{DailyRecord, Exposure};
+use crate::record::{DailyRecord, Exposure};
 
 /// The composite of `members`' records (each ascending, one per day from
 /// its first day). A member counts 0 before its first day (its first

@@ -33,6 +33,7 @@ pub mod instrument;
 pub mod invalidation;
 pub mod lots;
 pub mod money;
+pub mod record;
 mod sampling;
 pub mod stats;
 pub mod status;
@@ -61,8 +62,9 @@ pub use fold::{
 };
 pub use instrument::{Definition, Instrument, InstrumentKind};
 pub use invalidation::Invalidation;
-pub use lots::{Lot, LotId, LotMethod, LotPick, Realization, RealizationKind, Term};
+pub use lots::{Lot, Realization, RealizationKind, Term};
 pub use money::{modified_dietz, money_weighted_return, periods, FlowDay, PeriodReturn, Periods};
+pub use record::{DailyRecord, Exposure};
 pub use stats::{statistics, Calendar, Statistics, StatsQuery};
 pub use tearsheet::{
     drawdown_table, rolling, tear_sheet, trailing, trailing_days, DrawdownPeriod, Rolling,
@@ -70,6 +72,6 @@ pub use tearsheet::{
 };
 pub use types::{
     ActionKind, CashMode, ClosePrice, CorporateAction, CorporateEvent, Correction, Currency,
-    DailyRecord, Dividend, Exposure, FxRate, Kind, PortfolioId, Reinvest, Side, Split, Symbol,
+    Dividend, FxRate, Kind, LotId, LotMethod, LotPick, PortfolioId, Reinvest, Side, Split, Symbol,
     Trade, Transaction, MAX_REVISION,
 };

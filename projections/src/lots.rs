@@ -18,94 +18,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::decimal::{self as dec, ArithmeticError};
-use crate::types::Symbol;
-
-/// How a disposal chooses the cost it releases (`lot_method` in a
-/// portfolio's settings).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LotMethod {
-    /// One pool per symbol at its moving-average cost; no lots.
-    #[default]
-    Average,
-    /// The earliest open date first.
-    Fifo,
-    /// The latest open date first.
-    Lifo,
-    /// The highest cost per unit first (ties: the earliest open date).
-    Hifo,
-}
-
-impl LotMethod {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LotMethod::Average => "average",
-            LotMethod::Fifo => "fifo",
-            LotMethod::Lifo => "lifo",
-            LotMethod::Hifo => "hifo",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "average" => Some(LotMethod::Average),
-            "fifo" => Some(LotMethod::Fifo),
-            "lifo" => Some(LotMethod::Lifo),
-            "hifo" => Some(LotMethod::Hifo),
-            _ => None,
-        }
-    }
-
-    /// Whether positions under the method are made of lots.
-    pub fn keeps_lots(self) -> bool {
-        self != LotMethod::Average
-    }
-}
-
-/// What names a lot: the acquiring event's `event_id`, or for the
-/// underlying an option's automatic exercise or assignment at its expiry
-/// delivered, `expiry:{option symbol}` (no event names that one).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum LotId {
-    Event(Uuid),
-    Expiry(Symbol),
-}
-
-impl LotId {
-    /// A lot id as producers and the answers write it.
-    pub fn parse(s: &str) -> Result<LotId, String> {
-        match s.strip_prefix("expiry:") {
-            Some(symbol) => Symbol::parse(symbol)
-                .map(LotId::Expiry)
-                .map_err(|e| e.reason),
-            None => Uuid::try_parse(s)
-                .map(LotId::Event)
-                .map_err(|_| "must be an event_id (a UUID) or expiry:{option symbol}".to_string()),
-        }
-    }
-}
-
-impl std::fmt::Display for LotId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LotId::Event(id) => write!(f, "{id}"),
-            LotId::Expiry(s) => write!(f, "expiry:{s}"),
-        }
-    }
-}
-
-impl Serialize for LotId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for LotId {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = std::borrow::Cow::<'de, str>::deserialize(d)?;
-        LotId::parse(&text).map_err(serde::de::Error::custom)
-    }
-}
+use crate::types::{LotId, LotMethod, LotPick, Symbol};
 
 /// One lot of a long position: what one acquisition brought in and has
 /// not been disposed of yet.
@@ -120,14 +33,6 @@ pub struct Lot {
     pub quantity: Decimal,
     /// In the base currency.
     pub cost: Decimal,
-}
-
-/// A lot a `sell` or `transfer_out` names to be taken first (specific
-/// identification), and how much of it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct LotPick {
-    pub lot: LotId,
-    pub quantity: Decimal,
 }
 
 /// What a piece of a disposal took from a position: a lot's share, or

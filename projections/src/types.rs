@@ -4,7 +4,6 @@
 //! character rules of docs/events.md and transactions carry positive quantities,
 //! non-negative prices and fees within the number bounds of docs/events.md.
 
-use crate::lots::{LotMethod, LotPick};
 use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
@@ -532,36 +531,13 @@ impl Transaction {
     /// The kind's fields in [`Transaction::fingerprint`], normalized.
     fn kind_fields(&self) -> String {
         match &self.kind {
-            // Trades without accrued interest read as they did before bonds.
-            Kind::Buy(t) | Kind::Sell(t) => format!(
-                "{}|{}|{}|{}{}{}",
-                t.symbol,
-                norm_text(&t.quantity),
-                norm_text(&t.price),
-                norm_text(&t.fee),
-                t.accrued
-                    .map(|a| format!("|accrued:{}", norm_text(&a)))
-                    .unwrap_or_default(),
-                picks_text(&t.lots)
-            ),
-            // Settings without shorts read as they did before shorts.
-            // Settings without shorts or lots read as they did before them.
+            Kind::Buy(t) | Kind::Sell(t) => trade_fields(t),
             Kind::PortfolioSettings {
                 cash,
                 base_currency,
                 allow_short,
                 lot_method,
-            } => format!(
-                "{}|{}{}{}",
-                cash.as_str(),
-                opt_text(base_currency),
-                if *allow_short { "|short" } else { "" },
-                if lot_method.keeps_lots() {
-                    format!("|lots:{}", lot_method.as_str())
-                } else {
-                    String::new()
-                }
-            ),
+            } => settings_fields(*cash, base_currency.as_ref(), *allow_short, *lot_method),
             Kind::Deposit { amount } | Kind::Withdrawal { amount } => norm_text(amount),
             Kind::Fee { amount, symbol }
             | Kind::Tax { amount, symbol }
@@ -785,193 +761,49 @@ impl FxRate {
     }
 }
 
-/// One day of a portfolio's history (docs/valuation.md). Values produced by the fold
-/// are exact; [`DailyRecord::rounded`] gives the reported form.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DailyRecord {
-    pub date: NaiveDate,
-    pub market_value: Decimal,
-    pub cost: Decimal,
-    pub net_flow: Decimal,
-    pub daily_return: Decimal,
-    pub net_value: Decimal,
-    pub return_rate: Decimal,
-    pub profit: Decimal,
-    /// Σ qty · price: the securities alone (`market_value` also counts
-    /// cash and receivable dividends).
-    pub holdings_value: Decimal,
-    /// The cash balance; 0 without cash tracking.
-    pub cash: Decimal,
-    /// Dividends past their ex-date, not yet paid.
-    pub receivable: Decimal,
-    /// Net dividends (at their ex-dates) and net interest through `date`.
-    pub income: Decimal,
-    /// Σ over sells of proceeds less the cost they released.
-    pub realized_pnl: Decimal,
-    /// Σ In and Σ Out over days ≤ `date`: with the market value and the
-    /// NAV, what a caller stores to resume the fold after this day. Never
-    /// reported, so [`DailyRecord::rounded`] leaves them exact.
-    pub cum_in: Decimal,
-    pub cum_out: Decimal,
-    /// How exposed and levered the day's holdings are (docs/valuation.md,
-    /// exposure).
-    #[serde(default)]
-    pub exposure: Exposure,
-}
-
-/// A day's exposure (docs/valuation.md): the holdings split by the sign of
-/// their positions, futures at their notional, and leverage.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Exposure {
-    /// Σ value of positions with q > 0 (futures excluded).
-    pub long_value: Decimal,
-    /// Σ value of positions with q < 0 (≤ 0; futures excluded).
-    pub short_value: Decimal,
-    /// Σ q · S · m · FX over futures, signed.
-    pub futures_notional: Decimal,
-    /// long − short + Σ |future notional|.
-    pub gross_exposure: Decimal,
-    /// long + short + futures notional.
-    pub net_exposure: Decimal,
-    /// gross / V; `None` when V ≤ 0.
-    pub leverage: Option<Decimal>,
-    /// Σ q · AI · FX over bonds (part of the holdings' value).
-    pub accrued_interest: Decimal,
-}
-
-impl Exposure {
-    /// The exposure of holdings worth `holdings` of which `short_value`
-    /// is the shorts' (≤ 0), in a portfolio worth `value`.
-    pub fn of(
-        holdings: Decimal,
-        short_value: Decimal,
-        value: Decimal,
-    ) -> Result<Exposure, crate::decimal::ArithmeticError> {
-        use crate::decimal::sub;
-        let long_value = sub(holdings, short_value)?;
-        let gross_exposure = sub(long_value, short_value)?;
-        let leverage = Exposure::leverage_of(gross_exposure, value)?;
-        Ok(Exposure {
-            long_value,
-            short_value,
-            futures_notional: Decimal::ZERO,
-            gross_exposure,
-            net_exposure: holdings,
-            leverage,
-            accrued_interest: Decimal::ZERO,
-        })
-    }
-
-    /// This exposure with futures of notional `net` (signed) and `gross`
-    /// (Σ of the absolute values) added, in a portfolio worth `value`.
-    pub fn with_futures(
-        self,
-        net: Decimal,
-        gross: Decimal,
-        value: Decimal,
-    ) -> Result<Exposure, crate::decimal::ArithmeticError> {
-        if gross.is_zero() {
-            return Ok(self);
-        }
-        use crate::decimal::add;
-        let gross_exposure = add(self.gross_exposure, gross)?;
-        Ok(Exposure {
-            futures_notional: net,
-            gross_exposure,
-            net_exposure: add(self.net_exposure, net)?,
-            leverage: Exposure::leverage_of(gross_exposure, value)?,
-            ..self
-        })
-    }
-
-    /// This exposure with `accrued` (the bonds' accrued interest, part of
-    /// the holdings) said.
-    pub fn with_accrued(self, accrued: Decimal) -> Exposure {
-        Exposure {
-            accrued_interest: accrued,
-            ..self
-        }
-    }
-
-    /// gross / V, exact; `None` when V ≤ 0 (no capital to lever).
-    pub fn leverage_of(
-        gross_exposure: Decimal,
-        value: Decimal,
-    ) -> Result<Option<Decimal>, crate::decimal::ArithmeticError> {
-        if value > Decimal::ZERO {
-            Ok(Some(crate::decimal::div(gross_exposure, value)?))
-        } else {
-            Ok(None)
-        }
-    }
-
-    /// Money half-even to 8 places, leverage to 12 (docs/valuation.md).
-    pub fn rounded(&self) -> Exposure {
-        use crate::decimal::{round_money, round_ratio};
-        Exposure {
-            long_value: round_money(self.long_value),
-            short_value: round_money(self.short_value),
-            futures_notional: round_money(self.futures_notional),
-            gross_exposure: round_money(self.gross_exposure),
-            net_exposure: round_money(self.net_exposure),
-            leverage: self.leverage.map(round_ratio),
-            accrued_interest: round_money(self.accrued_interest),
-        }
-    }
-}
-
-impl DailyRecord {
-    /// profit = V + Σ Out − Σ In (docs/valuation.md), in this order of
-    /// operations: a decimal rounds a sum that outgrows its 96-bit
-    /// mantissa, so another order can differ in the last digit. The fold
-    /// computes a record's profit with it, and storage derives the
-    /// reported profit of a stored record with it.
-    pub fn profit_of(
-        value: Decimal,
-        cum_in: Decimal,
-        cum_out: Decimal,
-    ) -> Result<Decimal, crate::decimal::ArithmeticError> {
-        use crate::decimal::{add, sub};
-        sub(add(value, cum_out)?, cum_in)
-    }
-
-    /// return rate = NAV − 1; the fold's and storage's one formula.
-    pub fn return_rate_of(nav: Decimal) -> Result<Decimal, crate::decimal::ArithmeticError> {
-        crate::decimal::sub(nav, Decimal::ONE)
-    }
-
-    /// Reported values rounded: money half-even to 8 places, ratios
-    /// half-even to 12 (docs/valuation.md).
-    pub fn rounded(&self) -> DailyRecord {
-        use crate::decimal::{round_money, round_ratio};
-        DailyRecord {
-            date: self.date,
-            market_value: round_money(self.market_value),
-            cost: round_money(self.cost),
-            net_flow: round_money(self.net_flow),
-            daily_return: round_ratio(self.daily_return),
-            net_value: round_ratio(self.net_value),
-            return_rate: round_ratio(self.return_rate),
-            profit: round_money(self.profit),
-            holdings_value: round_money(self.holdings_value),
-            cash: round_money(self.cash),
-            receivable: round_money(self.receivable),
-            income: round_money(self.income),
-            realized_pnl: round_money(self.realized_pnl),
-            // Not reported: kept exact for resuming.
-            cum_in: self.cum_in,
-            cum_out: self.cum_out,
-            exposure: self.exposure.rounded(),
-        }
-    }
-}
-
 /// A decimal as fingerprints write it: normalized (`10.00` is `10`).
 fn norm_text(d: &Decimal) -> String {
     d.normalize().to_string()
 }
 
 /// An optional value as fingerprints write it: empty when absent.
+/// A trade's fields in [`Transaction::fingerprint`]; trades without
+/// accrued interest or lots named read as they did before bonds and lots.
+fn trade_fields(t: &Trade) -> String {
+    format!(
+        "{}|{}|{}|{}{}{}",
+        t.symbol,
+        norm_text(&t.quantity),
+        norm_text(&t.price),
+        norm_text(&t.fee),
+        t.accrued
+            .map(|a| format!("|accrued:{}", norm_text(&a)))
+            .unwrap_or_default(),
+        picks_text(&t.lots)
+    )
+}
+
+/// A settings event's fields in [`Transaction::fingerprint`]; settings
+/// without shorts or lots read as they did before them.
+fn settings_fields(
+    cash: CashMode,
+    base_currency: Option<&Currency>,
+    allow_short: bool,
+    lot_method: LotMethod,
+) -> String {
+    format!(
+        "{}|{}{}{}",
+        cash.as_str(),
+        base_currency.map(Currency::as_str).unwrap_or_default(),
+        if allow_short { "|short" } else { "" },
+        if lot_method.keeps_lots() {
+            format!("|lots:{}", lot_method.as_str())
+        } else {
+            String::new()
+        }
+    )
+}
+
 /// The lots a disposal names, in [`Transaction::fingerprint`]: nothing
 /// when none (so events without them read as they did before lots).
 fn picks_text(picks: &[LotPick]) -> String {
@@ -983,4 +815,99 @@ fn picks_text(picks: &[LotPick]) -> String {
 
 fn opt_text<T: ToString>(v: &Option<T>) -> String {
     v.as_ref().map(T::to_string).unwrap_or_default()
+}
+
+/// How a disposal chooses the cost it releases (`lot_method` in a
+/// portfolio's settings).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LotMethod {
+    /// One pool per symbol at its moving-average cost; no lots.
+    #[default]
+    Average,
+    /// The earliest open date first.
+    Fifo,
+    /// The latest open date first.
+    Lifo,
+    /// The highest cost per unit first (ties: the earliest open date).
+    Hifo,
+}
+
+impl LotMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LotMethod::Average => "average",
+            LotMethod::Fifo => "fifo",
+            LotMethod::Lifo => "lifo",
+            LotMethod::Hifo => "hifo",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "average" => Some(LotMethod::Average),
+            "fifo" => Some(LotMethod::Fifo),
+            "lifo" => Some(LotMethod::Lifo),
+            "hifo" => Some(LotMethod::Hifo),
+            _ => None,
+        }
+    }
+
+    /// Whether positions under the method are made of lots.
+    pub fn keeps_lots(self) -> bool {
+        self != LotMethod::Average
+    }
+}
+
+/// What names a lot: the acquiring event's `event_id`, or for the
+/// underlying an option's automatic exercise or assignment at its expiry
+/// delivered, `expiry:{option symbol}` (no event names that one).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LotId {
+    Event(Uuid),
+    Expiry(Symbol),
+}
+
+impl LotId {
+    /// A lot id as producers and the answers write it.
+    pub fn parse(s: &str) -> Result<LotId, String> {
+        match s.strip_prefix("expiry:") {
+            Some(symbol) => Symbol::parse(symbol)
+                .map(LotId::Expiry)
+                .map_err(|e| e.reason),
+            None => Uuid::try_parse(s)
+                .map(LotId::Event)
+                .map_err(|_| "must be an event_id (a UUID) or expiry:{option symbol}".to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for LotId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LotId::Event(id) => write!(f, "{id}"),
+            LotId::Expiry(s) => write!(f, "expiry:{s}"),
+        }
+    }
+}
+
+impl Serialize for LotId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for LotId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        LotId::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A lot a `sell` or `transfer_out` names to be taken first (specific
+/// identification), and how much of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LotPick {
+    pub lot: LotId,
+    pub quantity: Decimal,
 }

@@ -11,8 +11,9 @@ use super::{
     echo, invalid, non_negative, parse_date, parse_number, string_of, EventError, Object, Rules,
     LOT_PICK_FIELDS, REINVEST_FIELDS,
 };
-use crate::lots::{LotId, LotMethod, LotPick};
-use crate::types::{CashMode, Currency, Dividend, Kind, Reinvest, Trade};
+use crate::types::{
+    CashMode, Currency, Dividend, Kind, LotId, LotMethod, LotPick, Reinvest, Trade,
+};
 
 /// The most lots one disposal may name: a sale names the lots it sells,
 /// not a history.

@@ -439,7 +439,7 @@ fn v2_kinds_parse() {
             cash: CashMode::None,
             base_currency: None,
             allow_short: false,
-            lot_method: crate::lots::LotMethod::Average,
+            lot_method: crate::types::LotMethod::Average,
         }
     ));
     assert!(matches!(

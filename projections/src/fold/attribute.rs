@@ -17,8 +17,9 @@ use super::settings::{allow_short_of, base_currency_of, cash_mode_of, is_setting
 use super::state::DayState;
 use super::valuation::{base_of, ValuationError};
 use crate::decimal::{self as dec, ArithmeticError};
+use crate::record::DailyRecord;
 use crate::status::Inconsistency;
-use crate::types::{CashMode, DailyRecord, Transaction};
+use crate::types::{CashMode, Transaction};
 
 mod values;
 

@@ -15,9 +15,9 @@ use super::ledger::{no_rate, Fx, Ledger, Source};
 use super::positions::Released;
 use crate::decimal::{self as dec, ArithmeticError};
 use crate::instrument::{Definition, InstrumentKind, Right, Settlement};
-use crate::lots::{self, LotId, LotMethod, RealizationKind, Taken};
+use crate::lots::{self, RealizationKind, Taken};
 use crate::status::Inconsistency;
-use crate::types::Symbol;
+use crate::types::{LotId, LotMethod, Symbol};
 
 /// What a step gives: `Ok(Err(detail))` is the history's inconsistency.
 type Outcome = Result<Result<(), String>, ArithmeticError>;

@@ -10,8 +10,9 @@ use super::error::{next_day, FoldError};
 use super::folder::Folder;
 use super::settings::{allow_short_of, base_currency_of, cash_mode_of, is_settings, lot_method_of};
 use super::state::DayState;
+use crate::record::DailyRecord;
 use crate::status::Inconsistency;
-use crate::types::{DailyRecord, Transaction};
+use crate::types::Transaction;
 
 /// What a fold produced.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,8 +10,8 @@ use super::ledger::{Fx, Ledger, Source};
 use super::positions::{buy_into, pay_dividend, take_out, worth, Opens, Takes};
 use super::state::{ForeignAmount, Position, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
-use crate::lots::{LotId, LotMethod, LotPick, RealizationKind};
-use crate::types::{Dividend, Kind, Symbol, Trade, Transaction};
+use crate::lots::RealizationKind;
+use crate::types::{Dividend, Kind, LotId, LotMethod, LotPick, Symbol, Trade, Transaction};
 
 /// What a step gives: `Ok(Err(detail))` is an oversell (the position is
 /// then untouched).

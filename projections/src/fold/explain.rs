@@ -18,8 +18,9 @@ use super::state::{DayState, Receivable};
 use super::valuation::{
     base_of, value_cash, value_positions, CashBalance, ValuationError, ValuedPosition,
 };
+use crate::record::DailyRecord;
 use crate::status::Inconsistency;
-use crate::types::{Currency, DailyRecord, Symbol, Transaction};
+use crate::types::{Currency, Symbol, Transaction};
 
 /// A day's record and its inputs.
 #[derive(Debug, Clone, PartialEq, Eq)]

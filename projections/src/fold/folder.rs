@@ -22,8 +22,9 @@ use crate::decimal::{self as dec, ArithmeticError};
 use crate::exact::ExactSum;
 use crate::instrument::{Definition, InstrumentKind};
 use crate::lots::{Realization, RealizationKind};
+use crate::record::{DailyRecord, Exposure};
 use crate::status::Inconsistency;
-use crate::types::{CorporateAction, Currency, DailyRecord, Exposure, Kind, Symbol, Transaction};
+use crate::types::{CorporateAction, Currency, Kind, Symbol, Transaction};
 
 /// Folds one day at a time from a starting state.
 ///
@@ -516,7 +517,7 @@ impl<'a> Folder<'a> {
                             _ => None,
                         },
                         lot_method: self.state.lot_method,
-                        lot: Some(crate::lots::LotId::Event(tx.event_id)),
+                        lot: Some(crate::types::LotId::Event(tx.event_id)),
                         disposal: RealizationKind::Sale,
                     };
                     apply(pos, tx, day, ledger, fx, terms)?

@@ -10,8 +10,8 @@ use super::flows::Component;
 use super::ledger::{Fx, Ledger};
 use super::state::{Position, Receivable};
 use crate::decimal::{self as dec, ArithmeticError};
-use crate::lots::{self, Lot, LotId, LotMethod, LotPick, Taken};
-use crate::types::Symbol;
+use crate::lots::{self, Lot, Taken};
+use crate::types::{LotId, LotMethod, LotPick, Symbol};
 
 /// A price in pre-split units in post-split units: x · d / n.
 pub(super) fn split_price(x: Decimal, (n, d): (u32, u32)) -> Result<Decimal, ArithmeticError> {

@@ -17,9 +17,9 @@ use super::state::DayState;
 use super::valuation::{value_position, ValuationError};
 use crate::decimal::{self as dec, money_text, ArithmeticError};
 use crate::exact::ExactSum;
-use crate::lots::{term, LotMethod, Realization, Term};
+use crate::lots::{term, Realization, Term};
 use crate::status::Inconsistency;
-use crate::types::Transaction;
+use crate::types::{LotMethod, Transaction};
 
 /// One open lot at the end of a day, as the lots answer lists it: money
 /// rounded to 8 places, the quantity as it is. A short, and a pool under

@@ -2,8 +2,7 @@
 //! event's cash mode, base currency and whether it allows shorts (by log
 //! position), whatever its date.
 
-use crate::lots::LotMethod;
-use crate::types::{CashMode, Currency, Kind, Transaction};
+use crate::types::{CashMode, Currency, Kind, LotMethod, Transaction};
 
 /// Whether `t` is a settings event (it holds for the whole history).
 pub(super) fn is_settings(t: &Transaction) -> bool {

@@ -10,8 +10,8 @@ use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use crate::lots::{Lot, LotMethod};
-use crate::types::{CashMode, Currency, Reinvest, Symbol};
+use crate::lots::Lot;
+use crate::types::{CashMode, Currency, LotMethod, Reinvest, Symbol};
 
 /// An open position: long (qty > 0) or, in a portfolio that allows
 /// shorts, short (qty < 0).

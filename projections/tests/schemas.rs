@@ -202,9 +202,18 @@ fn schema_names(errors: &[SchemaError], field: &str) -> bool {
         format!("/{}", field.replace('.', "/"))
     };
     let (parent, last) = pointer.rsplit_once('/').unwrap_or(("", ""));
-    errors
-        .iter()
-        .any(|e| e.path == pointer || (e.path == parent && e.missing.as_deref() == Some(last)))
+    // An array's items are named without their index: `lots.lot` is
+    // `/lots/0/lot`.
+    let unindexed = |path: &str| -> String {
+        path.split('/')
+            .filter(|seg| seg.is_empty() || !seg.bytes().all(|b| b.is_ascii_digit()))
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    errors.iter().any(|e| {
+        let path = unindexed(&e.path);
+        path == pointer || (path == parent && e.missing.as_deref() == Some(last))
+    })
 }
 
 fn describe(errors: &[SchemaError]) -> String {
@@ -2546,6 +2555,78 @@ fn actions(c: &mut Corpus) {
         "sell: accrued interest in version 1",
         bd(&[("schema_version", Some("1"))]),
         Refuse("accrued"),
+    );
+    let sale = v2(
+        "sell",
+        &[
+            ("symbol", r#""SPC""#),
+            ("quantity", r#""12""#),
+            ("price", r#""24""#),
+            (
+                "lots",
+                r#"[{"lot": "00000000-0000-4000-8015-000000000034", "quantity": "8"}]"#,
+            ),
+        ],
+    );
+    let sl = |changes: &[(&str, Option<&str>)]| with(&sale, changes);
+    c.tx("sell: naming a lot (the docs' example)", sl(&[]), Accept);
+    c.tx(
+        "sell: naming the lot an automatic exercise delivered",
+        sl(&[(
+            "lots",
+            Some(r#"[{"lot": "expiry:UX    240621C00100000", "quantity": "8"}]"#),
+        )]),
+        Accept,
+    );
+    c.tx(
+        "sell: lots not an array",
+        sl(&[("lots", Some(r#""00000000-0000-4000-8015-000000000034""#))]),
+        Refuse("lots"),
+    );
+    c.tx(
+        "sell: a lot named by something else than an event_id",
+        sl(&[("lots", Some(r#"[{"lot": "first", "quantity": "8"}]"#))]),
+        Refuse("lots.lot"),
+    );
+    c.tx(
+        "sell: a lot named with quantity 0",
+        sl(&[(
+            "lots",
+            Some(r#"[{"lot": "00000000-0000-4000-8015-000000000034", "quantity": "0"}]"#),
+        )]),
+        Refuse("lots.quantity"),
+    );
+    c.tx(
+        "sell: lots in version 1",
+        sl(&[("schema_version", Some("1"))]),
+        Refuse("lots"),
+    );
+    let settings = v2("portfolio_settings", &[("lot_method", r#""fifo""#)]);
+    c.tx(
+        "portfolio_settings: lot_method fifo",
+        with(&settings, &[]),
+        Accept,
+    );
+    c.tx(
+        "portfolio_settings: an unknown lot_method",
+        with(&settings, &[("lot_method", Some(r#""first-in""#))]),
+        Refuse("lot_method"),
+    );
+    let arrived = v2(
+        "transfer_in",
+        &[
+            ("symbol", r#""TRA""#),
+            ("quantity", r#""10""#),
+            ("price", r#""50""#),
+            ("cost", r#""400""#),
+            ("acquired_on", r#""2020-02-29""#),
+        ],
+    );
+    c.tx("transfer_in: with acquired_on", with(&arrived, &[]), Accept);
+    c.tx(
+        "transfer_in: acquired_on not a date",
+        with(&arrived, &[("acquired_on", Some(r#""2020/02/29""#))]),
+        Refuse("acquired_on"),
     );
     for ty in ["exercise", "assignment"] {
         let ex = v2(ty, &[("symbol", r#""UC C50""#), ("quantity", r#""1""#)]);

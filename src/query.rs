@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use projections::ReportedStatus;
 use uuid::Uuid;
 
-use crate::storage::{self, Db, HistoryRow, PortfolioRow};
+use navd_storage::{Db, HistoryRow, PortfolioRow};
 
 pub(crate) mod actions;
 pub(crate) mod attribution;
@@ -27,10 +27,31 @@ pub use dashboard::DashboardSort;
 pub(crate) use dashboard::{dashboard, Dashboard, DashboardEntry, DashboardQuery};
 pub(crate) use pages::{close_span, currency_of};
 
-// What the HTTP edge needs of the database beside the curve, so that it
-// reaches storage only through the read model (tests/layout.rs).
-pub use crate::storage::changes::{Seen, TRUST_FOR};
-pub use crate::storage::{StorageError, StoredDeadLetter};
+/// The change counters a read was made under (see `navd_storage::changes`):
+/// a cached read whose counters have not moved since is still current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Seen(navd_storage::changes::Seen);
+
+#[cfg(test)]
+impl Seen {
+    /// Counters for unit tests elsewhere in the crate.
+    pub(crate) fn for_tests(n: u64) -> Seen {
+        Seen(navd_storage::changes::Seen::for_tests(n))
+    }
+}
+
+/// The counters a read of portfolio `id` (with a benchmark: also of the
+/// closes and rates) is made under, taken *before* the read; `None` while
+/// this process hears no notifications (then every read is validated
+/// against the database).
+pub(crate) fn seen(db: &Db, id: &str, with_prices: bool) -> Option<Seen> {
+    db.changes().seen(id, with_prices).map(Seen)
+}
+
+/// [`seen`] for a read of all of `ids` together (a composite).
+pub(crate) fn seen_many<S: AsRef<str>>(db: &Db, ids: &[S], with_prices: bool) -> Option<Seen> {
+    db.changes().seen_many(ids, with_prices).map(Seen)
+}
 
 /// A portfolio's row version, its pending day and (with a benchmark) the
 /// benchmark's price version: what a cached read of it is validated by.
@@ -40,7 +61,7 @@ pub(crate) async fn validator(
     portfolio_id: &str,
     benchmark: Option<&str>,
 ) -> sqlx::Result<Option<(i64, Option<NaiveDate>, Option<i64>)>> {
-    storage::portfolio_validator(db.pool(), portfolio_id, benchmark).await
+    navd_storage::portfolio_validator(db.pool(), portfolio_id, benchmark).await
 }
 
 /// A page of dead letters, oldest first, after the cursor `after`.
@@ -48,14 +69,14 @@ pub(crate) async fn dead_letters(
     db: &Db,
     after: i64,
     limit: i64,
-) -> sqlx::Result<Vec<StoredDeadLetter>> {
-    storage::dead_letters_page(db.pool(), after, limit).await
+) -> sqlx::Result<Vec<navd_storage::StoredDeadLetter>> {
+    navd_storage::dead_letters_page(db.pool(), after, limit).await
 }
 
 /// Whether the database behind `pool` answers (the readiness probe's
 /// check, on a pool of its own).
 pub(crate) async fn database_answers(pool: &sqlx::PgPool) -> sqlx::Result<()> {
-    storage::ping(pool).await
+    navd_storage::ping(pool).await
 }
 
 /// A portfolio's status as readers see it: `ok`, `recomputing` (a late
@@ -298,11 +319,27 @@ pub(crate) enum QueryError {
     /// The benchmark symbol has no close at all.
     #[error("{0}")]
     UnknownBenchmark(String),
+    /// The database is unreachable or saturated: retry later.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    /// Any other failure of the database.
     #[error(transparent)]
-    Db(#[from] sqlx::Error),
+    Db(sqlx::Error),
     /// The computation off the async threads did not finish (a panic).
     #[error("computing the read failed")]
     Failed(#[source] anyhow::Error),
+}
+
+/// A database failure, classified by storage: unavailable (503 at the
+/// HTTP edge) or not.
+impl From<sqlx::Error> for QueryError {
+    fn from(e: sqlx::Error) -> Self {
+        match navd_storage::StorageError::from(e) {
+            navd_storage::StorageError::Unavailable(e) => QueryError::Unavailable(e),
+            navd_storage::StorageError::Refused { source, .. } => QueryError::Db(source),
+            navd_storage::StorageError::Other(e) => QueryError::Db(e),
+        }
+    }
 }
 
 /// Reads a curve and its statistics: as stored, or, with an `as_known_at`
@@ -331,11 +368,11 @@ pub(crate) fn is_known_read(q: &HistoryQuery) -> bool {
 /// Reads a stored curve and its statistics from one consistent snapshot.
 #[tracing::instrument(level = "debug", skip_all, fields(portfolio_id = %id))]
 async fn read_stored_history(db: &Db, id: &str, q: &HistoryQuery) -> Result<History, QueryError> {
-    let mut tx = storage::read_snapshot(db.pool()).await?;
-    let p = storage::get_portfolio(&mut tx, id)
+    let mut tx = navd_storage::read_snapshot(db.pool()).await?;
+    let p = navd_storage::get_portfolio(&mut tx, id)
         .await?
         .ok_or(QueryError::NotFound)?;
-    let rows = storage::load_history(&mut tx, id, q.from, q.to).await?;
+    let rows = navd_storage::load_history(&mut tx, id, q.from, q.to).await?;
     let (before, w0_date) = day_before(&mut tx, &p, &rows, q).await?;
     let earlier = trailing_bases(&mut tx, &p, &rows).await?;
     let bench_book = match &q.benchmark {
@@ -378,7 +415,10 @@ async fn day_before(
     Ok(match rows.first() {
         Some(first) => {
             let day = first.record.date.pred_opt().expect("date in range");
-            (storage::history_row(tx, &p.portfolio_id, day).await?, day)
+            (
+                navd_storage::history_row(tx, &p.portfolio_id, day).await?,
+                day,
+            )
         }
         None => (
             None,
@@ -409,7 +449,7 @@ async fn trailing_bases(
         .flatten()
     {
         if day >= p.first_day && day < first.record.date && Some(day) != w0_day {
-            if let Some(r) = storage::history_row(tx, &p.portfolio_id, day).await? {
+            if let Some(r) = navd_storage::history_row(tx, &p.portfolio_id, day).await? {
                 out.push((day, r.nav_exact));
             }
         }
@@ -428,7 +468,7 @@ async fn benchmark_book(
     to: Option<NaiveDate>,
 ) -> Result<projections::PriceBook, QueryError> {
     let wanted = [sym.to_string()];
-    let mut closes = storage::prices::series(tx, &wanted)
+    let mut closes = navd_storage::prices::series(tx, &wanted)
         .await
         .map_err(QueryError::Failed)?;
     let Some(series) = closes.remove(sym.as_str()).filter(|c| !c.closes.is_empty()) else {
@@ -450,7 +490,7 @@ async fn benchmark_book(
             .await
             .map_err(QueryError::Failed)?;
     }
-    for (day, n, d) in storage::prices::splits(tx, &wanted)
+    for (day, n, d) in navd_storage::prices::splits(tx, &wanted)
         .await?
         .remove(sym.as_str())
         .unwrap_or_default()
@@ -547,7 +587,7 @@ fn points_of(rows: &[HistoryRow], before: Option<&HistoryRow>) -> Vec<Point> {
 pub(crate) async fn point_of(db: &Db, id: &str, row: &HistoryRow) -> Result<Point, QueryError> {
     let mut conn = db.pool().acquire().await?;
     let prev = match row.record.date.pred_opt() {
-        Some(day) => storage::history_row(&mut conn, id, day).await?,
+        Some(day) => navd_storage::history_row(&mut conn, id, day).await?,
         None => None,
     };
     Ok(Point::of(row, prev.as_ref()))
@@ -684,8 +724,8 @@ pub(crate) async fn read_positions(
         let k = known::known_at(db, &id, at, today, &[]).await?;
         return k.positions(date);
     }
-    let mut tx = storage::read_snapshot(db.pool()).await?;
-    let p = storage::get_portfolio(&mut tx, id)
+    let mut tx = navd_storage::read_snapshot(db.pool()).await?;
+    let p = navd_storage::get_portfolio(&mut tx, id)
         .await?
         .ok_or(QueryError::NotFound)?;
     let span = || match p.last_day {
@@ -695,13 +735,13 @@ pub(crate) async fn read_positions(
     let Some(day) = date.or(p.last_day) else {
         return Err(QueryError::NoRecord(format!("no positions: {}", span())));
     };
-    let Some(record) = storage::history_row(&mut tx, id, day).await? else {
+    let Some(record) = navd_storage::history_row(&mut tx, id, day).await? else {
         return Err(QueryError::NoRecord(format!(
             "no record on {day}: {}",
             span()
         )));
     };
-    let txs = storage::load_transactions(&mut tx, id, None, day)
+    let txs = navd_storage::load_transactions(&mut tx, id, None, day)
         .await
         .map_err(QueryError::Failed)?;
     let mut symbols: Vec<String> = txs
@@ -713,7 +753,7 @@ pub(crate) async fn read_positions(
     symbols.dedup();
     let cache = db.prices();
     let mut book =
-        storage::prices::load_prices(&mut tx, &symbols, day, day, &cache.default_currency())
+        navd_storage::prices::load_prices(&mut tx, &symbols, day, day, &cache.default_currency())
             .await
             .map_err(QueryError::Failed)?;
     let base = base_currency(&p, &book);
@@ -839,7 +879,7 @@ pub(crate) async fn list_portfolios(
     only: Option<&[String]>,
 ) -> Result<PortfolioPage, QueryError> {
     let mut conn = db.pool().acquire().await?;
-    let rows = storage::portfolios::portfolios_page(&mut conn, after, limit, only).await?;
+    let rows = navd_storage::portfolios::portfolios_page(&mut conn, after, limit, only).await?;
     let next = (rows.len() as i64 == limit)
         .then(|| rows.last().map(|(p, _, _)| p.portfolio_id.clone()))
         .flatten();
@@ -858,7 +898,7 @@ pub(crate) async fn list_portfolios(
 
 /// The portfolio's base currency: its settings', else the book's default.
 fn base_currency(
-    p: &storage::PortfolioRow,
+    p: &navd_storage::PortfolioRow,
     book: &projections::PriceBook,
 ) -> projections::Currency {
     p.base_currency

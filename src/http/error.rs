@@ -146,16 +146,11 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Database failures: unreachable or exhausted is 503, anything else 500.
+/// Database failures, as the read model classifies them: unreachable or
+/// exhausted is 503, anything else 500.
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
-        match crate::query::StorageError::from(e) {
-            crate::query::StorageError::Unavailable(e) => {
-                tracing::warn!(error = %e, "database unavailable");
-                ApiError::Unavailable("the database is unavailable; retry later".into())
-            }
-            other => ApiError::Internal(other.into()),
-        }
+        crate::query::QueryError::from(e).into()
     }
 }
 
@@ -168,7 +163,11 @@ impl From<crate::query::QueryError> for ApiError {
             QueryError::NotFound => ApiError::NotFound,
             QueryError::NoRecord(why) => ApiError::RouteNotFound(why),
             QueryError::UnknownBenchmark(why) => ApiError::BadRequest(why),
-            QueryError::Db(d) => d.into(),
+            QueryError::Unavailable(e) => {
+                tracing::warn!(error = %e, "database unavailable");
+                ApiError::Unavailable("the database is unavailable; retry later".into())
+            }
+            QueryError::Db(e) => ApiError::Internal(e.into()),
             QueryError::Failed(e) => ApiError::Internal(e),
         }
     }

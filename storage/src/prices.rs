@@ -67,7 +67,7 @@ pub async fn load_prices(
 /// The splits in effect for each of `symbols`: per (symbol, ex-date) the
 /// latest event in log order, ex-date ascending (1/1 ones included; they
 /// cancel).
-pub(crate) async fn splits(
+pub async fn splits(
     conn: &mut PgConnection,
     symbols: &[String],
 ) -> sqlx::Result<HashMap<String, Vec<(NaiveDate, u32, u32)>>> {
@@ -137,13 +137,13 @@ pub(crate) async fn versions(
 
 /// A symbol's closes by day, and the currency of those that named one.
 #[derive(Debug, Default)]
-pub(crate) struct StoredSeries {
+pub struct StoredSeries {
     pub closes: Vec<(NaiveDate, Decimal)>,
     pub quoted: Vec<(NaiveDate, Currency)>,
 }
 
 /// Every close of each of `symbols`, by day.
-pub(crate) async fn series(
+pub async fn series(
     conn: &mut PgConnection,
     symbols: &[String],
 ) -> anyhow::Result<HashMap<String, StoredSeries>> {

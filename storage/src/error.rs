@@ -58,7 +58,7 @@ pub(crate) fn is_unavailable(e: &sqlx::Error) -> bool {
 /// rather than failing for being unreachable or busy. Only such a failure
 /// can be pinned on a message; anything else is retried, however long it
 /// lasts, so an outage never turns good events into dead letters.
-pub(crate) fn refusal(e: &sqlx::Error) -> Option<String> {
+pub fn refusal(e: &sqlx::Error) -> Option<String> {
     match e {
         sqlx::Error::Database(db) => {
             let code = db.code()?;

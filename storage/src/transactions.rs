@@ -240,10 +240,7 @@ async fn store_symbols(
 }
 
 /// Every symbol portfolio `id` ever traded (its events can move), sorted.
-pub(crate) async fn symbols_of_portfolio(
-    conn: &mut PgConnection,
-    id: &str,
-) -> sqlx::Result<Vec<String>> {
+pub async fn symbols_of_portfolio(conn: &mut PgConnection, id: &str) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
         "SELECT symbol FROM portfolio_symbols WHERE portfolio_id = $1::text ORDER BY symbol",
     )
@@ -280,7 +277,7 @@ pub async fn load_transactions(
 /// binary `COPY` ([`copy_out`]) and decoded as they arrive, without the
 /// portfolio id the group reader ([`load_transactions_many`]) decodes for
 /// each row.
-pub(crate) async fn stream_transactions(
+pub async fn stream_transactions(
     conn: &mut PgConnection,
     portfolio_id: &str,
     range: (Option<NaiveDate>, NaiveDate),

@@ -47,6 +47,11 @@
 //!
 //! Connection-level statements live here beside [`connect`]: [`ping`] (is
 //! the database there) and [`read_snapshot`] (the transaction reads run in).
+//!
+//! The crate's face is what the service, `navd-bench`, the test kit and the
+//! tests use: the re-exports below, and the modules marked `pub` whose
+//! functions the service calls by path. Everything else is `pub(crate)`
+//! (`unreachable_pub` and `dead_code` keep it so).
 
 pub(crate) mod actions;
 pub mod anchors;
@@ -99,14 +104,14 @@ pub use history::{
     history_row, history_rows_at, load_history, replace_history, replace_history_changed,
     replace_history_many, Changed, HistoryRow, Span, Synced,
 };
-pub use marks::{add_mark, delete_marks, delete_marks_many, mark_all_pending, vacuum_marks};
+pub use marks::{add_mark, delete_marks, mark_all_pending, vacuum_marks};
 pub use portfolios::{
     due_portfolios, get_portfolio, lock_portfolio, lock_portfolios, portfolio_validator,
     PortfolioRow,
 };
-pub use prices::load_prices;
-pub use transactions::{load_transactions, load_transactions_many};
-pub use transactions::{stream_transactions, symbols_of_portfolio};
+pub use transactions::{
+    load_transactions, load_transactions_many, stream_transactions, symbols_of_portfolio,
+};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 

@@ -48,7 +48,7 @@ pub async fn delete_marks(
 
 /// Deletes the marks the writers of `pids` consumed (the caller announces
 /// the change: it updates their rows too).
-pub async fn delete_marks_many(
+pub(crate) async fn delete_marks_many(
     conn: &mut PgConnection,
     pids: &[&str],
     ids: &[i64],

@@ -320,25 +320,30 @@ pub(crate) enum QueryError {
     #[error("{0}")]
     UnknownBenchmark(String),
     /// The database is unreachable or saturated: retry later.
-    #[error("the database is unavailable: {0}")]
-    Unavailable(#[source] sqlx::Error),
+    #[error(transparent)]
+    Unavailable(navd_storage::StorageError),
     /// Any other failure of the database.
     #[error(transparent)]
-    Db(sqlx::Error),
+    Db(navd_storage::StorageError),
     /// The computation off the async threads did not finish (a panic).
     #[error("computing the read failed")]
     Failed(#[source] anyhow::Error),
 }
 
-/// A database failure, classified by storage: unavailable (503 at the
+/// A database failure, as storage classifies it: unavailable (503 at the
 /// HTTP edge) or not.
+impl From<navd_storage::StorageError> for QueryError {
+    fn from(e: navd_storage::StorageError) -> Self {
+        match e {
+            e @ navd_storage::StorageError::Unavailable(_) => QueryError::Unavailable(e),
+            e => QueryError::Db(e),
+        }
+    }
+}
+
 impl From<sqlx::Error> for QueryError {
     fn from(e: sqlx::Error) -> Self {
-        match navd_storage::StorageError::from(e) {
-            navd_storage::StorageError::Unavailable(e) => QueryError::Unavailable(e),
-            navd_storage::StorageError::Refused { source, .. } => QueryError::Db(source),
-            navd_storage::StorageError::Other(e) => QueryError::Db(e),
-        }
+        navd_storage::StorageError::from(e).into()
     }
 }
 
@@ -468,9 +473,7 @@ async fn benchmark_book(
     to: Option<NaiveDate>,
 ) -> Result<projections::PriceBook, QueryError> {
     let wanted = [sym.to_string()];
-    let mut closes = navd_storage::prices::series(tx, &wanted)
-        .await
-        .map_err(QueryError::Failed)?;
+    let mut closes = navd_storage::prices::series(tx, &wanted).await?;
     let Some(series) = closes.remove(sym.as_str()).filter(|c| !c.closes.is_empty()) else {
         return Err(QueryError::UnknownBenchmark(format!(
             "unknown benchmark `{sym}`: navd has no close for it"
@@ -485,10 +488,7 @@ async fn benchmark_book(
     if book.has_quoted_closes() || base_currency(p, &book) != *book.default_currency() {
         let base = base_currency(p, &book);
         let through = to.unwrap_or(NaiveDate::MAX);
-        cache
-            .add_rates(tx, &mut book, &[base], through)
-            .await
-            .map_err(QueryError::Failed)?;
+        cache.add_rates(tx, &mut book, &[base], through).await?;
     }
     for (day, n, d) in navd_storage::prices::splits(tx, &wanted)
         .await?
@@ -741,9 +741,7 @@ pub(crate) async fn read_positions(
             span()
         )));
     };
-    let txs = navd_storage::load_transactions(&mut tx, id, None, day)
-        .await
-        .map_err(QueryError::Failed)?;
+    let txs = navd_storage::load_transactions(&mut tx, id, None, day).await?;
     let mut symbols: Vec<String> = txs
         .iter()
         .filter_map(|t| t.kind.position_symbol())
@@ -754,13 +752,11 @@ pub(crate) async fn read_positions(
     let cache = db.prices();
     let mut book =
         navd_storage::prices::load_prices(&mut tx, &symbols, day, day, &cache.default_currency())
-            .await
-            .map_err(QueryError::Failed)?;
+            .await?;
     let base = base_currency(&p, &book);
     cache
         .add_rates(&mut tx, &mut book, std::slice::from_ref(&base), day)
-        .await
-        .map_err(QueryError::Failed)?;
+        .await?;
     tx.commit().await?;
     positions_of(&p, &record, &txs, &book, day)
 }
@@ -923,5 +919,28 @@ impl From<&ReportedStatus> for PortfolioStatus {
             event_id,
             detail,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QueryError;
+    use anyhow::Context as _;
+    use navd_storage::StorageError;
+
+    /// The positions and benchmark reads decode rows in code that wraps
+    /// errors with context: a connection lost there is still the database
+    /// being unavailable (503), and only a failure of another kind is not.
+    #[test]
+    fn a_read_that_loses_its_connection_half_way_is_unavailable() {
+        let lost: anyhow::Result<()> =
+            Err(sqlx::Error::Io(std::io::ErrorKind::ConnectionReset.into()))
+                .context("reading the closes");
+        let e = QueryError::from(StorageError::from(lost.unwrap_err()));
+        assert!(matches!(e, QueryError::Unavailable(_)), "{e:?}");
+        let bad: anyhow::Result<()> =
+            Err(anyhow::anyhow!("a close of -1")).context("reading the closes");
+        let e = QueryError::from(StorageError::from(bad.unwrap_err()));
+        assert!(matches!(e, QueryError::Db(_)), "{e:?}");
     }
 }

@@ -177,6 +177,10 @@ impl From<crate::projection::ProjectorError> for ApiError {
     fn from(e: crate::projection::ProjectorError) -> Self {
         match e {
             crate::projection::ProjectorError::Db(d) => d.into(),
+            // Classified as the read model classifies storage's failures.
+            crate::projection::ProjectorError::Storage(e) => {
+                crate::query::QueryError::from(e).into()
+            }
             other => ApiError::Internal(other.into()),
         }
     }
@@ -196,5 +200,29 @@ impl From<crate::projection::OpError> for ApiError {
             }),
             OpError::Failed(e) => e.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database that is unreachable or lost answers 503 with
+    /// `Retry-After` whichever way the failure comes (the read model's
+    /// error, a bare driver error); any other database failure is a 500.
+    /// (That storage classifies a connection lost inside code that reads
+    /// rows as unavailable: `query`'s tests.)
+    #[test]
+    fn a_lost_database_is_503_with_retry_after() {
+        for e in [
+            ApiError::from(crate::query::QueryError::from(sqlx::Error::PoolTimedOut)),
+            ApiError::from(sqlx::Error::Io(std::io::ErrorKind::BrokenPipe.into())),
+        ] {
+            let r = e.into_response();
+            assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert!(r.headers().contains_key(header::RETRY_AFTER));
+        }
+        let r = ApiError::from(sqlx::Error::RowNotFound).into_response();
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

@@ -45,6 +45,9 @@ pub use refresh::{refresh_in, run_fold, FoldRun, Lock};
 pub enum ProjectorError {
     #[error(transparent)]
     Db(#[from] sqlx::Error),
+    /// A storage operation failed, as storage classifies it.
+    #[error(transparent)]
+    Storage(#[from] navd_storage::StorageError),
     #[error("fold failed: {0}")]
     Fold(#[from] FoldError),
     #[error("{0:#}")]

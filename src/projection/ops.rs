@@ -32,6 +32,11 @@ impl From<sqlx::Error> for OpError {
         OpError::Failed(e.into())
     }
 }
+impl From<navd_storage::StorageError> for OpError {
+    fn from(e: navd_storage::StorageError) -> Self {
+        OpError::Failed(e.into())
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct BackfillReport {

@@ -201,8 +201,7 @@ pub(crate) async fn ex_dates(
     if at.is_none() {
         cache
             .add_rates(&mut tx, &mut inputs.book, std::slice::from_ref(&base), to)
-            .await
-            .map_err(QueryError::Failed)?;
+            .await?;
     }
     tx.commit().await?;
     let mut start = DayState::initial_for(

@@ -32,6 +32,12 @@ impl From<sqlx::Error> for AttributionFailure {
     }
 }
 
+impl From<navd_storage::StorageError> for AttributionFailure {
+    fn from(e: navd_storage::StorageError) -> Self {
+        AttributionFailure::Query(e.into())
+    }
+}
+
 /// The range's whole: profit(to) − profit(from−1) and NAV(to) /
 /// NAV(from−1) − 1.
 #[derive(Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
@@ -141,8 +147,7 @@ async fn stored(
     let base = base_currency(&p, &book);
     cache
         .add_rates(&mut tx, &mut book, std::slice::from_ref(&base), to)
-        .await
-        .map_err(failed)?;
+        .await?;
     let start = p.initial_state();
     let (send, chunks) = std::sync::mpsc::channel::<Vec<Transaction>>();
     let span = tracing::Span::current();

@@ -188,7 +188,7 @@ pub(crate) async fn read_explanation(
         cache
             .add_rates(&mut tx, &mut inputs.book, std::slice::from_ref(&base), day)
             .await
-            .map_err(failed)?;
+            .map_err(|e| ExplainFailure::Query(e.into()))?;
     }
     tx.commit().await?;
     let span = tracing::Span::current();

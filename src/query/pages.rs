@@ -27,9 +27,7 @@ pub(crate) async fn close_span(
 ) -> Result<Option<(NaiveDate, NaiveDate)>, QueryError> {
     let mut conn = db.pool().acquire().await?;
     let wanted = [symbol.to_string()];
-    let series = navd_storage::prices::series(&mut conn, &wanted)
-        .await
-        .map_err(QueryError::Failed)?;
+    let series = navd_storage::prices::series(&mut conn, &wanted).await?;
     Ok(series.get(symbol).and_then(|s| {
         let first = s.closes.first()?.0;
         Some((first, s.closes.last()?.0))

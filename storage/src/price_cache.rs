@@ -35,6 +35,8 @@ use projections::{Currency, PriceBook, Symbol};
 use rust_decimal::Decimal;
 use sqlx::PgConnection;
 
+use crate::StorageError;
+
 /// Closes kept per database at most (~20 bytes each), unless overridden by
 /// `NAVD_PRICE_CACHE_CLOSES`.
 pub(crate) const DEFAULT_MAX_CLOSES: usize = 4_000_000;
@@ -126,7 +128,7 @@ impl PriceCache {
         book: &mut PriceBook,
         bases: &[Currency],
         through: NaiveDate,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), StorageError> {
         let key = crate::market::FX_VERSION_KEY.to_string();
         let Some(crate::prices::Version { version, .. }) =
             crate::prices::versions(conn, std::slice::from_ref(&key))

@@ -19,6 +19,7 @@ use super::copy_out::{self, CopyRow};
 use super::dead_letters::{reused_reason, DeadLetter, Source};
 use super::kinds::{kind_columns, kind_of, Col, KindColumns, TxRow, TX_COLUMNS};
 use super::layout::UuidShards;
+use crate::StorageError;
 
 /// The batch's transactions that are new: duplicates (inside the batch or
 /// against the store) are counted in `duplicates` and dropped, an id
@@ -256,7 +257,7 @@ pub async fn load_transactions(
     portfolio_id: &str,
     after: Option<NaiveDate>,
     through: NaiveDate,
-) -> anyhow::Result<Vec<Transaction>> {
+) -> Result<Vec<Transaction>, StorageError> {
     let mut log = Vec::new();
     // Whole: the first rows need not come early (no settings for them).
     let sink = |chunk| {

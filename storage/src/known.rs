@@ -65,7 +65,7 @@ pub async fn log_known_at(
 ///
 /// Records before that day are the same as known at `at` as now: what
 /// lets a read as known then take them from the stored history
-/// ([`crate::query::known`]).
+/// (the service's `query::known`).
 pub async fn changed_since(
     conn: &mut PgConnection,
     portfolio_id: &PortfolioId,

@@ -1,8 +1,5 @@
 //! Build-time facts the binary carries:
 //!
-//! - the crate is rebuilt when a migration is added or changed:
-//!   `sqlx::migrate!` embeds the `migrations/` directory, and cargo does not
-//!   watch it otherwise;
 //! - `NAVD_GIT_COMMIT`, the commit `navd --version` names: the build's own
 //!   `NAVD_GIT_COMMIT` when set (the container build copies no `.git`; its
 //!   `--build-arg` passes one), else `git rev-parse --short HEAD`, else
@@ -19,7 +16,6 @@ fn git(args: &[&str]) -> Option<String> {
 }
 
 fn main() {
-    println!("cargo:rerun-if-changed=migrations");
     println!("cargo:rerun-if-env-changed=NAVD_GIT_COMMIT");
     let given = std::env::var("NAVD_GIT_COMMIT")
         .ok()

@@ -16,7 +16,7 @@ use crate::config::{AuthConfig, Config};
 use crate::health::Health;
 use crate::http::server::Limits;
 use crate::http::{self, AppState, Authenticator};
-use crate::storage::{self, Db};
+use navd_storage::Db;
 
 /// Binds `addr` and serves the API until `stop` is cancelled, with the
 /// default connection limits.
@@ -45,9 +45,9 @@ pub async fn start_http_with(
 /// Listens for the change notifications that validate the read cache
 /// (until `stop`); without them, reads validate against the database.
 fn spawn_change_listener(state: &AppState, stop: &CancellationToken) {
-    tokio::spawn(storage::changes::listen(
-        state.db.pool().clone(),
-        state.db.changes().clone(),
+    tokio::spawn(navd_storage::changes::listen(
+        state.engine.db().pool().clone(),
+        state.engine.db().changes().clone(),
         stop.clone(),
     ));
 }
@@ -309,12 +309,12 @@ pub(crate) async fn serve(config: Config) -> Result<()> {
     cancel_on_signal(stop.clone());
     // The port first: a taken one must not cost a migration.
     let listener = bind(config.http_addr).await?;
-    let pool = storage::connect(&url, config.db_max_connections).await?;
+    let pool = navd_storage::connect(&url, config.db_max_connections).await?;
     // API-only processes may run against a read-only replica: the ingest
     // processes (or `navd migrate`) apply the migrations.
     if config.role.ingests() {
         tokio::select! {
-            r = storage::migrate(&pool) => r?,
+            r = navd_storage::migrate(&pool) => r?,
             _ = stop.cancelled() => anyhow::bail!("stopped while applying migrations"),
         }
     }
@@ -326,8 +326,8 @@ pub(crate) async fn serve(config: Config) -> Result<()> {
 
 /// `navd migrate`: needs the database only.
 pub(crate) async fn migrate(url: String) -> Result<()> {
-    let pool = storage::connect(&url, 2).await?;
-    storage::migrate(&pool).await?;
+    let pool = navd_storage::connect(&url, 2).await?;
+    navd_storage::migrate(&pool).await?;
     tracing::info!("migrations applied");
     Ok(())
 }

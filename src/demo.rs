@@ -26,7 +26,6 @@ use tokio_util::sync::CancellationToken;
 use crate::app::Service;
 use crate::clock::Clock;
 use crate::config::{AuthConfig, Config, KafkaConfig, LogFormat};
-use crate::storage;
 
 /// Where the demo serves without `--addr`.
 pub(crate) const DEFAULT_ADDR: &str = "127.0.0.1:8080";
@@ -41,7 +40,7 @@ pub async fn wait_caught_up(
 ) -> Result<()> {
     let deadline = std::time::Instant::now() + timeout;
     loop {
-        let (consumed, pending) = crate::storage::offsets::progress(pool, group).await?;
+        let (consumed, pending) = navd_storage::offsets::progress(pool, group).await?;
         if consumed >= expected && pending == 0 {
             return Ok(());
         }
@@ -172,8 +171,8 @@ pub(crate) async fn run(http_addr: Option<SocketAddr>) -> Result<()> {
 async fn run_on(pg: &PgTemp, addr: SocketAddr, stop: &CancellationToken) -> Result<()> {
     let today = chrono::Utc::now().date_naive();
     let Some(pool) = unless_stopped(stop, async {
-        let pool = storage::connect(&pg.url(), 16).await?;
-        storage::migrate(&pool).await?;
+        let pool = navd_storage::connect(&pg.url(), 16).await?;
+        navd_storage::migrate(&pool).await?;
         Ok(pool)
     })
     .await?

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use projections::ReportedStatus;
 use uuid::Uuid;
 
-use crate::storage::{self, Db, HistoryRow, PortfolioRow};
+use navd_storage::{Db, HistoryRow, PortfolioRow};
 
 pub(crate) mod actions;
 pub(crate) mod attribution;
@@ -28,10 +28,31 @@ pub use dashboard::DashboardSort;
 pub(crate) use dashboard::{dashboard, Dashboard, DashboardEntry, DashboardQuery};
 pub(crate) use pages::{close_span, currency_of};
 
-// What the HTTP edge needs of the database beside the curve, so that it
-// reaches storage only through the read model (tests/layout.rs).
-pub use crate::storage::changes::{Seen, TRUST_FOR};
-pub use crate::storage::{StorageError, StoredDeadLetter};
+/// The change counters a read was made under (see `navd_storage::changes`):
+/// a cached read whose counters have not moved since is still current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Seen(navd_storage::changes::Seen);
+
+#[cfg(test)]
+impl Seen {
+    /// Counters for unit tests elsewhere in the crate.
+    pub(crate) fn for_tests(n: u64) -> Seen {
+        Seen(navd_storage::changes::Seen::for_tests(n))
+    }
+}
+
+/// The counters a read of portfolio `id` (with a benchmark: also of the
+/// closes and rates) is made under, taken *before* the read; `None` while
+/// this process hears no notifications (then every read is validated
+/// against the database).
+pub(crate) fn seen(db: &Db, id: &str, with_prices: bool) -> Option<Seen> {
+    db.changes().seen(id, with_prices).map(Seen)
+}
+
+/// [`seen`] for a read of all of `ids` together (a composite).
+pub(crate) fn seen_many<S: AsRef<str>>(db: &Db, ids: &[S], with_prices: bool) -> Option<Seen> {
+    db.changes().seen_many(ids, with_prices).map(Seen)
+}
 
 /// A portfolio's row version, its pending day and (with a benchmark) the
 /// benchmark's price version: what a cached read of it is validated by.
@@ -41,7 +62,7 @@ pub(crate) async fn validator(
     portfolio_id: &str,
     benchmark: Option<&str>,
 ) -> sqlx::Result<Option<(i64, Option<NaiveDate>, Option<i64>)>> {
-    storage::portfolio_validator(db.pool(), portfolio_id, benchmark).await
+    navd_storage::portfolio_validator(db.pool(), portfolio_id, benchmark).await
 }
 
 /// A page of dead letters, oldest first, after the cursor `after`.
@@ -49,14 +70,14 @@ pub(crate) async fn dead_letters(
     db: &Db,
     after: i64,
     limit: i64,
-) -> sqlx::Result<Vec<StoredDeadLetter>> {
-    storage::dead_letters_page(db.pool(), after, limit).await
+) -> sqlx::Result<Vec<navd_storage::StoredDeadLetter>> {
+    navd_storage::dead_letters_page(db.pool(), after, limit).await
 }
 
 /// Whether the database behind `pool` answers (the readiness probe's
 /// check, on a pool of its own).
 pub(crate) async fn database_answers(pool: &sqlx::PgPool) -> sqlx::Result<()> {
-    storage::ping(pool).await
+    navd_storage::ping(pool).await
 }
 
 /// A portfolio's status as readers see it: `ok`, `recomputing` (a late
@@ -299,11 +320,32 @@ pub(crate) enum QueryError {
     /// The benchmark symbol has no close at all.
     #[error("{0}")]
     UnknownBenchmark(String),
+    /// The database is unreachable or saturated: retry later.
     #[error(transparent)]
-    Db(#[from] sqlx::Error),
+    Unavailable(navd_storage::StorageError),
+    /// Any other failure of the database.
+    #[error(transparent)]
+    Db(navd_storage::StorageError),
     /// The computation off the async threads did not finish (a panic).
     #[error("computing the read failed")]
     Failed(#[source] anyhow::Error),
+}
+
+/// A database failure, as storage classifies it: unavailable (503 at the
+/// HTTP edge) or not.
+impl From<navd_storage::StorageError> for QueryError {
+    fn from(e: navd_storage::StorageError) -> Self {
+        match e {
+            e @ navd_storage::StorageError::Unavailable(_) => QueryError::Unavailable(e),
+            e => QueryError::Db(e),
+        }
+    }
+}
+
+impl From<sqlx::Error> for QueryError {
+    fn from(e: sqlx::Error) -> Self {
+        navd_storage::StorageError::from(e).into()
+    }
 }
 
 /// Reads a curve and its statistics: as stored, or, with an `as_known_at`
@@ -332,11 +374,11 @@ pub(crate) fn is_known_read(q: &HistoryQuery) -> bool {
 /// Reads a stored curve and its statistics from one consistent snapshot.
 #[tracing::instrument(level = "debug", skip_all, fields(portfolio_id = %id))]
 async fn read_stored_history(db: &Db, id: &str, q: &HistoryQuery) -> Result<History, QueryError> {
-    let mut tx = storage::read_snapshot(db.pool()).await?;
-    let p = storage::get_portfolio(&mut tx, id)
+    let mut tx = navd_storage::read_snapshot(db.pool()).await?;
+    let p = navd_storage::get_portfolio(&mut tx, id)
         .await?
         .ok_or(QueryError::NotFound)?;
-    let rows = storage::load_history(&mut tx, id, q.from, q.to).await?;
+    let rows = navd_storage::load_history(&mut tx, id, q.from, q.to).await?;
     let (before, w0_date) = day_before(&mut tx, &p, &rows, q).await?;
     let earlier = trailing_bases(&mut tx, &p, &rows).await?;
     let bench_book = match &q.benchmark {
@@ -379,7 +421,10 @@ async fn day_before(
     Ok(match rows.first() {
         Some(first) => {
             let day = first.record.date.pred_opt().expect("date in range");
-            (storage::history_row(tx, &p.portfolio_id, day).await?, day)
+            (
+                navd_storage::history_row(tx, &p.portfolio_id, day).await?,
+                day,
+            )
         }
         None => (
             None,
@@ -410,7 +455,7 @@ async fn trailing_bases(
         .flatten()
     {
         if day >= p.first_day && day < first.record.date && Some(day) != w0_day {
-            if let Some(r) = storage::history_row(tx, &p.portfolio_id, day).await? {
+            if let Some(r) = navd_storage::history_row(tx, &p.portfolio_id, day).await? {
                 out.push((day, r.nav_exact));
             }
         }
@@ -429,9 +474,7 @@ async fn benchmark_book(
     to: Option<NaiveDate>,
 ) -> Result<projections::PriceBook, QueryError> {
     let wanted = [sym.to_string()];
-    let mut closes = storage::prices::series(tx, &wanted)
-        .await
-        .map_err(QueryError::Failed)?;
+    let mut closes = navd_storage::prices::series(tx, &wanted).await?;
     let Some(series) = closes.remove(sym.as_str()).filter(|c| !c.closes.is_empty()) else {
         return Err(QueryError::UnknownBenchmark(format!(
             "unknown benchmark `{sym}`: navd has no close for it"
@@ -446,12 +489,9 @@ async fn benchmark_book(
     if book.has_quoted_closes() || base_currency(p, &book) != *book.default_currency() {
         let base = base_currency(p, &book);
         let through = to.unwrap_or(NaiveDate::MAX);
-        cache
-            .add_rates(tx, &mut book, &[base], through)
-            .await
-            .map_err(QueryError::Failed)?;
+        cache.add_rates(tx, &mut book, &[base], through).await?;
     }
-    for (day, n, d) in storage::prices::splits(tx, &wanted)
+    for (day, n, d) in navd_storage::prices::splits(tx, &wanted)
         .await?
         .remove(sym.as_str())
         .unwrap_or_default()
@@ -548,7 +588,7 @@ fn points_of(rows: &[HistoryRow], before: Option<&HistoryRow>) -> Vec<Point> {
 pub(crate) async fn point_of(db: &Db, id: &str, row: &HistoryRow) -> Result<Point, QueryError> {
     let mut conn = db.pool().acquire().await?;
     let prev = match row.record.date.pred_opt() {
-        Some(day) => storage::history_row(&mut conn, id, day).await?,
+        Some(day) => navd_storage::history_row(&mut conn, id, day).await?,
         None => None,
     };
     Ok(Point::of(row, prev.as_ref()))
@@ -685,8 +725,8 @@ pub(crate) async fn read_positions(
         let k = known::known_at(db, &id, at, today, &[]).await?;
         return k.positions(date);
     }
-    let mut tx = storage::read_snapshot(db.pool()).await?;
-    let p = storage::get_portfolio(&mut tx, id)
+    let mut tx = navd_storage::read_snapshot(db.pool()).await?;
+    let p = navd_storage::get_portfolio(&mut tx, id)
         .await?
         .ok_or(QueryError::NotFound)?;
     let span = || match p.last_day {
@@ -696,15 +736,13 @@ pub(crate) async fn read_positions(
     let Some(day) = date.or(p.last_day) else {
         return Err(QueryError::NoRecord(format!("no positions: {}", span())));
     };
-    let Some(record) = storage::history_row(&mut tx, id, day).await? else {
+    let Some(record) = navd_storage::history_row(&mut tx, id, day).await? else {
         return Err(QueryError::NoRecord(format!(
             "no record on {day}: {}",
             span()
         )));
     };
-    let txs = storage::load_transactions(&mut tx, id, None, day)
-        .await
-        .map_err(QueryError::Failed)?;
+    let txs = navd_storage::load_transactions(&mut tx, id, None, day).await?;
     let mut symbols: Vec<String> = txs
         .iter()
         .filter_map(|t| t.kind.position_symbol())
@@ -714,14 +752,12 @@ pub(crate) async fn read_positions(
     symbols.dedup();
     let cache = db.prices();
     let mut book =
-        storage::prices::load_prices(&mut tx, &symbols, day, day, &cache.default_currency())
-            .await
-            .map_err(QueryError::Failed)?;
+        navd_storage::prices::load_prices(&mut tx, &symbols, day, day, &cache.default_currency())
+            .await?;
     let base = base_currency(&p, &book);
     cache
         .add_rates(&mut tx, &mut book, std::slice::from_ref(&base), day)
-        .await
-        .map_err(QueryError::Failed)?;
+        .await?;
     tx.commit().await?;
     positions_of(&p, &record, &txs, &book, day)
 }
@@ -840,7 +876,7 @@ pub(crate) async fn list_portfolios(
     only: Option<&[String]>,
 ) -> Result<PortfolioPage, QueryError> {
     let mut conn = db.pool().acquire().await?;
-    let rows = storage::portfolios::portfolios_page(&mut conn, after, limit, only).await?;
+    let rows = navd_storage::portfolios::portfolios_page(&mut conn, after, limit, only).await?;
     let next = (rows.len() as i64 == limit)
         .then(|| rows.last().map(|(p, _, _)| p.portfolio_id.clone()))
         .flatten();
@@ -859,7 +895,7 @@ pub(crate) async fn list_portfolios(
 
 /// The portfolio's base currency: its settings', else the book's default.
 fn base_currency(
-    p: &storage::PortfolioRow,
+    p: &navd_storage::PortfolioRow,
     book: &projections::PriceBook,
 ) -> projections::Currency {
     p.base_currency
@@ -884,5 +920,28 @@ impl From<&ReportedStatus> for PortfolioStatus {
             event_id,
             detail,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QueryError;
+    use anyhow::Context as _;
+    use navd_storage::StorageError;
+
+    /// The positions and benchmark reads decode rows in code that wraps
+    /// errors with context: a connection lost there is still the database
+    /// being unavailable (503), and only a failure of another kind is not.
+    #[test]
+    fn a_read_that_loses_its_connection_half_way_is_unavailable() {
+        let lost: anyhow::Result<()> =
+            Err(sqlx::Error::Io(std::io::ErrorKind::ConnectionReset.into()))
+                .context("reading the closes");
+        let e = QueryError::from(StorageError::from(lost.unwrap_err()));
+        assert!(matches!(e, QueryError::Unavailable(_)), "{e:?}");
+        let bad: anyhow::Result<()> =
+            Err(anyhow::anyhow!("a close of -1")).context("reading the closes");
+        let e = QueryError::from(StorageError::from(bad.unwrap_err()));
+        assert!(matches!(e, QueryError::Db(_)), "{e:?}");
     }
 }

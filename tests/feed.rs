@@ -206,10 +206,10 @@ async fn a_consumer_of_the_outbox_holds_what_the_api_serves() {
     let mut b = batch_of(&[], &[]);
     b.splits.push((
         projections::parse_split(&raw).unwrap(),
-        navd::storage::Source::direct(0, raw),
+        navd_storage::Source::direct(0, raw),
     ));
     let mut tx = app.db.begin().await.unwrap();
-    navd::storage::ingest(&mut tx, b).await.unwrap();
+    navd_storage::ingest(&mut tx, b).await.unwrap();
     tx.commit().await.unwrap();
     refresh().await.unwrap();
     assert_replica_is_api(&app, &mut replica, &mut applied, "split").await;
@@ -353,7 +353,7 @@ async fn only_a_commit_that_staged_messages_wakes_the_relay() {
 #[tokio::test]
 async fn marks_of_many_holders_carry_the_causes_of_few() {
     let (pool, _) = fresh_db().await;
-    let db = navd::storage::Db::new(pool.clone());
+    let db = navd_storage::Db::new(pool.clone());
     let many: Vec<Value> = (0..600)
         .map(|i| {
             buy(

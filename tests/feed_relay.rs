@@ -206,9 +206,9 @@ async fn two_relays_publish_a_feed_a_consumer_turns_into_the_api(kind: BrokerKin
 /// portfolios spread across the shards.
 #[tokio::test]
 async fn a_claim_holds_its_portfolios_until_its_transaction_ends() {
-    use navd::storage::outbox::{self, OutboxRow};
+    use navd_storage::outbox::{self, OutboxRow};
     let (pool, _) = fresh_db().await;
-    let db = navd::storage::Db::new(pool.clone())
+    let db = navd_storage::Db::new(pool.clone())
         .with_layout_detected()
         .await
         .unwrap();

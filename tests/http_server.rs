@@ -181,7 +181,7 @@ async fn stopping_answers_the_request_in_flight_then_returns() {
     let state = navd::http::AppState {
         cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(1 << 20)),
         ..navd::http::AppState::new(
-            navd::Db::new(pool),
+            navd_storage::Db::new(pool),
             navd::clock::Clock::fixed(golden_today()),
             navd::http::Authenticator::new(&AuthConfig::None).unwrap(),
         )
@@ -505,7 +505,7 @@ async fn readyz_over(pool: sqlx::PgPool) -> (u16, serde_json::Value, Duration) {
     let state = navd::http::AppState {
         cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(1 << 20)),
         ..navd::http::AppState::new(
-            navd::Db::new(pool),
+            navd_storage::Db::new(pool),
             navd::clock::Clock::fixed(golden_today()),
             navd::http::Authenticator::new(&AuthConfig::None).unwrap(),
         )
@@ -532,7 +532,7 @@ async fn readyz_over(pool: sqlx::PgPool) -> (u16, serde_json::Value, Duration) {
 async fn readiness_answers_within_a_second_whatever_the_pool_does() {
     // A database that is not there: not ready, and said within a probe's
     // usual one-second timeout (the pool alone would retry for 3 s).
-    let gone = navd::storage::connect_lazy("postgres://navd@127.0.0.1:1/navd", 2).unwrap();
+    let gone = navd_storage::connect_lazy("postgres://navd@127.0.0.1:1/navd", 2).unwrap();
     let (code, body, took) = readyz_over(gone).await;
     assert_eq!(code, 503, "{body}");
     assert_eq!(body["database"], "unreachable");
@@ -541,7 +541,7 @@ async fn readiness_answers_within_a_second_whatever_the_pool_does() {
     // A pool whose every connection is taken by requests: the probe has its
     // own connection, so the process is ready and says so at once.
     let (_, url) = fresh_db().await;
-    let pool = navd::storage::connect(&url, 1).await.unwrap();
+    let pool = navd_storage::connect(&url, 1).await.unwrap();
     let _held = pool.acquire().await.unwrap();
     let (code, body, took) = readyz_over(pool.clone()).await;
     assert_eq!(code, 200, "{body}");

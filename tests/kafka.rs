@@ -563,7 +563,7 @@ async fn assert_equals_full_rebuild(pool: &PgPool, today: chrono::NaiveDate) {
         // back: it must be the stored one, digit for digit.
         if let Ok((Some(row), _)) = navd::projection::calculate(&db, &id, today).await {
             let mut conn = pool.acquire().await.unwrap();
-            let stored = navd::storage::history_row(&mut conn, &id, today)
+            let stored = navd_storage::history_row(&mut conn, &id, today)
                 .await
                 .unwrap()
                 .expect("the record calculate answered with is stored");
@@ -884,8 +884,8 @@ async fn database_outage_is_retried_never_dead_lettered() {
     .await
     .unwrap()
     .expect("private PostgreSQL");
-    let pool = navd::storage::connect(&pg.url(), 8).await.unwrap();
-    navd::storage::migrate(&pool).await.unwrap();
+    let pool = navd_storage::connect(&pg.url(), 8).await.unwrap();
+    navd_storage::migrate(&pool).await.unwrap();
     let b = Broker::new(2, 1);
     let g = golden();
     let txs = g["transactions"].as_array().unwrap();
@@ -2608,7 +2608,7 @@ async fn an_id_reused_across_portfolios_at_the_same_moment_counts_once() {
                "trade_date": "2024-01-02"})
     };
     let mut a = pool.begin().await.unwrap();
-    let stored = navd::storage::ingest(&mut a, batch_of(&[buy("p-a")], &[]))
+    let stored = navd_storage::ingest(&mut a, batch_of(&[buy("p-a")], &[]))
         .await
         .unwrap();
     assert_eq!(stored.transactions_stored, 1);
@@ -2617,7 +2617,7 @@ async fn an_id_reused_across_portfolios_at_the_same_moment_counts_once() {
     let b_pool = pool.clone();
     let b = tokio::spawn(async move {
         let mut b = b_pool.begin().await.unwrap();
-        navd::storage::ingest(&mut b, batch_of(&[buy("p-b")], &[])).await?;
+        navd_storage::ingest(&mut b, batch_of(&[buy("p-b")], &[])).await?;
         b.commit().await
     });
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -151,7 +151,7 @@ async fn a_group_reads_the_marks_once_whatever_their_statistics() {
 
     let mut tx = pool.begin().await.unwrap();
     let before = blocks_fetched(&mut tx, "portfolio_marks").await;
-    let rows = navd::storage::lock_portfolios(&mut tx, &ids, true, false, true)
+    let rows = navd_storage::lock_portfolios(&mut tx, &ids, true, false, true)
         .await
         .unwrap();
     let fetched = blocks_fetched(&mut tx, "portfolio_marks").await - before;
@@ -194,7 +194,7 @@ async fn a_group_reads_the_records_it_asks_for_whatever_their_statistics() {
     let wanted: Vec<(String, NaiveDate)> = ids.iter().map(|p| (p.clone(), day)).collect();
     let mut tx = pool.begin().await.unwrap();
     let before = blocks_fetched(&mut tx, "portfolio_nav_history").await;
-    let rows = navd::storage::history_rows_at(&mut tx, &wanted)
+    let rows = navd_storage::history_rows_at(&mut tx, &wanted)
         .await
         .unwrap();
     let fetched = blocks_fetched(&mut tx, "portfolio_nav_history").await - before;
@@ -233,7 +233,7 @@ async fn a_relay_claims_the_oldest_unsent_rows_once_whatever_their_statistics() 
 
     let mut tx = pool.begin().await.unwrap();
     let before = blocks_fetched(&mut tx, "history_outbox").await;
-    let rows = navd::storage::outbox::claim(&mut tx, &ids, false)
+    let rows = navd_storage::outbox::claim(&mut tx, &ids, false)
         .await
         .unwrap();
     let fetched = blocks_fetched(&mut tx, "history_outbox").await - before;

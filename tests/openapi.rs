@@ -131,10 +131,10 @@ async fn real_responses_validate_against_the_served_document() {
     check(&doc, backfill, "post", s, &b);
 
     let mut tx = app.pool.begin().await.unwrap();
-    navd::storage::insert_dead_letters(
+    navd_storage::insert_dead_letters(
         &mut tx,
-        &[navd::storage::DeadLetter {
-            source: navd::storage::Source {
+        &[navd_storage::DeadLetter {
+            source: navd_storage::Source {
                 topic: "t".into(),
                 partition: 0,
                 offset: 1,

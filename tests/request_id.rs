@@ -131,12 +131,12 @@ async fn log_lines_inside_a_request_carry_its_id_method_and_route() {
         .unwrap()
         .port();
     let pool =
-        navd::storage::connect_lazy(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1).unwrap();
+        navd_storage::connect_lazy(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1).unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let state = navd::http::AppState {
         cache: Arc::new(navd::http::cache::ReadCache::new(1 << 20)),
         ..navd::http::AppState::new(
-            navd::Db::new(pool),
+            navd_storage::Db::new(pool),
             navd::clock::Clock::fixed(golden_today()),
             navd::http::Authenticator::new(&jwt_auth()).unwrap(),
         )

@@ -68,10 +68,10 @@ async fn start_navd() -> (Service, CancellationToken) {
         "trade_date": "2024-01-03"});
     ingest(&db, &[other], &[]).await;
     let mut tx = pool.begin().await.unwrap();
-    navd::storage::insert_dead_letters(
+    navd_storage::insert_dead_letters(
         &mut tx,
-        &[navd::storage::DeadLetter {
-            source: navd::storage::Source {
+        &[navd_storage::DeadLetter {
+            source: navd_storage::Source {
                 topic: "nav.transactions".into(),
                 partition: 0,
                 offset: 7,

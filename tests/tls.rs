@@ -52,7 +52,7 @@ fn ca(dir: &Path, name: &str) {
 }
 
 async fn ssl_in_use(url: &str) -> bool {
-    let pool = navd::storage::connect(url, 2).await.unwrap();
+    let pool = navd_storage::connect(url, 2).await.unwrap();
     let on: bool = sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
         .fetch_one(&pool)
         .await
@@ -144,7 +144,7 @@ async fn postgres_over_tls_require_and_verify_full() {
         "postgres://postgres@localhost:{port}/postgres?sslmode=verify-full&sslrootcert={}",
         root("other-ca")
     );
-    let err = format!("{:#}", navd::storage::connect(&wrong, 2).await.unwrap_err());
+    let err = format!("{:#}", navd_storage::connect(&wrong, 2).await.unwrap_err());
     assert!(err.contains("TLS failed"), "{err}");
     assert!(err.contains("sslrootcert"), "{err}");
     assert!(!err.contains("timed out"), "{err}");
@@ -154,7 +154,7 @@ async fn postgres_over_tls_require_and_verify_full() {
         "postgres://postgres@127.0.0.1:{port}/postgres?sslmode=verify-full&sslrootcert={}",
         root("ca")
     );
-    let err = format!("{:#}", navd::storage::connect(&by_ip, 2).await.unwrap_err());
+    let err = format!("{:#}", navd_storage::connect(&by_ip, 2).await.unwrap_err());
     assert!(err.contains("TLS failed"), "{err}");
     drop(pg);
 }
@@ -171,7 +171,7 @@ async fn a_failed_connection_says_why() {
     let started = std::time::Instant::now();
     let err = format!(
         "{:#}",
-        navd::storage::connect(&format!("postgres://u:secret@127.0.0.1:{port}/db"), 2)
+        navd_storage::connect(&format!("postgres://u:secret@127.0.0.1:{port}/db"), 2)
             .await
             .unwrap_err()
     );
@@ -182,7 +182,7 @@ async fn a_failed_connection_says_why() {
 
     let err = format!(
         "{:#}",
-        navd::storage::connect("postgres://u@no-such-host.invalid:5432/db", 2)
+        navd_storage::connect("postgres://u@no-such-host.invalid:5432/db", 2)
             .await
             .unwrap_err()
     );
@@ -202,7 +202,7 @@ async fn a_failed_connection_says_why() {
     .unwrap();
     let err = format!(
         "{:#}",
-        navd::storage::connect(&pg.url_for("nope"), 2)
+        navd_storage::connect(&pg.url_for("nope"), 2)
             .await
             .unwrap_err()
     );
@@ -290,7 +290,7 @@ async fn require_and_prefer_accept_a_self_signed_version_1_certificate() {
         "postgres://postgres@localhost:{port}/postgres?sslmode=verify-ca&sslrootcert={}",
         d.join("other-ca.crt").display()
     );
-    let err = format!("{:#}", navd::storage::connect(&wrong, 2).await.unwrap_err());
+    let err = format!("{:#}", navd_storage::connect(&wrong, 2).await.unwrap_err());
     assert!(err.contains("TLS failed"), "{err}");
     drop(pg);
 }

@@ -42,7 +42,7 @@ const PAGE: &str = "/portfolio/golden-1";
 /// a test can hold a caller's share itself).
 struct App {
     base: String,
-    db: navd::Db,
+    db: navd_storage::Db,
     guards: Arc<Guards>,
     auth: AuthConfig,
     stop: CancellationToken,
@@ -73,7 +73,7 @@ async fn spawn(auth: AuthConfig, protection: Protection, today: NaiveDate) -> Ap
     let (pool, _url) = fresh_db().await;
     let guards = Arc::new(Guards::new(&protection));
     let stop = CancellationToken::new();
-    let db = navd::Db::new(pool.clone());
+    let db = navd_storage::Db::new(pool.clone());
     let state = AppState {
         cache: Arc::new(navd::http::cache::ReadCache::new(16 << 20)),
         guards: guards.clone(),

@@ -23,7 +23,7 @@
 //! The bench drives navd only through its faces: the `navd` executable
 //! (`serve`, `migrate`), its public HTTP API and `/metrics`, its database
 //! read with the bench's own SQL, the `projections` crate (the pure fold,
-//! [`purefold`]) and the `LISTEN` channel name [`navd::CHANGES_CHANNEL`].
+//! [`purefold`]) and the `LISTEN` channel name [`navd_storage::changes::CHANNEL`].
 //!
 //! The scenarios, one file each under [`scenarios`], with the targets of
 //! the second performance round (issue 13, a 2-core machine): `ingest`,

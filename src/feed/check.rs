@@ -38,8 +38,8 @@ use super::Message;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::query::{self, HistoryQuery, Point, QueryError, State};
-use crate::storage::feed_check::{self as stored, OutboxTip};
-use crate::storage::{self, Db};
+use navd_storage::feed_check::{self as stored, OutboxTip};
+use navd_storage::Db;
 
 /// The pause between two looks at portfolios that are moving.
 const SETTLE_PAUSE: Duration = Duration::from_millis(500);
@@ -824,7 +824,7 @@ pub(crate) fn run(args: &Args) -> ExitCode {
     };
     let url = config.database_url.clone().expect("DATABASE_URL is set");
     let result = rt.block_on(async {
-        let pool = storage::connect(&url, 2).await?;
+        let pool = navd_storage::connect(&url, 2).await?;
         let db = Db::new(pool);
         db.prices()
             .set_default_currency(config.default_currency.clone());

@@ -25,8 +25,8 @@ use serde_json::value::RawValue;
 use sqlx::PgConnection;
 
 use crate::query::{Point, PortfolioStatus};
-use crate::storage::outbox::{self, Head, OutboxRow};
-use crate::storage::{self, Changed, HistoryRow};
+use navd_storage::outbox::{self, Head, OutboxRow};
+use navd_storage::{Changed, HistoryRow};
 
 /// A message (one part) stays under this many bytes: Kafka's default
 /// `message.max.bytes` is 1 MB, and the margin leaves room for headers.
@@ -110,7 +110,7 @@ impl Staging {
     };
 
     /// As `db` has the feed, for the operation `op`.
-    pub fn of(db: &crate::storage::Db, op: Option<&'static str>) -> Staging {
+    pub fn of(db: &navd_storage::Db, op: Option<&'static str>) -> Staging {
         Staging { on: db.feed(), op }
     }
 }
@@ -269,7 +269,7 @@ async fn rows_before(
             (!held).then(|| (c.portfolio_id.clone(), prev))
         })
         .collect();
-    storage::history_rows_at(conn, &wanted).await
+    navd_storage::history_rows_at(conn, &wanted).await
 }
 
 /// The records of `c`'s message: from its own rows when they suffice,
@@ -288,7 +288,7 @@ async fn records_of(
         return Ok(points_after(before.get(&c.portfolio_id), &c.rows, written));
     }
     let from = first.pred_opt().unwrap_or(*first);
-    let stored = storage::load_history(conn, &c.portfolio_id, Some(from), None).await?;
+    let stored = navd_storage::load_history(conn, &c.portfolio_id, Some(from), None).await?;
     Ok(changed_points(&stored, written))
 }
 

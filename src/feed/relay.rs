@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{FeedConfig, KafkaConfig};
 use crate::health::Health;
-use crate::storage::outbox::{self, OutboxRow};
-use crate::storage::Db;
+use navd_storage::outbox::{self, OutboxRow};
+use navd_storage::Db;
 
 /// Portfolios one relay claims at a time.
 const CLAIM: i64 = 64;

@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{changed_points, Cause, Draft};
 use crate::config::FeedConfig;
-use crate::storage::outbox::{self, Head};
-use crate::storage::{self, Db};
+use navd_storage::outbox::{self, Head};
+use navd_storage::Db;
 
 /// How often an open stream looks at the outbox without being woken.
 const RECHECK: Duration = Duration::from_secs(2);
@@ -132,7 +132,7 @@ impl Stream {
     ) -> sqlx::Result<Option<Stream>> {
         let stamp = db.changes().stamp(portfolio_id);
         let mut conn = db.pool().acquire().await?;
-        let Some(p) = storage::get_portfolio(&mut conn, portfolio_id).await? else {
+        let Some(p) = navd_storage::get_portfolio(&mut conn, portfolio_id).await? else {
             return Ok(None);
         };
         let (cursor, queue) = match last {
@@ -211,11 +211,11 @@ impl Stream {
 /// The whole history as one change (parts as needed) at the portfolio's
 /// current version, and that version.
 async fn snapshot(db: &Db, portfolio_id: &str) -> sqlx::Result<(i64, VecDeque<(i64, String)>)> {
-    let mut tx = storage::read_snapshot(db.pool()).await?;
-    let Some(p) = storage::get_portfolio(&mut tx, portfolio_id).await? else {
+    let mut tx = navd_storage::read_snapshot(db.pool()).await?;
+    let Some(p) = navd_storage::get_portfolio(&mut tx, portfolio_id).await? else {
         return Ok((0, VecDeque::new()));
     };
-    let rows = storage::load_history(&mut tx, portfolio_id, None, None).await?;
+    let rows = navd_storage::load_history(&mut tx, portfolio_id, None, None).await?;
     drop(tx);
     let days: Vec<_> = rows.iter().map(|r| r.record.date).collect();
     let head = Head {

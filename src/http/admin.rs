@@ -80,7 +80,7 @@ pub(crate) async fn dead_letters(
             ))
         })?,
     };
-    let rows = query::dead_letters(&s.db, after, limit).await?;
+    let rows = query::dead_letters(s.engine.db(), after, limit).await?;
     let next = (rows.len() as i64 == limit)
         .then(|| rows.last().map(|r| r.id.to_string()))
         .flatten();
@@ -140,7 +140,7 @@ pub(crate) async fn replay(
 ) -> Result<(axum::http::StatusCode, Json<ReplayResponse>), ApiError> {
     caller.require(SCOPE_ADMIN)?;
     params::query(raw.as_deref(), &[])?;
-    let n = crate::projection::replay_all(&s.db).await?;
+    let n = crate::projection::replay_all(s.engine.db()).await?;
     s.wake.notify_one();
     tracing::info!(portfolios = n, "replay requested");
     Ok((

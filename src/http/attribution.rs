@@ -82,7 +82,7 @@ pub(crate) async fn attribution(
     let (range, known_at) = parse(raw.as_deref())?;
     let _permit = s.guards.admit_work(&caller, peer)?;
     Ok(Json(
-        read::read_attribution(&s.db, id.as_str(), range, known_at, &s.clock).await?,
+        read::read_attribution(s.engine.db(), id.as_str(), range, known_at, &s.clock).await?,
     ))
 }
 
@@ -121,7 +121,7 @@ pub(crate) async fn attribution_csv(
     caller.authorize(SCOPE_READ, id.as_str())?;
     let (range, known_at) = parse(raw.as_deref())?;
     let _permit = s.guards.admit_work(&caller, peer)?;
-    let a = read::read_attribution(&s.db, id.as_str(), range, known_at, &s.clock).await?;
+    let a = read::read_attribution(s.engine.db(), id.as_str(), range, known_at, &s.clock).await?;
     let disposition = format!(
         "attachment; filename=\"{id}-attribution-{}-{}.csv\"",
         a.from, a.to

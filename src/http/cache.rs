@@ -6,9 +6,8 @@
 //! ways:
 //! - by the change notifications this process has heard
 //!   ([`crate::query::Seen`]): an entry whose counters have not moved,
-//!   and that the database confirmed less than
-//!   [`TRUST_FOR`](crate::query::TRUST_FOR) ago, is served with
-//!   no round trip;
+//!   and that the database confirmed less than [`TRUST_FOR`] ago, is
+//!   served with no round trip;
 //! - otherwise by the portfolio's `version` (bumped by every update of its
 //!   row, and every write of the projection updates it), the pending marks
 //!   and the benchmark's price version, read in one primary-key lookup.
@@ -29,7 +28,13 @@ use axum::body::Bytes;
 use tokio::sync::OnceCell;
 
 use super::encoding::Coding;
-use crate::query::{Seen, TRUST_FOR};
+use crate::query::Seen;
+
+/// How long a cached entry is trusted on the change notifications alone
+/// before it is revalidated against the database once more: a bound (two
+/// periods at worst) on the staleness a write path that forgot to notify
+/// could cause.
+pub(crate) const TRUST_FOR: Duration = Duration::from_secs(1);
 
 /// Brotli's quality and window. Quality 5 made a 10-year curve (1.4 MB of
 /// JSON) 29 % smaller than gzip in ~20 ms (gzip: 3.5 ms). That is paid

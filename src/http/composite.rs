@@ -127,7 +127,7 @@ pub(crate) async fn composite(
         // As known at a past instant: computed on each call, not cached
         // (as a single curve's).
         let _permit = s.guards.admit_work(&caller, peer)?;
-        let h = read_composite(&s.db, &ids, &q, &s.clock).await?;
+        let h = read_composite(s.engine.db(), &ids, &q, &s.clock).await?;
         return Ok(Json(body_of(h, &ids)?).into_response());
     }
     // `/` is in no portfolio id: no composite's key is a single curve's.
@@ -135,12 +135,12 @@ pub(crate) async fn composite(
     let bench = q.benchmark.as_ref().map(|b| b.as_str());
     // Taken before anything is read, as for a single curve: a change of any
     // member committed after it moves the sum of their counters.
-    let seen = s.db.changes().seen_many(&ids, bench.is_some());
+    let seen = crate::query::seen_many(s.engine.db(), &ids, bench.is_some());
     if let Some(e) = seen.and_then(|sn| s.cache.get_trusted(&key, sn)) {
         metrics::counter!("navd_read_cache_total", "outcome" => "trusted").increment(1);
         return cached_response(&s, &key, &headers, &e).await;
     }
-    let (members, bench_version) = composite::validator(&s.db, &ids, bench)
+    let (members, bench_version) = composite::validator(s.engine.db(), &ids, bench)
         .await?
         .ok_or(ApiError::NotFound)?;
     let bench_tag = match (bench, bench_version) {
@@ -150,7 +150,7 @@ pub(crate) async fn composite(
     let current = format!("{members}{bench_tag}");
     let entry = entry_or_build(&s, &key, &current, seen, &headers, || async {
         let permit = s.guards.admit_work(&caller, peer)?;
-        let c = read_composite_tagged(&s.db, &ids, &q, &s.clock).await?;
+        let c = read_composite_tagged(s.engine.db(), &ids, &q, &s.clock).await?;
         // The members as read, and the benchmark's version as read before
         // them (a close written in between only makes the next read
         // reload).
@@ -210,7 +210,7 @@ pub(crate) async fn composite_csv(
         caller.authorize(SCOPE_READ, id)?;
     }
     let _permit = s.guards.admit_work(&caller, peer)?;
-    let h = read_composite(&s.db, &ids, &q, &s.clock).await?;
+    let h = read_composite(s.engine.db(), &ids, &q, &s.clock).await?;
     let body = super::nav::csv_of(&h.points, q.benchmark.is_some(), q.rolling.is_some());
     Ok((
         [

@@ -146,16 +146,11 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Database failures: unreachable or exhausted is 503, anything else 500.
+/// Database failures, as the read model classifies them: unreachable or
+/// exhausted is 503, anything else 500.
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
-        match crate::query::StorageError::from(e) {
-            crate::query::StorageError::Unavailable(e) => {
-                tracing::warn!(error = %e, "database unavailable");
-                ApiError::Unavailable("the database is unavailable; retry later".into())
-            }
-            other => ApiError::Internal(other.into()),
-        }
+        crate::query::QueryError::from(e).into()
     }
 }
 
@@ -168,7 +163,11 @@ impl From<crate::query::QueryError> for ApiError {
             QueryError::NotFound => ApiError::NotFound,
             QueryError::NoRecord(why) => ApiError::RouteNotFound(why),
             QueryError::UnknownBenchmark(why) => ApiError::BadRequest(why),
-            QueryError::Db(d) => d.into(),
+            QueryError::Unavailable(e) => {
+                tracing::warn!(error = %e, "database unavailable");
+                ApiError::Unavailable("the database is unavailable; retry later".into())
+            }
+            QueryError::Db(e) => ApiError::Internal(e.into()),
             QueryError::Failed(e) => ApiError::Internal(e),
         }
     }
@@ -178,6 +177,10 @@ impl From<crate::projection::ProjectorError> for ApiError {
     fn from(e: crate::projection::ProjectorError) -> Self {
         match e {
             crate::projection::ProjectorError::Db(d) => d.into(),
+            // Classified as the read model classifies storage's failures.
+            crate::projection::ProjectorError::Storage(e) => {
+                crate::query::QueryError::from(e).into()
+            }
             other => ApiError::Internal(other.into()),
         }
     }
@@ -197,5 +200,29 @@ impl From<crate::projection::OpError> for ApiError {
             }),
             OpError::Failed(e) => e.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database that is unreachable or lost answers 503 with
+    /// `Retry-After` whichever way the failure comes (the read model's
+    /// error, a bare driver error); any other database failure is a 500.
+    /// (That storage classifies a connection lost inside code that reads
+    /// rows as unavailable: `query`'s tests.)
+    #[test]
+    fn a_lost_database_is_503_with_retry_after() {
+        for e in [
+            ApiError::from(crate::query::QueryError::from(sqlx::Error::PoolTimedOut)),
+            ApiError::from(sqlx::Error::Io(std::io::ErrorKind::BrokenPipe.into())),
+        ] {
+            let r = e.into_response();
+            assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert!(r.headers().contains_key(header::RETRY_AFTER));
+        }
+        let r = ApiError::from(sqlx::Error::RowNotFound).into_response();
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

@@ -60,7 +60,7 @@ pub(crate) async fn explain(
     let day = params::date("date", &date)?;
     let _permit = s.guards.admit_work(&caller, peer)?;
     Ok(Json(
-        read::read_explanation(&s.db, id.as_str(), day, known_at, &s.clock).await?,
+        read::read_explanation(s.engine.db(), id.as_str(), day, known_at, &s.clock).await?,
     ))
 }
 

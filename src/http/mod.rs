@@ -135,7 +135,7 @@ async fn readyz(State(s): State<AppState>) -> Response {
     // On the probe's own connection, within a probe's usual timeout: a
     // pool saturated by requests, or a database that does not answer,
     // never makes the probe itself time out.
-    let db_ok = match s.guards.probe.database(s.db.pool()).await {
+    let db_ok = match s.guards.probe.database(s.engine.db().pool()).await {
         Ok(()) => true,
         Err(e) => {
             if let Some(suppressed) = noise.admit("readyz:db") {

@@ -57,12 +57,12 @@ pub(crate) async fn get_history(
     let bench = q.benchmark.as_ref().map(|b| b.as_str());
     // Taken before anything is read: a change committed after it moves the
     // counters, so an entry stored under it is never trusted past that.
-    let seen = s.db.changes().seen(id.as_str(), bench.is_some());
+    let seen = crate::query::seen(s.engine.db(), id.as_str(), bench.is_some());
     if let Some(e) = seen.and_then(|sn| s.cache.get_trusted(&key, sn)) {
         metrics::counter!("navd_read_cache_total", "outcome" => "trusted").increment(1);
         return cached_response(&s, &key, &headers, &e).await;
     }
-    let (version, pending, bench_version) = query::validator(&s.db, id.as_str(), bench)
+    let (version, pending, bench_version) = query::validator(s.engine.db(), id.as_str(), bench)
         .await?
         .ok_or(ApiError::NotFound)?;
     let bench_tag = |v: Option<i64>| match (bench, v) {
@@ -79,7 +79,7 @@ pub(crate) async fn get_history(
         // is built (moved into the blocking task, so it is held even if
         // this request is dropped meanwhile).
         let permit = s.guards.admit_work(&caller, peer)?;
-        let h = query::read_history(&s.db, id.as_str(), &q, &s.clock).await?;
+        let h = query::read_history(s.engine.db(), id.as_str(), &q, &s.clock).await?;
         // The benchmark's version as read before the closes: a close
         // written in between only makes the next read reload.
         let tag = format!(
@@ -108,7 +108,7 @@ async fn known_history(
     q: &HistoryQuery,
 ) -> Result<Response, ApiError> {
     let _permit = s.guards.admit_work(caller, peer)?;
-    let h = query::read_history(&s.db, id, q, &s.clock).await?;
+    let h = query::read_history(s.engine.db(), id, q, &s.clock).await?;
     Ok(Json(HistoryResponse::from(h)).into_response())
 }
 
@@ -143,7 +143,7 @@ pub(crate) async fn get_history_csv(
     caller.authorize(SCOPE_READ, id.as_str())?;
     let q = HistoryQuery::parse(raw.as_deref())?;
     let permit = s.guards.admit_work(&caller, peer)?;
-    let h = query::read_history(&s.db, id.as_str(), &q, &s.clock).await?;
+    let h = query::read_history(s.engine.db(), id.as_str(), &q, &s.clock).await?;
     let with_benchmark = q.benchmark.is_some();
     let with_rolling = q.rolling.is_some();
     let body = tokio::task::spawn_blocking(move || {
@@ -285,7 +285,7 @@ pub(crate) async fn get_positions(
         .transpose()?;
     let _permit = s.guards.admit_work(&caller, peer)?;
     Ok(Json(
-        query::read_positions(&s.db, id.as_str(), date, known_at, &s.clock).await?,
+        query::read_positions(s.engine.db(), id.as_str(), date, known_at, &s.clock).await?,
     ))
 }
 
@@ -330,7 +330,7 @@ pub(crate) async fn list_portfolios(
     };
     let _permit = s.guards.admit_work(&caller, peer)?;
     Ok(Json(
-        query::list_portfolios(&s.db, &after, limit, caller.visible()).await?,
+        query::list_portfolios(s.engine.db(), &after, limit, caller.visible()).await?,
     ))
 }
 
@@ -479,7 +479,7 @@ pub(crate) async fn backfill(
         .transpose()?;
     let to = b.to.as_deref().map(|v| params::date("to", v)).transpose()?;
     params::range(from, to)?;
-    let r = projection::backfill(&s.db, id.as_str(), from, to, s.clock.today()).await?;
+    let r = projection::backfill(s.engine.db(), id.as_str(), from, to, s.clock.today()).await?;
     // Clamping can leave an empty range (it ends before the first day or
     // starts after today): then nothing was rebuilt, and the answer says so
     // instead of reporting `from` after `to`.
@@ -535,10 +535,10 @@ pub(crate) async fn calculate(
         }
     }
     let (row, before, status) =
-        projection::calculate_with_day_before(&s.db, id.as_str(), s.clock.today()).await?;
+        projection::calculate_with_day_before(s.engine.db(), id.as_str(), s.clock.today()).await?;
     let point = match (&row, before) {
         (Some(r), Some(before)) => Some(query::Point::of(r, before.as_ref())),
-        (Some(r), None) => Some(query::point_of(&s.db, id.as_str(), r).await?),
+        (Some(r), None) => Some(query::point_of(s.engine.db(), id.as_str(), r).await?),
         (None, _) => None,
     };
     Ok(Json(CalculateResponse {

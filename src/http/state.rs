@@ -9,15 +9,16 @@ use axum::extract::FromRef;
 use super::auth::Authenticator;
 use super::cache::ReadCache;
 use crate::clock::Clock;
+use crate::engine::Engine;
 use crate::health::Health;
-use crate::Db;
 
 #[derive(Debug, Clone)]
 pub struct AppState {
     /// The database, its price cache and the change notifications that
     /// validate [`Self::cache`] without a round trip
-    /// ([`crate::app::start_http_with`] starts their listener).
-    pub db: Db,
+    /// ([`crate::app::start_http_with`] starts their listener), as the
+    /// read model, the write side and the feed take it.
+    pub engine: Engine,
     pub clock: Clock,
     pub auth: Authenticator,
     pub health: Arc<Health>,
@@ -32,12 +33,12 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The state of an API over `db`: a 64 MiB read cache, the default
+    /// The state of an API over `engine` (a database handle converts): a 64 MiB read cache, the default
     /// per-caller limits, no consumer. `app` sets what the configuration
     /// says on top (struct update syntax); tests use it as it is.
-    pub fn new(db: Db, clock: Clock, auth: Authenticator) -> Self {
+    pub fn new(engine: impl Into<Engine>, clock: Clock, auth: Authenticator) -> Self {
         AppState {
-            db,
+            engine: engine.into(),
             clock,
             auth,
             health: Default::default(),

@@ -77,7 +77,7 @@ pub(crate) async fn stream(
             ApiError::TooManyRequests("this token holds its most change streams".into(), 5)
         }
     })?;
-    let stream = Stream::start(&s.db, &s.streams, ticket, id.as_str(), last)
+    let stream = Stream::start(s.engine.db(), &s.streams, ticket, id.as_str(), last)
         .await?
         .ok_or(ApiError::NotFound)?;
     let events = futures::stream::unfold(stream, |mut st| async move {

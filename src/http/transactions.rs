@@ -83,7 +83,7 @@ pub(crate) async fn transactions(
         limit,
         superseded,
     };
-    Ok(Json(read_transactions(&s.db, &id, ask).await?))
+    Ok(Json(read_transactions(s.engine.db(), &id, ask).await?))
 }
 
 /// A cursor: the trade date and log position of the last listed version.

@@ -1,7 +1,7 @@
 //! One batch of messages in one database transaction: the offset fence
 //! (skip what is already stored, notice a log that moved past the stored
 //! offsets), parsing into events or dead letters, and the isolation of
-//! messages the database refuses. The statements are [`crate::storage`]'s.
+//! messages the database refuses. The statements are [`navd_storage`]'s.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
@@ -18,12 +18,12 @@ use rdkafka::message::{Message, OwnedMessage};
 
 use crate::config::KafkaConfig;
 use crate::log_limit::RateLimit;
-use crate::storage::{self, offsets, Db, DeadLetter, IngestBatch, Source};
+use navd_storage::{offsets, Db, DeadLetter, IngestBatch, Source};
 
 /// What became of one batch.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct BatchOutcome {
-    pub report: storage::IngestReport,
+    pub report: navd_storage::IngestReport,
     /// Messages below the stored offset (already counted before).
     pub skipped: usize,
     /// Next offset per partition after the batch.
@@ -42,10 +42,10 @@ fn position(m: &OwnedMessage) -> Position {
 }
 
 /// Why the database refused a batch for what its messages hold, if it did
-/// (`storage::error::refusal`); anything else is retried.
+/// (`navd_storage::error::refusal`); anything else is retried.
 fn refused_content(e: &anyhow::Error) -> Option<String> {
     let sqlx_error = e.chain().find_map(|c| c.downcast_ref::<sqlx::Error>())?;
-    crate::storage::error::refusal(sqlx_error)
+    navd_storage::error::refusal(sqlx_error)
 }
 
 /// Stores `msgs` like [`store_batch`]; when the database refuses the batch
@@ -357,7 +357,7 @@ pub async fn store_batch(
         msgs,
         accepted_gaps,
         refused,
-        storage::Lookup::Optimistic,
+        navd_storage::Lookup::Optimistic,
     )
     .await;
     match optimistic {
@@ -370,7 +370,7 @@ pub async fn store_batch(
                 msgs,
                 accepted_gaps,
                 refused,
-                storage::Lookup::Stored,
+                navd_storage::Lookup::Stored,
             )
             .await
         }
@@ -385,7 +385,7 @@ async fn store_batch_as(
     msgs: &[OwnedMessage],
     accepted_gaps: &HashMap<(String, i32), i64>,
     refused: &HashMap<Position, String>,
-    lookup: storage::Lookup,
+    lookup: navd_storage::Lookup,
 ) -> Result<BatchOutcome> {
     let last = last_offsets(msgs);
     let parts: Vec<(String, i32)> = last.keys().cloned().collect();
@@ -414,7 +414,7 @@ async fn store_batch_as(
         .iter()
         .map(|d| DeadLetterLine::of(d, cfg))
         .collect();
-    let report = storage::ingest_sharded(&mut tx, batch, db.event_id_shards(), lookup).await?;
+    let report = navd_storage::ingest_sharded(&mut tx, batch, db.event_id_shards(), lookup).await?;
     let next_offsets: BTreeMap<(String, i32), i64> = last
         .iter()
         .map(|(k, o)| (k.clone(), (*o + 1).max(stored.get(k).copied().unwrap_or(0))))

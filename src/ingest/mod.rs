@@ -43,7 +43,7 @@ use rebalance::Ctx;
 
 use crate::config::KafkaConfig;
 use crate::health::{ConsumerHealth, Health};
-use crate::storage::{offsets, Db};
+use navd_storage::{offsets, Db};
 
 #[derive(Debug)]
 pub(crate) struct Consumer {

@@ -18,7 +18,7 @@ use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection};
 
 use crate::health::{ConsumerHealth, Health};
-use crate::storage::offsets;
+use navd_storage::offsets;
 
 /// librdkafka callbacks: rebalance from stored offsets, statistics, errors.
 pub(super) struct Ctx {

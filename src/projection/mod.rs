@@ -7,10 +7,10 @@
 //! ([`refresh`]) plans where each portfolio's fold starts, loads what the
 //! folds need for a whole group at once, runs the one day loop
 //! ([`projections::resume`]) and writes the rows back; it holds no SQL of
-//! its own (that is [`crate::storage`]'s) and no day loop of its own (that
+//! its own (that is [`navd_storage`]'s) and no day loop of its own (that
 //! is the `projections` crate's). The operator operations are in [`ops`],
 //! the in-process cache of closing prices in
-//! [`crate::storage::price_cache`].
+//! [`navd_storage::price_cache`].
 //!
 //! A refresh folds from the cheapest state that is still valid:
 //! - the stored `base_state` (end of the day before the last record): an
@@ -18,7 +18,7 @@
 //!   O(open positions);
 //! - otherwise the state at the end of d−1 rebuilt from the stored exact
 //!   values of that day and the positions of the transactions before d
-//!   (replayed from the newest anchor before d, [`crate::storage::anchors`],
+//!   (replayed from the newest anchor before d, [`navd_storage::anchors`],
 //!   else from D0), so a late event dated d recomputes from d only;
 //! - otherwise D0.
 //!
@@ -34,7 +34,7 @@ use projections::ReportedStatus;
 use projections::{FoldError, Inconsistency};
 
 use crate::feed::Staging;
-use crate::storage::{Db, HistoryRow};
+use navd_storage::{Db, HistoryRow};
 
 pub use ops::{
     backfill, calculate, calculate_with_day_before, BackfillReport, Calculated, OpError,
@@ -45,6 +45,9 @@ pub use refresh::{refresh_in, run_fold, FoldRun, Lock};
 pub enum ProjectorError {
     #[error(transparent)]
     Db(#[from] sqlx::Error),
+    /// A storage operation failed, as storage classifies it.
+    #[error(transparent)]
+    Storage(#[from] navd_storage::StorageError),
     #[error("fold failed: {0}")]
     Fold(#[from] FoldError),
     #[error("{0:#}")]
@@ -112,7 +115,7 @@ pub(crate) async fn try_refresh_many(db: &Db, ids: &[String], today: NaiveDate) 
 /// them (the operator's replay); returns how many were marked.
 #[tracing::instrument(skip_all)]
 pub(crate) async fn replay_all(db: &Db) -> Result<u64> {
-    Ok(crate::storage::mark_all_pending(db).await?)
+    Ok(navd_storage::mark_all_pending(db).await?)
 }
 
 pub(crate) fn succ(d: NaiveDate) -> NaiveDate {

@@ -8,7 +8,7 @@ use projections::{Inconsistency, ReportedStatus};
 use super::refresh::{prices_for, refresh_staged, run_fold, Lock};
 use super::{pred, refresh, succ, ProjectorError};
 use crate::feed::{Cause, Change, Staging};
-use crate::storage::{self, Db, HistoryRow};
+use navd_storage::{Db, HistoryRow};
 
 #[derive(Debug)]
 pub enum OpError {
@@ -29,6 +29,11 @@ impl From<anyhow::Error> for OpError {
 }
 impl From<sqlx::Error> for OpError {
     fn from(e: sqlx::Error) -> Self {
+        OpError::Failed(e.into())
+    }
+}
+impl From<navd_storage::StorageError> for OpError {
+    fn from(e: navd_storage::StorageError) -> Self {
         OpError::Failed(e.into())
     }
 }
@@ -53,13 +58,13 @@ pub async fn backfill(
     today: NaiveDate,
 ) -> std::result::Result<BackfillReport, OpError> {
     let mut tx = db.begin().await?;
-    let Some(p) = storage::lock_portfolio(&mut tx, portfolio_id, false).await? else {
+    let Some(p) = navd_storage::lock_portfolio(&mut tx, portfolio_id, false).await? else {
         return Err(OpError::NotFound);
     };
     let from = from.unwrap_or(p.first_day).max(p.first_day);
     let to = to.unwrap_or(pred(today)).min(today);
     let start = super::refresh::initial_of(&p);
-    let txs = storage::load_transactions(&mut tx, portfolio_id, None, to).await?;
+    let txs = navd_storage::load_transactions(&mut tx, portfolio_id, None, to).await?;
     let book = prices_for(&mut tx, db.prices(), &start, &txs, to).await?;
     let run = run_fold(start, &txs, &book, to).map_err(ProjectorError::from)?;
     if let Some(inc) = run.inconsistency {
@@ -75,7 +80,7 @@ pub async fn backfill(
         .cloned()
         .collect();
     let (digest, changed) = if from <= to {
-        storage::replace_history_changed(
+        navd_storage::replace_history_changed(
             &mut tx,
             portfolio_id,
             from,
@@ -85,15 +90,15 @@ pub async fn backfill(
         )
         .await?
     } else {
-        (p.history_digest, storage::Changed::default())
+        (p.history_digest, navd_storage::Changed::default())
     };
     if from <= to {
         set_extent(&mut tx, &p, &run, (from, to), digest).await?;
     }
-    let p = storage::get_portfolio(&mut tx, portfolio_id)
+    let p = navd_storage::get_portfolio(&mut tx, portfolio_id)
         .await?
         .ok_or(OpError::NotFound)?;
-    if db.feed() && changed != storage::Changed::default() {
+    if db.feed() && changed != navd_storage::Changed::default() {
         let change = Change {
             portfolio_id: portfolio_id.to_string(),
             status: p.reported_status(),
@@ -122,10 +127,10 @@ pub async fn backfill(
 /// the range reaches the last day).
 async fn set_extent(
     conn: &mut sqlx::PgConnection,
-    p: &storage::PortfolioRow,
+    p: &navd_storage::PortfolioRow,
     run: &super::FoldRun,
     (from, to): (NaiveDate, NaiveDate),
-    digest: Option<storage::Digest>,
+    digest: Option<navd_storage::Digest>,
 ) -> std::result::Result<(), OpError> {
     let extends = p.last_day.is_none_or(|l| to >= l) && !run.rows.is_empty();
     let last_day = if extends { Some(to) } else { p.last_day };
@@ -139,7 +144,7 @@ async fn set_extent(
         p.base_state.clone()
     };
     let id = p.portfolio_id.as_str();
-    storage::portfolios::set_extent(conn, id, last_day, base.as_deref(), p.first_day, digest)
+    navd_storage::portfolios::set_extent(conn, id, last_day, base.as_deref(), p.first_day, digest)
         .await?;
     // A backfill is how an operator repairs a history: no older state is
     // trusted after it.
@@ -147,11 +152,11 @@ async fn set_extent(
     let year_ends = super::refresh::year_end_anchors(run)?;
     let keeps: Vec<(&str, NaiveDate, &serde_json::value::RawValue)> =
         year_ends.iter().map(|(d, s)| (id, *d, &**s)).collect();
-    storage::anchors::sync_anchors(conn, &[(id, None)], &keeps).await?;
+    navd_storage::anchors::sync_anchors(conn, &[(id, None)], &keeps).await?;
     if p.pending_from.is_some_and(|d| d >= from && d <= to) {
-        storage::delete_marks(conn, id, &p.mark_ids).await?;
+        navd_storage::delete_marks(conn, id, &p.mark_ids).await?;
         if last_day.is_some_and(|l| succ(to) <= l) {
-            storage::add_mark(conn, id, succ(to), "backfill").await?;
+            navd_storage::add_mark(conn, id, succ(to), "backfill").await?;
         }
     }
     Ok(())
@@ -206,7 +211,7 @@ pub async fn calculate_with_day_before(
         None if out.days_written > 0 => None,
         None => {
             let mut conn = db.pool().acquire().await?;
-            storage::history_row(&mut conn, portfolio_id, today).await?
+            navd_storage::history_row(&mut conn, portfolio_id, today).await?
         }
     };
     Ok((row, None, out.status))

@@ -15,9 +15,9 @@ use sqlx::PgConnection;
 
 use super::{pred, succ, Refreshed, Result};
 use crate::feed::{Cause, Change, Staging};
-use crate::storage::portfolios::BaseState;
-use crate::storage::price_cache::PriceCache;
-use crate::storage::{self, HistoryRow, PortfolioRow};
+use navd_storage::portfolios::BaseState;
+use navd_storage::price_cache::PriceCache;
+use navd_storage::{HistoryRow, PortfolioRow};
 
 /// How a refresh takes the portfolios' row locks, and from where it folds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +84,7 @@ pub(crate) async fn refresh_staged(
     staging: Staging,
 ) -> Result<Vec<(String, Refreshed)>> {
     let skip = lock == Lock::Skip;
-    let rows = storage::lock_portfolios(conn, ids, skip, lock == Lock::Full, skip).await?;
+    let rows = navd_storage::lock_portfolios(conn, ids, skip, lock == Lock::Full, skip).await?;
     let (mut out, plans) = plan(rows, today, lock == Lock::Full);
     let (ready, book) = load(conn, prices, &plans, today).await?;
     if let Some(from) = ready.iter().map(|r| r.start.date).min() {
@@ -217,7 +217,7 @@ async fn load(
             _ => None,
         })
         .collect();
-    let stored = storage::history_rows_at(conn, &rebuild_at).await?;
+    let stored = navd_storage::history_rows_at(conn, &rebuild_at).await?;
     let anchors = anchors_of(conn, plans, &rebuild_at).await?;
     let wanted: Vec<(String, Option<NaiveDate>)> = plans
         .iter()
@@ -230,7 +230,7 @@ async fn load(
             }
         })
         .collect();
-    let mut txs = storage::load_transactions_many(conn, &wanted, today).await?;
+    let mut txs = navd_storage::load_transactions_many(conn, &wanted, today).await?;
     let mine: Vec<Vec<Transaction>> = plans
         .iter()
         .map(|pl| txs.remove(&pl.p.portfolio_id).unwrap_or_default())
@@ -311,13 +311,13 @@ async fn anchors_of(
     plans: &[Plan],
     rebuild_at: &[(String, NaiveDate)],
 ) -> Result<HashMap<String, DayState>> {
-    let raw = storage::anchors::anchors_at(conn, rebuild_at).await?;
+    let raw = navd_storage::anchors::anchors_at(conn, rebuild_at).await?;
     let mut out = HashMap::with_capacity(raw.len());
     for pl in plans {
         let p = &pl.p;
         if let Some(state) = raw
             .get(&p.portfolio_id)
-            .and_then(|r| storage::anchors::usable(p, r))
+            .and_then(|r| navd_storage::anchors::usable(p, r))
         {
             out.insert(p.portfolio_id.clone(), state);
         }
@@ -410,7 +410,7 @@ async fn write(
     write_anchors(conn, &plans, &folded).await?;
     let mut feed = Vec::new();
     let mut out = Vec::with_capacity(plans.len());
-    let mut upd = storage::portfolios::RefreshUpdates::default();
+    let mut upd = navd_storage::portfolios::RefreshUpdates::default();
     for (pl, f) in plans.into_iter().zip(folded) {
         let Plan {
             p,
@@ -475,7 +475,7 @@ async fn write(
 /// taken before the outcome consumes them.
 fn rows_for_feed(
     staging: Staging,
-    synced: &storage::Synced,
+    synced: &navd_storage::Synced,
     id: &str,
     f: &Option<(NaiveDate, FoldRun, usize)>,
 ) -> Vec<HistoryRow> {
@@ -489,7 +489,7 @@ fn rows_for_feed(
 /// it), if its records or status changed, with the marks it consumed.
 fn feed_change(
     row: &PortfolioRow,
-    synced: &mut storage::Synced,
+    synced: &mut navd_storage::Synced,
     status_changed: bool,
     rows: Vec<HistoryRow>,
 ) -> Option<(Change, Vec<i64>)> {
@@ -514,11 +514,11 @@ async fn stage_with(
     conn: &mut PgConnection,
     staging: Staging,
     feed: Vec<(Change, Vec<i64>)>,
-    upd: storage::portfolios::RefreshUpdates,
+    upd: navd_storage::portfolios::RefreshUpdates,
 ) -> Result<()> {
     let pids: Vec<&str> = feed.iter().map(|(c, _)| c.portfolio_id.as_str()).collect();
     let marks: Vec<i64> = feed.iter().flat_map(|(_, m)| m.iter().copied()).collect();
-    let mut causes = storage::marks::mark_causes(conn, &pids, &marks).await?;
+    let mut causes = navd_storage::marks::mark_causes(conn, &pids, &marks).await?;
     upd.apply(conn).await?;
     let changes: Vec<Change> = feed
         .into_iter()
@@ -565,7 +565,7 @@ async fn write_anchors(
         mine.extend(year_end_anchors(run)?);
         if let Some(stored) = &pl.p.anchors {
             let keeps: Vec<(NaiveDate, &RawValue)> = mine.iter().map(|(d, s)| (*d, &**s)).collect();
-            if storage::anchors::unchanged(stored, drop, &keeps) {
+            if navd_storage::anchors::unchanged(stored, drop, &keeps) {
                 continue;
             }
         }
@@ -574,7 +574,7 @@ async fn write_anchors(
     }
     let keeps: Vec<(&str, NaiveDate, &RawValue)> =
         kept.iter().map(|(p, d, s)| (*p, *d, &**s)).collect();
-    storage::anchors::sync_anchors(conn, &drops, &keeps).await?;
+    navd_storage::anchors::sync_anchors(conn, &drops, &keeps).await?;
     Ok(())
 }
 
@@ -596,12 +596,12 @@ async fn write_history(
     conn: &mut PgConnection,
     plans: &[Plan],
     folded: &[Option<(NaiveDate, FoldRun, usize)>],
-) -> Result<storage::Synced> {
-    let spans: Vec<storage::Span> = plans
+) -> Result<navd_storage::Synced> {
+    let spans: Vec<navd_storage::Span> = plans
         .iter()
         .zip(folded)
         .filter_map(|(pl, f)| {
-            f.as_ref().map(|(d, _, _)| storage::Span {
+            f.as_ref().map(|(d, _, _)| navd_storage::Span {
                 portfolio_id: pl.p.portfolio_id.clone(),
                 after: *d,
                 digest: pl.p.history_digest,
@@ -619,7 +619,7 @@ async fn write_history(
         })
         .flat_map(|(id, run)| run.rows.iter().map(move |r| (id, r)))
         .collect();
-    Ok(storage::replace_history_many(conn, &spans, &rows).await?)
+    Ok(navd_storage::replace_history_many(conn, &spans, &rows).await?)
 }
 
 /// What one portfolio's fold left: its extent, the state to resume from,

@@ -24,7 +24,7 @@ use tracing::Instrument as _;
 
 use crate::clock::Clock;
 use crate::projection;
-use crate::storage::{self, Db};
+use navd_storage::Db;
 
 /// Runs refresh passes until cancelled: after each `wake` and at least
 /// every `period`.
@@ -115,7 +115,7 @@ pub async fn vacuum_marks(
         }
         // Maintenance only: a failure (a role that does not own the table,
         // a lost connection) costs speed, never data, and is retried.
-        if let Err(e) = storage::vacuum_marks(&pool).await {
+        if let Err(e) = navd_storage::vacuum_marks(&pool).await {
             tracing::debug!(error = %e, "vacuum of portfolio_marks failed; will retry");
         }
     }
@@ -187,10 +187,10 @@ async fn refresh_pass(db: &Db, clock: Clock, limit: i64, pace: Pace) -> anyhow::
     };
     let (due, shards) = {
         let mut conn = db.pool().acquire().await?;
-        let due = storage::due_portfolios(&mut conn, today, limit, min_age).await?;
+        let due = navd_storage::due_portfolios(&mut conn, today, limit, min_age).await?;
         let shards = if db.distributed() {
             let ids: Vec<&str> = due.iter().map(|(id, _)| id.as_str()).collect();
-            Some(storage::layout::shards_of(&mut conn, &ids).await?)
+            Some(navd_storage::layout::shards_of(&mut conn, &ids).await?)
         } else {
             None
         };
@@ -286,7 +286,7 @@ pub async fn refresh_all(db: &Db, clock: Clock) -> anyhow::Result<()> {
     loop {
         let due = {
             let mut conn = db.pool().acquire().await?;
-            storage::due_portfolios(&mut conn, clock.today(), 1, Duration::ZERO).await?
+            navd_storage::due_portfolios(&mut conn, clock.today(), 1, Duration::ZERO).await?
         };
         if due.is_empty() {
             return Ok(());

@@ -172,28 +172,27 @@ pub(crate) enum ExDateKind {
 /// moved a position of portfolio `id` (as known at `known_at`, when it is
 /// in the past), in the order they applied.
 pub(crate) async fn ex_dates(
-    db: &crate::storage::Db,
+    db: &navd_storage::Db,
     id: &str,
     (from, to): (NaiveDate, NaiveDate),
     known_at: Option<chrono::DateTime<chrono::Utc>>,
     clock: &crate::clock::Clock,
 ) -> Result<Vec<ExDate>, QueryError> {
-    use crate::storage;
     let at = super::known::past(known_at, clock).map(|(at, _)| at);
-    let mut tx = storage::read_snapshot(db.pool()).await?;
-    let p = storage::get_portfolio(&mut tx, id)
+    let mut tx = navd_storage::read_snapshot(db.pool()).await?;
+    let p = navd_storage::get_portfolio(&mut tx, id)
         .await?
         .ok_or(QueryError::NotFound)?;
     let cache = db.prices();
     let known = match at {
         Some(at) => Some(
-            storage::explain::KnownInputs::read(&mut tx, id, at, cache, to)
+            navd_storage::explain::KnownInputs::read(&mut tx, id, at, cache, to)
                 .await
                 .map_err(QueryError::Failed)?,
         ),
         None => None,
     };
-    let mut inputs = storage::explain::load_day(&mut tx, id, to, cache, known, None)
+    let mut inputs = navd_storage::explain::load_day(&mut tx, id, to, cache, known, None)
         .await
         .map_err(QueryError::Failed)?;
     let base = super::base_currency(&p, &inputs.book);
@@ -202,8 +201,7 @@ pub(crate) async fn ex_dates(
     if at.is_none() {
         cache
             .add_rates(&mut tx, &mut inputs.book, std::slice::from_ref(&base), to)
-            .await
-            .map_err(QueryError::Failed)?;
+            .await?;
     }
     tx.commit().await?;
     let mut start = DayState::initial_for(

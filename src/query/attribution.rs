@@ -13,7 +13,7 @@ use projections::{money_text, ratio_text, Inconsistency, ReportedStatus, Transac
 use serde::{Deserialize, Serialize};
 
 use super::{base_currency, QueryError};
-use crate::storage::{self, Db, PortfolioRow};
+use navd_storage::{Db, PortfolioRow};
 
 /// Why a range cannot be attributed.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +28,12 @@ pub(crate) enum AttributionFailure {
 
 impl From<sqlx::Error> for AttributionFailure {
     fn from(e: sqlx::Error) -> Self {
+        AttributionFailure::Query(e.into())
+    }
+}
+
+impl From<navd_storage::StorageError> for AttributionFailure {
+    fn from(e: navd_storage::StorageError) -> Self {
         AttributionFailure::Query(e.into())
     }
 }
@@ -125,13 +131,13 @@ async fn stored(
     id: &str,
     asked: (Option<NaiveDate>, Option<NaiveDate>),
 ) -> Result<Attribution, AttributionFailure> {
-    let mut tx = storage::read_snapshot(db.pool()).await?;
-    let p = storage::get_portfolio(&mut tx, id)
+    let mut tx = navd_storage::read_snapshot(db.pool()).await?;
+    let p = navd_storage::get_portfolio(&mut tx, id)
         .await?
         .ok_or(QueryError::NotFound)?;
     let (from, to) = range_of(&p, asked)?;
     let failed = |e: anyhow::Error| QueryError::Failed(e);
-    let symbols = storage::symbols_of_portfolio(&mut tx, id).await?;
+    let symbols = navd_storage::symbols_of_portfolio(&mut tx, id).await?;
     let cache = db.prices();
     let before_first = p.first_day.pred_opt().expect("date in range");
     let mut book = cache
@@ -141,8 +147,7 @@ async fn stored(
     let base = base_currency(&p, &book);
     cache
         .add_rates(&mut tx, &mut book, std::slice::from_ref(&base), to)
-        .await
-        .map_err(failed)?;
+        .await?;
     let start = p.initial_state();
     let (send, chunks) = std::sync::mpsc::channel::<Vec<Transaction>>();
     let span = tracing::Span::current();
@@ -153,7 +158,7 @@ async fn stored(
     });
     // The walk stops taking chunks when it ends early (an inconsistency);
     // a failed read is the answer, whatever the walk made of its part.
-    storage::stream_transactions(&mut tx, id, (None, to), |chunk| send.send(chunk).is_ok())
+    navd_storage::stream_transactions(&mut tx, id, (None, to), |chunk| send.send(chunk).is_ok())
         .await
         .map_err(failed)?;
     drop(send);

@@ -11,8 +11,8 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use super::QueryError;
-use crate::storage::audit::{PageAsk, StoredVersion};
-use crate::storage::{self, Db};
+use navd_storage::audit::{PageAsk, StoredVersion};
+use navd_storage::Db;
 
 /// One stored version of a transaction, as listed.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -81,8 +81,8 @@ pub(crate) async fn read_transactions(
     ask: TransactionsAsk,
 ) -> Result<TransactionPage, QueryError> {
     let failed = QueryError::Failed;
-    let mut tx = storage::read_snapshot(db.pool()).await?;
-    if !storage::audit::exists(&mut tx, id).await? {
+    let mut tx = navd_storage::read_snapshot(db.pool()).await?;
+    if !navd_storage::audit::exists(&mut tx, id).await? {
         return Err(QueryError::NotFound);
     }
     let page = PageAsk {
@@ -91,11 +91,11 @@ pub(crate) async fn read_transactions(
         after: ask.after,
         limit: ask.limit as i64 + 1,
     };
-    let effective = storage::audit::effective_page(&mut tx, id, page)
+    let effective = navd_storage::audit::effective_page(&mut tx, id, page)
         .await
         .map_err(failed)?;
     let aside = match ask.superseded {
-        true => storage::audit::superseded(&mut tx, id)
+        true => navd_storage::audit::superseded(&mut tx, id)
             .await
             .map_err(failed)?,
         false => Vec::new(),
@@ -103,7 +103,7 @@ pub(crate) async fn read_transactions(
     let mut keys: Vec<Uuid> = aside.iter().map(|v| v.tx.logical_id()).collect();
     keys.sort();
     keys.dedup();
-    let in_effect: HashSet<Uuid> = storage::audit::in_effect(&mut tx, id, &keys)
+    let in_effect: HashSet<Uuid> = navd_storage::audit::in_effect(&mut tx, id, &keys)
         .await?
         .into_iter()
         .collect();

@@ -19,8 +19,8 @@ use projections::{Currency, DailyRecord, ReportedStatus, Status};
 use sha2::{Digest as _, Sha256};
 
 use super::{History, HistoryQuery, QueryError};
-use crate::storage::composite::{composite_validator, member_records, member_rows};
-use crate::storage::{self, Db, HistoryRow, PortfolioRow};
+use navd_storage::composite::{composite_validator, member_records, member_rows};
+use navd_storage::{Db, HistoryRow, PortfolioRow};
 
 /// Why a composite cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -150,7 +150,7 @@ pub(crate) async fn read_composite_tagged(
         None => None,
         Some(sym) => {
             let row = composite_row(ids, &members, base.clone(), Vec::new());
-            let mut tx = storage::read_snapshot(db.pool()).await?;
+            let mut tx = navd_storage::read_snapshot(db.pool()).await?;
             let book = super::benchmark_book(&mut tx, db, &row, sym, q.to).await?;
             tx.commit().await?;
             Some(book)
@@ -217,7 +217,7 @@ async fn known_members(
 /// all members); an unknown member (the first in the order given) is
 /// [`CompositeFailure::Unknown`].
 async fn stored_members(db: &Db, ids: &[String]) -> Result<Vec<Member>, CompositeFailure> {
-    let mut tx = storage::read_snapshot(db.pool()).await?;
+    let mut tx = navd_storage::read_snapshot(db.pool()).await?;
     let mut rows = member_rows(&mut tx, ids).await?;
     if let Some(id) = ids.iter().find(|id| !rows.contains_key(*id)) {
         return Err(CompositeFailure::Unknown(id.clone()));

@@ -8,10 +8,10 @@ use rust_decimal::prelude::ToPrimitive;
 use rust_decimal::Decimal;
 
 use super::{PortfolioStatus, QueryError, State};
-use crate::storage::dashboard::{dashboard_page, nav_samples, DashboardFilter, DashboardRow};
-use crate::storage::Db;
+use navd_storage::dashboard::{dashboard_page, nav_samples, DashboardFilter, DashboardRow};
+use navd_storage::Db;
 
-pub use crate::storage::dashboard::DashboardSort;
+pub use navd_storage::dashboard::DashboardSort;
 
 /// How far back a sparkline reaches, and one sample every so many days.
 const SPARK_DAYS: i32 = 365;

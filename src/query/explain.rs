@@ -20,8 +20,8 @@ use serde_json::{json, Map, Value};
 
 use super::actions::ActionEffectView;
 use super::{base_currency, CashView, Point, QueryError};
-use crate::storage::explain::{DayInputs, Origin, StoredSplit, StoredTransaction};
-use crate::storage::{self, Db, HistoryRow, PortfolioRow};
+use navd_storage::explain::{DayInputs, Origin, StoredSplit, StoredTransaction};
+use navd_storage::{Db, HistoryRow, PortfolioRow};
 
 /// Why a day cannot be explained.
 #[derive(Debug, thiserror::Error)]
@@ -153,7 +153,7 @@ pub(crate) async fn read_explanation(
             Some(super::known::known_at(db, &pid, at, today, &[]).await?)
         }
     };
-    let mut tx = storage::read_snapshot(db.pool()).await?;
+    let mut tx = navd_storage::read_snapshot(db.pool()).await?;
     let (p, [record, previous, earlier], anchor) = match &known {
         Some(k) => {
             let row = |d: NaiveDate| k.rows.iter().find(|r| r.record.date == d).cloned();
@@ -173,14 +173,14 @@ pub(crate) async fn read_explanation(
     let failed = |e: anyhow::Error| ExplainFailure::Query(QueryError::Failed(e));
     let at = past.map(|(at, _)| at);
     let preloaded = match (known, at) {
-        (Some(k), Some(at)) => Some(storage::explain::KnownInputs {
+        (Some(k), Some(at)) => Some(navd_storage::explain::KnownInputs {
             at,
             versions: k.log,
             book: k.book,
         }),
         _ => None,
     };
-    let mut inputs = storage::explain::load_day(&mut tx, id, day, cache, preloaded, anchor)
+    let mut inputs = navd_storage::explain::load_day(&mut tx, id, day, cache, preloaded, anchor)
         .await
         .map_err(failed)?;
     if at.is_none() {
@@ -188,7 +188,7 @@ pub(crate) async fn read_explanation(
         cache
             .add_rates(&mut tx, &mut inputs.book, std::slice::from_ref(&base), day)
             .await
-            .map_err(failed)?;
+            .map_err(|e| ExplainFailure::Query(e.into()))?;
     }
     tx.commit().await?;
     let span = tracing::Span::current();
@@ -219,11 +219,11 @@ async fn stored_days(
     id: &str,
     day: NaiveDate,
 ) -> Result<(PortfolioRow, [Option<HistoryRow>; 3], Option<DayState>), ExplainFailure> {
-    let p = storage::get_portfolio(&mut *tx, id)
+    let p = navd_storage::get_portfolio(&mut *tx, id)
         .await?
         .ok_or(QueryError::NotFound)?;
     let days = three_days(day);
-    let rows = storage::load_history(&mut *tx, id, Some(days[2]), Some(day)).await?;
+    let rows = navd_storage::load_history(&mut *tx, id, Some(days[2]), Some(day)).await?;
     let row = |d: NaiveDate| rows.iter().find(|r| r.record.date == d).cloned();
     let anchor = anchor_before(tx, &p, day).await?;
     Ok((p, days.map(row), anchor))
@@ -240,10 +240,10 @@ async fn anchor_before(
 ) -> Result<Option<DayState>, ExplainFailure> {
     let before = day.pred_opt().expect("date in range");
     let id = p.portfolio_id.clone();
-    let raw = storage::anchors::anchors_at(tx, &[(id, before)]).await?;
+    let raw = navd_storage::anchors::anchors_at(tx, &[(id, before)]).await?;
     Ok(raw
         .get(&p.portfolio_id)
-        .and_then(|r| storage::anchors::usable(p, r))
+        .and_then(|r| navd_storage::anchors::usable(p, r))
         .filter(|a| !a.receivables.iter().any(|r| r.pay_date == day)))
 }
 

@@ -1,6 +1,6 @@
 //! Reads as known at an instant (`as_known_at`): the fold of exactly the
 //! events received by then, with "today" the instant's date, computed on
-//! the spot from the stored versions ([`crate::storage::known`]). It does
+//! the spot from the stored versions ([`navd_storage::known`]). It does
 //! not depend on how far the refresh worker had got at that instant, and
 //! reads no stored record: the answer is the one a full rebuild from those
 //! events gives, as the stored history is.
@@ -8,14 +8,14 @@
 //! The curve takes the stored records instead when they are that answer:
 //! the history is up to date and consistent through the instant's day,
 //! and nothing received after the instant changes a day up to it
-//! ([`storage::known::changed_since`]): the usual instant, after the
+//! ([`navd_storage::known::changed_since`]): the usual instant, after the
 //! events it asks about, reads no log and folds nothing.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use projections::{PortfolioId, PriceBook, Status, Transaction};
 
 use super::{History, HistoryQuery, QueryError, Read};
-use crate::storage::{self, Db, HistoryRow, PortfolioRow};
+use navd_storage::{Db, HistoryRow, PortfolioRow};
 
 /// The instant and its "today" when `known_at` asks for a past instant:
 /// the instant's date in the service's time zone, or the clock's fixed
@@ -50,8 +50,8 @@ pub(crate) async fn known_at(
     today: NaiveDate,
     extra: &[String],
 ) -> Result<Known, QueryError> {
-    let mut tx = storage::read_snapshot(db.pool()).await?;
-    let log = storage::known::log_known_at(&mut tx, id, at)
+    let mut tx = navd_storage::read_snapshot(db.pool()).await?;
+    let log = navd_storage::known::log_known_at(&mut tx, id, at)
         .await
         .map_err(QueryError::Failed)?;
     if log.is_empty() {
@@ -65,7 +65,7 @@ pub(crate) async fn known_at(
         .chain(extra.iter().map(String::as_str))
         .collect();
     let symbols: Vec<String> = symbols.into_iter().map(str::to_string).collect();
-    let book = storage::known::book_known_at(&mut tx, db.prices(), &symbols, at, today)
+    let book = navd_storage::known::book_known_at(&mut tx, db.prices(), &symbols, at, today)
         .await
         .map_err(QueryError::Failed)?;
     tx.commit().await?;
@@ -208,8 +208,8 @@ async fn stored_known(
     today: NaiveDate,
     extra: &[String],
 ) -> Result<Option<(PortfolioRow, Vec<HistoryRow>, Option<PriceBook>)>, QueryError> {
-    let mut tx = storage::read_snapshot(db.pool()).await?;
-    let Some(p) = storage::get_portfolio(&mut tx, id.as_str()).await? else {
+    let mut tx = navd_storage::read_snapshot(db.pool()).await?;
+    let Some(p) = navd_storage::get_portfolio(&mut tx, id.as_str()).await? else {
         return Ok(None);
     };
     // Pending marks: records from some day are not yet the fold of what is
@@ -218,13 +218,13 @@ async fn stored_known(
     if !current || p.last_day.is_none_or(|last| last < today) {
         return Ok(None);
     }
-    let changed = storage::known::changed_since(&mut tx, id, at)
+    let changed = navd_storage::known::changed_since(&mut tx, id, at)
         .await
         .map_err(QueryError::Failed)?;
     if changed.is_some_and(|d| d <= today) {
         return Ok(None);
     }
-    let rows = storage::load_history(&mut tx, id.as_str(), None, Some(today)).await?;
+    let rows = navd_storage::load_history(&mut tx, id.as_str(), None, Some(today)).await?;
     let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
         // Whether any event was known then is the log's to say.
         return Ok(None);
@@ -232,7 +232,7 @@ async fn stored_known(
     let book = if extra.is_empty() {
         None
     } else {
-        let book = storage::known::book_known_at(&mut tx, db.prices(), extra, at, today).await;
+        let book = navd_storage::known::book_known_at(&mut tx, db.prices(), extra, at, today).await;
         Some(book.map_err(QueryError::Failed)?)
     };
     tx.commit().await?;

@@ -5,13 +5,13 @@
 use chrono::NaiveDate;
 
 use super::QueryError;
-use crate::storage::{self, Db};
+use navd_storage::Db;
 
 /// A portfolio's base currency as its pages show money in: its settings',
 /// else the deployment's default.
 pub(crate) async fn currency_of(db: &Db, id: &str) -> Result<String, QueryError> {
     let mut conn = db.pool().acquire().await?;
-    let p = storage::get_portfolio(&mut conn, id)
+    let p = navd_storage::get_portfolio(&mut conn, id)
         .await?
         .ok_or(QueryError::NotFound)?;
     Ok(p.base_currency.map_or_else(
@@ -27,9 +27,7 @@ pub(crate) async fn close_span(
 ) -> Result<Option<(NaiveDate, NaiveDate)>, QueryError> {
     let mut conn = db.pool().acquire().await?;
     let wanted = [symbol.to_string()];
-    let series = storage::prices::series(&mut conn, &wanted)
-        .await
-        .map_err(QueryError::Failed)?;
+    let series = navd_storage::prices::series(&mut conn, &wanted).await?;
     Ok(series.get(symbol).and_then(|s| {
         let first = s.closes.first()?.0;
         Some((first, s.closes.last()?.0))

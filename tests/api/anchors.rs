@@ -272,7 +272,7 @@ async fn year_ends_stay_anchors_and_explain_replays_from_them() {
     let mut b = batch_of(&late_t, &late_c);
     b.splits.push((
         projections::parse_split(&raw).unwrap(),
-        navd::storage::Source::direct(1_000_000, raw),
+        navd_storage::Source::direct(1_000_000, raw),
     ));
     store_batch(&app.db, b).await;
     navd::projection::worker::refresh_all(&app.db, Clock::fixed(today))

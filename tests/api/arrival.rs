@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use crate::common::*;
 use navd::clock::Clock;
-use navd::storage::{DeadLetter, IngestBatch, Source};
+use navd_storage::{DeadLetter, IngestBatch, Source};
 use projections::{parse_price, parse_transaction};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use crate::common::*;
 use crate::support::*;
 use navd::clock::Clock;
-use navd::storage::{IngestBatch, Source};
+use navd_storage::{IngestBatch, Source};
 use projections::parse_transaction;
 use reqwest::StatusCode;
 use serde_json::Value;

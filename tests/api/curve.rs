@@ -401,14 +401,14 @@ async fn a_benchmark_close_refreshes_cached_reads() {
         let v = json!({"from": "EUR", "to": "USD", "date": d, "rate": r});
         (
             projections::parse_fx(v.to_string().as_bytes()).unwrap(),
-            navd::storage::Source::direct(0, v.to_string().into_bytes()),
+            navd_storage::Source::direct(0, v.to_string().into_bytes()),
         )
     };
     let store_rates = |rates: Vec<_>| async {
         let mut tx = app.pool.begin().await.unwrap();
-        navd::storage::ingest(
+        navd_storage::ingest(
             &mut tx,
-            navd::storage::IngestBatch {
+            navd_storage::IngestBatch {
                 rates,
                 ..Default::default()
             },
@@ -479,7 +479,7 @@ async fn a_benchmark_close_refreshes_cached_reads() {
 /// window, and the rows it read are counted.
 #[tokio::test]
 async fn a_cached_series_rereads_from_the_changed_day_and_matches_the_table() {
-    use navd::storage::price_cache::PriceCache;
+    use navd_storage::price_cache::PriceCache;
     let (pool, _) = fresh_db().await;
     let db = Db::new(pool.clone());
     let cache = PriceCache::new(1_000_000);
@@ -571,10 +571,10 @@ async fn a_cached_series_rereads_from_the_changed_day_and_matches_the_table() {
     let mut b = batch_of(&[], &[]);
     b.splits.push((
         projections::parse_split(&raw).unwrap(),
-        navd::storage::Source::direct(0, raw),
+        navd_storage::Source::direct(0, raw),
     ));
     let mut tx = pool.begin().await.unwrap();
-    navd::storage::ingest(&mut tx, b).await.unwrap();
+    navd_storage::ingest(&mut tx, b).await.unwrap();
     tx.commit().await.unwrap();
     assert_eq!(look().await, stored("PCA", 0).await, "after a split");
 

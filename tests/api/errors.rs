@@ -132,12 +132,12 @@ async fn database_down_is_503_with_retry_after() {
         .unwrap()
         .port();
     let pool =
-        navd::storage::connect_lazy(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1).unwrap();
+        navd_storage::connect_lazy(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1).unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let state = navd::http::AppState {
         cache: std::sync::Arc::new(navd::http::cache::ReadCache::new(16 << 20)),
         ..navd::http::AppState::new(
-            navd::Db::new(pool),
+            navd_storage::Db::new(pool),
             Clock::fixed(golden_today()),
             navd::http::Authenticator::new(&jwt_auth()).unwrap(),
         )

@@ -10,7 +10,7 @@ use std::str::FromStr;
 use crate::common::*;
 use crate::support::*;
 use navd::clock::Clock;
-use navd::storage::{IngestBatch, Source};
+use navd_storage::{IngestBatch, Source};
 use projections::{effective, parse_transaction, Transaction};
 use reqwest::StatusCode;
 use rust_decimal::Decimal;

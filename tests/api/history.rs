@@ -41,11 +41,7 @@ async fn group_reads_use_the_index_with_or_without_statistics() {
     for d in 0..50 {
         let day = NaiveDate::from_ymd_opt(2020, 1, 1).unwrap() + chrono::Days::new(d);
         let at: Vec<(String, NaiveDate)> = group.iter().map(|p| (p.clone(), day)).collect();
-        stored.extend(
-            navd::storage::history_rows_at(&mut conn, &at)
-                .await
-                .unwrap(),
-        );
+        stored.extend(navd_storage::history_rows_at(&mut conn, &at).await.unwrap());
     }
     assert_eq!(stored.len(), 32 * 50);
     for analyzed in [false, true] {
@@ -81,7 +77,7 @@ async fn group_reads_use_the_index_with_or_without_statistics() {
             let mut tx = pool.begin().await.unwrap();
             let wanted: Vec<(String, Option<NaiveDate>)> =
                 group.iter().map(|p| (p.clone(), Some(from))).collect();
-            let logs = navd::storage::load_transactions_many(&mut tx, &wanted, last)
+            let logs = navd_storage::load_transactions_many(&mut tx, &wanted, last)
                 .await
                 .unwrap();
             let days = (last - from).num_days() as usize;
@@ -90,9 +86,9 @@ async fn group_reads_use_the_index_with_or_without_statistics() {
                 logs.values().all(|l| l.len() == days),
                 "each log from {from}"
             );
-            let after: Vec<navd::storage::Span> = group
+            let after: Vec<navd_storage::Span> = group
                 .iter()
-                .map(|p| navd::storage::Span {
+                .map(|p| navd_storage::Span {
                     portfolio_id: p.clone(),
                     after: from,
                     digest: None,
@@ -102,13 +98,13 @@ async fn group_reads_use_the_index_with_or_without_statistics() {
                 .collect();
             // The stored rows again: the read finds each one unchanged and
             // nothing is written.
-            let same: Vec<(&str, &navd::storage::HistoryRow)> = stored
+            let same: Vec<(&str, &navd_storage::HistoryRow)> = stored
                 .iter()
                 .filter(|(_, r)| r.record.date > from)
                 .map(|(p, r)| (p.as_str(), r))
                 .collect();
             assert_eq!(same.len(), 32 * days);
-            navd::storage::replace_history_many(&mut tx, &after, &same)
+            navd_storage::replace_history_many(&mut tx, &after, &same)
                 .await
                 .unwrap();
             let scans: Vec<(String, i64, i64, i64)> = sqlx::query_as(
@@ -139,7 +135,7 @@ async fn group_reads_use_the_index_with_or_without_statistics() {
 #[tokio::test]
 async fn history_records_read_back_as_written_whether_copied_or_upserted() {
     use chrono::NaiveDate;
-    use navd::storage::HistoryRow;
+    use navd_storage::HistoryRow;
     use rust_decimal::Decimal;
     // Single-node PostgreSQL even when the suite runs on Citus: the exact
     // write counts come from `pg_stat_xact_user_tables`, which on a
@@ -252,7 +248,7 @@ async fn history_records_read_back_as_written_whether_copied_or_upserted() {
                                WHERE relname = 'portfolio_nav_history'";
         let mut tx = pool.begin().await.unwrap();
         let before: (i64, i64, i64) = sqlx::query_as(WRITES).fetch_one(&mut *tx).await.unwrap();
-        navd::storage::replace_history(&mut tx, "p-copy", from, Some(to), rows, None)
+        navd_storage::replace_history(&mut tx, "p-copy", from, Some(to), rows, None)
             .await
             .unwrap();
         let after: (i64, i64, i64) = sqlx::query_as(WRITES).fetch_one(&mut *tx).await.unwrap();
@@ -263,7 +259,7 @@ async fn history_records_read_back_as_written_whether_copied_or_upserted() {
         );
         tx.commit().await.unwrap();
         let mut conn = pool.acquire().await.unwrap();
-        let back = navd::storage::load_history(&mut conn, "p-copy", None, None)
+        let back = navd_storage::load_history(&mut conn, "p-copy", None, None)
             .await
             .unwrap();
         assert_eq!(&back, rows);
@@ -450,7 +446,7 @@ fn record_fields(r: &projections::DailyRecord) -> [(&'static str, rust_decimal::
 /// `rounded()` gives it.
 #[tokio::test]
 async fn derived_history_values_are_the_folds_own_rounded_ones() {
-    use navd::storage::HistoryRow;
+    use navd_storage::HistoryRow;
     use projections::{round_money, DailyRecord};
     let exact = edge_records();
     // The cases tell the fold's order of the profit's operations from
@@ -486,20 +482,20 @@ async fn derived_history_values_are_the_folds_own_rounded_ones() {
         })
         .collect();
     let mut tx = pool.begin().await.unwrap();
-    navd::storage::replace_history(&mut tx, "p-upserted", from, Some(to), &others, None)
+    navd_storage::replace_history(&mut tx, "p-upserted", from, Some(to), &others, None)
         .await
         .unwrap();
     tx.commit().await.unwrap();
     for pid in ["p-copied", "p-upserted"] {
         let mut tx = pool.begin().await.unwrap();
-        navd::storage::replace_history(&mut tx, pid, from, Some(to), &rows, None)
+        navd_storage::replace_history(&mut tx, pid, from, Some(to), &rows, None)
             .await
             .unwrap();
         tx.commit().await.unwrap();
     }
     let mut conn = pool.acquire().await.unwrap();
     for pid in ["p-copied", "p-upserted"] {
-        let back = navd::storage::load_history(&mut conn, pid, None, None)
+        let back = navd_storage::load_history(&mut conn, pid, None, None)
             .await
             .unwrap();
         assert_eq!(back.len(), exact.len(), "{pid}");
@@ -537,7 +533,7 @@ async fn derived_history_values_are_the_folds_own_rounded_ones() {
 #[tokio::test]
 async fn history_written_with_the_reported_columns_migrates_without_loss() {
     use navd::query::Point;
-    use navd::storage::HistoryRow;
+    use navd_storage::HistoryRow;
     use rust_decimal::Decimal;
     use sqlx::Row;
     const NEW: i64 = 20261126000001;
@@ -545,12 +541,12 @@ async fn history_written_with_the_reported_columns_migrates_without_loss() {
     // The migrations before this one, applied as sqlx does (checksums and
     // all): the full set then applies this one and the later ones.
     let dir = tempfile::tempdir().unwrap();
-    for m in navd::storage::MIGRATOR.iter().filter(|m| m.version < NEW) {
+    for m in navd_storage::MIGRATOR.iter().filter(|m| m.version < NEW) {
         let name = format!("{}_{}.sql", m.version, m.description.replace(' ', "_"));
         std::fs::write(dir.path().join(name), m.sql.as_bytes()).unwrap();
     }
     let old = sqlx::migrate::Migrator::new(dir.path()).await.unwrap();
-    assert!(navd::storage::MIGRATOR.iter().any(|m| m.version == NEW));
+    assert!(navd_storage::MIGRATOR.iter().any(|m| m.version == NEW));
     old.run(&pool).await.unwrap();
 
     // Records as the old writer stored them: the rounded record's values
@@ -653,7 +649,7 @@ async fn history_written_with_the_reported_columns_migrates_without_loss() {
     .unwrap();
     drop(conn);
 
-    navd::storage::migrate(&pool).await.unwrap();
+    navd_storage::migrate(&pool).await.unwrap();
     let mut conn = pool.acquire().await.unwrap();
     let columns: Vec<String> = sqlx::query_scalar(
         "SELECT column_name::text FROM information_schema.columns
@@ -667,7 +663,7 @@ async fn history_written_with_the_reported_columns_migrates_without_loss() {
     }
     // Key, twelve values, computed_at, and the exposure's six values.
     assert_eq!(columns.len(), 2 + 12 + 1 + 6, "{columns:?}");
-    let after = navd::storage::load_history(&mut conn, "p-old", None, Some(last))
+    let after = navd_storage::load_history(&mut conn, "p-old", None, Some(last))
         .await
         .unwrap();
     assert_eq!(after.len(), before.len());
@@ -709,7 +705,7 @@ async fn history_written_with_the_reported_columns_migrates_without_loss() {
             "the reported texts of {at}"
         );
     }
-    let page = navd::storage::portfolios::portfolios_page(&mut conn, "", 10, None)
+    let page = navd_storage::portfolios::portfolios_page(&mut conn, "", 10, None)
         .await
         .unwrap();
     let navs_after: Vec<(String, Decimal)> = page
@@ -743,7 +739,7 @@ async fn a_stored_base_currency_that_does_not_parse_is_an_error_not_a_default() 
         "amount": "100", "schema_version": 2});
     ingest(&db, &[settings, deposit], &[]).await;
     let mut conn = pool.acquire().await.unwrap();
-    let row = navd::storage::get_portfolio(&mut conn, "p-gbp")
+    let row = navd_storage::get_portfolio(&mut conn, "p-gbp")
         .await
         .unwrap()
         .expect("stored");
@@ -756,7 +752,7 @@ async fn a_stored_base_currency_that_does_not_parse_is_an_error_not_a_default() 
         .execute(&pool)
         .await
         .unwrap();
-    let e = navd::storage::get_portfolio(&mut conn, "p-gbp")
+    let e = navd_storage::get_portfolio(&mut conn, "p-gbp")
         .await
         .expect_err("a stored GBX is not a base currency");
     let text = e.to_string();

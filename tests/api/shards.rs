@@ -3,8 +3,8 @@
 //! Citus stores the id on (a batch's look-up of stored ids sends each shard
 //! only its own ids).
 
-use navd::storage::layout::{uuid_hash, UuidShards};
-use navd::storage::Db;
+use navd_storage::layout::{uuid_hash, UuidShards};
+use navd_storage::Db;
 use uuid::Uuid;
 
 use crate::common::{fresh_db, fresh_single_db, on_citus};

@@ -39,7 +39,7 @@ async fn numeric_bytes_match_what_postgresql_sends() {
     assert_eq!(sent.len(), values.len());
     for (v, s) in values.iter().zip(&sent) {
         let mut ours = Vec::new();
-        navd::storage::history::pg_numeric(v, &mut ours);
+        navd_storage::history::pg_numeric(v, &mut ours);
         assert_eq!(&ours, s, "{v} (scale {})", v.scale());
     }
     // And back: the history reads decode the bytes themselves; they give
@@ -58,7 +58,7 @@ async fn numeric_bytes_match_what_postgresql_sends() {
     let mut unrepresentable = 0;
     for r in &rows {
         let bytes: Vec<u8> = r.get(1);
-        let ours = navd::storage::history::decode_numeric(&bytes);
+        let ours = navd_storage::history::decode_numeric(&bytes);
         // The driver panics (an overflowing multiplication) on some values
         // no decimal holds, where it could answer an error: both count as
         // "no decimal".
@@ -105,7 +105,7 @@ type CopyRow = (
 #[tokio::test]
 async fn copy_rows_are_stored_as_bound_parameters_are() {
     use chrono::{DateTime, NaiveDate, Utc};
-    use navd::storage::copy::{copy_in, BinaryRows};
+    use navd_storage::copy::{copy_in, BinaryRows};
     use rust_decimal::Decimal;
     let (pool, _) = fresh_db().await;
     let mut conn = pool.acquire().await.unwrap();
@@ -268,11 +268,11 @@ async fn copy_rows_are_stored_as_bound_parameters_are() {
 }
 
 /// `via_copy`'s rows read by `COPY … TO STDOUT (FORMAT binary)`, decoded
-/// by `navd::storage::copy_out`, the payload cut into pieces of 1 to 50
+/// by `navd_storage::copy_out`, the payload cut into pieces of 1 to 50
 /// bytes (the reader must not depend on how messages split it).
 async fn read_by_copy_out(conn: &mut sqlx::PgConnection) -> Vec<CopyRow> {
     use futures::TryStreamExt;
-    use navd::storage::copy_out as c;
+    use navd_storage::copy_out as c;
     let mut stream = conn
         .copy_out_raw(
             "COPY (SELECT n, a, b, c, d, e, f, g FROM via_copy ORDER BY n) TO STDOUT (FORMAT binary)",
@@ -318,7 +318,7 @@ async fn read_by_copy_out(conn: &mut sqlx::PgConnection) -> Vec<CopyRow> {
 /// from a day on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_read_by_copy_is_the_log_the_driver_reads() {
-    use navd::storage::{load_transactions, load_transactions_many, IngestBatch, Source};
+    use navd_storage::{load_transactions, load_transactions_many, IngestBatch, Source};
     use std::collections::BTreeSet;
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden");
     let far = day("2100-01-01");

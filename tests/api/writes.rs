@@ -470,8 +470,8 @@ async fn dead_letters_page_through_with_a_cursor() {
     let app = spawn_app(jwt_auth(), golden_today()).await;
     let mut tx = app.pool.begin().await.unwrap();
     let dead: Vec<_> = (0..5)
-        .map(|i| navd::storage::DeadLetter {
-            source: navd::storage::Source {
+        .map(|i| navd_storage::DeadLetter {
+            source: navd_storage::Source {
                 topic: "nav.transactions".into(),
                 partition: 1,
                 offset: i,
@@ -485,7 +485,7 @@ async fn dead_letters_page_through_with_a_cursor() {
             reason: format!("reason {i}"),
         })
         .collect();
-    navd::storage::insert_dead_letters(&mut tx, &dead)
+    navd_storage::insert_dead_letters(&mut tx, &dead)
         .await
         .unwrap();
     tx.commit().await.unwrap();

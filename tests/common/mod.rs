@@ -17,8 +17,8 @@ use chrono::NaiveDate;
 use navd::clock::Clock;
 use navd::config::{AuthConfig, JwtConfig, JwtKey};
 
-use navd::storage::{self, IngestBatch, Source};
-pub use navd::Db;
+pub use navd_storage::Db;
+use navd_storage::{IngestBatch, Source};
 use navd_testkit::pgtemp::{PgOptions, PgTemp};
 use projections::{parse_price, parse_transaction};
 use serde_json::Value;
@@ -158,7 +158,7 @@ fn server() -> &'static Server {
                 .build()
                 .unwrap();
             rt.block_on(async {
-                let admin = storage::connect(&admin_url, 2)
+                let admin = navd_storage::connect(&admin_url, 2)
                     .await
                     .expect("connect to PostgreSQL");
                 sqlx::query(&format!("DROP DATABASE IF EXISTS {template}"))
@@ -169,10 +169,10 @@ fn server() -> &'static Server {
                     .execute(&admin)
                     .await
                     .unwrap();
-                let tpl = storage::connect(&format!("{url_base}/{template}"), 2)
+                let tpl = navd_storage::connect(&format!("{url_base}/{template}"), 2)
                     .await
                     .unwrap();
-                storage::migrate(&tpl).await.expect("migrations apply");
+                navd_storage::migrate(&tpl).await.expect("migrations apply");
                 tpl.close().await;
                 admin.close().await;
             });
@@ -232,14 +232,14 @@ pub async fn empty_single_db() -> (PgPool, String) {
 async fn single_db(options: &str) -> (PgPool, String) {
     let s = server();
     let name = next_name();
-    let admin = storage::connect(&s.admin_url, 1).await.unwrap();
+    let admin = navd_storage::connect(&s.admin_url, 1).await.unwrap();
     sqlx::query(&format!("CREATE DATABASE {name} {options}"))
         .execute(&admin)
         .await
         .unwrap();
     admin.close().await;
     let url = format!("{}/{name}", s.url_base);
-    (storage::connect(&url, 8).await.unwrap(), url)
+    (navd_storage::connect(&url, 8).await.unwrap(), url)
 }
 
 /// The database on every node, Citus in each, the workers added, navd's
@@ -289,8 +289,10 @@ async fn fresh_citus_db(c: &Citus) -> (PgPool, String) {
         }
     }
     let url = format!("{}/{name}{}", c.url_base, c.url_suffix);
-    let pool = storage::connect(&url, 8).await.unwrap();
-    storage::migrate(&pool).await.expect("migrations apply");
+    let pool = navd_storage::connect(&url, 8).await.unwrap();
+    navd_storage::migrate(&pool)
+        .await
+        .expect("migrations apply");
     sqlx::raw_sql(include_str!("../../deploy/citus.sql"))
         .execute(&pool)
         .await
@@ -441,14 +443,18 @@ pub fn batch_of(transactions: &[Value], prices: &[Value]) -> IngestBatch {
 /// Stores events through the storage layer, in one transaction, and (as
 /// the consumer does) publishes the change to `db`'s readers at once
 /// (other processes learn of it when its notification comes).
-pub async fn ingest(db: &Db, transactions: &[Value], prices: &[Value]) -> storage::IngestReport {
+pub async fn ingest(
+    db: &Db,
+    transactions: &[Value],
+    prices: &[Value],
+) -> navd_storage::IngestReport {
     store_batch(db, batch_of(transactions, prices)).await
 }
 
 /// Stores `b` as [`ingest`] stores its events.
-pub async fn store_batch(db: &Db, b: IngestBatch) -> storage::IngestReport {
+pub async fn store_batch(db: &Db, b: IngestBatch) -> navd_storage::IngestReport {
     let mut tx = db.begin().await.unwrap();
-    let r = storage::ingest(&mut tx, b).await.unwrap();
+    let r = navd_storage::ingest(&mut tx, b).await.unwrap();
     tx.changed(&r.affected);
     if r.prices_changed() {
         tx.prices_changed();
@@ -488,7 +494,7 @@ pub fn add_golden_market(g: &Value, b: &mut IngestBatch) {
 /// learns of it only from the database's notification.
 pub async fn ingest_elsewhere(pool: &PgPool, transactions: &[Value], prices: &[Value]) {
     let mut tx = pool.begin().await.unwrap();
-    storage::ingest(&mut tx, batch_of(transactions, prices))
+    navd_storage::ingest(&mut tx, batch_of(transactions, prices))
         .await
         .unwrap();
     tx.commit().await.unwrap();

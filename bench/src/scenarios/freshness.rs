@@ -1,6 +1,6 @@
 //! Scenario 2, `freshness`: today-dated trades at a steady rate, every
 //! 20th followed on its own until a committed refresh made it visible; the
-//! poller wakes on navd's `NOTIFY` of each commit ([`navd::CHANGES_CHANNEL`]).
+//! poller wakes on navd's `NOTIFY` of each commit ([`navd_storage::changes::CHANNEL`]).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -181,7 +181,7 @@ async fn poll_visible(
     let mut done_at: Option<Instant> = None;
     let mut stats = PollerStats::default();
     let mut listener = PgListener::connect_with(&pool).await?;
-    listener.listen(navd::CHANGES_CHANNEL).await?;
+    listener.listen(navd_storage::changes::CHANNEL).await?;
     loop {
         wait_for_commit(&mut listener, &mut stats).await?;
         let ids: Vec<Uuid> = outstanding

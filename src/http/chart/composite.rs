@@ -78,11 +78,11 @@ pub async fn composite_page(
     };
     let permit = s.guards.admit_work(&caller, peer)?;
     let slot = RenderPool::global().slot().await?;
-    let h = match read_composite(&s.db, &ids, &q, &s.clock).await {
+    let h = match read_composite(s.engine.db(), &ids, &q, &s.clock).await {
         Ok(h) => h,
         Err(e) => return Ok(refused(&asked, failure(e)?)),
     };
-    let currency = crate::query::currency_of(&s.db, &ids[0]).await?;
+    let currency = crate::query::currency_of(s.engine.db(), &ids[0]).await?;
     let html = RenderPool::run(slot, move || {
         let _permit = permit;
         draw_composite(&asked, &ids, &h, &q, &currency)

@@ -83,7 +83,7 @@ pub async fn explain_page(
     let _permit = s.guards.admit_work(&caller, peer)?;
     let mut h = String::with_capacity(16 << 10);
     head(&mut h, &format!("{id} on {day}"), CSS);
-    let status = match read_explanation(&s.db, id.as_str(), day, None, &s.clock).await {
+    let status = match read_explanation(s.engine.db(), id.as_str(), day, None, &s.clock).await {
         Ok(e) => {
             write_explanation(&mut h, &e);
             StatusCode::OK

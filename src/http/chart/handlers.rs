@@ -25,7 +25,7 @@ use crate::http::guard::PeerAddr;
 use crate::http::login::PageCaller;
 use crate::http::params::{self, ParseQuery};
 use crate::http::state::AppState;
-use crate::query::{read_history, History, HistoryQuery, Positions};
+use crate::query::{read_history, read_positions, History, HistoryQuery, Positions};
 
 /// `GET /api/v1/portfolio/{id}/nav-history.svg`: the curve of the JSON GET
 /// as a picture. Same query (`from`, `to`, `calendar`, `risk_free`,
@@ -64,7 +64,7 @@ pub async fn svg(
     // slot and held until the drawing is done.
     let permit = s.guards.admit_work(&caller, peer)?;
     let slot = RenderPool::global().slot().await?;
-    let h = read_history(&s.db, id.as_str(), &q, &s.clock).await?;
+    let h = read_history(s.engine.db(), id.as_str(), &q, &s.clock).await?;
     let bench = q.benchmark.as_ref().map(|b| b.to_string());
     let body = RenderPool::run(slot, move || {
         let _permit = permit;
@@ -161,7 +161,8 @@ pub async fn page(
     };
     let permit = s.guards.admit_work(&caller, peer)?;
     let slot = RenderPool::global().slot().await?;
-    let h = match read_history(&s.db, id.as_str(), &q, &s.clock).await {
+    let db = s.engine.db();
+    let h = match read_history(db, id.as_str(), &q, &s.clock).await {
         Ok(h) => h,
         // A benchmark symbol navd does not know is a typo to fix in place.
         Err(crate::query::QueryError::UnknownBenchmark(reason)) => {
@@ -172,11 +173,9 @@ pub async fn page(
     // The positions table is a convenience: a range ending where there is
     // no record simply shows none.
     let held = match h.points.last() {
-        Some(last) => {
-            crate::query::read_positions(&s.db, id.as_str(), Some(last.date), q.known_at, &s.clock)
-                .await
-                .ok()
-        }
+        Some(last) => read_positions(db, id.as_str(), Some(last.date), q.known_at, &s.clock)
+            .await
+            .ok(),
         None => None,
     };
     let extra = page_extra(&s, id.as_str(), &h, &q).await?;
@@ -229,14 +228,14 @@ async fn page_extra(
     h: &History,
     q: &HistoryQuery,
 ) -> Result<PageExtra, ApiError> {
-    let currency = crate::query::currency_of(&s.db, id).await?;
+    let currency = crate::query::currency_of(s.engine.db(), id).await?;
     let undrawn = h
         .statistics
         .benchmark
         .as_ref()
         .is_some_and(|b| b.benchmark_status != "ok");
     let bench_span = match &q.benchmark {
-        Some(b) if undrawn => crate::query::close_span(&s.db, b.as_str()).await?,
+        Some(b) if undrawn => crate::query::close_span(s.engine.db(), b.as_str()).await?,
         _ => None,
     };
     // Like the positions table, the marks are a convenience: a read that
@@ -244,7 +243,7 @@ async fn page_extra(
     let marks = match (h.points.first(), h.points.last()) {
         (Some(first), Some(last)) => {
             let range = (first.date, last.date);
-            crate::query::actions::ex_dates(&s.db, id, range, q.known_at, &s.clock)
+            crate::query::actions::ex_dates(s.engine.db(), id, range, q.known_at, &s.clock)
                 .await
                 .map(|dates| ex_marks(&dates, &currency))
                 .unwrap_or_default()
@@ -362,7 +361,7 @@ pub async fn index(
         }
     };
     let _permit = s.guards.admit_work(&caller, peer)?;
-    let d = crate::query::dashboard(&s.db, &q, PER_PAGE, caller.visible()).await?;
+    let d = crate::query::dashboard(s.engine.db(), &q, PER_PAGE, caller.visible()).await?;
     Ok(html_response(StatusCode::OK, render_index(&q, Ok(&d))))
 }
 

@@ -40,7 +40,7 @@ pub(super) async fn read_movers(
         return None;
     }
     let range = (Some(first.date), Some(last.date));
-    match read_attribution(&s.db, id, range, q.known_at, &s.clock).await {
+    match read_attribution(s.engine.db(), id, range, q.known_at, &s.clock).await {
         Ok(a) => Some(a),
         Err(e) => {
             tracing::debug!(portfolio_id = %id, error = %e, "no attribution for the page");

@@ -48,7 +48,7 @@ pub async fn delete_marks(
 
 /// Deletes the marks the writers of `pids` consumed (the caller announces
 /// the change: it updates their rows too).
-pub async fn delete_marks_many(
+pub(crate) async fn delete_marks_many(
     conn: &mut PgConnection,
     pids: &[&str],
     ids: &[i64],
@@ -65,7 +65,7 @@ pub async fn delete_marks_many(
 
 /// The cause kinds and event ids of the marks `ids` of portfolios `pids`
 /// (read before a refresh consumes them), merged per portfolio.
-pub(crate) async fn mark_causes(
+pub async fn mark_causes(
     conn: &mut PgConnection,
     pids: &[&str],
     ids: &[i64],

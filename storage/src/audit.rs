@@ -11,7 +11,7 @@ use super::transactions::{transaction_of, COLUMNS};
 
 /// A stored transaction version with its origin.
 #[derive(Debug, Clone)]
-pub(crate) struct StoredVersion {
+pub struct StoredVersion {
     pub tx: Transaction,
     pub origin: Origin,
 }
@@ -19,7 +19,7 @@ pub(crate) struct StoredVersion {
 /// What a page of the listing reads: which effective events, dated from
 /// `from` through `to`, after the log position `after`, at most `limit`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct PageAsk {
+pub struct PageAsk {
     pub from: Option<NaiveDate>,
     pub to: Option<NaiveDate>,
     pub after: Option<(NaiveDate, i64)>,
@@ -28,7 +28,7 @@ pub(crate) struct PageAsk {
 
 /// Up to `ask.limit` effective transactions of `id` (settings left out) in
 /// log order (trade date, seq).
-pub(crate) async fn effective_page(
+pub async fn effective_page(
     conn: &mut PgConnection,
     id: &PortfolioId,
     ask: PageAsk,
@@ -57,7 +57,7 @@ pub(crate) async fn effective_page(
 
 /// Every version of `id` that is not in effect (superseded revisions,
 /// cancels, corrections set aside): few, only corrections put them there.
-pub(crate) async fn superseded(
+pub async fn superseded(
     conn: &mut PgConnection,
     id: &PortfolioId,
 ) -> anyhow::Result<Vec<StoredVersion>> {
@@ -71,7 +71,7 @@ pub(crate) async fn superseded(
 }
 
 /// Which of the logical transactions `keys` have a version in effect.
-pub(crate) async fn in_effect(
+pub async fn in_effect(
     conn: &mut PgConnection,
     id: &PortfolioId,
     keys: &[uuid::Uuid],
@@ -105,7 +105,7 @@ fn versions_of(
 }
 
 /// Whether the portfolio has any stored transaction.
-pub(crate) async fn exists(conn: &mut PgConnection, id: &PortfolioId) -> sqlx::Result<bool> {
+pub async fn exists(conn: &mut PgConnection, id: &PortfolioId) -> sqlx::Result<bool> {
     let r = sqlx::query(
         "SELECT EXISTS (SELECT 1 FROM transactions WHERE portfolio_id = $1::text)
              OR EXISTS (SELECT 1 FROM transactions_superseded WHERE portfolio_id = $1::text)

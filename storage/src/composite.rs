@@ -22,24 +22,24 @@ use super::portfolios::PortfolioRow;
 /// A member's part of a composite's validator: its row's version and its
 /// earliest pending day, what a single curve's validator is made of.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MemberVersion {
-    pub(crate) portfolio_id: String,
-    pub(crate) version: i64,
-    pub(crate) pending_from: Option<NaiveDate>,
+pub struct MemberVersion {
+    pub portfolio_id: String,
+    pub version: i64,
+    pub pending_from: Option<NaiveDate>,
 }
 
 /// The validator's reading: each member's [`MemberVersion`] in the order
 /// of `ids`, and the benchmark's price version (as
 /// [`super::portfolio_validator`] reads it).
 #[derive(Debug, Clone)]
-pub(crate) struct CompositeVersions {
-    pub(crate) members: Vec<MemberVersion>,
-    pub(crate) benchmark_version: Option<i64>,
+pub struct CompositeVersions {
+    pub members: Vec<MemberVersion>,
+    pub benchmark_version: Option<i64>,
 }
 
 /// Every member's version and pending day, and the benchmark's price
 /// version, in one statement; `None` when a member does not exist.
-pub(crate) async fn composite_validator(
+pub async fn composite_validator(
     pool: &PgPool,
     ids: &[String],
     benchmark: Option<&str>,
@@ -103,7 +103,7 @@ const MEMBER_JOINS: &str = "LEFT JOIN (SELECT k.portfolio_id, min(k.from_day) AS
 
 /// The rows of the portfolios of `ids` that exist (without their
 /// `base_state` and `mark_ids`), by id.
-pub(crate) async fn member_rows(
+pub async fn member_rows(
     conn: &mut PgConnection,
     ids: &[String],
 ) -> sqlx::Result<HashMap<String, PortfolioRow>> {
@@ -149,7 +149,7 @@ const SUMMED: [&str; 15] = [
 /// A full [`super::HistoryRow`] costs a third more to send and decode (its
 /// twelve values and the four reported ones derived from them), for
 /// ~110,000 rows in a composite of 100 three-year members.
-pub(crate) async fn member_records(
+pub async fn member_records(
     conn: &mut PgConnection,
     ids: &[String],
 ) -> sqlx::Result<HashMap<String, Vec<DailyRecord>>> {

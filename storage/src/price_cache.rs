@@ -35,7 +35,7 @@ use projections::{Currency, PriceBook, Symbol};
 use rust_decimal::Decimal;
 use sqlx::PgConnection;
 
-use crate::storage;
+use crate::StorageError;
 
 /// Closes kept per database at most (~20 bytes each), unless overridden by
 /// `NAVD_PRICE_CACHE_CLOSES`.
@@ -103,16 +103,16 @@ impl PriceCache {
     }
 
     /// Sets the deployment's default currency (the service does at start).
-    pub(crate) fn set_default_currency(&self, c: Currency) {
+    pub fn set_default_currency(&self, c: Currency) {
         *self.default_currency.lock().unwrap() = c;
     }
 
-    pub(crate) fn default_currency(&self) -> Currency {
+    pub fn default_currency(&self) -> Currency {
         self.default_currency.lock().unwrap().clone()
     }
 
     /// An empty book with the deployment's default currency.
-    pub(crate) fn empty_book(&self) -> PriceBook {
+    pub fn empty_book(&self) -> PriceBook {
         PriceBook::with_default_currency(self.default_currency())
     }
 
@@ -122,16 +122,16 @@ impl PriceCache {
     /// The whole rates table is kept in memory under the rates' version
     /// (bumped in the transaction that stores any rate): a refresh costs one
     /// indexed version lookup, and a reload only after a rate changed.
-    pub(crate) async fn add_rates(
+    pub async fn add_rates(
         &self,
         conn: &mut PgConnection,
         book: &mut PriceBook,
         bases: &[Currency],
         through: NaiveDate,
-    ) -> anyhow::Result<()> {
-        let key = storage::market::FX_VERSION_KEY.to_string();
-        let Some(storage::prices::Version { version, .. }) =
-            storage::prices::versions(conn, std::slice::from_ref(&key))
+    ) -> Result<(), StorageError> {
+        let key = crate::market::FX_VERSION_KEY.to_string();
+        let Some(crate::prices::Version { version, .. }) =
+            crate::prices::versions(conn, std::slice::from_ref(&key))
                 .await?
                 .remove(&key)
         else {
@@ -148,7 +148,7 @@ impl PriceCache {
         let rates = match cached {
             Some(r) => r,
             None => {
-                let all = storage::prices::all_rates(conn).await?;
+                let all = crate::prices::all_rates(conn).await?;
                 let n = all.len();
                 let mut by_pair: RatesByPair = HashMap::new();
                 for (from, to, day, rate) in all {
@@ -186,26 +186,26 @@ impl PriceCache {
         }
         // The actions' and instruments' versions are read with the
         // symbols' in one statement.
-        let key = storage::market::ACTIONS_VERSION_KEY;
-        let defined = storage::market::INSTRUMENTS_VERSION_KEY;
+        let key = crate::market::ACTIONS_VERSION_KEY;
+        let defined = crate::market::INSTRUMENTS_VERSION_KEY;
         let mut wanted = symbols.to_vec();
         wanted.push(key.to_string());
         wanted.push(defined.to_string());
-        let mut versions = storage::prices::versions(conn, &wanted).await?;
+        let mut versions = crate::prices::versions(conn, &wanted).await?;
         let actions = self.actions(conn, versions.remove(key)).await?;
         let instruments = self.instruments(conn, versions.remove(defined)).await?;
         // Symbols a corporate action links to these are needed too: a
         // spin-off's child, an acquirer, a renamed symbol's old closes;
         // and an option's underlying.
-        let wide = storage::instruments::with_underlyings(symbols, &instruments);
-        let linked = storage::actions::linked(&wide, &actions);
+        let wide = crate::instruments::with_underlyings(symbols, &instruments);
+        let linked = crate::actions::linked(&wide, &actions);
         let extra: Vec<String> = linked
             .iter()
             .filter(|s| !versions.contains_key(*s) && !symbols.contains(s))
             .cloned()
             .collect();
         if !extra.is_empty() {
-            versions.extend(storage::prices::versions(conn, &extra).await?);
+            versions.extend(crate::prices::versions(conn, &extra).await?);
         }
         let known = Known {
             actions: &actions,
@@ -221,7 +221,7 @@ impl PriceCache {
     async fn instruments(
         &self,
         conn: &mut PgConnection,
-        version: Option<storage::prices::Version>,
+        version: Option<crate::prices::Version>,
     ) -> anyhow::Result<Arc<Vec<projections::Instrument>>> {
         if let Some(v) = &version {
             let g = self.inner.lock().unwrap();
@@ -231,7 +231,7 @@ impl PriceCache {
                 }
             }
         }
-        let list = Arc::new(storage::instruments::all_instruments(conn, None).await?);
+        let list = Arc::new(crate::instruments::all_instruments(conn, None).await?);
         if let Some(v) = version {
             self.inner.lock().unwrap().instruments = Some((v.version, list.clone()));
         }
@@ -244,7 +244,7 @@ impl PriceCache {
     async fn actions(
         &self,
         conn: &mut PgConnection,
-        version: Option<storage::prices::Version>,
+        version: Option<crate::prices::Version>,
     ) -> anyhow::Result<Arc<Vec<projections::CorporateAction>>> {
         if let Some(v) = &version {
             let g = self.inner.lock().unwrap();
@@ -254,7 +254,7 @@ impl PriceCache {
                 }
             }
         }
-        let actions = Arc::new(storage::actions::all_actions(conn, None).await?);
+        let actions = Arc::new(crate::actions::all_actions(conn, None).await?);
         if let Some(v) = version {
             self.inner.lock().unwrap().actions = Some((v.version, actions.clone()));
         }
@@ -276,7 +276,7 @@ impl PriceCache {
         if symbols.is_empty() {
             return Ok(self.empty_book());
         }
-        let versions = storage::prices::versions(conn, symbols).await?;
+        let versions = crate::prices::versions(conn, symbols).await?;
         self.book_at(conn, symbols, known, &versions, after, through)
             .await
     }
@@ -287,13 +287,13 @@ impl PriceCache {
         conn: &mut PgConnection,
         symbols: &[String],
         known: Known<'_>,
-        versions: &HashMap<String, storage::prices::Version>,
+        versions: &HashMap<String, crate::prices::Version>,
         after: NaiveDate,
         through: NaiveDate,
     ) -> anyhow::Result<PriceBook> {
         let mut book = self.empty_book();
-        storage::actions::add_to_book(&mut book, symbols, known.actions);
-        storage::instruments::add_to_book(&mut book, known.instruments);
+        crate::actions::add_to_book(&mut book, symbols, known.actions);
+        crate::instruments::add_to_book(&mut book, known.instruments);
         let mut have: HashMap<String, Arc<Series>> = HashMap::new();
         let mut missing: Vec<String> = Vec::new();
         // Series cached at the version the latest change replaced: only
@@ -348,12 +348,12 @@ impl PriceCache {
         &self,
         conn: &mut PgConnection,
         stale: Vec<(String, NaiveDate, Arc<Series>)>,
-        versions: &HashMap<String, storage::prices::Version>,
+        versions: &HashMap<String, crate::prices::Version>,
         have: &mut HashMap<String, Arc<Series>>,
     ) -> anyhow::Result<()> {
         let from: Vec<(String, NaiveDate)> =
             stale.iter().map(|(s, d, _)| (s.clone(), *d)).collect();
-        let mut loaded = storage::prices::series_from(conn, &from).await?;
+        let mut loaded = crate::prices::series_from(conn, &from).await?;
         for (s, from, old) in stale {
             let new = loaded.remove(&s).unwrap_or_default();
             self.count_loaded(new.closes.len());
@@ -375,11 +375,11 @@ impl PriceCache {
         &self,
         conn: &mut PgConnection,
         missing: Vec<String>,
-        versions: &HashMap<String, storage::prices::Version>,
+        versions: &HashMap<String, crate::prices::Version>,
         have: &mut HashMap<String, Arc<Series>>,
     ) -> anyhow::Result<()> {
-        let mut loaded = storage::prices::series(conn, &missing).await?;
-        let mut splits = storage::prices::splits(conn, &missing).await?;
+        let mut loaded = crate::prices::series(conn, &missing).await?;
+        let mut splits = crate::prices::splits(conn, &missing).await?;
         for s in missing {
             let stored = loaded.remove(&s).unwrap_or_default();
             self.count_loaded(stored.closes.len());

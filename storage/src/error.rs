@@ -2,7 +2,10 @@
 //! place: the database is **unavailable** (unreachable, shutting down, out
 //! of connections: retry, answer 503), it **refused** what it was given (a
 //! value it cannot store: the message responsible becomes a dead letter),
-//! or something **other** (a bug or an unexpected state: 500, logged).
+//! or something **other** (a bug, an unexpected state, stored rows that do
+//! not read back as the domain's values: 500, logged). Operations of the
+//! crate's face return [`StorageError`] (the read paths so far; the others
+//! still return `sqlx::Result` or `anyhow::Result`).
 
 /// A database failure, classified.
 #[derive(Debug, thiserror::Error)]
@@ -17,8 +20,9 @@ pub enum StorageError {
         #[source]
         source: sqlx::Error,
     },
+    /// Anything else, with what was being done when it failed.
     #[error(transparent)]
-    Other(sqlx::Error),
+    Other(anyhow::Error),
 }
 
 impl From<sqlx::Error> for StorageError {
@@ -28,7 +32,25 @@ impl From<sqlx::Error> for StorageError {
         } else if let Some(reason) = refusal(&e) {
             StorageError::Refused { reason, source: e }
         } else {
-            StorageError::Other(e)
+            StorageError::Other(e.into())
+        }
+    }
+}
+
+/// A failure of code that reads rows into the domain's values: a database
+/// error inside it (with or without context) is classified as above; an
+/// unavailable database loses the context (its message says enough), any
+/// other failure keeps it.
+impl From<anyhow::Error> for StorageError {
+    fn from(e: anyhow::Error) -> Self {
+        match e.downcast_ref::<sqlx::Error>() {
+            Some(db) if is_unavailable(db) || refusal(db).is_some() => {
+                match e.downcast::<sqlx::Error>() {
+                    Ok(db) => db.into(),
+                    Err(e) => StorageError::Other(e),
+                }
+            }
+            _ => StorageError::Other(e),
         }
     }
 }
@@ -58,7 +80,7 @@ pub(crate) fn is_unavailable(e: &sqlx::Error) -> bool {
 /// rather than failing for being unreachable or busy. Only such a failure
 /// can be pinned on a message; anything else is retried, however long it
 /// lasts, so an outage never turns good events into dead letters.
-pub(crate) fn refusal(e: &sqlx::Error) -> Option<String> {
+pub fn refusal(e: &sqlx::Error) -> Option<String> {
     match e {
         sqlx::Error::Database(db) => {
             let code = db.code()?;
@@ -114,6 +136,18 @@ mod tests {
             StorageError::from(sqlx::Error::RowNotFound),
             StorageError::Other(_)
         ));
+        // Inside code that reads rows, with context, the same.
+        use anyhow::Context as _;
+        let lost: anyhow::Result<()> =
+            Err(sqlx::Error::Io(std::io::Error::other("reset"))).context("reading closes");
+        assert!(matches!(
+            StorageError::from(lost.unwrap_err()),
+            StorageError::Unavailable(_)
+        ));
+        let bad: anyhow::Result<()> = Err(anyhow::anyhow!("a close of -1")).context("reading");
+        let e = StorageError::from(bad.unwrap_err());
+        assert!(matches!(e, StorageError::Other(_)));
+        assert_eq!(format!("{e:#}"), "reading: a close of -1");
         let encode = sqlx::Error::Encode("too long".into());
         assert!(!is_unavailable(&encode));
         assert!(refusal(&encode).unwrap().contains("could not be encoded"));

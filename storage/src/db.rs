@@ -88,7 +88,7 @@ impl Db {
         self.feed
     }
 
-    pub(crate) fn pool(&self) -> &PgPool {
+    pub fn pool(&self) -> &PgPool {
         &self.pool
     }
 
@@ -141,7 +141,7 @@ impl Write<'_> {
 
     /// Records that the write staged change messages: its commit wakes
     /// this process's relay.
-    pub(crate) fn staged_feed(&mut self) {
+    pub fn staged_feed(&mut self) {
         self.staged = true;
     }
 

@@ -16,7 +16,7 @@ use super::transactions::{transaction_at, TxColumns, VERSION_COLUMNS};
 /// Every transaction version of a portfolio stored by `at` (corrections,
 /// cancels and the settings included), in log order: the set whose
 /// effective events ([`projections::effective`]) were known then.
-pub(crate) async fn log_known_at(
+pub async fn log_known_at(
     conn: &mut PgConnection,
     portfolio_id: &PortfolioId,
     at: DateTime<Utc>,
@@ -65,8 +65,8 @@ pub(crate) async fn log_known_at(
 ///
 /// Records before that day are the same as known at `at` as now: what
 /// lets a read as known then take them from the stored history
-/// ([`crate::query::known`]).
-pub(crate) async fn changed_since(
+/// (the service's `query::known`).
+pub async fn changed_since(
     conn: &mut PgConnection,
     portfolio_id: &PortfolioId,
     at: DateTime<Utc>,
@@ -142,7 +142,7 @@ pub(crate) async fn changed_since(
 /// (indexed by `prices_received_at`: few rows for a recent instant).
 /// Loading the 130,000 closes of a ten-year book from the tables took
 /// ~150 ms of an `as_known_at` read (docs/performance.md).
-pub(crate) async fn book_known_at(
+pub async fn book_known_at(
     conn: &mut PgConnection,
     prices: &PriceCache,
     symbols: &[String],

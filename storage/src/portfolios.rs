@@ -66,7 +66,7 @@ impl PortfolioRow {
 
     /// The status readers are told: the stored one, `recomputing` while a
     /// pending mark reaches records already stored.
-    pub(crate) fn reported_status(&self) -> projections::ReportedStatus {
+    pub fn reported_status(&self) -> projections::ReportedStatus {
         self.status.reported(self.pending_from, self.last_day)
     }
 }
@@ -403,7 +403,7 @@ pub async fn portfolio_validator(
 /// The `portfolios` updates of a batch refresh, applied in one statement,
 /// and the marks it consumed, deleted in another.
 #[derive(Debug, Default)]
-pub(crate) struct RefreshUpdates {
+pub struct RefreshUpdates {
     id: Vec<String>,
     first_day: Vec<NaiveDate>,
     last_day: Vec<Option<NaiveDate>>,
@@ -429,7 +429,7 @@ impl RefreshUpdates {
     /// portfolio, for the same value.
     ///
     /// `digest` is that of the records as the refresh left them.
-    pub(crate) fn push(
+    pub fn push(
         &mut self,
         p: &PortfolioRow,
         last_day: Option<NaiveDate>,
@@ -470,7 +470,7 @@ impl RefreshUpdates {
         self.mark_ids.extend(&p.mark_ids);
     }
 
-    pub(crate) async fn apply(self, conn: &mut PgConnection) -> sqlx::Result<()> {
+    pub async fn apply(self, conn: &mut PgConnection) -> sqlx::Result<()> {
         if self.id.is_empty() {
             return Ok(());
         }
@@ -508,7 +508,7 @@ impl RefreshUpdates {
 
 /// What a refresh leaves as a portfolio's state to resume from.
 #[derive(Debug)]
-pub(crate) enum BaseState {
+pub enum BaseState {
     /// The stored one, unchanged.
     Keep,
     /// This one (JSON of a `DayState`), or none.
@@ -517,7 +517,7 @@ pub(crate) enum BaseState {
 
 /// After a backfill: the last stored day, the state to resume from, D0, and
 /// the digest of the records as the backfill left them.
-pub(crate) async fn set_extent(
+pub async fn set_extent(
     conn: &mut PgConnection,
     portfolio_id: &str,
     last_day: Option<NaiveDate>,

@@ -25,7 +25,7 @@ pub(crate) const KEEP_DAYS: i32 = 62;
 
 /// The newest anchor of each portfolio of `at` on or before its day, as
 /// stored (JSON of a `DayState`).
-pub(crate) async fn anchors_at(
+pub async fn anchors_at(
     conn: &mut PgConnection,
     at: &[(String, NaiveDate)],
 ) -> sqlx::Result<HashMap<String, Box<RawValue>>> {
@@ -52,7 +52,7 @@ pub(crate) async fn anchors_at(
 /// The anchor `raw` of portfolio `p`, when a fold of `p` may resume from
 /// it: not before the history, in the portfolio's current cash mode and
 /// base currency (a change of either refolds from D0).
-pub(crate) fn usable(p: &super::PortfolioRow, raw: &RawValue) -> Option<projections::DayState> {
+pub fn usable(p: &super::PortfolioRow, raw: &RawValue) -> Option<projections::DayState> {
     let state: projections::DayState = serde_json::from_str(raw.get()).ok()?;
     let before_first = p.first_day.pred_opt()?;
     (state.date >= before_first
@@ -75,7 +75,7 @@ pub(crate) fn usable(p: &super::PortfolioRow, raw: &RawValue) -> Option<projecti
 ///
 /// The deletes never touch a key `keeps` writes, so the three parts of the
 /// statement (which see one snapshot) never meet on a row.
-pub(crate) async fn sync_anchors(
+pub async fn sync_anchors(
     conn: &mut PgConnection,
     starts: &[(&str, Option<NaiveDate>)],
     keeps: &[(&str, NaiveDate, &RawValue)],
@@ -133,7 +133,7 @@ pub(crate) async fn sync_anchors(
 /// start, or aged, and not kept) is stored, and every kept state is
 /// stored as it is (compared as JSON values, so a state `jsonb` prints its
 /// own way is still the same one).
-pub(crate) fn unchanged(
+pub fn unchanged(
     stored: &[(NaiveDate, serde_json::Value)],
     start: Option<Option<NaiveDate>>,
     keeps: &[(NaiveDate, &RawValue)],

@@ -1,7 +1,9 @@
-//! Every SQL statement of the service, one file per table family. Nothing
-//! outside this module talks to PostgreSQL (`tests/layout.rs` checks it):
-//! callers get typed values in and out, and one place to look when a query
-//! or the schema changes.
+//! `navd-storage`: every SQL statement of navd, one file per table family,
+//! and the migrations that make the schema (`../migrations`, embedded in
+//! [`MIGRATOR`]). Nothing outside this crate talks to PostgreSQL
+//! (`tests/layout.rs` checks it): callers get typed values in and out, and
+//! one place to look when a query or the schema changes. Of the workspace
+//! it depends on `projections` alone (the domain types it stores).
 //!
 //! - [`db`]: [`Db`], the one handle on the database (pool, price cache,
 //!   change notifier), and [`Write`], the transaction that publishes what
@@ -45,12 +47,17 @@
 //!
 //! Connection-level statements live here beside [`connect`]: [`ping`] (is
 //! the database there) and [`read_snapshot`] (the transaction reads run in).
+//!
+//! The crate's face is what the service, `navd-bench`, the test kit and the
+//! tests use: the re-exports below, and the modules marked `pub` whose
+//! functions the service calls by path. Everything else is `pub(crate)`
+//! (`unreachable_pub` and `dead_code` keep it so).
 
 pub(crate) mod actions;
-pub(crate) mod anchors;
-pub(crate) mod audit;
-pub(crate) mod changes;
-pub(crate) mod composite;
+pub mod anchors;
+pub mod audit;
+pub mod changes;
+pub mod composite;
 pub mod copy;
 pub mod copy_out;
 pub(crate) mod corrections;
@@ -58,24 +65,24 @@ pub mod dashboard;
 pub(crate) mod db;
 pub(crate) mod dead_letters;
 pub(crate) mod digest;
-pub(crate) mod error;
+pub mod error;
 pub(crate) mod events;
-pub(crate) mod explain;
-pub(crate) mod feed_check;
+pub mod explain;
+pub mod feed_check;
 pub mod history;
 pub(crate) mod instruments;
 pub(crate) mod kinds;
-pub(crate) mod known;
+pub mod known;
 pub mod layout;
 pub(crate) mod market;
-pub(crate) mod marks;
+pub mod marks;
 pub(crate) mod numeric;
-pub(crate) mod offsets;
+pub mod offsets;
 pub(crate) mod orphans;
 pub mod outbox;
 pub mod portfolios;
 pub mod price_cache;
-pub(crate) mod prices;
+pub mod prices;
 pub(crate) mod transactions;
 pub(crate) mod values;
 
@@ -97,16 +104,16 @@ pub use history::{
     history_row, history_rows_at, load_history, replace_history, replace_history_changed,
     replace_history_many, Changed, HistoryRow, Span, Synced,
 };
-pub use marks::{add_mark, delete_marks, delete_marks_many, mark_all_pending, vacuum_marks};
+pub use marks::{add_mark, delete_marks, mark_all_pending, vacuum_marks};
 pub use portfolios::{
     due_portfolios, get_portfolio, lock_portfolio, lock_portfolios, portfolio_validator,
     PortfolioRow,
 };
-pub use prices::load_prices;
-pub use transactions::{load_transactions, load_transactions_many};
-pub(crate) use transactions::{stream_transactions, symbols_of_portfolio};
+pub use transactions::{
+    load_transactions, load_transactions_many, stream_transactions, symbols_of_portfolio,
+};
 
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
 /// Connects a pool that fails fast when the database is unreachable, so
 /// requests answer 503 instead of hanging.
@@ -198,7 +205,7 @@ pub fn connect_lazy(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
 }
 
 /// Whether the database answers a trivial statement (`/readyz`).
-pub(crate) async fn ping(pool: &PgPool) -> sqlx::Result<()> {
+pub async fn ping(pool: &PgPool) -> sqlx::Result<()> {
     sqlx::query_scalar::<_, i32>("SELECT 1")
         .fetch_one(pool)
         .await?;
@@ -209,7 +216,7 @@ pub(crate) async fn ping(pool: &PgPool) -> sqlx::Result<()> {
 /// same snapshot, so a read made of several statements (the curve, the
 /// portfolio row, the day before the range) is consistent even while the
 /// worker rewrites the history. Commit or drop it when done.
-pub(crate) async fn read_snapshot(pool: &PgPool) -> sqlx::Result<Transaction<'static, Postgres>> {
+pub async fn read_snapshot(pool: &PgPool) -> sqlx::Result<Transaction<'static, Postgres>> {
     let mut tx = pool.begin().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)

@@ -3,10 +3,13 @@
 
 use std::collections::HashMap;
 
+use anyhow::Context as _;
 use chrono::NaiveDate;
 use projections::{Currency, Symbol};
 use rust_decimal::Decimal;
 use sqlx::{PgConnection, Row};
+
+use crate::StorageError;
 
 /// Closes of `symbols` needed to value days `after+1 ..= through`: every
 /// close in that window plus, per symbol, the latest one on or before
@@ -17,7 +20,7 @@ pub async fn load_prices(
     after: NaiveDate,
     through: NaiveDate,
     default_currency: &Currency,
-) -> anyhow::Result<projections::PriceBook> {
+) -> Result<projections::PriceBook, StorageError> {
     let mut book = projections::PriceBook::with_default_currency(default_currency.clone());
     if symbols.is_empty() {
         return Ok(book);
@@ -47,16 +50,17 @@ pub async fn load_prices(
         let currency = r
             .try_get::<Option<&str>, _>("currency")?
             .map(Currency::parse)
-            .transpose()?;
+            .transpose()
+            .context("a stored close's currency")?;
         book.insert_priced(
-            Symbol::parse(r.try_get::<&str, _>("symbol")?)?,
+            Symbol::parse(r.try_get::<&str, _>("symbol")?).context("a stored close's symbol")?,
             r.try_get("day")?,
             r.try_get("close")?,
             currency,
         );
     }
     for (symbol, list) in splits(conn, symbols).await? {
-        let symbol = Symbol::parse(&symbol)?;
+        let symbol = Symbol::parse(&symbol).context("a stored split's symbol")?;
         for (day, n, d) in list {
             book.set_split(symbol.clone(), day, n, d);
         }
@@ -67,7 +71,7 @@ pub async fn load_prices(
 /// The splits in effect for each of `symbols`: per (symbol, ex-date) the
 /// latest event in log order, ex-date ascending (1/1 ones included; they
 /// cancel).
-pub(crate) async fn splits(
+pub async fn splits(
     conn: &mut PgConnection,
     symbols: &[String],
 ) -> sqlx::Result<HashMap<String, Vec<(NaiveDate, u32, u32)>>> {
@@ -137,16 +141,16 @@ pub(crate) async fn versions(
 
 /// A symbol's closes by day, and the currency of those that named one.
 #[derive(Debug, Default)]
-pub(crate) struct StoredSeries {
+pub struct StoredSeries {
     pub closes: Vec<(NaiveDate, Decimal)>,
     pub quoted: Vec<(NaiveDate, Currency)>,
 }
 
 /// Every close of each of `symbols`, by day.
-pub(crate) async fn series(
+pub async fn series(
     conn: &mut PgConnection,
     symbols: &[String],
-) -> anyhow::Result<HashMap<String, StoredSeries>> {
+) -> Result<HashMap<String, StoredSeries>, StorageError> {
     let rows = sqlx::query(
         "SELECT symbol, day, close, currency FROM prices WHERE symbol = ANY($1::text[])
           ORDER BY symbol, day",
@@ -154,7 +158,7 @@ pub(crate) async fn series(
     .bind(symbols)
     .fetch_all(conn)
     .await?;
-    series_of(rows)
+    Ok(series_of(rows)?)
 }
 
 /// The closes of each symbol dated on or after its day, by day.

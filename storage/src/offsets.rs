@@ -24,7 +24,7 @@ fn offset_of(r: &PgRow) -> sqlx::Result<(Partition, i64)> {
 }
 
 /// The stored next offsets of `parts` (absent: nothing stored yet).
-pub(crate) async fn read(
+pub async fn read(
     conn: &mut PgConnection,
     group: &str,
     parts: &[Partition],
@@ -47,7 +47,7 @@ pub(crate) async fn read(
 /// Locks the offset rows of `parts` for the rest of the transaction
 /// (creating them at 0 when new) and returns them. The locks fence two
 /// consumers that briefly own one partition during a rebalance.
-pub(crate) async fn lock(
+pub async fn lock(
     conn: &mut PgConnection,
     group: &str,
     parts: &[Partition],
@@ -80,7 +80,7 @@ pub(crate) async fn lock(
 }
 
 /// Sets the next offsets of locked partitions.
-pub(crate) async fn advance(
+pub async fn advance(
     conn: &mut PgConnection,
     group: &str,
     next: &BTreeMap<Partition, i64>,
@@ -108,8 +108,7 @@ pub(crate) async fn advance(
 /// How far a group has got: the sum of its partitions' next offsets (the
 /// messages it consumed, when every log starts at 0), and how many
 /// portfolios still wait for a refresh. For the demo and the tests.
-#[cfg(feature = "demo")]
-pub(crate) async fn progress(pool: &sqlx::PgPool, group: &str) -> sqlx::Result<(i64, i64)> {
+pub async fn progress(pool: &sqlx::PgPool, group: &str) -> sqlx::Result<(i64, i64)> {
     let consumed: i64 = sqlx::query_scalar(
         "SELECT COALESCE(sum(next_offset), 0)::int8 FROM consumer_offsets WHERE group_id = $1::text",
     )

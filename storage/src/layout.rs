@@ -28,7 +28,7 @@ pub(crate) async fn portfolios_distributed(pool: &PgPool) -> sqlx::Result<bool> 
 /// The shard of each of `ids`, in their order. Computed by the coordinator
 /// from its metadata (no worker is asked); only meaningful where
 /// [`portfolios_distributed`].
-pub(crate) async fn shards_of(conn: &mut PgConnection, ids: &[&str]) -> sqlx::Result<Vec<i64>> {
+pub async fn shards_of(conn: &mut PgConnection, ids: &[&str]) -> sqlx::Result<Vec<i64>> {
     if ids.is_empty() {
         return Ok(vec![]);
     }

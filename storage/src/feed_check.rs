@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use sqlx::PgPool;
 
 /// Every portfolio's id, in order.
-pub(crate) async fn portfolio_ids(pool: &PgPool) -> sqlx::Result<Vec<String>> {
+pub async fn portfolio_ids(pool: &PgPool) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar("SELECT portfolio_id FROM portfolios ORDER BY portfolio_id")
         .fetch_all(pool)
         .await
@@ -16,7 +16,7 @@ pub(crate) async fn portfolio_ids(pool: &PgPool) -> sqlx::Result<Vec<String>> {
 
 /// A portfolio's newest staged message still in the outbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct OutboxTip {
+pub struct OutboxTip {
     pub version: i64,
     /// Rows not yet published (the relay's backlog for the portfolio).
     pub unsent: i64,
@@ -24,7 +24,7 @@ pub(crate) struct OutboxTip {
 
 /// The outbox tip of each of `ids` that has rows left (pruning removes
 /// sent rows past the retention, so a quiet portfolio has none).
-pub(crate) async fn outbox_tips(
+pub async fn outbox_tips(
     pool: &PgPool,
     ids: &[String],
 ) -> sqlx::Result<HashMap<String, OutboxTip>> {

@@ -21,9 +21,9 @@
 //!   their commit ([`Changes::portfolios_changed`]), so its own writes are
 //!   read back at once, before their notification arrives;
 //! - a cached entry is still revalidated against the database about once a
-//!   second ([`TRUST_FOR`]; by one request while the others are served), a
-//!   bound (two periods at worst) on the staleness a write path that forgot
-//!   to notify could cause.
+//!   second (the read cache's `TRUST_FOR`; by one request while the others
+//!   are served), a bound (two periods at worst) on the staleness a write
+//!   path that forgot to notify could cause.
 //!
 //! Counters are per hash slot, not per portfolio: memory stays fixed, and
 //! two portfolios sharing a slot only cost each other an extra reload.
@@ -38,10 +38,6 @@ use tokio_util::sync::CancellationToken;
 
 /// The channel navd's writers notify and its readers listen on.
 pub const CHANNEL: &str = "navd_changes";
-
-/// How long a cached entry is trusted on the notifications alone before it
-/// is revalidated against the database once more.
-pub const TRUST_FOR: Duration = Duration::from_secs(1);
 
 const SLOTS: usize = 4096;
 /// PostgreSQL refuses payloads of 8,000 bytes and more.
@@ -82,10 +78,10 @@ pub struct Seen {
     prices: u64,
 }
 
-#[cfg(test)]
 impl Seen {
-    /// Counters for unit tests elsewhere in the crate.
-    pub(crate) fn for_tests(n: u64) -> Seen {
+    /// Counters for unit tests (of the caches that keep them).
+    #[doc(hidden)]
+    pub fn for_tests(n: u64) -> Seen {
         Seen {
             epoch: n,
             portfolio: n,
@@ -168,7 +164,7 @@ impl Changes {
 
     /// Portfolio `id`'s counters (epoch, slot), listening or not: equal
     /// stamps mean no change of it was heard in between.
-    pub(crate) fn stamp(&self, id: &str) -> (u64, u64) {
+    pub fn stamp(&self, id: &str) -> (u64, u64) {
         (
             self.epoch.load(Ordering::Acquire),
             self.slots[slot(id)].load(Ordering::Acquire),
@@ -178,7 +174,7 @@ impl Changes {
     /// What a change of portfolio `id` wakes: wait on it after taking
     /// [`Changes::stamp`] (create the `Notified` and `enable` it first, then
     /// compare the stamp, so a change in between is not missed).
-    pub(crate) fn wake_of(&self, id: &str) -> &tokio::sync::Notify {
+    pub fn wake_of(&self, id: &str) -> &tokio::sync::Notify {
         &self.wakes[slot(id)]
     }
 
@@ -306,7 +302,7 @@ pub(crate) async fn notify_everything(conn: &mut PgConnection) -> sqlx::Result<(
 /// Keeps one session listening on [`CHANNEL`] for `changes` until `stop`,
 /// reconnecting after a loss. Started once per [`Changes`]; later calls
 /// return at once.
-pub(crate) async fn listen(pool: PgPool, changes: Arc<Changes>, stop: CancellationToken) {
+pub async fn listen(pool: PgPool, changes: Arc<Changes>, stop: CancellationToken) {
     if changes.listener_started.swap(true, Ordering::AcqRel) {
         return;
     }

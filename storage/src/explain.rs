@@ -18,7 +18,7 @@ use super::transactions::{transaction_of, VERSION_COLUMNS};
 
 /// Where a stored event came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Origin {
+pub struct Origin {
     pub topic: Option<String>,
     pub partition: Option<i32>,
     pub offset: Option<i64>,
@@ -27,14 +27,14 @@ pub(crate) struct Origin {
 
 /// An effective transaction as stored, with its correction fields.
 #[derive(Debug, Clone)]
-pub(crate) struct StoredTransaction {
+pub struct StoredTransaction {
     pub tx: Transaction,
     pub origin: Origin,
 }
 
 /// A split event as stored: the one in effect for its (symbol, ex-date).
 #[derive(Debug, Clone)]
-pub(crate) struct StoredSplit {
+pub struct StoredSplit {
     pub event_id: Uuid,
     pub symbol: String,
     pub ex_date: NaiveDate,
@@ -45,7 +45,7 @@ pub(crate) struct StoredSplit {
 
 /// Everything a day's explanation is computed from.
 #[derive(Debug)]
-pub(crate) struct DayInputs {
+pub struct DayInputs {
     /// The anchor the log starts after; none: it starts at the history's
     /// first day.
     pub start: Option<DayState>,
@@ -71,7 +71,7 @@ pub(crate) struct DayInputs {
 /// stored by then and the book as known then (`query::known`'s fold read
 /// them; explaining a day as known at that instant reuses them).
 #[derive(Debug)]
-pub(crate) struct KnownInputs {
+pub struct KnownInputs {
     pub at: DateTime<Utc>,
     pub versions: Vec<Transaction>,
     pub book: PriceBook,
@@ -80,7 +80,7 @@ pub(crate) struct KnownInputs {
 impl KnownInputs {
     /// Reads what was known of portfolio `id` at `at`: its transaction
     /// versions and the book of their symbols through `through`.
-    pub(crate) async fn read(
+    pub async fn read(
         conn: &mut PgConnection,
         id: &str,
         at: DateTime<Utc>,
@@ -97,7 +97,7 @@ impl KnownInputs {
 /// Loads the inputs of portfolio `id`'s `day`, as stored (then from
 /// `anchor` on, when given: the log after it) or, with `known`, as known
 /// at its instant.
-pub(crate) async fn load_day(
+pub async fn load_day(
     conn: &mut PgConnection,
     id: &str,
     day: NaiveDate,

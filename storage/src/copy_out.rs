@@ -32,7 +32,7 @@ pub struct CopyOut {
 }
 
 /// Where each of a row's `N` fields is in the payload (`None`: `NULL`).
-pub type Fields<const N: usize> = [Option<(usize, usize)>; N];
+pub(crate) type Fields<const N: usize> = [Option<(usize, usize)>; N];
 
 /// Why a payload cannot be read.
 fn bad(what: impl std::fmt::Display) -> anyhow::Error {
@@ -175,7 +175,7 @@ pub fn int4(b: &[u8]) -> anyhow::Result<i32> {
 }
 
 /// A `boolean`: one byte, 0 or 1.
-pub fn boolean(b: &[u8]) -> anyhow::Result<bool> {
+pub(crate) fn boolean(b: &[u8]) -> anyhow::Result<bool> {
     match exact::<1>(b, "a boolean")? {
         [0] => Ok(false),
         [1] => Ok(true),

@@ -19,6 +19,7 @@ use super::copy_out::{self, CopyRow};
 use super::dead_letters::{reused_reason, DeadLetter, Source};
 use super::kinds::{kind_columns, kind_of, Col, KindColumns, TxRow, TX_COLUMNS};
 use super::layout::UuidShards;
+use crate::StorageError;
 
 /// The batch's transactions that are new: duplicates (inside the batch or
 /// against the store) are counted in `duplicates` and dropped, an id
@@ -242,10 +243,7 @@ async fn store_symbols(
 }
 
 /// Every symbol portfolio `id` ever traded (its events can move), sorted.
-pub(crate) async fn symbols_of_portfolio(
-    conn: &mut PgConnection,
-    id: &str,
-) -> sqlx::Result<Vec<String>> {
+pub async fn symbols_of_portfolio(conn: &mut PgConnection, id: &str) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
         "SELECT symbol FROM portfolio_symbols WHERE portfolio_id = $1::text ORDER BY symbol",
     )
@@ -261,7 +259,7 @@ pub async fn load_transactions(
     portfolio_id: &str,
     after: Option<NaiveDate>,
     through: NaiveDate,
-) -> anyhow::Result<Vec<Transaction>> {
+) -> Result<Vec<Transaction>, StorageError> {
     let mut log = Vec::new();
     // Whole: the first rows need not come early (no settings for them).
     let sink = |chunk| {
@@ -282,7 +280,7 @@ pub async fn load_transactions(
 /// binary `COPY` ([`copy_out`]) and decoded as they arrive, without the
 /// portfolio id the group reader ([`load_transactions_many`]) decodes for
 /// each row.
-pub(crate) async fn stream_transactions(
+pub async fn stream_transactions(
     conn: &mut PgConnection,
     portfolio_id: &str,
     range: (Option<NaiveDate>, NaiveDate),

@@ -90,7 +90,7 @@ pub(crate) async fn lots(
     let (date, known_at) = day_query(raw.as_deref())?;
     let _permit = s.guards.admit_work(&caller, peer)?;
     Ok(Json(
-        read::read_lots(&s.db, id.as_str(), date, known_at, &s.clock).await?,
+        read::read_lots(s.engine.db(), id.as_str(), date, known_at, &s.clock).await?,
     ))
 }
 
@@ -128,7 +128,7 @@ pub(crate) async fn lots_csv(
     caller.authorize(SCOPE_READ, id.as_str())?;
     let (date, known_at) = day_query(raw.as_deref())?;
     let _permit = s.guards.admit_work(&caller, peer)?;
-    let l = read::read_lots(&s.db, id.as_str(), date, known_at, &s.clock).await?;
+    let l = read::read_lots(s.engine.db(), id.as_str(), date, known_at, &s.clock).await?;
     let mut out =
         String::from("symbol,lot,open_date,quantity,cost,average_cost,value,unrealized_pnl,term\n");
     for r in &l.lots {
@@ -184,7 +184,7 @@ pub(crate) async fn realized(
     let (range, known_at) = range_query(raw.as_deref())?;
     let _permit = s.guards.admit_work(&caller, peer)?;
     Ok(Json(
-        read::read_realized(&s.db, id.as_str(), range, known_at, &s.clock).await?,
+        read::read_realized(s.engine.db(), id.as_str(), range, known_at, &s.clock).await?,
     ))
 }
 
@@ -222,7 +222,7 @@ pub(crate) async fn realized_csv(
     caller.authorize(SCOPE_READ, id.as_str())?;
     let (range, known_at) = range_query(raw.as_deref())?;
     let _permit = s.guards.admit_work(&caller, peer)?;
-    let r = read::read_realized(&s.db, id.as_str(), range, known_at, &s.clock).await?;
+    let r = read::read_realized(s.engine.db(), id.as_str(), range, known_at, &s.clock).await?;
     let mut out =
         String::from("date,event_id,kind,symbol,lot,open_date,quantity,proceeds,cost,gain,term\n");
     for x in &r.realizations {

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::attribution::AttributionFailure;
 use super::{base_currency, QueryError};
-use crate::storage::{self, Db, PortfolioRow};
+use navd_storage::{self as storage, Db, PortfolioRow};
 
 /// A day's open lots, as reported.
 #[derive(Debug, Serialize, PartialEq, utoipa::ToSchema)]
@@ -93,8 +93,7 @@ async fn load(
     let base = base_currency(&p, &book);
     cache
         .add_rates(&mut tx, &mut book, std::slice::from_ref(&base), last)
-        .await
-        .map_err(failed)?;
+        .await?;
     let mut log = Vec::new();
     storage::stream_transactions(&mut tx, id, (None, last), |chunk| {
         log.extend(chunk);

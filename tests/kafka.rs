@@ -1946,6 +1946,19 @@ async fn lots_golden_through_the_broker() {
     );
     assert_eq!(lines.len(), 1 + 4 + 4, "{csv}");
     assert_eq!(lines.last().unwrap(), &"total,,,,,,,,,300.00000000,");
+    // The page shows the lots and the year's realizations under a lot
+    // method, and neither under average.
+    let page = |id: &str| {
+        let url = format!("{base}/portfolio/{id}?to=2024-12-31");
+        async move { reqwest::get(url).await.unwrap().text().await.unwrap() }
+    };
+    let fifo = page("lots-fifo").await;
+    assert!(fifo.contains("Lots on 2024-12-31 (fifo)"), "{fifo}");
+    assert!(fifo.contains("Realized 2024-01-01 to 2024-12-31"), "{fifo}");
+    assert!(fifo.contains("Long-term"), "{fifo}");
+    let average = page("lots-average").await;
+    assert!(average.contains("Held on 2024-12-31"), "{average}");
+    assert!(!average.contains("Lots on"), "{average}");
     stop(svc).await;
 }
 

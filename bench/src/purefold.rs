@@ -228,6 +228,19 @@ impl FoldInputs {
         Ok(account)
     }
 
+    /// The same book as a cash account under `method` (docs/valuation.md,
+    /// lots). (Measured by `fifo_fold_ratio`.)
+    #[cfg(test)]
+    pub(crate) fn as_lots_account(&self, method: projections::LotMethod) -> Result<FoldInputs> {
+        let mut account = self.as_account(false)?;
+        if let Some(projections::Kind::PortfolioSettings { lot_method, .. }) =
+            account.transactions.first_mut().map(|t| &mut t.kind)
+        {
+            *lot_method = method;
+        }
+        Ok(account)
+    }
+
     /// Describes every symbol of the book on the instruments topic of
     /// `account`: `payload(i, symbol)` is the i-th symbol's event.
     #[cfg(test)]
@@ -442,6 +455,63 @@ mod tests {
             "plain {p:.2} ms, cash account {c:.2} ms, margin account {m:.2} ms; margin / cash {:.3}, margin / plain {:.3}",
             m / c,
             m / p
+        );
+    }
+
+    /// The pure fold of the bench's ten-year book (50 symbols, 20,000
+    /// trades) as a cash account under FIFO against the same under
+    /// `average`, in turns, and the two lots answers of it (the lots of the
+    /// last day, the realizations of the whole history): CPU medians and
+    /// the ratio (`cargo test --release -p navd-bench -- --ignored
+    /// fifo_fold_ratio --nocapture`).
+    #[test]
+    #[ignore = "a measurement: run it on purpose, in release"]
+    fn fifo_fold_ratio() {
+        use projections::LotMethod;
+        let spec = BookSpec {
+            tag: 2,
+            portfolio_prefix: "bf-",
+            portfolios: 1,
+            symbol_prefix: "B",
+            symbols: 50,
+            universe: 50,
+            trades_per_portfolio: 20_000,
+            days: 3653,
+        };
+        let book = Book::generate(spec, 42, crate::pinned::TODAY.parse().unwrap());
+        let to = book.today.pred_opt().unwrap();
+        let sent = SentEvents::of_book(&book, &BTreeSet::from([0]), &[], &[]).unwrap();
+        let plain = sent.inputs(&book.portfolio(0), to).unwrap();
+        let average = plain.as_lots_account(LotMethod::Average).unwrap();
+        let fifo = plain.as_lots_account(LotMethod::Fifo).unwrap();
+        let (a_last, f_last) = (
+            time_fold(&average, to, 1).unwrap().1.unwrap(),
+            time_fold(&fifo, to, 1).unwrap().1.unwrap(),
+        );
+        assert_eq!(a_last.market_value, f_last.market_value);
+        let (mut a, mut f, mut lots, mut realized) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..7 {
+            a.push(time_fold(&average, to, 3).unwrap().0.cpu_ms);
+            f.push(time_fold(&fifo, to, 3).unwrap().0.cpu_ms);
+            let c = thread_cpu();
+            let out = projections::fold(&fifo.transactions, &fifo.prices, to).unwrap();
+            let rows = projections::open_lots(&out.end_state.unwrap(), &fifo.prices).unwrap();
+            assert!(!rows.is_empty());
+            lots.push(ms(thread_cpu() - c));
+            let c = thread_cpu();
+            let walk = projections::realizations(&fifo.transactions, &fifo.prices, to).unwrap();
+            let answer = walk
+                .answer(walk.first_day.unwrap(), walk.last_day.unwrap())
+                .unwrap();
+            assert!(!answer.rows.is_empty());
+            realized.push(ms(thread_cpu() - c));
+        }
+        let (a, f) = (Dist::of(a).p50, Dist::of(f).p50);
+        let (l, r) = (Dist::of(lots).p50, Dist::of(realized).p50);
+        println!(
+            "ten-year fold: average {a:.2} ms, fifo {f:.2} ms; fifo / average {:.3}; lots answer {l:.2} ms, realized answer {r:.2} ms",
+            f / a
         );
     }
 

@@ -204,6 +204,30 @@ pub async fn page(
     Ok(resp)
 }
 
+/// The lots at the range's end and what its year realized, under a lot
+/// method (none under `average`, or when a read fails: a convenience, like
+/// the positions table).
+async fn read_lot_tables(
+    s: &AppState,
+    id: &str,
+    h: &History,
+    q: &HistoryQuery,
+) -> Option<super::lots::LotTables> {
+    use chrono::Datelike;
+    let last = h.points.last()?.date;
+    let year = chrono::NaiveDate::from_ymd_opt(last.year(), 1, 1)?;
+    let db = s.engine.db();
+    let range = (Some(year), Some(last));
+    let realized = crate::query::lots::read_realized(db, id, range, q.known_at, &s.clock)
+        .await
+        .ok()
+        .filter(|r| r.method != "average")?;
+    let lots = crate::query::lots::read_lots(db, id, Some(last), q.known_at, &s.clock)
+        .await
+        .ok()?;
+    Some(super::lots::LotTables { lots, realized })
+}
+
 /// The page's answer to a query it cannot show (400): the form as typed,
 /// and the reason.
 fn refused(id: &str, form: &FormValues, query: Option<&str>, reason: &str) -> Response {
@@ -220,6 +244,7 @@ pub(super) struct PageExtra {
     bench_span: Option<(NaiveDate, NaiveDate)>,
     marks: Vec<ExMark>,
     movers: Option<crate::query::attribution::Attribution>,
+    lots: Option<super::lots::LotTables>,
 }
 
 async fn page_extra(
@@ -251,11 +276,13 @@ async fn page_extra(
         _ => Vec::new(),
     };
     let movers = super::movers::read_movers(s, id, h, q).await;
+    let lots = read_lot_tables(s, id, h, q).await;
     Ok(PageExtra {
         currency,
         bench_span,
         marks,
         movers,
+        lots,
     })
 }
 
@@ -278,6 +305,7 @@ fn draw_page(
         currency: &extra.currency,
         bench_span: extra.bench_span,
         movers: extra.movers.as_ref(),
+        lots: extra.lots.as_ref(),
     };
     if form.value_view {
         let charts = Charts {
@@ -721,6 +749,7 @@ mod page_tests {
                 currency: "USD",
                 bench_span: None,
                 movers: None,
+                lots: None,
                 positions: Some(&crate::query::Positions {
                     portfolio_id: "p-1001".into(),
                     date: day("2023-12-29"),

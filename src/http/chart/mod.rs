@@ -74,6 +74,7 @@ mod explain;
 mod format;
 mod handlers;
 mod index;
+mod lots;
 mod marks;
 mod movers;
 mod notices;

@@ -79,6 +79,8 @@ pub(super) struct PageData<'a> {
     /// The range's attribution ("what moved it"; none when it cannot be
     /// attributed).
     pub(super) movers: Option<&'a Attribution>,
+    /// The lots and the year's realizations, under a lot method.
+    pub(super) lots: Option<&'a super::lots::LotTables>,
 }
 
 /// The pages' stylesheet, inlined (no external assets).
@@ -402,6 +404,9 @@ fn write_sections(
     }
     if let Some(p) = d.positions {
         write_positions(h, p, d.currency, d.movers);
+    }
+    if let Some(t) = d.lots {
+        super::lots::write_lot_tables(h, t, d.currency);
     }
     write_links(h, id, query);
 }

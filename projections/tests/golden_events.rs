@@ -7,8 +7,6 @@
 //! whose expectations replace the first (a late event recomputes to what a
 //! full rebuild gives).
 
-use std::str::FromStr;
-
 use chrono::NaiveDate;
 use projections::{
     fold, modified_dietz, money_text, money_weighted_return, ratio_text, statistics, value_cash,

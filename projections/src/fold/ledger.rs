@@ -134,7 +134,8 @@ impl Ledger {
     /// Adds `proceeds − Σ cost` of a disposal to the realized P&L. When
     /// collecting, each taken piece is a row with its share of the
     /// proceeds (quantity / the whole; the last piece the rest, so that
-    /// the rows add up to the P&L exactly); no pieces (a pool): one row.
+    /// the rows add up to the P&L, to the 28 significant digits a share
+    /// carries); no pieces (a pool): one row.
     pub(super) fn realize_taken(
         &mut self,
         from: Source<'_>,

@@ -174,7 +174,9 @@ pub struct RealizedAnswer {
 
 impl Realizations {
     /// The rows dated in `from ..= to` and their totals; `total` equals
-    /// realized_pnl(to) − realized_pnl(from − 1) exactly before rounding.
+    /// realized_pnl(to) − realized_pnl(from − 1) to 10⁻²⁰ (a piece's share of
+    /// the proceeds and the running realized P&L carry 28 significant
+    /// digits), each total summed exactly and rounded once.
     pub fn answer(
         &self,
         from: NaiveDate,

@@ -11,17 +11,17 @@ use projections::{
 };
 use serde_json::Value;
 
-pub fn date(v: &Value) -> NaiveDate {
+pub(crate) fn date(v: &Value) -> NaiveDate {
     NaiveDate::from_str(v.as_str().expect("date string")).expect("date")
 }
 
 /// The events of one golden file (and of its `then` batch when `late`).
-pub struct Log {
-    pub txs: Vec<Transaction>,
-    pub prices: PriceBook,
+pub(crate) struct Log {
+    pub(crate) txs: Vec<Transaction>,
+    pub(crate) prices: PriceBook,
 }
 
-pub fn log(json: &Value, late: bool) -> Log {
+pub(crate) fn log(json: &Value, late: bool) -> Log {
     let mut batches = vec![json];
     if late {
         batches.push(&json["then"]);

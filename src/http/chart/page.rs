@@ -402,13 +402,19 @@ fn write_sections(
         write_last_day(h, last, d.currency);
         write_explain_links(h, id, d.history);
     }
+    write_holdings(h, d);
+    write_links(h, id, query);
+}
+
+/// What was held at the range's end: the positions, and under a lot
+/// method the lots and the year's realizations.
+fn write_holdings(h: &mut String, d: &PageData<'_>) {
     if let Some(p) = d.positions {
         write_positions(h, p, d.currency, d.movers);
     }
     if let Some(t) = d.lots {
         super::lots::write_lot_tables(h, t, d.currency);
     }
-    write_links(h, id, query);
 }
 
 /// Every day of the range opens its explanation: the last one directly,
